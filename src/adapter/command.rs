@@ -1,0 +1,73 @@
+//! The `command` adapter: any argv. Lines that are a JSON object or array are events; every
+//! other line (including invalid UTF-8 and bare JSON scalars such as `42`) goes to `stdout.log`.
+
+use super::{Adapter, AgentReport, ArgvContext, LineResult, PaneItem, StreamParser};
+use crate::spec::{AgentKind, TaskSpec};
+
+pub struct CommandAdapter;
+
+impl Adapter for CommandAdapter {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Command
+    }
+    fn binary(&self) -> Option<&'static str> {
+        None
+    }
+    fn install_hint(&self) -> &'static str {
+        ""
+    }
+    fn build_argv(&self, program: &str, _task: &TaskSpec, _ctx: &ArgvContext<'_>) -> Vec<String> {
+        vec![program.to_owned()]
+    }
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(CommandParser)
+    }
+    fn expects_terminal_event(&self) -> bool {
+        false
+    }
+}
+
+pub struct CommandParser;
+
+/// A line is an event when it is a JSON object or array. Only the first byte decides whether
+/// we try to parse, so plain text costs one comparison.
+pub fn is_json_event(line: &[u8]) -> bool {
+    let start = line.iter().position(|b| !b.is_ascii_whitespace());
+    match start.map(|i| line[i]) {
+        Some(b'{') | Some(b'[') => {
+            serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
+        }
+        _ => false,
+    }
+}
+
+impl StreamParser for CommandParser {
+    fn on_line(&mut self, line: &[u8]) -> LineResult {
+        if is_json_event(line) {
+            LineResult::keep().with_pane(PaneItem::Raw(line.to_vec()))
+        } else {
+            LineResult::plain(line)
+        }
+    }
+    fn finish(&mut self, _stderr_tail: &[u8]) -> AgentReport {
+        AgentReport::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::adapter::LineAction;
+
+    #[test]
+    fn json_objects_and_arrays_are_events() {
+        let mut p = CommandParser;
+        assert_eq!(p.on_line(br#"{"type":"x"}"#).action, LineAction::Keep);
+        assert_eq!(p.on_line(br#"  [1,2]"#).action, LineAction::Keep);
+        assert_eq!(p.on_line(b"hello").action, LineAction::Plain);
+        assert_eq!(p.on_line(b"42").action, LineAction::Plain);
+        assert_eq!(p.on_line(b"{not json").action, LineAction::Plain);
+        assert_eq!(p.on_line(b"\xff\xfe{").action, LineAction::Plain);
+        assert_eq!(p.on_line(b"").action, LineAction::Plain);
+    }
+}

@@ -1,0 +1,161 @@
+//! Agent adapters: pure knowledge of one agent CLI.
+//!
+//! An adapter builds the CLI's argv from a [`TaskSpec`] and returns a [`StreamParser`] that
+//! reads the CLI's stdout one line at a time. The parser decides what reaches
+//! `events.jsonl` ([`LineAction`]), spots the terminal event, produces items for the human
+//! pane ([`PaneItem`]) and, at the end, the envelope's `output` ([`AgentReport`]).
+//! Nothing here does IO: the worker feeds lines in and writes files.
+//!
+//! Common pitfalls:
+//! * Exit codes lie: pi exits 0 after a failed model call, Claude Code can say
+//!   `subtype: "success"` with `is_error: true`. Decide from events.
+//! * Streaming deltas are most of the bytes; drop them, but keep the text for the pane.
+//! * Lines may be invalid UTF-8 or not JSON at all; never panic on them.
+
+mod command;
+
+use std::path::Path;
+
+use crate::envelope::Output;
+use crate::spec::{AgentKind, TaskSpec};
+
+pub use command::CommandAdapter;
+
+/// What happens to one stdout line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LineAction {
+    /// Write the line to `events.jsonl` unchanged.
+    Keep,
+    /// Write this instead (e.g. a transcript repeat reduced to its type).
+    Replace(Vec<u8>),
+    /// Drop it (a streaming delta); counted in `filter`.
+    Drop,
+    /// Not an event: write it to `stdout.log`.
+    Plain,
+}
+
+/// Something for the human watching the pane. The worker sanitises all text before showing it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaneItem {
+    /// A raw output line (the `command` adapter).
+    Raw(Vec<u8>),
+    /// Assistant text as it streams; may hold newlines.
+    Text(String),
+    /// The current assistant text block ended.
+    TextEnd,
+    /// A tool call: its name and a short summary of its arguments.
+    ToolCall { name: String, summary: String },
+    /// A tool result, abbreviated.
+    ToolResult { summary: String, is_error: bool },
+    /// An error the agent reported.
+    Error(String),
+    /// Anything else worth a line (session started, model, usage and cost at the end).
+    Info(String),
+}
+
+/// The parser's verdict on one line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LineResult {
+    pub action: LineAction,
+    /// This line is the agent's terminal event: the linger clock starts.
+    pub terminal: bool,
+    pub pane: Vec<PaneItem>,
+}
+
+impl LineResult {
+    pub fn keep() -> Self {
+        Self { action: LineAction::Keep, terminal: false, pane: Vec::new() }
+    }
+    pub fn drop_line() -> Self {
+        Self { action: LineAction::Drop, terminal: false, pane: Vec::new() }
+    }
+    pub fn plain(line: &[u8]) -> Self {
+        Self { action: LineAction::Plain, terminal: false, pane: vec![PaneItem::Raw(line.to_vec())] }
+    }
+    pub fn with_pane(mut self, item: PaneItem) -> Self {
+        self.pane.push(item);
+        self
+    }
+    pub fn terminal(mut self) -> Self {
+        self.terminal = true;
+        self
+    }
+}
+
+/// What an adapter read from the whole stream.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AgentReport {
+    /// `output` of the envelope; `final_text` also goes to `output.txt`.
+    pub output: Output,
+    /// The type of the terminal event, when one was seen.
+    pub terminal_event: Option<String>,
+    /// The agent reported a failure (model error, `is_error`, `turn.failed`).
+    pub model_error: bool,
+}
+
+/// Reads one agent's stdout, line by line.
+pub trait StreamParser: Send {
+    /// One complete line, without its trailing `\n` (and `\r`), at most 64 MiB.
+    fn on_line(&mut self, line: &[u8]) -> LineResult;
+    /// Called once after the agent exited. `stderr_tail` is the last 64 KiB of its stderr.
+    fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport;
+}
+
+/// Paths an adapter may use when building argv (e.g. where pi keeps its sessions).
+#[derive(Clone, Debug)]
+pub struct ArgvContext<'a> {
+    pub run_dir: &'a Path,
+    pub attempt_dir: &'a Path,
+}
+
+/// Knowledge of one agent CLI.
+pub trait Adapter: Sync {
+    fn kind(&self) -> AgentKind;
+    /// The binary looked up on `PATH` (`None` for `command`).
+    fn binary(&self) -> Option<&'static str>;
+    /// How to install the binary, for the error when it is missing.
+    fn install_hint(&self) -> &'static str;
+    /// The full argv, `program` first. Never goes through a shell.
+    fn build_argv(&self, program: &str, task: &TaskSpec, ctx: &ArgvContext<'_>) -> Vec<String>;
+    fn parser(&self) -> Box<dyn StreamParser>;
+    /// Whether a clean run must show a terminal event.
+    fn expects_terminal_event(&self) -> bool;
+}
+
+/// The adapter of a kind.
+pub fn adapter_for(kind: AgentKind) -> &'static dyn Adapter {
+    match kind {
+        AgentKind::Command => &CommandAdapter,
+        // The agent adapters land with their own module; until then the command adapter
+        // keeps the core usable.
+        AgentKind::Pi | AgentKind::Claude | AgentKind::Codex => &CommandAdapter,
+    }
+}
+
+/// Whether a message speaks of a context overflow (shared by all adapters).
+pub fn mentions_context_overflow(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    [
+        "context length",
+        "context window",
+        "prompt is too long",
+        "maximum context",
+        "context_length_exceeded",
+        "too many tokens",
+    ]
+    .iter()
+    .any(|p| t.contains(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overflow_phrases() {
+        assert!(mentions_context_overflow("Error: prompt is too long: 250000 tokens"));
+        assert!(mentions_context_overflow("This model's maximum context length is 8192"));
+        assert!(mentions_context_overflow("exceeds the Context Window"));
+        assert!(!mentions_context_overflow("rate limited"));
+    }
+}

@@ -1,0 +1,275 @@
+//! The result contract: `result.json`, schema `subpane.result/v1`.
+//!
+//! Every field is always present (`null` where unknown), keys are snake_case. The JSON Schema
+//! in `schema/result.v1.json` describes the same shape; a test validates real envelopes
+//! against it so the two cannot drift.
+
+mod outcome;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use outcome::{Facts, KillReason, Outcome, decide};
+
+use crate::exit_code;
+use crate::spec::AgentKind;
+
+/// Schema tag of `result.json`.
+pub const RESULT_SCHEMA: &str = "subpane.result/v1";
+
+/// How the attempt ended.
+///
+/// ```json
+/// "completed"
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// Why an attempt did not complete.
+///
+/// ```json
+/// "idle_timeout"
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// The program exited non-zero or was killed by a signal nobody asked for.
+    Exit,
+    /// The program could not be started.
+    Spawn,
+    Timeout,
+    IdleTimeout,
+    Cancelled,
+    Sandbox,
+    /// The agent reported an error, even if it exited 0.
+    Model,
+    /// The agent's output could not be understood (e.g. no terminal event).
+    Parse,
+    /// The worker or its pane vanished without recording the end.
+    Lost,
+}
+
+/// Token counts, summed over the attempt.
+///
+/// ```json
+/// {"input_tokens": 1200, "output_tokens": 80, "cache_read_tokens": 0, "cache_write_tokens": 0, "total_tokens": 1280}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    pub total_tokens: Option<u64>,
+}
+
+/// What the agent produced, as read from its events (all `null` for the `command` adapter).
+///
+/// ```json
+/// {"final_text": "Done.", "session_id": "0b5e…", "model": "claude-sonnet-4", "usage": {…},
+///  "cost_usd": 0.0123, "turns": 2, "tool_calls": 1, "errors": [], "context_length_exceeded": false}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Output {
+    pub final_text: Option<String>,
+    pub session_id: Option<String>,
+    pub model: Option<String>,
+    pub usage: Option<Usage>,
+    pub cost_usd: Option<f64>,
+    pub turns: Option<u64>,
+    pub tool_calls: Option<u64>,
+    /// At most [`MAX_ERRORS`] messages.
+    pub errors: Vec<String>,
+    pub context_length_exceeded: bool,
+}
+
+/// The most error strings an envelope carries.
+pub const MAX_ERRORS: usize = 20;
+
+impl Output {
+    /// Adds an error message, keeping at most [`MAX_ERRORS`] and each at most 2000 chars.
+    pub fn push_error(&mut self, msg: impl Into<String>) {
+        if self.errors.len() < MAX_ERRORS {
+            let mut m: String = msg.into();
+            if m.len() > 2000 {
+                let mut cut = 2000;
+                while !m.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                m.truncate(cut);
+                m.push('…');
+            }
+            self.errors.push(m);
+        }
+    }
+}
+
+/// What the stdout filter kept and dropped.
+///
+/// ```json
+/// {"kept_lines": 12, "dropped_lines": 340, "dropped_bytes": 81234, "oversized_lines": 0}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilterCounts {
+    /// Lines written to `events.jsonl`.
+    pub kept_lines: u64,
+    /// Lines the adapter dropped (streaming deltas), plus oversized lines.
+    pub dropped_lines: u64,
+    pub dropped_bytes: u64,
+    /// Lines over the 64 MiB bound, dropped without being buffered.
+    pub oversized_lines: u64,
+    /// Non-JSON lines written to `stdout.log`.
+    pub plain_lines: u64,
+}
+
+/// Where the attempt's pane was.
+///
+/// ```json
+/// {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1", "pane_id": "%3"}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TmuxInfo {
+    pub socket: Option<String>,
+    pub session: Option<String>,
+    pub pane_id: Option<String>,
+}
+
+/// The sandbox in force.
+///
+/// ```json
+/// {"enabled": false}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxInfo {
+    pub enabled: bool,
+}
+
+/// One file of the attempt directory.
+///
+/// ```json
+/// {"kind": "events", "path": "events.jsonl", "bytes": 5321, "sha256": "9f86d0…"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    pub kind: String,
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// What subpane had to clean up at the end.
+///
+/// ```json
+/// {"output_held_open": true, "killed_descendants": 1}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cleanup {
+    /// A descendant still held stdout or stderr open after the program exited.
+    pub output_held_open: bool,
+    /// Processes of the attempt killed after the program itself had exited.
+    pub killed_descendants: u64,
+}
+
+/// The envelope, `result.json`.
+///
+/// ```json
+/// {"schema": "subpane.result/v1", "run_id": "build-42", "attempt": 1, "agent": "command",
+///  "argv": ["/usr/bin/make", "test"], "cwd": "/src/app", "labels": {}, "correlation_id": null,
+///  "status": "failed", "failure_kind": "exit", "exit_code": 2, "signal": null,
+///  "signals_sent": [], "started_at": "2026-11-30T03:39:43.123Z",
+///  "finished_at": "2026-11-30T03:39:45.456Z", "duration_ms": 2333, "terminal_event": null,
+///  "lingered": false, "output": {…}, "filter": {…}, "cleanup": {…}, "tmux": {…},
+///  "sandbox": {"enabled": false}, "artifacts": [{…}]}
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    pub schema: String,
+    pub run_id: String,
+    pub attempt: u32,
+    pub agent: AgentKind,
+    pub argv: Vec<String>,
+    pub cwd: String,
+    pub labels: BTreeMap<String, String>,
+    pub correlation_id: Option<String>,
+    pub status: Status,
+    pub failure_kind: Option<FailureKind>,
+    pub exit_code: Option<i32>,
+    /// The signal that ended the program, e.g. `"SIGKILL"`.
+    pub signal: Option<String>,
+    /// Signals subpane sent to the process group, in order.
+    pub signals_sent: Vec<String>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub duration_ms: Option<u64>,
+    pub terminal_event: Option<String>,
+    pub lingered: bool,
+    pub output: Output,
+    pub filter: FilterCounts,
+    pub cleanup: Cleanup,
+    pub tmux: TmuxInfo,
+    pub sandbox: SandboxInfo,
+    pub artifacts: Vec<Artifact>,
+}
+
+impl Envelope {
+    /// The documented exit code for this envelope.
+    pub fn exit_code(&self) -> i32 {
+        code_for(self.status, self.failure_kind)
+    }
+}
+
+/// Maps an outcome to the exit code of `run`/`wait`/`status`.
+pub fn code_for(status: Status, kind: Option<FailureKind>) -> i32 {
+    match (status, kind) {
+        (Status::Completed, _) => exit_code::COMPLETED,
+        (Status::Cancelled, _) => exit_code::CANCELLED,
+        (Status::Failed, Some(FailureKind::Timeout | FailureKind::IdleTimeout)) => {
+            exit_code::TIMED_OUT
+        }
+        (Status::Failed, _) => exit_code::FAILED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_codes_follow_the_table() {
+        assert_eq!(code_for(Status::Completed, None), 0);
+        assert_eq!(code_for(Status::Failed, Some(FailureKind::Exit)), 1);
+        assert_eq!(code_for(Status::Failed, Some(FailureKind::Lost)), 1);
+        assert_eq!(code_for(Status::Failed, Some(FailureKind::Model)), 1);
+        assert_eq!(code_for(Status::Failed, Some(FailureKind::Timeout)), 124);
+        assert_eq!(code_for(Status::Failed, Some(FailureKind::IdleTimeout)), 124);
+        assert_eq!(code_for(Status::Cancelled, Some(FailureKind::Cancelled)), 130);
+    }
+
+    #[test]
+    fn errors_are_bounded() {
+        let mut o = Output::default();
+        for i in 0..30 {
+            o.push_error(format!("e{i}"));
+        }
+        assert_eq!(o.errors.len(), MAX_ERRORS);
+        o.errors.clear();
+        o.push_error("é".repeat(3000));
+        assert!(o.errors[0].len() <= 2004);
+    }
+}

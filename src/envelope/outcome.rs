@@ -1,0 +1,168 @@
+//! The outcome of an attempt, decided by one pure function from the facts.
+//!
+//! Precedence, first match wins:
+//!
+//! | facts                                   | status    | failure_kind   |
+//! |-----------------------------------------|-----------|----------------|
+//! | sandbox could not be enforced           | failed    | sandbox        |
+//! | program could not be started            | failed    | spawn          |
+//! | the worker or its pane vanished         | failed    | lost           |
+//! | subpane stopped it for a cancel         | cancelled | cancelled      |
+//! | subpane stopped it for the deadline     | failed    | timeout        |
+//! | subpane stopped it for silence          | failed    | idle_timeout   |
+//! | the agent reported an error             | failed    | model          |
+//! | stopped for lingering after its answer  | completed | —              |
+//! | exit 0, but no terminal event (agents)  | failed    | parse          |
+//! | exit 0                                  | completed | —              |
+//! | anything else                           | failed    | exit           |
+
+use super::{FailureKind, Status};
+
+/// Why subpane started stopping the process group (the first reason wins).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KillReason {
+    Timeout,
+    IdleTimeout,
+    Cancel,
+    Linger,
+    /// The pane closed under the worker (SIGHUP: tmux server or session killed).
+    PaneClosed,
+}
+
+/// Everything the decision looks at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    pub sandbox_failed: bool,
+    pub spawn_failed: bool,
+    pub lost: bool,
+    pub kill_reason: Option<KillReason>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    /// The adapter knows a terminal event (agent adapters do; `command` does not).
+    pub expects_terminal_event: bool,
+    pub terminal_event_seen: bool,
+    pub model_error: bool,
+}
+
+/// The decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub status: Status,
+    pub failure_kind: Option<FailureKind>,
+}
+
+impl Outcome {
+    fn failed(kind: FailureKind) -> Self {
+        Self { status: Status::Failed, failure_kind: Some(kind) }
+    }
+    fn completed() -> Self {
+        Self { status: Status::Completed, failure_kind: None }
+    }
+}
+
+/// Decides the outcome from the facts. Pure: no IO, no clock.
+pub fn decide(f: &Facts) -> Outcome {
+    if f.sandbox_failed {
+        return Outcome::failed(FailureKind::Sandbox);
+    }
+    if f.spawn_failed {
+        return Outcome::failed(FailureKind::Spawn);
+    }
+    if f.lost || f.kill_reason == Some(KillReason::PaneClosed) {
+        return Outcome::failed(FailureKind::Lost);
+    }
+    match f.kill_reason {
+        Some(KillReason::Cancel) => {
+            return Outcome { status: Status::Cancelled, failure_kind: Some(FailureKind::Cancelled) };
+        }
+        Some(KillReason::Timeout) => return Outcome::failed(FailureKind::Timeout),
+        Some(KillReason::IdleTimeout) => return Outcome::failed(FailureKind::IdleTimeout),
+        _ => {}
+    }
+    if f.model_error {
+        return Outcome::failed(FailureKind::Model);
+    }
+    if f.kill_reason == Some(KillReason::Linger) {
+        return Outcome::completed();
+    }
+    if f.exit_code == Some(0) && f.signal.is_none() {
+        if f.expects_terminal_event && !f.terminal_event_seen {
+            return Outcome::failed(FailureKind::Parse);
+        }
+        return Outcome::completed();
+    }
+    Outcome::failed(FailureKind::Exit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(code: i32) -> Facts {
+        Facts { exit_code: Some(code), ..Facts::default() }
+    }
+
+    #[test]
+    fn clean_exit_completes() {
+        assert_eq!(decide(&exited(0)), Outcome::completed());
+    }
+
+    #[test]
+    fn nonzero_exit_or_signal_fails_with_exit() {
+        assert_eq!(decide(&exited(3)), Outcome::failed(FailureKind::Exit));
+        let f = Facts { signal: Some(9), ..Facts::default() };
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Exit));
+    }
+
+    #[test]
+    fn kill_reasons_beat_exit_status() {
+        let mut f = exited(0);
+        f.kill_reason = Some(KillReason::Timeout);
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Timeout));
+        f.kill_reason = Some(KillReason::IdleTimeout);
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::IdleTimeout));
+        f.kill_reason = Some(KillReason::Cancel);
+        assert_eq!(decide(&f).status, Status::Cancelled);
+        f.kill_reason = Some(KillReason::PaneClosed);
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Lost));
+    }
+
+    #[test]
+    fn model_error_fails_even_on_exit_zero() {
+        let mut f = exited(0);
+        f.expects_terminal_event = true;
+        f.terminal_event_seen = true;
+        f.model_error = true;
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Model));
+    }
+
+    #[test]
+    fn lingering_after_a_clean_answer_completes() {
+        let f = Facts {
+            signal: Some(9),
+            kill_reason: Some(KillReason::Linger),
+            expects_terminal_event: true,
+            terminal_event_seen: true,
+            ..Facts::default()
+        };
+        assert_eq!(decide(&f), Outcome::completed());
+    }
+
+    #[test]
+    fn agent_without_terminal_event_is_a_parse_failure() {
+        let mut f = exited(0);
+        f.expects_terminal_event = true;
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Parse));
+    }
+
+    #[test]
+    fn spawn_and_sandbox_come_first() {
+        let f = Facts { spawn_failed: true, kill_reason: Some(KillReason::Cancel), ..Facts::default() };
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Spawn));
+        let f = Facts { sandbox_failed: true, spawn_failed: true, ..Facts::default() };
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Sandbox));
+        let f = Facts { lost: true, exit_code: Some(0), ..Facts::default() };
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Lost));
+    }
+}

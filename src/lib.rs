@@ -1,0 +1,36 @@
+//! subpane: run AI subagents (pi, Claude Code, Codex, or any command) as supervised,
+//! recorded, attachable attempts.
+//!
+//! ```text
+//! subpane run ──► validate ──► attempt dir + spec.json ──► tmux new-session -d …
+//!                                                             │
+//!                                                       worker (in pane)
+//!                                                             │ agent in its own process group,
+//!                                                             │ stdin = /dev/null, stdout/stderr = pipes
+//!                                                             ▼
+//!             events.jsonl ◄── stdout filter ◄── agent ──► stderr.log
+//!             pane view    ◄── human renderer
+//!                                                             │ exit / deadline / cancel
+//!                                                             ▼
+//!                                              worker.json ──► result.json (envelope)
+//! ```
+//!
+//! Layers (a module imports only from the layers below it):
+//!
+//! * L0 pure types: [`spec`], [`envelope`], [`exit_code`]
+//! * L1 one resource each: [`store`] (files), [`tmux`] (the tmux binary), [`procs`] (the kernel's
+//!   process table)
+//! * L2 machinery: [`adapter`] (pure parsing), [`worker`] (runs in the pane), [`supervisor`]
+//!   (waits, observes, cancels)
+//! * L3 edge: [`cli`] (the only place for clap) and `main.rs`
+
+pub mod adapter;
+pub mod cli;
+pub mod envelope;
+pub mod exit_code;
+pub mod procs;
+pub mod spec;
+pub mod store;
+pub mod supervisor;
+pub mod tmux;
+pub mod worker;

@@ -1,0 +1,178 @@
+//! The launch contract: what one attempt runs, where, and under which limits.
+//!
+//! A [`AttemptSpec`] is fully resolved and immutable once written to `spec.json`: the worker
+//! reads it and nothing else (plus the one-shot environment file, see [`crate::store`]).
+
+mod duration;
+mod run_id;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
+pub use run_id::{RunId, RunIdError};
+
+/// Schema tag of `spec.json`.
+pub const SPEC_SCHEMA: &str = "subpane.spec/v1";
+/// Schema tag of `run.json`.
+pub const RUN_SCHEMA: &str = "subpane.run/v1";
+
+/// Which adapter reads the program's output.
+///
+/// ```json
+/// "command"
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    Pi,
+    Claude,
+    Codex,
+    Command,
+}
+
+impl AgentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentKind::Pi => "pi",
+            AgentKind::Claude => "claude",
+            AgentKind::Codex => "codex",
+            AgentKind::Command => "command",
+        }
+    }
+}
+
+/// Time limits of an attempt, enforced by the worker (so they hold with `--detach`).
+///
+/// ```json
+/// {"timeout_ms": 600000, "idle_timeout_ms": null, "linger_ms": 5000, "grace_ms": 3000}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Wall-clock limit from the agent's start.
+    pub timeout_ms: Option<u64>,
+    /// Limit on silence: no bytes on stdout or stderr for this long.
+    pub idle_timeout_ms: Option<u64>,
+    /// How long an agent may stay alive after its terminal event.
+    pub linger_ms: u64,
+    /// Time between SIGTERM and SIGKILL when stopping the process group.
+    pub grace_ms: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { timeout_ms: None, idle_timeout_ms: None, linger_ms: 5000, grace_ms: 3000 }
+    }
+}
+
+/// The agent's environment, by name only: values never reach a record.
+///
+/// ```json
+/// {"inherit": true, "set": ["API_BASE"], "removed": ["TMUX", "TMUX_PANE"]}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvSpec {
+    /// The launching process's environment is passed on.
+    pub inherit: bool,
+    /// Names set with `--env K=V`.
+    pub set: Vec<String>,
+    /// Names removed from the environment.
+    pub removed: Vec<String>,
+}
+
+/// What an agent adapter was asked to do (absent for the `command` adapter).
+///
+/// ```json
+/// {"prompt": "fix the test", "model": null, "system_prompt": null, "tools": [], "thinking": null, "resume_session": null}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSpec {
+    pub prompt: String,
+    pub model: Option<String>,
+    pub system_prompt: Option<String>,
+    pub tools: Vec<String>,
+    pub thinking: Option<String>,
+    /// The agent session to continue (`--resume`).
+    pub resume_session: Option<String>,
+}
+
+/// Where the attempt's pane lives.
+///
+/// ```json
+/// {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TmuxTarget {
+    pub socket: PathBuf,
+    pub session: String,
+}
+
+/// The sandbox policy of an attempt (`{"enabled": false}` until the sandbox is asked for).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSpec {
+    pub enabled: bool,
+}
+
+/// The resolved launch spec, `runs/<id>/attempts/<n>/spec.json`.
+///
+/// ```json
+/// {"schema": "subpane.spec/v1", "run_id": "build-42", "attempt": 1, "agent": "command",
+///  "argv": ["/usr/bin/make", "test"], "cwd": "/src/app", "labels": {}, "correlation_id": null,
+///  "limits": {"timeout_ms": null, "idle_timeout_ms": null, "linger_ms": 5000, "grace_ms": 3000},
+///  "env": {"inherit": true, "set": [], "removed": ["TMUX", "TMUX_PANE"]}, "task": null,
+///  "keep_session": false, "tmux": {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1"},
+///  "sandbox": {"enabled": false}, "created_at": "2026-11-30T03:39:43.123Z"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptSpec {
+    pub schema: String,
+    pub run_id: RunId,
+    pub attempt: u32,
+    pub agent: AgentKind,
+    /// The exact argv executed; `argv[0]` is resolved to an absolute path.
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    pub labels: BTreeMap<String, String>,
+    pub correlation_id: Option<String>,
+    pub limits: Limits,
+    pub env: EnvSpec,
+    pub task: Option<TaskSpec>,
+    pub keep_session: bool,
+    pub tmux: TmuxTarget,
+    pub sandbox: SandboxSpec,
+    pub created_at: String,
+}
+
+/// One entry of `run.json`'s attempt list.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRef {
+    pub attempt: u32,
+    pub created_at: String,
+}
+
+/// `runs/<id>/run.json`: the request and its attempts.
+///
+/// ```json
+/// {"schema": "subpane.run/v1", "run_id": "build-42", "agent": "command", "labels": {"team": "core"},
+///  "correlation_id": null, "group": null, "created_at": "2026-11-30T03:39:43.123Z",
+///  "attempts": [{"attempt": 1, "created_at": "2026-11-30T03:39:43.123Z"}]}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema: String,
+    pub run_id: RunId,
+    pub agent: AgentKind,
+    pub labels: BTreeMap<String, String>,
+    pub correlation_id: Option<String>,
+    /// Fan-out group id, when the run was started by `fanout`.
+    pub group: Option<String>,
+    pub created_at: String,
+    pub attempts: Vec<AttemptRef>,
+}
+
+/// Current time as RFC 3339 UTC with milliseconds.
+pub fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
