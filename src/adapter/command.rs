@@ -1,7 +1,9 @@
 //! The `command` adapter: any argv. Lines that are a JSON object or array are events; every
 //! other line (including invalid UTF-8 and bare JSON scalars such as `42`) goes to `stdout.log`.
 
-use super::{Adapter, AgentReport, ArgvContext, LineResult, PaneItem, StreamParser};
+use super::{
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, StdinSource, StreamParser,
+};
 use crate::spec::{AgentKind, TaskSpec};
 
 pub struct CommandAdapter;
@@ -16,8 +18,9 @@ impl Adapter for CommandAdapter {
     fn install_hint(&self) -> &'static str {
         ""
     }
-    fn build_argv(&self, program: &str, _task: &TaskSpec, _ctx: &ArgvContext<'_>) -> Vec<String> {
-        vec![program.to_owned()]
+    fn launch(&self, program: &str, _task: &TaskSpec, _ctx: &ArgvContext<'_>) -> AgentLaunch {
+        // The command adapter's argv comes from the user whole; see `cli::run`.
+        AgentLaunch { argv: vec![program.to_owned()], stdin: StdinSource::Null }
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(CommandParser)

@@ -106,6 +106,30 @@ pub trait StreamParser: Send {
 pub struct ArgvContext<'a> {
     pub run_dir: &'a Path,
     pub attempt_dir: &'a Path,
+    /// The task's prompt, already written to this file (`prompt.txt` in the attempt dir).
+    /// One argv element is limited to 128 KiB by Linux, so large prompts go by file or stdin.
+    pub prompt_file: &'a Path,
+}
+
+/// Prompts longer than this are not passed as one argv element (Linux caps one at 128 KiB).
+pub const MAX_INLINE_PROMPT: usize = 96 * 1024;
+
+/// Where the agent's stdin comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StdinSource {
+    /// `/dev/null` (the default: no agent can block on input).
+    Null,
+    /// The prompt file, for CLIs that read a large prompt from stdin.
+    PromptFile,
+}
+
+/// How to start the agent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentLaunch {
+    /// The full argv, program first.
+    pub argv: Vec<String>,
+    pub stdin: StdinSource,
 }
 
 /// Knowledge of one agent CLI.
@@ -115,8 +139,8 @@ pub trait Adapter: Sync {
     fn binary(&self) -> Option<&'static str>;
     /// How to install the binary, for the error when it is missing.
     fn install_hint(&self) -> &'static str;
-    /// The full argv, `program` first. Never goes through a shell.
-    fn build_argv(&self, program: &str, task: &TaskSpec, ctx: &ArgvContext<'_>) -> Vec<String>;
+    /// The full argv, `program` first, and where stdin comes from. Never goes through a shell.
+    fn launch(&self, program: &str, task: &TaskSpec, ctx: &ArgvContext<'_>) -> AgentLaunch;
     fn parser(&self) -> Box<dyn StreamParser>;
     /// Whether a clean run must show a terminal event.
     fn expects_terminal_event(&self) -> bool;
