@@ -1,1 +1,203 @@
-//! (in progress)
+//! The kernel's process table: identities that survive pid reuse, pidfds, process trees.
+//!
+//! Common pitfalls:
+//! * A pid alone is not an identity: always compare the start time (`ProcRef`).
+//! * A zombie still has a `/proc` entry; it counts as dead.
+//! * `kill(-pgid)` misses descendants that called `setsid`; the worker is a child subreaper so
+//!   they stay in its tree, and [`descendants`] finds them.
+
+use std::ffi::OsStr;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+use crate::spec::ProcRef;
+
+/// Parsed fields of `/proc/<pid>/stat` that we need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    pub state: u8,
+    pub ppid: i32,
+    pub pgid: i32,
+    pub start_ticks: u64,
+}
+
+/// Reads `/proc/<pid>/stat`. The command name may hold spaces and parentheses, so fields are
+/// counted from the last `)`.
+pub fn stat(pid: i32) -> Option<Stat> {
+    let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&raw)
+}
+
+fn parse_stat(raw: &[u8]) -> Option<Stat> {
+    let close = raw.iter().rposition(|b| *b == b')')?;
+    let rest = std::str::from_utf8(&raw[close + 1..]).ok()?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // After the name: state(3) ppid(4) pgrp(5) … starttime(22); f[0] is field 3.
+    Some(Stat {
+        state: *f.first()?.as_bytes().first()?,
+        ppid: f.get(1)?.parse().ok()?,
+        pgid: f.get(2)?.parse().ok()?,
+        start_ticks: f.get(19)?.parse().ok()?,
+    })
+}
+
+/// The identity of a live process.
+pub fn proc_ref(pid: i32) -> Option<ProcRef> {
+    let s = stat(pid)?;
+    Some(ProcRef { pid, start_ticks: s.start_ticks })
+}
+
+/// Whether the process named by `r` is alive (not exited, not a zombie, not a reused pid).
+pub fn is_alive(r: &ProcRef) -> bool {
+    matches!(stat(r.pid), Some(s) if s.start_ticks == r.start_ticks && s.state != b'Z' && s.state != b'X')
+}
+
+/// A pidfd for the process named by `r`, or `None` if it is gone. The start time is checked
+/// after opening, so the fd cannot refer to a process that reused the pid.
+pub fn pidfd_for(r: &ProcRef) -> Option<OwnedFd> {
+    let fd = pidfd_open(r.pid).ok()?;
+    if is_alive(r) { Some(fd) } else { None }
+}
+
+/// `pidfd_open(2)`.
+pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: plain syscall with integer arguments; the returned fd is owned by us.
+    let rc = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: rc is a fresh fd returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
+}
+
+/// `pidfd_send_signal(2)`: signals exactly the process the pidfd refers to.
+pub fn pidfd_send_signal(fd: &OwnedFd, sig: Signal) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain syscall; a null siginfo is allowed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig as libc::c_int,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+}
+
+/// Signals a whole process group. Errors (the group is already gone) are ignored.
+pub fn signal_group(pgid: i32, sig: Signal) {
+    if pgid > 1 {
+        let _ = killpg(Pid::from_raw(pgid), sig);
+    }
+}
+
+/// Signals one process. Errors are ignored.
+pub fn signal_pid(pid: i32, sig: Signal) {
+    if pid > 1 {
+        let _ = kill(Pid::from_raw(pid), sig);
+    }
+}
+
+fn all_pids() -> Vec<i32> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    rd.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
+        .collect()
+}
+
+/// All live descendants of `root` (not `root` itself), found by walking parent links.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let table: Vec<(i32, Stat)> =
+        all_pids().into_iter().filter_map(|p| stat(p).map(|s| (p, s))).collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        for (pid, s) in &table {
+            if s.ppid == parent && s.state != b'Z' && !found.contains(pid) {
+                found.push(*pid);
+            }
+        }
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// Processes whose environment holds exactly `name=value`. Used to find what is left of an
+/// attempt after its worker died (its agent and descendants carry `SUBPANE_ATTEMPT_DIR`).
+pub fn with_env(name: &str, value: &OsStr) -> Vec<i32> {
+    let mut needle = Vec::with_capacity(name.len() + 1 + value.len());
+    needle.extend_from_slice(name.as_bytes());
+    needle.push(b'=');
+    needle.extend_from_slice(value.as_bytes());
+    let me = std::process::id() as i32;
+    all_pids()
+        .into_iter()
+        .filter(|p| *p != me)
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_slice()))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// The conventional name of a signal number, e.g. `SIGKILL`.
+pub fn signal_name(sig: i32) -> String {
+    Signal::try_from(sig).map(|s| s.as_str().to_owned()).unwrap_or_else(|_| format!("SIG{sig}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_handles_odd_names() {
+        let raw = b"42 (a) b (c)) S 1 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 777 0 0";
+        let s = parse_stat(raw).unwrap();
+        assert_eq!((s.state, s.ppid, s.pgid, s.start_ticks), (b'S', 1, 42, 777));
+    }
+
+    #[test]
+    fn self_is_alive_and_reused_pid_is_not() {
+        let me = proc_ref(std::process::id() as i32).unwrap();
+        assert!(is_alive(&me));
+        assert!(!is_alive(&ProcRef { pid: me.pid, start_ticks: me.start_ticks + 1 }));
+        assert!(pidfd_for(&me).is_some());
+    }
+
+    #[test]
+    fn names_signals() {
+        assert_eq!(signal_name(9), "SIGKILL");
+        assert_eq!(signal_name(15), "SIGTERM");
+    }
+}
+
+/// For `pre_exec`: gives the new program a clean signal state (nothing blocked, default
+/// dispositions). Signal masks and ignored signals survive `exec`, and both the worker
+/// (signalfd) and a waiting `run` (Ctrl-C) block signals that programs must receive.
+/// Only async-signal-safe calls.
+pub fn reset_signals_in_child() -> std::io::Result<()> {
+    // SAFETY: sigemptyset/sigprocmask/signal are async-signal-safe; pointers are valid.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        if libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,1 +1,85 @@
-//! (in progress)
+//! The command line: the only place that knows clap.
+//!
+//! Arguments are parsed in two stages: clap turns argv into the raw `*Args` structs, then
+//! each verb validates them into an immutable plan before anything is created or started.
+
+mod attach;
+mod cancel;
+mod common;
+mod gc;
+mod logs;
+mod ls;
+mod output;
+mod run;
+mod status;
+mod wait;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+pub use common::CliError;
+
+/// Run AI subagents (pi, Claude Code, Codex, or any command) as supervised, recorded,
+/// attachable attempts.
+///
+/// Every attempt gets its own directory under the subpane home and its own detached tmux
+/// session on a private server. `result.json` in the attempt directory is the versioned
+/// envelope of how it ended.
+///
+/// Exit codes of run, wait and status: 0 completed, 1 failed or lost, 2 invalid input (nothing
+/// started), 3 still running (wait --timeout, status), 124 timed out, 130 cancelled.
+#[derive(Debug, Parser)]
+#[command(name = "subpane", version, max_term_width = 100)]
+pub struct Cli {
+    /// Where runs are recorded [default: $SUBPANE_HOME, else ${XDG_STATE_HOME:-~/.local/state}/subpane]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start an attempt: an agent with a task, or any program after `--`
+    Run(run::RunArgs),
+    /// Show the state of a run; the envelope once it has finished
+    Status(status::StatusArgs),
+    /// Wait for runs to finish (without polling)
+    Wait(wait::WaitArgs),
+    /// Print a run's output files; -f follows until the attempt ends
+    Logs(logs::LogsArgs),
+    /// Cancel a run: SIGTERM to its process group, SIGKILL after the grace period
+    Cancel(cancel::CancelArgs),
+    /// Attach this terminal to a run's tmux pane (detach with Ctrl-b d)
+    Attach(attach::AttachArgs),
+    /// List runs, newest first
+    Ls(ls::LsArgs),
+    /// Remove finished sessions and old run directories
+    Gc(gc::GcArgs),
+    /// The worker that runs inside the pane (internal)
+    #[command(name = "__worker", hide = true)]
+    Worker {
+        /// The attempt directory
+        dir: PathBuf,
+    },
+}
+
+/// Runs the parsed command; returns the process exit code.
+pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
+    if let Command::Worker { dir } = &cli.command {
+        return Ok(crate::worker::main(dir));
+    }
+    let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::invalid)?;
+    match cli.command {
+        Command::Run(a) => run::run(&home, a),
+        Command::Status(a) => status::status(&home, a),
+        Command::Wait(a) => wait::wait(&home, a),
+        Command::Logs(a) => logs::logs(&home, a),
+        Command::Cancel(a) => cancel::cancel(&home, a),
+        Command::Attach(a) => attach::attach(&home, a),
+        Command::Ls(a) => ls::ls(&home, a),
+        Command::Gc(a) => gc::gc(&home, a),
+        Command::Worker { .. } => unreachable!("handled above"),
+    }
+}

@@ -4,12 +4,14 @@
 //! in `schema/result.v1.json` describes the same shape; a test validates real envelopes
 //! against it so the two cannot drift.
 
+mod build;
 mod outcome;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use build::{build, duration_between};
 pub use outcome::{Facts, KillReason, Outcome, decide};
 
 use crate::exit_code;

@@ -4,6 +4,7 @@
 //! reads it and nothing else (plus the one-shot environment file, see [`crate::store`]).
 
 mod duration;
+mod facts;
 mod run_id;
 
 use std::collections::BTreeMap;
@@ -11,6 +12,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use facts::{
+    CancelRequest, LaunchRecord, ProcRef, WORKER_SCHEMA, WorkerFacts, WorkerState,
+};
 pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError};
 
@@ -115,12 +119,27 @@ pub struct SandboxSpec {
     pub enabled: bool,
 }
 
+/// Where the agent's stdin comes from.
+///
+/// ```json
+/// "null"
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stdin {
+    /// `/dev/null`: nothing can block on input.
+    #[default]
+    Null,
+    /// `prompt.txt` of the attempt (CLIs that read a large prompt from stdin).
+    PromptFile,
+}
+
 /// The resolved launch spec, `runs/<id>/attempts/<n>/spec.json`.
 ///
 /// ```json
 /// {"schema": "subpane.spec/v1", "run_id": "build-42", "attempt": 1, "agent": "command",
-///  "argv": ["/usr/bin/make", "test"], "cwd": "/src/app", "labels": {}, "correlation_id": null,
-///  "limits": {"timeout_ms": null, "idle_timeout_ms": null, "linger_ms": 5000, "grace_ms": 3000},
+///  "argv": ["/usr/bin/make", "test"], "cwd": "/src/app", "stdin": "null", "labels": {},
+///  "correlation_id": null, "limits": {"timeout_ms": null, "idle_timeout_ms": null, "linger_ms": 5000, "grace_ms": 3000},
 ///  "env": {"inherit": true, "set": [], "removed": ["TMUX", "TMUX_PANE"]}, "task": null,
 ///  "keep_session": false, "tmux": {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1"},
 ///  "sandbox": {"enabled": false}, "created_at": "2026-11-30T03:39:43.123Z"}
@@ -134,6 +153,7 @@ pub struct AttemptSpec {
     /// The exact argv executed; `argv[0]` is resolved to an absolute path.
     pub argv: Vec<String>,
     pub cwd: PathBuf,
+    pub stdin: Stdin,
     pub labels: BTreeMap<String, String>,
     pub correlation_id: Option<String>,
     pub limits: Limits,

@@ -1,1 +1,37 @@
-//! (in progress)
+//! Files: where things live under `$SUBPANE_HOME`, and how they are written.
+//!
+//! ```text
+//! $SUBPANE_HOME/
+//!   tmux.conf                         config of the private tmux server
+//!   runs/<run-id>/run.json            request, labels, attempt list
+//!   runs/<run-id>/attempts/<n>/       one attempt: spec.json, launch.json, worker.json,
+//!                                     events.jsonl, stdout.log, stderr.log, output.txt,
+//!                                     cancel.json, result.json
+//! ```
+//!
+//! Every JSON file is written to a temporary file in the same directory, fsynced, then
+//! renamed, so a reader never sees a partial file.
+
+mod artifacts;
+mod atomic;
+mod layout;
+mod records;
+
+pub use artifacts::{collect_artifacts, sha256_file};
+pub use atomic::{read_json, write_atomic, write_json_atomic, write_json_new};
+pub use layout::{AttemptPaths, Home};
+pub use records::{
+    CreateError, RunEntry, create_run, list_runs, read_env_file, read_run, write_attempt_files,
+    write_env_file,
+};
+
+/// Errors of the file layer. Messages say what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot write {path}: {source}; check that the subpane home is writable and has free space (set --home or SUBPANE_HOME to move it)")]
+    Write { path: std::path::PathBuf, source: std::io::Error },
+    #[error("cannot read {path}: {source}")]
+    Read { path: std::path::PathBuf, source: std::io::Error },
+    #[error("{path} is not valid: {source}")]
+    Corrupt { path: std::path::PathBuf, source: serde_json::Error },
+}

@@ -1,1 +1,36 @@
-//! (in progress)
+//! The supervisor side: observing, waiting, cancelling, and recording lost attempts.
+//!
+//! Nothing here polls. An attempt's state comes from its files and from whether its worker
+//! process lives: [`observe`] reads them once; [`wait`] sleeps in `poll(2)` on an inotify
+//! watch of each attempt directory (the worker renames `result.json` into place) and a pidfd
+//! per worker (readable the moment it dies), with a timeout only for deadlines.
+//!
+//! Any observer re-adopts an attempt: if the worker is gone and no `result.json` exists, the
+//! observer writes the `lost` envelope (with `O_EXCL`-like rename semantics, so exactly one
+//! envelope ever exists).
+//!
+//! Common pitfalls:
+//! * Watch before you look: add the inotify watch, then read the files, or a result written
+//!   in between is missed.
+//! * A dead worker may have just written `result.json`: re-check it before writing `lost`.
+//! * Never signal a worker from `launch.json` alone: until `worker.json` exists it may not
+//!   have blocked its signals yet. `cancel.json` covers that window.
+
+mod cancel;
+mod lost;
+mod observe;
+mod wait;
+
+pub use cancel::request_cancel;
+pub use lost::write_lost;
+pub use observe::{AttemptState, RunningInfo, STARTING_GRACE, observe, worker_identity};
+pub use wait::{WaitMode, WaitOptions, WaitOutcome, block_interrupts, wait};
+
+/// Errors while supervising.
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error("cannot watch {what}: {source}")]
+    Watch { what: String, source: nix::errno::Errno },
+}

@@ -1,1 +1,288 @@
-//! (in progress)
+//! A typed client for subpane's private tmux server.
+//!
+//! argv builders are pure; [`Tmux::run`] runs the tmux binary and keeps its stderr for
+//! errors. tmux is asked only to create, kill, attach or check on demand, never on a timer.
+//!
+//! Common pitfalls:
+//! * tmux exits when its last session closes; a `new-session` racing that exit fails with
+//!   "server exited unexpectedly" (or "lost server"). Nothing was created then, so the start
+//!   is retried (see [`Tmux::new_session`]).
+//! * The server's environment is the first client's, not ours: the worker gets the agent's
+//!   environment from a file, never from the pane.
+//! * `TMUX` in our own environment would make tmux think it is nested: it is removed.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// The config the private server starts with (never the user's `~/.tmux.conf`).
+pub const CONFIG: &str = "\
+# subpane's private tmux server. Written by subpane; changes are overwritten.
+set -g history-limit 20000
+set -g status-style 'bg=colour236,fg=colour250'
+set -g status-left '[subpane] '
+set -g status-left-length 20
+set -g status-right '#{session_name} '
+set -g status-right-length 60
+set -g mouse off
+set -g escape-time 10
+set -g set-titles off
+set -g allow-rename off
+set -g automatic-rename off
+";
+
+/// Which server: `-L NAME` (in tmux's own socket directory) or `-S PATH`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Socket {
+    Name(String),
+    Path(PathBuf),
+}
+
+impl Socket {
+    /// `SUBPANE_TMUX_SOCKET` if set (a path when it holds a `/`, else a name), else `subpane`.
+    pub fn from_env() -> Self {
+        match std::env::var_os("SUBPANE_TMUX_SOCKET").filter(|v| !v.is_empty()) {
+            Some(v) if v.to_string_lossy().contains('/') => Socket::Path(PathBuf::from(v)),
+            Some(v) => Socket::Name(v.to_string_lossy().into_owned()),
+            None => Socket::Name("subpane".into()),
+        }
+    }
+
+    /// The socket file's path (as tmux computes it for `-L`).
+    pub fn path(&self) -> PathBuf {
+        match self {
+            Socket::Path(p) => p.clone(),
+            Socket::Name(n) => {
+                let base = std::env::var_os("TMUX_TMPDIR")
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from("/tmp"));
+                base.join(format!("tmux-{}", nix::unistd::getuid())).join(n)
+            }
+        }
+    }
+
+    /// Re-creates a socket from a recorded path (always usable with `-S`).
+    pub fn from_path(p: &Path) -> Self {
+        Socket::Path(p.to_path_buf())
+    }
+
+    fn args(&self) -> [OsString; 2] {
+        match self {
+            Socket::Name(n) => ["-L".into(), n.into()],
+            Socket::Path(p) => ["-S".into(), p.into()],
+        }
+    }
+}
+
+/// What tmux said when it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TmuxError {
+    #[error("cannot run tmux: {0}; install tmux (3.2 or newer) and make sure it is on PATH")]
+    Spawn(std::io::Error),
+    #[error("tmux {verb} failed: {stderr}")]
+    Failed { verb: String, stderr: String },
+}
+
+/// The pane tmux created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pane {
+    pub pane_id: String,
+    pub pane_pid: i32,
+}
+
+/// A client for one server.
+#[derive(Clone, Debug)]
+pub struct Tmux {
+    pub socket: Socket,
+    pub config: PathBuf,
+}
+
+/// A session name tmux accepts for this run and attempt: tmux turns `.` and `:` into `_`, so
+/// when the id holds a `.` a short hash keeps names unique.
+pub fn session_name(run_id: &str, attempt: u32) -> String {
+    if run_id.contains('.') {
+        let h = run_id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{}-{attempt}-{:08x}", run_id.replace('.', "_"), h as u32)
+    } else {
+        format!("{run_id}-{attempt}")
+    }
+}
+
+/// Exact-match target for a session (`=name`), so `a` never matches `ab`.
+pub fn target(session: &str) -> String {
+    format!("={session}")
+}
+
+/// argv (after `tmux -L/-S … -f …`) of a detached session running `command` directly (no
+/// shell: tmux execs several arguments as they are).
+pub fn new_session_args(session: &str, cwd: &Path, command: &[OsString], keep: bool) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec![
+        "new-session".into(),
+        "-d".into(),
+        "-s".into(),
+        session.into(),
+        "-c".into(),
+        cwd.into(),
+        "-x".into(),
+        "200".into(),
+        "-y".into(),
+        "50".into(),
+        "-P".into(),
+        "-F".into(),
+        "#{pane_id} #{pane_pid}".into(),
+        "--".into(),
+    ];
+    a.extend(command.iter().cloned());
+    if keep {
+        // Same command sequence: applied before the server can notice the pane's exit.
+        let window = format!("{}:", target(session));
+        a.extend([";", "set-option", "-w", "-t", &window, "remain-on-exit", "on"].map(OsString::from));
+    }
+    a
+}
+
+fn is_server_race(stderr: &str) -> bool {
+    ["server exited unexpectedly", "lost server", "no server running", "error connecting", "Connection refused"]
+        .iter()
+        .any(|p| stderr.contains(p))
+}
+
+impl Tmux {
+    pub fn new(socket: Socket, config: PathBuf) -> Self {
+        Self { socket, config }
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new("tmux");
+        // The tmux server may be forked from this client: it must not inherit our blocked
+        // signals. SAFETY: only async-signal-safe calls.
+        unsafe { c.pre_exec(crate::procs::reset_signals_in_child) };
+        c.args(self.socket.args());
+        c.arg("-f").arg(&self.config);
+        c.env_remove("TMUX").env_remove("TMUX_PANE");
+        c.stdin(Stdio::null());
+        c
+    }
+
+    /// Runs one tmux command and returns its stdout.
+    pub fn run(&self, args: &[OsString]) -> Result<String, TmuxError> {
+        let out = self
+            .command()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(TmuxError::Spawn)?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            let verb = args.first().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            let stderr = if stderr.is_empty() { format!("exit status {}", out.status) } else { stderr };
+            Err(TmuxError::Failed { verb, stderr })
+        }
+    }
+
+    /// Creates a detached session running `command`. A start that races the server's exit is
+    /// retried: in that race the server never ran the command, so nothing is duplicated.
+    pub fn new_session(&self, session: &str, cwd: &Path, command: &[OsString], keep: bool) -> Result<Pane, TmuxError> {
+        let args = new_session_args(session, cwd, command, keep);
+        let mut tries = 0u32;
+        loop {
+            match self.run(&args) {
+                Ok(out) => return parse_pane(&out).ok_or_else(|| TmuxError::Failed {
+                    verb: "new-session".into(),
+                    stderr: format!("unexpected output {out:?}"),
+                }),
+                Err(TmuxError::Failed { stderr, .. }) if is_server_race(&stderr) && tries < 20 => {
+                    tries += 1;
+                    // If the session exists after all, the command did run: use it.
+                    if let Ok(p) = self.pane_of(session) {
+                        return Ok(p);
+                    }
+                    std::thread::sleep(Duration::from_millis(5 * u64::from(tries)));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The first pane of a session.
+    pub fn pane_of(&self, session: &str) -> Result<Pane, TmuxError> {
+        let out = self.run(&[
+            "display-message".into(),
+            "-p".into(),
+            "-t".into(),
+            target(session).into(),
+            "#{pane_id} #{pane_pid}".into(),
+        ])?;
+        parse_pane(&out).ok_or_else(|| TmuxError::Failed {
+            verb: "display-message".into(),
+            stderr: format!("unexpected output {out:?}"),
+        })
+    }
+
+    pub fn has_session(&self, session: &str) -> bool {
+        self.run(&["has-session".into(), "-t".into(), target(session).into()]).is_ok()
+    }
+
+    pub fn kill_session(&self, session: &str) -> Result<(), TmuxError> {
+        self.run(&["kill-session".into(), "-t".into(), target(session).into()]).map(|_| ())
+    }
+
+    /// The command that attaches the terminal to a session (to be exec'd).
+    pub fn attach_command(&self, session: &str, read_only: bool) -> Command {
+        let mut c = Command::new("tmux");
+        c.args(self.socket.args());
+        c.arg("-f").arg(&self.config);
+        c.env_remove("TMUX").env_remove("TMUX_PANE");
+        c.arg("attach-session");
+        if read_only {
+            c.arg("-r");
+        }
+        c.arg("-t").arg(target(session));
+        c
+    }
+}
+
+fn parse_pane(out: &str) -> Option<Pane> {
+    let mut it = out.split_whitespace();
+    let pane_id = it.next()?.to_owned();
+    let pane_pid = it.next()?.parse().ok()?;
+    Some(Pane { pane_id, pane_pid })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_names_are_unique_and_tmux_safe() {
+        assert_eq!(session_name("build-42", 1), "build-42-1");
+        let a = session_name("a.b", 1);
+        let b = session_name("a_b", 1);
+        assert_ne!(a, b);
+        assert!(!a.contains('.') && !a.contains(':'));
+    }
+
+    #[test]
+    fn new_session_runs_argv_without_shell() {
+        let args = new_session_args("s-1", Path::new("/w"), &["/bin/subpane".into(), "__worker".into(), "/h/a".into()], true);
+        let s: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let dd = s.iter().position(|a| a == "--").unwrap();
+        assert_eq!(&s[dd + 1..dd + 4], ["/bin/subpane", "__worker", "/h/a"]);
+        assert!(s.contains(&"remain-on-exit".to_string()));
+        assert!(s.contains(&"=s-1:".to_string()));
+    }
+
+    #[test]
+    fn pane_output_parses() {
+        assert_eq!(parse_pane("%3 4242\n"), Some(Pane { pane_id: "%3".into(), pane_pid: 4242 }));
+        assert_eq!(parse_pane("junk"), None);
+    }
+}

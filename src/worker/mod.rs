@@ -1,1 +1,29 @@
-//! (in progress)
+//! The worker: the process inside the tmux pane (`subpane __worker ATTEMPT_DIR`).
+//!
+//! ```text
+//!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null, pipes)
+//!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd; timeout = next deadline
+//!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
+//!                  │    stderr ─► stderr.log, pane
+//!                  │    SIGCHLD ─► reap;  SIGUSR1/TERM/INT ─► cancel;  SIGHUP ─► pane closed
+//!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants
+//!                  ▼
+//!  worker.json (facts) ─► output.txt ─► result.json (atomic, written last)
+//! ```
+//!
+//! The worker owns every deadline, so limits hold with no supervisor around. It is a child
+//! subreaper: descendants that `setsid` or double-fork re-parent to it and are found and
+//! killed at the end.
+//!
+//! Common pitfalls:
+//! * Signals must be blocked before anything else, or an early cancel kills the worker.
+//! * Write `worker.json` before looking for `cancel.json` (the canceller does the reverse).
+//! * The agent's exit is not the end: its output pipes may still be held by descendants.
+
+mod lines;
+mod pane;
+mod run;
+
+pub use lines::{LineSplitter, MAX_LINE, Piece};
+pub use pane::sanitize;
+pub use run::main;

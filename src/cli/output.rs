@@ -1,0 +1,153 @@
+//! How states are shown: the status document of a running attempt, human summaries, and
+//! the "worst" exit code of several runs.
+
+use serde::Serialize;
+
+use crate::envelope::{Envelope, TmuxInfo};
+use crate::exit_code;
+use crate::spec::AttemptSpec;
+use crate::supervisor::AttemptState;
+
+/// `status --json` of an attempt that has not finished (schema `subpane.status/v1`).
+///
+/// ```json
+/// {"schema": "subpane.status/v1", "run_id": "build-42", "attempt": 1, "agent": "command",
+///  "status": "running", "started_at": "…", "worker_pid": 4242, "agent_pid": 4243,
+///  "attempt_dir": "/home/u/.local/state/subpane/runs/build-42/attempts/1",
+///  "tmux": {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1", "pane_id": "%3"}}
+/// ```
+#[derive(Debug, Serialize)]
+pub struct StatusDoc {
+    pub schema: &'static str,
+    pub run_id: String,
+    pub attempt: u32,
+    pub agent: crate::spec::AgentKind,
+    /// `running` or `starting`.
+    pub status: &'static str,
+    pub started_at: Option<String>,
+    pub worker_pid: Option<i32>,
+    pub agent_pid: Option<i32>,
+    pub attempt_dir: String,
+    pub labels: std::collections::BTreeMap<String, String>,
+    pub correlation_id: Option<String>,
+    pub tmux: TmuxInfo,
+}
+
+pub fn status_doc(spec: &AttemptSpec, dir: &std::path::Path, state: &AttemptState) -> Option<StatusDoc> {
+    let (status, started_at, worker_pid, agent_pid, tmux) = match state {
+        AttemptState::Finished(_) => return None,
+        AttemptState::Running(r) => (
+            "running",
+            r.started_at.clone(),
+            Some(r.worker.pid),
+            r.agent.map(|a| a.pid),
+            r.tmux.clone(),
+        ),
+        AttemptState::Starting { .. } => (
+            "starting",
+            None,
+            None,
+            None,
+            TmuxInfo {
+                socket: Some(spec.tmux.socket.display().to_string()),
+                session: Some(spec.tmux.session.clone()),
+                pane_id: None,
+            },
+        ),
+    };
+    Some(StatusDoc {
+        schema: "subpane.status/v1",
+        run_id: spec.run_id.to_string(),
+        attempt: spec.attempt,
+        agent: spec.agent,
+        status,
+        started_at,
+        worker_pid,
+        agent_pid,
+        attempt_dir: dir.display().to_string(),
+        labels: spec.labels.clone(),
+        correlation_id: spec.correlation_id.clone(),
+        tmux,
+    })
+}
+
+fn kind_str<T: Serialize>(v: &T) -> String {
+    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// A few lines for a human about a finished attempt.
+pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
+    let mut s = String::new();
+    let how = match (env.exit_code, &env.signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(sig)) => format!("killed by {sig}"),
+        _ => "no exit status".into(),
+    };
+    let kind = env.failure_kind.map(|k| format!(", {}", kind_str(&k))).unwrap_or_default();
+    s.push_str(&format!("run       {} (attempt {})\n", env.run_id, env.attempt));
+    s.push_str(&format!("status    {}{kind} ({how})\n", env.status.as_str()));
+    if let Some(d) = env.duration_ms {
+        s.push_str(&format!("duration  {:.3}s\n", d as f64 / 1000.0));
+    }
+    if env.lingered {
+        s.push_str("lingered  killed after its final event\n");
+    }
+    if env.cleanup.output_held_open || env.cleanup.killed_descendants > 0 {
+        s.push_str(&format!(
+            "cleanup   {} leftover process(es) killed{}\n",
+            env.cleanup.killed_descendants,
+            if env.cleanup.output_held_open { "; they held the output open" } else { "" }
+        ));
+    }
+    for e in env.output.errors.iter().take(5) {
+        s.push_str(&format!("error     {}\n", crate::worker::sanitize(e.as_bytes(), 300)));
+    }
+    s.push_str(&format!("files     {}\n", dir.display()));
+    if let Some(t) = &env.output.final_text {
+        s.push_str("\n");
+        s.push_str(&crate::worker::sanitize(t.as_bytes(), 100_000).replace("^J", "\n"));
+        s.push('\n');
+    }
+    s
+}
+
+/// One line for a human about a running attempt.
+pub fn human_running(doc: &StatusDoc) -> String {
+    format!(
+        "run       {} (attempt {})\nstatus    {}\nstarted   {}\nattach    subpane attach {}\nfiles     {}\n",
+        doc.run_id,
+        doc.attempt,
+        doc.status,
+        doc.started_at.as_deref().unwrap_or("-"),
+        doc.run_id,
+        doc.attempt_dir
+    )
+}
+
+/// The worst of several exit codes: failed (1) > timed out (124) > cancelled (130) >
+/// still running (3) > completed (0).
+pub fn worst_code(codes: impl IntoIterator<Item = i32>) -> i32 {
+    let rank = |c: i32| match c {
+        exit_code::FAILED => 5,
+        exit_code::TIMED_OUT => 4,
+        exit_code::CANCELLED => 3,
+        exit_code::STILL_RUNNING => 2,
+        exit_code::COMPLETED => 0,
+        _ => 1,
+    };
+    codes.into_iter().max_by_key(|c| rank(*c)).unwrap_or(exit_code::COMPLETED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worst_code_orders_outcomes() {
+        assert_eq!(worst_code([0, 130, 124]), 124);
+        assert_eq!(worst_code([0, 1, 124]), 1);
+        assert_eq!(worst_code([0, 0]), 0);
+        assert_eq!(worst_code([0, 3]), 3);
+        assert_eq!(worst_code([]), 0);
+    }
+}

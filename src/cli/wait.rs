@@ -1,0 +1,89 @@
+//! `subpane wait RUN…`: wait for runs to finish, event-driven.
+
+use clap::Args;
+
+use super::common::{CliError, find_run, print, print_json};
+use super::output::{human_envelope, human_running, status_doc, worst_code};
+use crate::exit_code;
+use crate::spec::parse_positive_duration;
+use crate::supervisor::{self, WaitMode, WaitOptions, observe};
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Exit code: with one run, its code (0 completed, 1 failed, 124 timed out, 130 cancelled);
+with --all, the worst of them (1 > 124 > 130 > 0); with --any, the code of the run that
+finished first. 3 when --timeout passed first (the runs go on).")]
+pub struct WaitArgs {
+    /// Run ids
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<String>,
+    /// Return as soon as one run finishes (printing that one)
+    #[arg(long, conflicts_with = "all")]
+    pub any: bool,
+    /// Wait for every run (the default)
+    #[arg(long)]
+    pub all: bool,
+    /// Stop waiting after this long; the runs go on (exit 3)
+    #[arg(long, value_name = "DUR")]
+    pub timeout: Option<String>,
+    /// Print JSON: the envelope of one run, or an array for several
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
+    let timeout = a
+        .timeout
+        .as_deref()
+        .map(|t| parse_positive_duration("--timeout", t))
+        .transpose()
+        .map_err(|e| CliError::invalid(e.to_string()))?;
+    let mut targets = Vec::new();
+    for r in &a.runs {
+        let f = find_run(home, r, None)?;
+        targets.push((f.paths, f.spec));
+    }
+    let mode = if a.any { WaitMode::Any } else { WaitMode::All };
+    let out = supervisor::wait(&targets, &WaitOptions { mode, timeout, cancel_on_interrupt: false })?;
+    // --any prints the finished run; otherwise every run, in the order given.
+    let mut docs: Vec<serde_json::Value> = Vec::new();
+    let mut human = String::new();
+    let mut codes = Vec::new();
+    let pick_first = mode == WaitMode::Any && !out.timed_out;
+    for ((paths, spec), res) in targets.iter().zip(out.results.iter()) {
+        match res {
+            Some(env) => {
+                docs.push(serde_json::to_value(env).unwrap_or_default());
+                human.push_str(&human_envelope(env, paths.dir()));
+                codes.push(env.exit_code());
+                if pick_first {
+                    break;
+                }
+            }
+            None if pick_first => {}
+            None => {
+                let state = observe(paths, spec)?;
+                if let Some(doc) = status_doc(spec, paths.dir(), &state) {
+                    docs.push(serde_json::to_value(&doc).unwrap_or_default());
+                    human.push_str(&human_running(&doc));
+                }
+                codes.push(exit_code::STILL_RUNNING);
+            }
+        }
+        human.push('\n');
+    }
+    if a.json {
+        if docs.len() == 1 {
+            print_json(&docs[0]);
+        } else {
+            print_json(&docs);
+        }
+    } else {
+        print(human.trim_end_matches('\n'));
+        print("\n");
+    }
+    if out.timed_out {
+        return Ok(exit_code::STILL_RUNNING);
+    }
+    Ok(worst_code(codes))
+}

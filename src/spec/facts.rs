@@ -1,0 +1,91 @@
+//! Records written while an attempt runs: `launch.json`, `worker.json`, `cancel.json`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::envelope::{Cleanup, FilterCounts, KillReason, TmuxInfo};
+
+/// Schema tag of `worker.json`.
+pub const WORKER_SCHEMA: &str = "subpane.worker/v1";
+
+/// A process, named so that a reused pid is never mistaken for it: the pid plus its start
+/// time in clock ticks since boot (field 22 of `/proc/<pid>/stat`).
+///
+/// ```json
+/// {"pid": 4242, "start_ticks": 123456}
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcRef {
+    pub pid: i32,
+    pub start_ticks: u64,
+}
+
+/// `launch.json`: written by the launcher right after tmux created the pane, so an observer
+/// can find the worker before the worker has written anything.
+///
+/// ```json
+/// {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1", "pane_id": "%3",
+///  "worker": {"pid": 4242, "start_ticks": 123456}, "launched_at": "2026-11-30T03:39:43.130Z"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaunchRecord {
+    pub socket: String,
+    pub session: String,
+    pub pane_id: String,
+    /// `None` when the pane's process had already exited when it was looked at.
+    pub worker: Option<ProcRef>,
+    pub launched_at: String,
+}
+
+/// Where the worker is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerState {
+    /// Signals are set up; the agent is not started yet.
+    Starting,
+    Running,
+    Finished,
+}
+
+/// `worker.json`: the worker's facts. Rewritten atomically at start and at the end.
+///
+/// ```json
+/// {"schema": "subpane.worker/v1", "state": "finished", "worker": {"pid": 4242, "start_ticks": 1},
+///  "agent": {"pid": 4243, "start_ticks": 2}, "started_at": "…", "finished_at": "…",
+///  "exit_code": 0, "signal": null, "signals_sent": [], "kill_reason": null, "spawn_error": null,
+///  "terminal_event": null, "lingered": false, "filter": {…}, "pane_lines_skipped": 0,
+///  "cleanup": {…}, "tmux": {…}}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerFacts {
+    pub schema: String,
+    pub state: Option<WorkerState>,
+    pub worker: Option<ProcRef>,
+    /// The agent; its pid is also its process group id.
+    pub agent: Option<ProcRef>,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub signals_sent: Vec<String>,
+    pub kill_reason: Option<KillReason>,
+    pub spawn_error: Option<String>,
+    pub terminal_event: Option<String>,
+    pub lingered: bool,
+    pub filter: FilterCounts,
+    /// Pane lines skipped because the pane could not keep up.
+    pub pane_lines_skipped: u64,
+    pub cleanup: Cleanup,
+    pub tmux: TmuxInfo,
+}
+
+/// `cancel.json`: a cancel request. Written before the worker is signalled, so a worker that
+/// had not yet started still sees it.
+///
+/// ```json
+/// {"requested_at": "2026-11-30T03:39:50.000Z", "grace_ms": 3000}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelRequest {
+    pub requested_at: String,
+    pub grace_ms: u64,
+}

@@ -1,0 +1,106 @@
+//! Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::StoreError;
+
+fn write_err(path: &Path, source: std::io::Error) -> StoreError {
+    StoreError::Write { path: path.to_path_buf(), source }
+}
+
+fn temp_with(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| write_err(path, e))?;
+    tmp.write_all(bytes).map_err(|e| write_err(path, e))?;
+    tmp.as_file().sync_all().map_err(|e| write_err(path, e))?;
+    Ok(tmp)
+}
+
+fn sync_dir(path: &Path) {
+    // Durability of the rename; a failure here cannot make the file partial, so it is not
+    // reported.
+    if let Some(dir) = path.parent() {
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
+    }
+}
+
+/// Writes `bytes` to `path` atomically, replacing any existing file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = temp_with(path, bytes)?;
+    tmp.persist(path).map_err(|e| write_err(path, e.error))?;
+    sync_dir(path);
+    Ok(())
+}
+
+fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serialising our own types cannot fail (no maps with non-string keys).
+    let mut v = serde_json::to_vec_pretty(value).unwrap_or_else(|_| b"null".to_vec());
+    v.push(b'\n');
+    v
+}
+
+/// Writes `value` as JSON to `path` atomically, replacing any existing file.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    write_atomic(path, &to_json(value))
+}
+
+/// Writes `value` as JSON to `path` atomically unless `path` exists. Returns `false` when it
+/// already existed (someone else wrote it first; theirs stands).
+pub fn write_json_new<T: Serialize>(path: &Path, value: &T) -> Result<bool, StoreError> {
+    let tmp = temp_with(path, &to_json(value))?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => {
+            sync_dir(path);
+            Ok(true)
+        }
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(write_err(path, e.error)),
+    }
+}
+
+/// Reads a JSON file; `Ok(None)` when it does not exist.
+pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(StoreError::Read { path: path.to_path_buf(), source: e }),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), source: e })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_does_not_replace() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.json");
+        assert!(write_json_new(&p, &1).unwrap());
+        assert!(!write_json_new(&p, &2).unwrap());
+        assert_eq!(read_json::<i32>(&p).unwrap(), Some(1));
+        write_json_atomic(&p, &3).unwrap();
+        assert_eq!(read_json::<i32>(&p).unwrap(), Some(3));
+        // No temp files are left behind.
+        let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names.len(), 1);
+    }
+
+    #[test]
+    fn missing_is_none() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(read_json::<i32>(&d.path().join("x")).unwrap(), None);
+    }
+}

@@ -1,0 +1,111 @@
+//! Path math only: no IO beyond reading the environment for defaults.
+
+use std::path::{Path, PathBuf};
+
+use crate::spec::RunId;
+
+/// The subpane home directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Home {
+    root: PathBuf,
+}
+
+impl Home {
+    /// `--home`, else `$SUBPANE_HOME`, else `${XDG_STATE_HOME:-~/.local/state}/subpane`.
+    /// Relative paths are made absolute against the current directory, because the worker
+    /// runs elsewhere.
+    pub fn resolve(flag: Option<&Path>) -> Result<Self, String> {
+        let chosen = if let Some(p) = flag {
+            p.to_path_buf()
+        } else if let Some(p) = std::env::var_os("SUBPANE_HOME").filter(|v| !v.is_empty()) {
+            PathBuf::from(p)
+        } else if let Some(p) = std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+            PathBuf::from(p).join("subpane")
+        } else if let Some(h) = std::env::var_os("HOME").filter(|v| !v.is_empty()) {
+            PathBuf::from(h).join(".local/state/subpane")
+        } else {
+            return Err("cannot find a home for subpane's records: set SUBPANE_HOME or HOME, or pass --home DIR".into());
+        };
+        let root = if chosen.is_absolute() {
+            chosen
+        } else {
+            std::env::current_dir()
+                .map_err(|e| format!("cannot resolve the home {}: {e}", chosen.display()))?
+                .join(chosen)
+        };
+        Ok(Self { root })
+    }
+
+    pub fn at(root: PathBuf) -> Self {
+        Self { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn runs_dir(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+    pub fn run_dir(&self, id: &RunId) -> PathBuf {
+        self.runs_dir().join(id.as_str())
+    }
+    pub fn run_json(&self, id: &RunId) -> PathBuf {
+        self.run_dir(id).join("run.json")
+    }
+    pub fn attempt(&self, id: &RunId, n: u32) -> AttemptPaths {
+        AttemptPaths::new(self.run_dir(id).join("attempts").join(n.to_string()))
+    }
+    pub fn tmux_conf(&self) -> PathBuf {
+        self.root.join("tmux.conf")
+    }
+}
+
+/// The files of one attempt directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AttemptPaths {
+    dir: PathBuf,
+}
+
+macro_rules! file {
+    ($name:ident, $file:literal) => {
+        pub fn $name(&self) -> PathBuf {
+            self.dir.join($file)
+        }
+    };
+}
+
+impl AttemptPaths {
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// The run directory (`runs/<id>`), two levels up.
+    pub fn run_dir(&self) -> PathBuf {
+        self.dir.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default()
+    }
+    file!(spec, "spec.json");
+    file!(launch, "launch.json");
+    file!(worker, "worker.json");
+    file!(result, "result.json");
+    file!(cancel, "cancel.json");
+    file!(events, "events.jsonl");
+    file!(stdout_log, "stdout.log");
+    file!(stderr_log, "stderr.log");
+    file!(output, "output.txt");
+    file!(prompt, "prompt.txt");
+    // The one-shot environment file: read and removed by the worker before the agent starts.
+    file!(env_file, ".env");
+}
+
+/// Names of the files listed as artifacts, with their kinds.
+pub const ARTIFACT_FILES: &[(&str, &str)] = &[
+    ("spec", "spec.json"),
+    ("prompt", "prompt.txt"),
+    ("events", "events.jsonl"),
+    ("stdout", "stdout.log"),
+    ("stderr", "stderr.log"),
+    ("output", "output.txt"),
+    ("worker", "worker.json"),
+];

@@ -1,0 +1,149 @@
+//! Creating a run (all or nothing), the one-shot environment file, and listing runs.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+
+use super::atomic::{read_json, write_atomic, write_json_atomic};
+use super::layout::{AttemptPaths, Home};
+use super::StoreError;
+use crate::spec::{AttemptSpec, RunId, RunRecord};
+
+/// Why a run could not be created. Nothing is left behind in either case.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    #[error("run id `{0}` already exists; choose another --run-id, or leave it out to get a fresh one")]
+    Exists(RunId),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Creates `runs/<id>/` with `run.json` and attempt 1 (`spec.json`, optional `prompt.txt`,
+/// the environment file). All or nothing: on any failure the run directory is removed.
+pub fn create_run(
+    home: &Home,
+    record: &RunRecord,
+    spec: &AttemptSpec,
+    env: &[(OsString, OsString)],
+    prompt: Option<&str>,
+) -> Result<AttemptPaths, CreateError> {
+    let runs = home.runs_dir();
+    std::fs::create_dir_all(&runs)
+        .map_err(|e| StoreError::Write { path: runs.clone(), source: e })?;
+    let run_dir = home.run_dir(&record.run_id);
+    match std::fs::create_dir(&run_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(CreateError::Exists(record.run_id.clone()));
+        }
+        Err(e) => return Err(StoreError::Write { path: run_dir, source: e }.into()),
+    }
+    let attempt = home.attempt(&record.run_id, spec.attempt);
+    let result = (|| {
+        std::fs::create_dir_all(attempt.dir())
+            .map_err(|e| StoreError::Write { path: attempt.dir().to_path_buf(), source: e })?;
+        write_attempt_files(&attempt, spec, env, prompt)?;
+        write_json_atomic(&home.run_json(&record.run_id), record)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(&run_dir);
+        return Err(e.into());
+    }
+    Ok(attempt)
+}
+
+/// Writes an attempt's launch files into an existing attempt directory.
+pub fn write_attempt_files(
+    attempt: &AttemptPaths,
+    spec: &AttemptSpec,
+    env: &[(OsString, OsString)],
+    prompt: Option<&str>,
+) -> Result<(), StoreError> {
+    if let Some(p) = prompt {
+        write_atomic(&attempt.prompt(), p.as_bytes())?;
+    }
+    write_env_file(&attempt.env_file(), env)?;
+    write_json_atomic(&attempt.spec(), spec)
+}
+
+/// Writes `K=V\0` pairs, mode 0600 (temp files are created 0600 and keep it on rename).
+pub fn write_env_file(path: &std::path::Path, env: &[(OsString, OsString)]) -> Result<(), StoreError> {
+    let mut buf = Vec::new();
+    for (k, v) in env {
+        buf.extend_from_slice(k.as_bytes());
+        buf.push(b'=');
+        buf.extend_from_slice(v.as_bytes());
+        buf.push(0);
+    }
+    write_atomic(path, &buf)
+}
+
+/// Reads and removes the environment file.
+pub fn read_env_file(path: &std::path::Path) -> std::io::Result<Vec<(OsString, OsString)>> {
+    let bytes = std::fs::read(path)?;
+    let _ = std::fs::remove_file(path);
+    Ok(bytes
+        .split(|b| *b == 0)
+        .filter(|kv| !kv.is_empty())
+        .filter_map(|kv| {
+            let eq = kv.iter().position(|b| *b == b'=')?;
+            Some((
+                OsString::from_vec(kv[..eq].to_vec()),
+                OsString::from_vec(kv[eq + 1..].to_vec()),
+            ))
+        })
+        .collect())
+}
+
+/// Reads `run.json`.
+pub fn read_run(home: &Home, id: &RunId) -> Result<Option<RunRecord>, StoreError> {
+    read_json(&home.run_json(id))
+}
+
+/// A run found on disk.
+#[derive(Debug)]
+pub struct RunEntry {
+    pub id: RunId,
+    pub dir: PathBuf,
+    pub record: RunRecord,
+}
+
+/// All runs with a readable `run.json`, newest first.
+pub fn list_runs(home: &Home) -> Vec<RunEntry> {
+    let Ok(rd) = std::fs::read_dir(home.runs_dir()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<RunEntry> = rd
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let id = RunId::parse(e.file_name().to_str()?).ok()?;
+            let record: RunRecord = read_json(&home.run_json(&id)).ok()??;
+            Some(RunEntry { id, dir: e.path(), record })
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.record.created_at.cmp(&a.record.created_at).then_with(|| b.id.cmp(&a.id))
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_file_round_trips_odd_values() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(".env");
+        let env = vec![
+            (OsString::from("A"), OsString::from("x=y\nz")),
+            (OsString::from("EMPTY"), OsString::from("")),
+            (OsString::from("B"), OsString::from_vec(vec![0xff, b'q'])),
+        ];
+        write_env_file(&p, &env).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(read_env_file(&p).unwrap(), env);
+        assert!(!p.exists(), "the env file is removed once read");
+    }
+}

@@ -1,0 +1,43 @@
+//! The `lost` envelope, written by whichever observer first finds a dead worker.
+
+use std::ffi::OsStr;
+
+use nix::sys::signal::Signal;
+
+use super::SuperviseError;
+use crate::envelope::{self, Envelope, Facts, Output};
+use crate::procs;
+use crate::spec::{AttemptSpec, WorkerFacts, now_rfc3339};
+use crate::store::{self, AttemptPaths};
+
+/// Kills what is left of the attempt and writes `failure_kind: "lost"`. If another observer
+/// wrote the envelope first, theirs is returned.
+pub fn write_lost(paths: &AttemptPaths, spec: &AttemptSpec, why: &str) -> Result<Envelope, SuperviseError> {
+    let mut facts: WorkerFacts = store::read_json(&paths.worker()).ok().flatten().unwrap_or_default();
+    let mut killed = 0u64;
+    if let Some(agent) = facts.agent {
+        if procs::is_alive(&agent) {
+            procs::signal_group(agent.pid, Signal::SIGKILL);
+            killed += 1;
+        }
+    }
+    // Descendants that left the group still carry the attempt's marker in their environment.
+    for pid in procs::with_env("SUBPANE_ATTEMPT_DIR", OsStr::new(paths.dir().as_os_str())) {
+        procs::signal_pid(pid, Signal::SIGKILL);
+        killed += 1;
+    }
+    facts.cleanup.killed_descendants += killed;
+    facts.finished_at = Some(now_rfc3339());
+    if killed > 0 {
+        facts.signals_sent.push("SIGKILL".into());
+    }
+    let mut output = Output::default();
+    output.push_error(why);
+    let outcome = envelope::decide(&Facts { lost: true, ..Facts::default() });
+    let env = envelope::build(spec, &facts, output, outcome, store::collect_artifacts(paths));
+    if store::write_json_new(&paths.result(), &env)? {
+        Ok(env)
+    } else {
+        Ok(store::read_json(&paths.result())?.unwrap_or(env))
+    }
+}

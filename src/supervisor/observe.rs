@@ -1,0 +1,81 @@
+//! One look at an attempt: finished, running, or starting. Writes `lost` when it must.
+
+use std::time::{Duration, SystemTime};
+
+use super::SuperviseError;
+use super::lost::write_lost;
+use crate::envelope::{Envelope, TmuxInfo};
+use crate::procs;
+use crate::spec::{AttemptSpec, LaunchRecord, ProcRef, WorkerFacts};
+use crate::store::{self, AttemptPaths};
+
+/// How long an attempt may show no worker at all before it counts as lost.
+pub const STARTING_GRACE: Duration = Duration::from_secs(30);
+
+/// What is known of a running attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunningInfo {
+    pub worker: ProcRef,
+    pub agent: Option<ProcRef>,
+    pub started_at: Option<String>,
+    pub tmux: TmuxInfo,
+}
+
+/// The state of an attempt.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttemptState {
+    Finished(Box<Envelope>),
+    Running(RunningInfo),
+    /// Created, but no worker is known yet; `since` is when the spec was written.
+    Starting { since: SystemTime },
+}
+
+/// The worker's identity: from `worker.json`, else from `launch.json`.
+pub fn worker_identity(paths: &AttemptPaths) -> (Option<ProcRef>, Option<WorkerFacts>, Option<LaunchRecord>) {
+    let facts: Option<WorkerFacts> = store::read_json(&paths.worker()).ok().flatten();
+    let launch: Option<LaunchRecord> = store::read_json(&paths.launch()).ok().flatten();
+    let id = facts.as_ref().and_then(|f| f.worker).or_else(|| launch.as_ref().and_then(|l| l.worker));
+    (id, facts, launch)
+}
+
+fn finished(paths: &AttemptPaths) -> Result<Option<Envelope>, SuperviseError> {
+    Ok(store::read_json::<Envelope>(&paths.result())?)
+}
+
+/// Looks at an attempt once. If its worker is gone without a result, writes the `lost`
+/// envelope and returns it.
+pub fn observe(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<AttemptState, SuperviseError> {
+    if let Some(env) = finished(paths)? {
+        return Ok(AttemptState::Finished(Box::new(env)));
+    }
+    let (id, facts, launch) = worker_identity(paths);
+    let why = match id {
+        Some(w) if procs::is_alive(&w) => {
+            let tmux = facts.as_ref().map(|f| f.tmux.clone()).unwrap_or_else(|| TmuxInfo {
+                socket: launch.as_ref().map(|l| l.socket.clone()),
+                session: launch.as_ref().map(|l| l.session.clone()),
+                pane_id: launch.as_ref().map(|l| l.pane_id.clone()),
+            });
+            return Ok(AttemptState::Running(RunningInfo {
+                worker: w,
+                agent: facts.as_ref().and_then(|f| f.agent),
+                started_at: facts.as_ref().and_then(|f| f.started_at.clone()),
+                tmux,
+            }));
+        }
+        Some(w) => format!("the worker (pid {}) ended without writing a result; its pane or tmux server may have been killed", w.pid),
+        None if launch.is_some() => "the pane's process had exited before the worker could start".to_owned(),
+        None => {
+            let since = std::fs::metadata(paths.spec()).and_then(|m| m.modified()).unwrap_or_else(|_| SystemTime::now());
+            if since.elapsed().unwrap_or_default() < STARTING_GRACE {
+                return Ok(AttemptState::Starting { since });
+            }
+            format!("no worker was recorded within {}s of the launch; the launcher was probably killed", STARTING_GRACE.as_secs())
+        }
+    };
+    // The worker writes its result before it exits: look again before declaring it lost.
+    if let Some(env) = finished(paths)? {
+        return Ok(AttemptState::Finished(Box::new(env)));
+    }
+    Ok(AttemptState::Finished(Box::new(write_lost(paths, spec, &why)?)))
+}

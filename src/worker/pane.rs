@@ -1,0 +1,269 @@
+//! The human view in the pane.
+//!
+//! Everything that came from the program is sanitised first: control characters (ESC, BEL,
+//! C1 controls such as CSI, DEL) are shown as visible text, so a program cannot retitle, clear
+//! or reprogram the viewer's terminal. The pane's fd is non-blocking and writes go through a
+//! bounded buffer: when the pane falls behind, whole lines are skipped and a note says how
+//! many. Events are never affected, since they are written before the pane sees anything.
+
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
+
+use crate::adapter::PaneItem;
+
+/// Longest line shown, in characters; the rest is summarised.
+const MAX_SHOWN: usize = 2000;
+/// Pending bytes kept for a slow pane.
+const PENDING_CAP: usize = 256 * 1024;
+
+/// Makes text from the program safe to show on a terminal.
+pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len().min(max_chars + 16));
+    let mut shown = 0usize;
+    for (i, c) in text.char_indices() {
+        if shown >= max_chars {
+            out.push_str(&format!(" … ({} more bytes)", text.len() - i));
+            break;
+        }
+        match c {
+            '\t' => out.push_str("    "),
+            '\x00'..='\x1f' => {
+                out.push('^');
+                out.push((c as u8 + 0x40) as char);
+            }
+            '\x7f' => out.push_str("^?"),
+            '\u{80}'..='\u{9f}' => out.push_str(&format!("<U+{:04X}>", c as u32)),
+            _ => out.push(c),
+        }
+        shown += 1;
+    }
+    out
+}
+
+/// Styles used in the pane.
+#[derive(Clone, Copy)]
+pub enum Style {
+    Plain,
+    Dim,
+    Bold,
+    Red,
+    Green,
+    Yellow,
+    Cyan,
+}
+
+impl Style {
+    fn code(self) -> &'static str {
+        match self {
+            Style::Plain => "",
+            Style::Dim => "\x1b[2m",
+            Style::Bold => "\x1b[1m",
+            Style::Red => "\x1b[31m",
+            Style::Green => "\x1b[32m",
+            Style::Yellow => "\x1b[33m",
+            Style::Cyan => "\x1b[36m",
+        }
+    }
+}
+
+/// The pane writer.
+pub struct Pane {
+    fd: RawFd,
+    pending: Vec<u8>,
+    skipped: u64,
+    pub total_skipped: u64,
+    dead: bool,
+    color: bool,
+    /// Assistant text is mid-line.
+    text_open: bool,
+}
+
+impl Pane {
+    /// Writes to fd 1 (the pane's terminal), made non-blocking.
+    pub fn stdout(color: bool) -> Self {
+        let fd = std::io::stdout().as_raw_fd();
+        // SAFETY: fd 1 stays open for the life of the process.
+        let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
+        if let Ok(flags) = fcntl(bfd, FcntlArg::F_GETFL) {
+            let _ = fcntl(bfd, FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK));
+        }
+        Self { fd, pending: Vec::new(), skipped: 0, total_skipped: 0, dead: false, color, text_open: false }
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// Whether there is something to write when the fd becomes writable.
+    pub fn wants_write(&self) -> bool {
+        !self.dead && !self.pending.is_empty()
+    }
+
+    /// The pane is gone (hang-up): stop writing.
+    pub fn set_dead(&mut self) {
+        self.dead = true;
+        self.pending.clear();
+    }
+
+    /// Whether there is room for another line; lines that do not fit are skipped.
+    pub fn has_room(&self) -> bool {
+        !self.dead && self.pending.len() < PENDING_CAP
+    }
+
+    fn push_raw(&mut self, s: &str) {
+        if self.dead {
+            return;
+        }
+        if self.pending.len() + s.len() > PENDING_CAP {
+            self.skipped += 1;
+            self.total_skipped += 1;
+            return;
+        }
+        if self.skipped > 0 && self.pending.len() < PENDING_CAP / 2 {
+            let note = format!("\x1b[2m… {} lines skipped (the pane fell behind; events.jsonl has everything)\x1b[0m\r\n", self.skipped);
+            self.pending.extend_from_slice(note.as_bytes());
+            self.skipped = 0;
+        }
+        self.pending.extend_from_slice(s.as_bytes());
+        self.flush();
+    }
+
+    /// A whole line in a style. `text` must already be sanitised (or be our own).
+    pub fn line(&mut self, style: Style, text: &str) {
+        if !self.has_room() {
+            self.skipped += 1;
+            self.total_skipped += 1;
+            return;
+        }
+        let mut s = String::with_capacity(text.len() + 16);
+        if self.text_open {
+            s.push_str("\r\n");
+            self.text_open = false;
+        }
+        if self.color && !matches!(style, Style::Plain) {
+            s.push_str(style.code());
+            s.push_str(text);
+            s.push_str("\x1b[0m");
+        } else {
+            s.push_str(text);
+        }
+        s.push_str("\r\n");
+        self.push_raw(&s);
+    }
+
+    /// Streaming assistant text (sanitised here; newlines kept).
+    fn text(&mut self, t: &str) {
+        if !self.has_room() {
+            self.skipped += 1;
+            self.total_skipped += 1;
+            return;
+        }
+        let mut s = String::with_capacity(t.len() + 8);
+        for (i, part) in t.split('\n').enumerate() {
+            if i > 0 {
+                s.push_str("\r\n");
+            }
+            s.push_str(&sanitize(part.as_bytes(), MAX_SHOWN));
+        }
+        self.text_open = !t.ends_with('\n');
+        self.push_raw(&s);
+    }
+
+    /// One stdout line of the program or an adapter item.
+    pub fn item(&mut self, item: &PaneItem) {
+        match item {
+            PaneItem::Raw(b) => {
+                if self.has_room() {
+                    self.line(Style::Plain, &sanitize(b, MAX_SHOWN));
+                } else {
+                    self.skipped += 1;
+                    self.total_skipped += 1;
+                }
+            }
+            PaneItem::Text(t) => self.text(t),
+            PaneItem::TextEnd => {
+                if self.text_open {
+                    self.push_raw("\r\n");
+                    self.text_open = false;
+                }
+            }
+            PaneItem::ToolCall { name, summary } => {
+                let t = format!("▸ {} {}", sanitize(name.as_bytes(), 80), sanitize(summary.as_bytes(), 300));
+                self.line(Style::Cyan, &t);
+            }
+            PaneItem::ToolResult { summary, is_error } => {
+                let t = format!("  ↳ {}", sanitize(summary.as_bytes(), 300));
+                self.line(if *is_error { Style::Red } else { Style::Dim }, &t);
+            }
+            PaneItem::Error(e) => self.line(Style::Red, &format!("✘ {}", sanitize(e.as_bytes(), MAX_SHOWN))),
+            PaneItem::Info(i) => self.line(Style::Dim, &sanitize(i.as_bytes(), MAX_SHOWN)),
+        }
+    }
+
+    /// A line the program wrote to stderr.
+    pub fn stderr_line(&mut self, b: &[u8]) {
+        if self.has_room() {
+            self.line(Style::Yellow, &sanitize(b, MAX_SHOWN));
+        } else {
+            self.skipped += 1;
+            self.total_skipped += 1;
+        }
+    }
+
+    /// Writes what the terminal takes now; keeps the rest.
+    pub fn flush(&mut self) {
+        while !self.dead && !self.pending.is_empty() {
+            // SAFETY: fd 1 is open; the slice is valid.
+            let n = unsafe { libc::write(self.fd, self.pending.as_ptr().cast(), self.pending.len()) };
+            if n > 0 {
+                self.pending.drain(..n as usize);
+                continue;
+            }
+            let err = std::io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EAGAIN) => return,
+                Some(libc::EINTR) => continue,
+                _ => {
+                    self.set_dead();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Final lines: waits a little for the terminal to take them, then gives up.
+    pub fn flush_final(&mut self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+        while self.wants_write() && std::time::Instant::now() < deadline {
+            self.flush();
+            if self.wants_write() {
+                let mut fds = [libc::pollfd { fd: self.fd, events: libc::POLLOUT, revents: 0 }];
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(fds.as_mut_ptr(), 1, 50) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_cannot_reach_the_terminal() {
+        let s = sanitize(b"\x1b]0;pwned\x07\x1b[2Jok\x9b\xc2\x9b", 100);
+        assert!(!s.contains('\x1b') && !s.contains('\x07'), "{s:?}");
+        assert!(s.contains("^[]0;pwned^G^[[2Jok"), "{s:?}");
+        assert!(s.contains("<U+009B>"), "{s:?}");
+        assert!(!s.chars().any(|c| c.is_control()), "{s:?}");
+    }
+
+    #[test]
+    fn long_lines_are_cut() {
+        let s = sanitize(&[b'a'; 5000], 10);
+        assert!(s.starts_with("aaaaaaaaaa …"), "{s}");
+        assert!(s.contains("4990 more bytes"));
+    }
+}

@@ -1,0 +1,718 @@
+//! The worker's life: set up, spawn, the poll loop, and the end.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+
+use super::lines::{LineSplitter, MAX_LINE, Piece};
+use super::pane::{Pane, Style, sanitize};
+use crate::adapter::{LineAction, StdinSource, StreamParser, adapter_for};
+use crate::envelope::{self, Facts, KillReason, TmuxInfo};
+use crate::procs;
+use crate::spec::{
+    AttemptSpec, CancelRequest, WORKER_SCHEMA, WorkerFacts, WorkerState, now_rfc3339,
+};
+use crate::store::{self, AttemptPaths};
+
+/// After the agent exits, how long descendants may keep its output open before they are
+/// killed.
+const LEAK_WAIT: Duration = Duration::from_millis(100);
+/// After that kill, how long to wait for the pipes to close before giving up on them.
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
+/// The stderr tail the adapter sees at the end.
+const STDERR_TAIL: usize = 64 * 1024;
+
+/// Entry point of `subpane __worker DIR`. Returns the process exit code.
+pub fn main(dir: &Path) -> i32 {
+    // Block first: a cancel that arrives early must queue, not kill us.
+    let mut mask = SigSet::empty();
+    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGUSR1, Signal::SIGQUIT] {
+        mask.add(s);
+    }
+    if mask.thread_block().is_err() {
+        eprintln!("subpane worker: cannot block signals");
+        return 1;
+    }
+    let sfd = match SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("subpane worker: cannot create a signalfd: {e}");
+            return 1;
+        }
+    };
+    let paths = AttemptPaths::new(dir.to_path_buf());
+    let spec: AttemptSpec = match store::read_json(&paths.spec()) {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            eprintln!("subpane worker: {} is missing", paths.spec().display());
+            return 1;
+        }
+        Err(e) => {
+            eprintln!("subpane worker: {e}");
+            return 1;
+        }
+    };
+    let mut w = Worker::new(spec, paths, sfd);
+    w.run();
+    0
+}
+
+/// A stop in progress: SIGTERM was sent, SIGKILL follows at `kill_at`.
+struct Stop {
+    kill_at: Instant,
+    killed: bool,
+}
+
+struct Worker {
+    spec: AttemptSpec,
+    paths: AttemptPaths,
+    sfd: SignalFd,
+    facts: WorkerFacts,
+    pane: Pane,
+    parser: Box<dyn StreamParser>,
+    splitter: LineSplitter,
+    stderr_splitter: LineSplitter,
+    events: Option<BufWriter<File>>,
+    stdout_log: Option<BufWriter<File>>,
+    stderr_log: Option<File>,
+    stderr_tail: Vec<u8>,
+    agent_pid: Option<i32>,
+    agent_status: Option<WaitStatus>,
+    started: Instant,
+    last_output: Instant,
+    linger_at: Option<Instant>,
+    stop: Option<Stop>,
+    leak_at: Option<Instant>,
+    drain_until: Option<Instant>,
+}
+
+fn tmux_info(spec: &AttemptSpec) -> TmuxInfo {
+    let socket = std::env::var("TMUX")
+        .ok()
+        .and_then(|t| t.split(',').next().map(str::to_owned))
+        .filter(|s| !s.is_empty())
+        .or_else(|| Some(spec.tmux.socket.display().to_string()));
+    TmuxInfo { socket, session: Some(spec.tmux.session.clone()), pane_id: std::env::var("TMUX_PANE").ok() }
+}
+
+impl Worker {
+    fn new(spec: AttemptSpec, paths: AttemptPaths, sfd: SignalFd) -> Self {
+        let adapter = adapter_for(spec.agent);
+        let me = procs::proc_ref(std::process::id() as i32);
+        let facts = WorkerFacts {
+            schema: WORKER_SCHEMA.to_owned(),
+            state: Some(WorkerState::Starting),
+            worker: me,
+            tmux: tmux_info(&spec),
+            ..WorkerFacts::default()
+        };
+        let color = std::env::var_os("NO_COLOR").is_none();
+        let now = Instant::now();
+        Self {
+            parser: adapter.parser(),
+            spec,
+            paths,
+            sfd,
+            facts,
+            pane: Pane::stdout(color),
+            splitter: LineSplitter::new(MAX_LINE),
+            stderr_splitter: LineSplitter::new(64 * 1024),
+            events: None,
+            stdout_log: None,
+            stderr_log: None,
+            stderr_tail: Vec::new(),
+            agent_pid: None,
+            agent_status: None,
+            started: now,
+            last_output: now,
+            linger_at: None,
+            stop: None,
+            leak_at: None,
+            drain_until: None,
+        }
+    }
+
+    fn save_facts(&mut self) {
+        if let Err(e) = store::write_json_atomic(&self.paths.worker(), &self.facts) {
+            self.pane.line(Style::Red, &format!("subpane: {e}"));
+        }
+    }
+
+    fn run(&mut self) {
+        self.save_facts();
+        // SAFETY: prctl with integer arguments only.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        self.header();
+        let cancelled_early = self.paths.cancel().exists();
+        let mut child = None;
+        if cancelled_early {
+            self.facts.kill_reason = Some(KillReason::Cancel);
+            self.facts.started_at = Some(now_rfc3339());
+        } else {
+            match self.spawn() {
+                Ok(c) => child = Some(c),
+                Err(e) => {
+                    self.facts.started_at = Some(now_rfc3339());
+                    self.pane.line(Style::Red, &sanitize(e.as_bytes(), 2000));
+                    self.facts.spawn_error = Some(e);
+                }
+            }
+        }
+        if let Some(mut c) = child {
+            let out = c.stdout.take();
+            let err = c.stderr.take();
+            self.facts.state = Some(WorkerState::Running);
+            self.save_facts();
+            // A cancel written before worker.json said "running" may not have signalled us.
+            if self.paths.cancel().exists() {
+                self.cancel_requested(true);
+            }
+            self.event_loop(out, err);
+        }
+        self.finish();
+    }
+
+    fn header(&mut self) {
+        let s = &self.spec;
+        let argv: Vec<String> = s
+            .argv
+            .iter()
+            .map(|a| shell_escape::escape(std::borrow::Cow::Borrowed(a.as_str())).into_owned())
+            .collect();
+        let title = format!("subpane ▸ run {} · attempt {} · {}", s.run_id, s.attempt, s.agent.as_str());
+        self.pane.line(Style::Bold, &sanitize(title.as_bytes(), 400));
+        self.pane.line(Style::Dim, &sanitize(format!("$ {}", argv.join(" ")).as_bytes(), 400));
+        self.pane.line(Style::Dim, &sanitize(format!("cwd: {}", s.cwd.display()).as_bytes(), 400));
+        self.pane.line(Style::Dim, &"─".repeat(60));
+    }
+
+    fn open_logs(&mut self) -> std::io::Result<()> {
+        let open = |p: &Path| File::options().create(true).write(true).truncate(true).open(p);
+        self.events = Some(BufWriter::with_capacity(256 * 1024, open(&self.paths.events())?));
+        self.stdout_log = Some(BufWriter::with_capacity(64 * 1024, open(&self.paths.stdout_log())?));
+        self.stderr_log = Some(open(&self.paths.stderr_log())?);
+        Ok(())
+    }
+
+    fn spawn(&mut self) -> Result<Child, String> {
+        self.open_logs().map_err(|e| format!("cannot create the attempt's log files: {e}"))?;
+        let env = store::read_env_file(&self.paths.env_file())
+            .map_err(|e| format!("cannot read the attempt's environment ({}): {e}", self.paths.env_file().display()))?;
+        let argv = &self.spec.argv;
+        let program = argv.first().ok_or("the spec has an empty argv")?;
+        let mut cmd = Command::new(program);
+        cmd.args(&argv[1..])
+            .current_dir(&self.spec.cwd)
+            .env_clear()
+            .envs(env)
+            .env("SUBPANE_RUN_ID", self.spec.run_id.as_str())
+            .env("SUBPANE_ATTEMPT", self.spec.attempt.to_string())
+            .env("SUBPANE_ATTEMPT_DIR", self.paths.dir())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        // SAFETY: the closure only makes async-signal-safe calls.
+        unsafe { cmd.pre_exec(procs::reset_signals_in_child) };
+        match self.spec_stdin() {
+            StdinSource::Null => cmd.stdin(Stdio::null()),
+            StdinSource::PromptFile => {
+                let f = File::open(self.paths.prompt()).map_err(|e| format!("cannot open the prompt file: {e}"))?;
+                cmd.stdin(Stdio::from(f))
+            }
+        };
+        self.started = Instant::now();
+        self.last_output = self.started;
+        self.facts.started_at = Some(now_rfc3339());
+        let child = cmd.spawn().map_err(|e| format!("cannot start {program}: {e}"))?;
+        let pid = child.id() as i32;
+        self.agent_pid = Some(pid);
+        self.facts.agent = procs::proc_ref(pid).or(Some(crate::spec::ProcRef { pid, start_ticks: 0 }));
+        Ok(child)
+    }
+
+    fn spec_stdin(&self) -> StdinSource {
+        match self.spec.stdin {
+            crate::spec::Stdin::Null => StdinSource::Null,
+            crate::spec::Stdin::PromptFile => StdinSource::PromptFile,
+        }
+    }
+
+    /// The next deadline, if any.
+    fn next_deadline(&self) -> Option<Instant> {
+        let mut d: Vec<Instant> = Vec::new();
+        if self.agent_status.is_none() && self.stop.is_none() {
+            if let Some(t) = self.spec.limits.timeout_ms {
+                d.push(self.started + Duration::from_millis(t));
+            }
+            if let Some(t) = self.spec.limits.idle_timeout_ms {
+                d.push(self.last_output + Duration::from_millis(t));
+            }
+            if let Some(t) = self.linger_at {
+                d.push(t);
+            }
+        }
+        if let Some(s) = &self.stop {
+            if !s.killed {
+                d.push(s.kill_at);
+            }
+        }
+        d.extend(self.leak_at);
+        d.extend(self.drain_until);
+        d.into_iter().min()
+    }
+
+    fn event_loop(&mut self, out: Option<std::process::ChildStdout>, err: Option<std::process::ChildStderr>) {
+        let mut out = out;
+        let mut err = err;
+        for fd in [out.as_ref().map(|o| o.as_raw_fd()), err.as_ref().map(|e| e.as_raw_fd())].into_iter().flatten() {
+            set_nonblocking(fd);
+        }
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            if self.agent_status.is_some() && out.is_none() && err.is_none() {
+                break;
+            }
+            let timeout = match self.next_deadline() {
+                None => PollTimeout::NONE,
+                Some(t) => {
+                    let ms = t.saturating_duration_since(Instant::now()).as_millis();
+                    // Round up so we do not wake a hair early and spin.
+                    PollTimeout::try_from((ms + 1).min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+                }
+            };
+            let pane_fd = self.pane.fd();
+            let want_pane = self.pane.wants_write();
+            let (out_ev, err_ev, sig_ev, pane_ev) = {
+                // SAFETY: fds stay open for the duration of the poll call.
+                let pane_b = unsafe { BorrowedFd::borrow_raw(pane_fd) };
+                let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
+                fds.push(PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN));
+                let oi = out.as_ref().map(|o| {
+                    fds.push(PollFd::new(o.as_fd(), PollFlags::POLLIN));
+                    fds.len() - 1
+                });
+                let ei = err.as_ref().map(|e| {
+                    fds.push(PollFd::new(e.as_fd(), PollFlags::POLLIN));
+                    fds.len() - 1
+                });
+                let pi = want_pane.then(|| {
+                    fds.push(PollFd::new(pane_b, PollFlags::POLLOUT));
+                    fds.len() - 1
+                });
+                match poll(&mut fds, timeout) {
+                    Ok(_) => {}
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => break,
+                }
+                let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents().is_some_and(|r| !r.is_empty()));
+                (ready(oi), ready(ei), ready(Some(0)), ready(pi))
+            };
+            if out_ev && !self.read_stdout(&mut out, &mut buf) {
+                out = None;
+            }
+            if err_ev && !self.read_stderr(&mut err, &mut buf) {
+                err = None;
+            }
+            if let Some(e) = self.events.as_mut() {
+                let _ = e.flush();
+            }
+            if let Some(s) = self.stdout_log.as_mut() {
+                let _ = s.flush();
+            }
+            if sig_ev {
+                self.handle_signals();
+            }
+            if pane_ev {
+                self.pane.flush();
+            }
+            self.check_deadlines(&mut out, &mut err);
+        }
+    }
+
+    /// Reads what stdout has now; `false` at EOF.
+    fn read_stdout(&mut self, out: &mut Option<std::process::ChildStdout>, buf: &mut [u8]) -> bool {
+        let Some(pipe) = out.as_mut() else { return false };
+        let mut budget = 8 * 1024 * 1024usize;
+        loop {
+            match pipe.read(buf) {
+                Ok(0) => {
+                    self.stdout_eof();
+                    return false;
+                }
+                Ok(n) => {
+                    self.last_output = Instant::now();
+                    let chunk = &buf[..n];
+                    let mut splitter = std::mem::replace(&mut self.splitter, LineSplitter::new(0));
+                    splitter.feed(chunk, &mut |p| self.on_piece(p));
+                    self.splitter = splitter;
+                    budget = budget.saturating_sub(n);
+                    if budget == 0 {
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    self.stdout_eof();
+                    return false;
+                }
+            }
+        }
+    }
+
+    fn stdout_eof(&mut self) {
+        let mut splitter = std::mem::replace(&mut self.splitter, LineSplitter::new(0));
+        splitter.finish(&mut |p| self.on_piece(p));
+        self.splitter = splitter;
+    }
+
+    fn on_piece(&mut self, p: Piece<'_>) {
+        let f = &mut self.facts.filter;
+        match p {
+            Piece::Oversized { bytes } => {
+                f.oversized_lines += 1;
+                f.dropped_lines += 1;
+                f.dropped_bytes += bytes;
+                self.pane.line(Style::Dim, &format!("… a line of {bytes} bytes was dropped (over the 64 MiB bound)"));
+            }
+            Piece::Line(line) => {
+                let r = self.parser.on_line(line);
+                match &r.action {
+                    LineAction::Keep => {
+                        f.kept_lines += 1;
+                        write_line(&mut self.events, line);
+                    }
+                    LineAction::Replace(b) => {
+                        f.kept_lines += 1;
+                        write_line(&mut self.events, b);
+                    }
+                    LineAction::Drop => {
+                        f.dropped_lines += 1;
+                        f.dropped_bytes += line.len() as u64 + 1;
+                    }
+                    LineAction::Plain => {
+                        f.plain_lines += 1;
+                        write_line(&mut self.stdout_log, line);
+                    }
+                }
+                if r.terminal && self.facts.terminal_event.is_none() {
+                    self.facts.terminal_event = Some(String::from("seen"));
+                    self.linger_at = Some(Instant::now() + Duration::from_millis(self.spec.limits.linger_ms));
+                }
+                for item in &r.pane {
+                    self.pane.item(item);
+                }
+            }
+        }
+    }
+
+    /// Reads what stderr has now; `false` at EOF.
+    fn read_stderr(&mut self, err: &mut Option<std::process::ChildStderr>, buf: &mut [u8]) -> bool {
+        let Some(pipe) = err.as_mut() else { return false };
+        loop {
+            match pipe.read(buf) {
+                Ok(0) => {
+                    let mut sp = std::mem::replace(&mut self.stderr_splitter, LineSplitter::new(0));
+                    sp.finish(&mut |p| {
+                        if let Piece::Line(l) = p {
+                            self.pane.stderr_line(l)
+                        }
+                    });
+                    self.stderr_splitter = sp;
+                    return false;
+                }
+                Ok(n) => {
+                    self.last_output = Instant::now();
+                    let chunk = &buf[..n];
+                    if let Some(f) = self.stderr_log.as_mut() {
+                        let _ = f.write_all(chunk);
+                    }
+                    self.stderr_tail.extend_from_slice(chunk);
+                    if self.stderr_tail.len() > 2 * STDERR_TAIL {
+                        let cut = self.stderr_tail.len() - STDERR_TAIL;
+                        self.stderr_tail.drain(..cut);
+                    }
+                    let mut sp = std::mem::replace(&mut self.stderr_splitter, LineSplitter::new(0));
+                    sp.feed(chunk, &mut |p| match p {
+                        Piece::Line(l) => self.pane.stderr_line(l),
+                        Piece::Oversized { .. } => {}
+                    });
+                    self.stderr_splitter = sp;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    fn handle_signals(&mut self) {
+        while let Ok(Some(info)) = self.sfd.read_signal() {
+            match Signal::try_from(info.ssi_signo as i32) {
+                Ok(Signal::SIGCHLD) => self.reap(),
+                Ok(Signal::SIGUSR1) => self.cancel_requested(true),
+                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT) => self.cancel_requested(false),
+                Ok(Signal::SIGHUP) => {
+                    self.pane.set_dead();
+                    self.begin_stop(KillReason::PaneClosed, self.spec.limits.grace_ms);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Reaps every exited child; records the agent's status.
+    fn reap(&mut self) {
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => return,
+                Ok(st) => {
+                    if st.pid().map(|p| p.as_raw()) == self.agent_pid && self.agent_status.is_none() {
+                        self.agent_status = Some(st);
+                        self.linger_at = None;
+                        self.leak_at = Some(Instant::now() + LEAK_WAIT);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A cancel: from `cancel.json` (`from_file`) or a signal to the worker.
+    fn cancel_requested(&mut self, from_file: bool) {
+        let grace = if from_file {
+            store::read_json::<CancelRequest>(&self.paths.cancel())
+                .ok()
+                .flatten()
+                .map(|c| c.grace_ms)
+                .unwrap_or(self.spec.limits.grace_ms)
+        } else {
+            self.spec.limits.grace_ms
+        };
+        if self.stop.is_some() {
+            // A second request kills at once.
+            self.kill_now();
+        } else {
+            self.pane.line(Style::Yellow, "subpane: cancel requested");
+            self.begin_stop(KillReason::Cancel, grace);
+        }
+    }
+
+    /// SIGTERM to the group and to descendants outside it; SIGKILL after `grace_ms`.
+    fn begin_stop(&mut self, reason: KillReason, grace_ms: u64) {
+        if self.agent_status.is_some() || self.stop.is_some() {
+            return;
+        }
+        let Some(pgid) = self.agent_pid else { return };
+        self.facts.kill_reason = Some(reason);
+        if reason == KillReason::Linger {
+            self.facts.lingered = true;
+        }
+        if grace_ms == 0 {
+            self.stop = Some(Stop { kill_at: Instant::now(), killed: false });
+            self.kill_now();
+            return;
+        }
+        procs::signal_group(pgid, Signal::SIGTERM);
+        for pid in procs::descendants(std::process::id() as i32) {
+            procs::signal_pid(pid, Signal::SIGTERM);
+        }
+        self.facts.signals_sent.push("SIGTERM".into());
+        self.stop = Some(Stop { kill_at: Instant::now() + Duration::from_millis(grace_ms), killed: false });
+    }
+
+    /// SIGKILL to the group and every descendant.
+    fn kill_now(&mut self) {
+        if let Some(pgid) = self.agent_pid {
+            procs::signal_group(pgid, Signal::SIGKILL);
+        }
+        let n = kill_descendants();
+        if let Some(s) = self.stop.as_mut() {
+            if !s.killed {
+                s.killed = true;
+                self.facts.signals_sent.push("SIGKILL".into());
+            }
+        } else if n > 0 {
+            self.facts.signals_sent.push("SIGKILL".into());
+        }
+    }
+
+    fn check_deadlines(&mut self, out: &mut Option<std::process::ChildStdout>, err: &mut Option<std::process::ChildStderr>) {
+        let now = Instant::now();
+        if self.agent_status.is_none() && self.stop.is_none() {
+            if let Some(t) = self.spec.limits.timeout_ms {
+                if now >= self.started + Duration::from_millis(t) {
+                    self.pane.line(Style::Yellow, "subpane: timeout reached; stopping");
+                    self.begin_stop(KillReason::Timeout, self.spec.limits.grace_ms);
+                }
+            }
+        }
+        if self.agent_status.is_none() && self.stop.is_none() {
+            if let Some(t) = self.spec.limits.idle_timeout_ms {
+                if now >= self.last_output + Duration::from_millis(t) {
+                    self.pane.line(Style::Yellow, "subpane: no output for the idle timeout; stopping");
+                    self.begin_stop(KillReason::IdleTimeout, self.spec.limits.grace_ms);
+                }
+            }
+        }
+        if self.stop.is_none() && self.linger_at.is_some_and(|t| now >= t) {
+            self.linger_at = None;
+            self.pane.line(Style::Yellow, "subpane: the agent did not exit after its final event; stopping");
+            self.begin_stop(KillReason::Linger, self.spec.limits.grace_ms);
+        }
+        if self.stop.as_ref().is_some_and(|s| !s.killed && now >= s.kill_at) {
+            self.kill_now();
+        }
+        if self.leak_at.is_some_and(|t| now >= t) {
+            self.leak_at = None;
+            if out.is_some() || err.is_some() {
+                // The agent is gone but something still holds its output open.
+                self.facts.cleanup.output_held_open = true;
+                let n = kill_descendants();
+                self.facts.cleanup.killed_descendants += n;
+                self.drain_until = Some(now + DRAIN_WAIT);
+                self.pane.line(Style::Yellow, &format!("subpane: {n} leftover process(es) held the output open; killed"));
+            }
+        }
+        if self.drain_until.is_some_and(|t| now >= t) {
+            // Give up on pipes that will not close.
+            *out = None;
+            *err = None;
+            self.drain_until = None;
+        }
+    }
+
+    fn finish(&mut self) {
+        // Nothing of the attempt may outlive it.
+        let n = kill_descendants();
+        self.facts.cleanup.killed_descendants += n;
+        reap_all(Duration::from_secs(2));
+        if let Some(e) = self.events.as_mut() {
+            let _ = e.flush();
+        }
+        if let Some(s) = self.stdout_log.as_mut() {
+            let _ = s.flush();
+        }
+        if let Some(st) = self.agent_status {
+            match st {
+                WaitStatus::Exited(_, code) => self.facts.exit_code = Some(code),
+                WaitStatus::Signaled(_, sig, _) => self.facts.signal = Some(sig.as_str().to_owned()),
+                _ => {}
+            }
+        }
+        let adapter = adapter_for(self.spec.agent);
+        let report = self.parser.finish(&self.stderr_tail);
+        self.facts.terminal_event = report.terminal_event.clone();
+        self.facts.finished_at = Some(now_rfc3339());
+        self.facts.state = Some(WorkerState::Finished);
+        self.facts.pane_lines_skipped = self.pane.total_skipped;
+        if let Some(text) = &report.output.final_text {
+            let _ = store::write_atomic(&self.paths.output(), text.as_bytes());
+        }
+        self.save_facts();
+        let facts = Facts {
+            sandbox_failed: false,
+            spawn_failed: self.facts.spawn_error.is_some(),
+            lost: false,
+            kill_reason: self.facts.kill_reason,
+            exit_code: self.facts.exit_code,
+            signal: match self.agent_status {
+                Some(WaitStatus::Signaled(_, s, _)) => Some(s as i32),
+                _ => None,
+            },
+            expects_terminal_event: adapter.expects_terminal_event(),
+            terminal_event_seen: report.terminal_event.is_some(),
+            model_error: report.model_error,
+        };
+        let outcome = envelope::decide(&facts);
+        let mut output = report.output;
+        if let Some(e) = &self.facts.spawn_error {
+            output.push_error(e.clone());
+        }
+        if self.facts.kill_reason == Some(KillReason::PaneClosed) {
+            output.push_error("the pane closed under the worker (its tmux session or server was killed); the program was stopped");
+        }
+        let artifacts = store::collect_artifacts(&self.paths);
+        let env = envelope::build(&self.spec, &self.facts, output, outcome, artifacts);
+        let write = store::write_json_new(&self.paths.result(), &env);
+        let dur = env.duration_ms.map(|d| format!("{:.1}s", d as f64 / 1000.0)).unwrap_or_default();
+        let how = match (env.exit_code, &env.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(s)) => s.clone(),
+            _ => "not started".into(),
+        };
+        self.pane.line(Style::Dim, &"─".repeat(60));
+        match write {
+            Ok(_) => {
+                let kind = env.failure_kind.map(|k| format!(" ({})", serde_json::to_value(k).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())).unwrap_or_default();
+                let mark = if env.status == envelope::Status::Completed { "✔" } else { "✘" };
+                let style = if env.status == envelope::Status::Completed { Style::Green } else { Style::Red };
+                self.pane.line(style, &format!("{mark} {}{kind} · {how} · {dur}", env.status.as_str()));
+            }
+            Err(e) => self.pane.line(Style::Red, &format!("subpane: cannot write the result: {e}")),
+        }
+        if self.spec.keep_session {
+            self.pane.line(Style::Dim, "session kept: detach with Ctrl-b d; `subpane gc` removes it");
+        }
+        self.pane.flush_final();
+    }
+}
+
+fn write_line(w: &mut Option<BufWriter<File>>, line: &[u8]) {
+    if let Some(w) = w.as_mut() {
+        let _ = w.write_all(line);
+        let _ = w.write_all(b"\n");
+    }
+}
+
+fn set_nonblocking(fd: i32) {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    // SAFETY: fd is a pipe we own for the duration of the loop.
+    let b = unsafe { BorrowedFd::borrow_raw(fd) };
+    if let Ok(flags) = fcntl(b, FcntlArg::F_GETFL) {
+        let _ = fcntl(b, FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK));
+    }
+}
+
+/// SIGKILL to every descendant of the worker; returns how many there were.
+fn kill_descendants() -> u64 {
+    let mut total = 0;
+    // Killing a parent can re-parent its children to us between scans: repeat until quiet.
+    for _ in 0..5 {
+        let d = procs::descendants(std::process::id() as i32);
+        if d.is_empty() {
+            break;
+        }
+        for pid in &d {
+            procs::signal_pid(*pid, Signal::SIGKILL);
+        }
+        total += d.len() as u64;
+        reap_all(Duration::from_millis(200));
+    }
+    total
+}
+
+/// Reaps children until none are left or `bound` passes.
+fn reap_all(bound: Duration) {
+    let end = Instant::now() + bound;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => {
+                if Instant::now() >= end {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Ok(_) => {}
+            Err(_) => return,
+        }
+    }
+}
