@@ -1,0 +1,206 @@
+//! The test harness: a private home, tmux socket and work directory per test, and waiting
+//! on conditions with a deadline. Dropping a `TestEnv` kills its tmux server and anything
+//! left of its attempts, and removes its temp directory.
+
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_subpane");
+
+/// A deadline long enough for a loaded 2-core CI machine.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub struct TestEnv {
+    pub root: tempfile::TempDir,
+    pub home: PathBuf,
+    pub socket: PathBuf,
+    pub work: PathBuf,
+}
+
+/// What a command printed and how it exited.
+#[derive(Debug)]
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Ran {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+}
+
+impl From<Output> for Ran {
+    fn from(o: Output) -> Self {
+        Ran {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+impl TestEnv {
+    pub fn new() -> Self {
+        let root = tempfile::Builder::new().prefix("sp-it-").tempdir_in("/tmp").expect("temp dir");
+        let home = root.path().join("home");
+        let work = root.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let socket = root.path().join("tmux.sock");
+        TestEnv { root, home, socket, work }
+    }
+
+    /// `subpane` with this test's home and socket, run in the work directory.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.env("SUBPANE_HOME", &self.home)
+            .env("SUBPANE_TMUX_SOCKET", &self.socket)
+            .env("NO_COLOR", "1")
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE")
+            .current_dir(&self.work)
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn sp<I, S>(&self, args: I) -> Ran
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.cmd().args(args).output().expect("run subpane").into()
+    }
+
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.home.join("runs").join(run)
+    }
+
+    pub fn attempt_dir(&self, run: &str, n: u32) -> PathBuf {
+        self.run_dir(run).join("attempts").join(n.to_string())
+    }
+
+    pub fn read_json(&self, path: &Path) -> Value {
+        let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("parse {}: {e}", path.display()))
+    }
+
+    pub fn result(&self, run: &str) -> Value {
+        self.read_json(&self.attempt_dir(run, 1).join("result.json"))
+    }
+
+    pub fn worker_pid(&self, run: &str) -> i32 {
+        let p = self.attempt_dir(run, 1).join("worker.json");
+        wait_until("worker.json with an agent pid", || {
+            std::fs::read(&p).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()).filter(|v| v["agent"]["pid"].is_i64())
+        })["worker"]["pid"]
+            .as_i64()
+            .unwrap() as i32
+    }
+
+    pub fn tmux(&self) -> Command {
+        let mut c = Command::new("tmux");
+        c.arg("-S").arg(&self.socket).env_remove("TMUX").stdin(Stdio::null());
+        c
+    }
+
+    pub fn has_session(&self, session: &str) -> bool {
+        self.tmux().args(["has-session", "-t", &format!("={session}")]).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+    }
+
+    /// Processes that carry an attempt marker from this test (`SUBPANE_ATTEMPT_DIR` under the
+    /// temp dir), or a worker started for this test's home.
+    pub fn leftovers(&self) -> Vec<i32> {
+        let root = self.root.path().as_os_str().as_encoded_bytes().to_vec();
+        let mut marker = b"SUBPANE_ATTEMPT_DIR=".to_vec();
+        marker.extend_from_slice(&root);
+        let me = std::process::id() as i32;
+        let mut out = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            if pid == me {
+                continue;
+            }
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            if stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) {
+                continue;
+            }
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let marked = env.split(|b| *b == 0).any(|kv| kv.starts_with(&marker));
+            let worker = cmdline.windows(root.len()).any(|w| w == root.as_slice())
+                && cmdline.windows(8).any(|w| w == b"__worker");
+            if marked || worker {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
+    /// Asserts that nothing of this test's attempts is alive, waiting up to the deadline for
+    /// processes that are already on their way out.
+    pub fn assert_no_leftovers(&self) {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = self.leftovers();
+            if left.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < end, "processes outlived their attempts: {left:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn server_alive(&self) -> bool {
+        self.tmux().args(["list-sessions"]).stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+    }
+}
+
+impl Drop for TestEnv {
+    fn drop(&mut self) {
+        let _ = self.tmux().arg("kill-server").stdout(Stdio::null()).stderr(Stdio::null()).status();
+        for _ in 0..3 {
+            let left = self.leftovers();
+            if left.is_empty() {
+                break;
+            }
+            for pid in left {
+                // SAFETY: plain kill(2).
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Waits until `f` returns `Some`, checking every few milliseconds, up to [`DEADLINE`].
+pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Validates an envelope against the JSON Schema shipped in `schema/result.v1.json`.
+pub fn assert_valid_envelope(v: &Value) {
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/result.v1.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(&schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator.iter_errors(v).map(|e| format!("{} at {}", e, e.instance_path)).collect();
+    assert!(errors.is_empty(), "envelope does not match the schema:\n{}\n{}", errors.join("\n"), serde_json::to_string_pretty(v).unwrap());
+}

@@ -1,0 +1,13 @@
+//! Integration tests: the real binary, real tmux, a private socket and home per test.
+
+mod harness;
+
+mod bad_input;
+mod commands;
+mod envelope;
+mod examples;
+mod faults;
+mod filter;
+mod lifecycle;
+mod pane;
+mod run;
