@@ -204,3 +204,24 @@ pub fn assert_valid_envelope(v: &Value) {
     let errors: Vec<String> = validator.iter_errors(v).map(|e| format!("{} at {}", e, e.instance_path)).collect();
     assert!(errors.is_empty(), "envelope does not match the schema:\n{}\n{}", errors.join("\n"), serde_json::to_string_pretty(v).unwrap());
 }
+
+impl TestEnv {
+    /// Any program, with this test's home and socket in its environment and `subpane`'s
+    /// directory on PATH.
+    pub fn cmd_raw(&self, program: &Path) -> Command {
+        let mut c = Command::new(program);
+        let bin_dir = Path::new(BIN).parent().unwrap().to_path_buf();
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![bin_dir];
+        paths.extend(std::env::split_paths(&path));
+        c.env("SUBPANE_HOME", &self.home)
+            .env("SUBPANE_TMUX_SOCKET", &self.socket)
+            .env("PATH", std::env::join_paths(paths).unwrap())
+            .env("NO_COLOR", "1")
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE")
+            .current_dir(&self.work)
+            .stdin(Stdio::null());
+        c
+    }
+}
