@@ -105,6 +105,7 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
             };
         }
         if over {
+            crate::supervisor::release_inotify(inotify);
             return Ok(0);
         }
         if pidfd.is_none() {

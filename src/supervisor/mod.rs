@@ -24,7 +24,7 @@ mod wait;
 pub use cancel::request_cancel;
 pub use lost::write_lost;
 pub use observe::{AttemptState, RunningInfo, STARTING_GRACE, observe, worker_identity};
-pub use wait::{WaitMode, WaitOptions, WaitOutcome, block_interrupts, wait};
+pub use wait::{WaitMode, WaitOptions, WaitOutcome, block_interrupts, release as release_inotify, wait};
 
 /// Errors while supervising.
 #[derive(Debug, thiserror::Error)]
