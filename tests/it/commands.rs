@@ -279,11 +279,10 @@ fn attach_shows_the_runs_pane_in_a_terminal() {
         .status()
         .unwrap();
     assert!(st.success());
-    let mut last = String::new();
     let end = Instant::now() + DEADLINE;
     let screen = loop {
         let out = outer.tmux().args(["capture-pane", "-p", "-J", "-t", "=outer:"]).output().unwrap();
-        last = String::from_utf8_lossy(&out.stdout).into_owned();
+        let last = String::from_utf8_lossy(&out.stdout).into_owned();
         if last.contains("subpane ▸ run att") && last.contains("hello from stdout") && last.contains("completed") {
             break last;
         }
@@ -295,6 +294,9 @@ fn attach_shows_the_runs_pane_in_a_terminal() {
     let clients = env.tmux().args(["list-clients", "-F", "#{client_session}"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&clients.stdout).trim(), session);
     drop(outer);
+    assert_eq!(env.sp(["gc", "--older-than", "0s"]).code, 0);
+    assert!(!env.has_session(&session));
+    env.assert_no_leftovers();
 }
 
 #[test]
