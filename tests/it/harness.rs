@@ -225,3 +225,90 @@ impl TestEnv {
         c
     }
 }
+
+/// Whether `pid` names a live process (a zombie counts as dead).
+pub fn pid_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit(')').next().is_some_and(|r| {
+            let r = r.trim_start();
+            r.starts_with('Z') || r.starts_with('X')
+        }),
+        Err(_) => false,
+    }
+}
+
+/// Waits until the file at `path` exists and contains `needle`.
+pub fn wait_for_text(path: &Path, needle: &str) {
+    wait_until(&format!("{needle:?} in {}", path.display()), || {
+        std::fs::read_to_string(path).ok().filter(|s| s.contains(needle)).map(|_| ())
+    });
+}
+
+/// Waits until `pid` is gone (exited and reaped, or a zombie).
+pub fn wait_pid_gone(pid: i32) {
+    wait_until(&format!("pid {pid} to be gone"), || (!pid_alive(pid)).then_some(()));
+}
+
+/// The agent's pid from the attempt's `worker.json`, waiting until it is recorded.
+pub fn agent_pid(env: &TestEnv, run: &str) -> i32 {
+    let p = env.attempt_dir(run, 1).join("worker.json");
+    wait_until("worker.json with an agent pid", || {
+        std::fs::read(&p).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()).and_then(|v| v["agent"]["pid"].as_i64())
+    }) as i32
+}
+
+/// Sends `sig` to one process.
+pub fn send_signal(pid: i32, sig: i32) {
+    // SAFETY: plain kill(2) on one pid.
+    let rc = unsafe { libc::kill(pid, sig) };
+    assert_eq!(rc, 0, "kill({pid}, {sig}) failed: {}", std::io::Error::last_os_error());
+}
+
+impl TestEnv {
+    /// Like [`TestEnv::sp`], but a `subpane` that has not exited within `limit` is killed
+    /// (SIGKILL) and the test fails with `why_it_may_hang`, instead of hanging the suite.
+    pub fn sp_within<I, S>(&self, limit: Duration, why_it_may_hang: &str, args: I) -> Ran
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let child = self.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run subpane");
+        wait_child_within(child, limit, why_it_may_hang)
+    }
+}
+
+/// Waits for `child` (with piped stdout/stderr) up to `limit`; kills it and fails the test
+/// with `why_it_may_hang` if it is still running then.
+pub fn wait_child_within(mut child: std::process::Child, limit: Duration, why_it_may_hang: &str) -> Ran {
+    use std::io::Read;
+    // Drain the pipes on threads so a chatty child cannot block on a full pipe.
+    let mut out = child.stdout.take().expect("piped stdout");
+    let mut err = child.stderr.take().expect("piped stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    let end = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("subpane (pid {}) did not exit within {limit:?}: {why_it_may_hang}", child.id());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Ran {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&t_out.join().unwrap()).into_owned(),
+        stderr: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
+    }
+}
