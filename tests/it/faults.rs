@@ -1,1 +1,358 @@
-//! (tests to come)
+//! Faults around an attempt: a supervisor or worker killed with SIGKILL, the tmux server
+//! killed, many attempts racing the private server's start and exit, an unwritable home and
+//! a full disk. The attempt's record must stay consistent and nothing may leak.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+use serde_json::Value;
+
+use crate::harness::{
+    self, BIN, TestEnv, agent_pid, assert_valid_envelope, fixture, pid_alive, send_signal, wait_for_text, wait_pid_gone,
+};
+
+fn fx(name: &str) -> String {
+    fixture(name).display().to_string()
+}
+
+fn spawn_run(env: &TestEnv, args: &[&str]) -> Child {
+    env.cmd().arg("run").arg("--json").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn subpane run")
+}
+
+/// How long any one `subpane` command here may take before the test fails instead of hanging.
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn finish(child: Child) -> harness::Ran {
+    harness::wait_child_within(child, LIMIT, "subpane did not return")
+}
+
+/// A program that waits until `gate` exists in its working directory, then exits 7.
+const EXIT_7_AT_GATE: &str = "echo waiting; while [ ! -e gate ]; do sleep 0.05; done; echo through; exit 7";
+
+// ---- a supervisor or worker killed ----------------------------------------------------
+
+#[test]
+fn run_killed_with_sigkill_leaves_the_attempt_running_and_wait_readopts_it() {
+    let env = TestEnv::new();
+    let mut run = spawn_run(&env, &["--run-id", "k", "--", "bash", "-c", EXIT_7_AT_GATE]);
+    wait_for_text(&env.attempt_dir("k", 1).join("stdout.log"), "waiting");
+    let worker = env.worker_pid("k");
+    let agent = agent_pid(&env, "k");
+    run.kill().unwrap(); // SIGKILL
+    let _ = run.wait();
+    // Nothing noticed: the attempt runs on.
+    assert!(pid_alive(worker) && pid_alive(agent), "the attempt died with its supervisor");
+    let s = env.sp(["status", "k", "--json"]);
+    assert_eq!(s.code, 3, "status of a running attempt: {s:?}");
+    assert_eq!(s.json()["status"], "running");
+    assert!(!env.attempt_dir("k", 1).join("result.json").exists());
+    // A later waiter adopts it and reports how it really ended.
+    let wait = env.cmd().args(["wait", "k", "--json"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::fs::write(env.work.join("gate"), b"").unwrap();
+    let w = finish(wait);
+    assert_eq!(w.code, 1, "{w:?}");
+    let v = w.json();
+    assert_valid_envelope(&v);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["failure_kind"], "exit");
+    assert_eq!(v["exit_code"], 7);
+    assert_eq!(env.result("k"), v);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn worker_killed_while_run_waits_gives_lost() {
+    let env = TestEnv::new();
+    let run = spawn_run(&env, &["--run-id", "w", "--", &fx("never_exits.sh")]);
+    wait_for_text(&env.attempt_dir("w", 1).join("stdout.log"), "started");
+    let worker = env.worker_pid("w");
+    let agent = agent_pid(&env, "w");
+    send_signal(worker, libc::SIGKILL);
+    let r = finish(run);
+    assert_eq!(r.code, 1, "{r:?}");
+    let v = r.json();
+    assert_valid_envelope(&v);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["failure_kind"], "lost");
+    assert!(!v["output"]["errors"].as_array().unwrap().is_empty(), "a lost envelope says why: {v}");
+    assert_eq!(env.result("w"), v);
+    wait_pid_gone(agent);
+    env.assert_no_leftovers();
+}
+
+/// Starts a detached never-ending run, SIGKILLs its worker, and waits for the worker to die.
+fn detached_run_with_dead_worker(env: &TestEnv, id: &str) -> i32 {
+    let r = env.sp(["run", "--detach", "--run-id", id, "--", &fx("never_exits.sh")]);
+    assert_eq!(r.code, 0, "{r:?}");
+    wait_for_text(&env.attempt_dir(id, 1).join("stdout.log"), "started");
+    let worker = env.worker_pid(id);
+    let agent = agent_pid(env, id);
+    send_signal(worker, libc::SIGKILL);
+    wait_pid_gone(worker);
+    assert!(!env.attempt_dir(id, 1).join("result.json").exists(), "a SIGKILLed worker wrote a result");
+    agent
+}
+
+#[test]
+fn worker_killed_while_nobody_waits_is_lost_at_next_status() {
+    let env = TestEnv::new();
+    let agent = detached_run_with_dead_worker(&env, "w");
+    let s = env.sp(["status", "w", "--json"]);
+    assert_eq!(s.code, 1, "{s:?}");
+    let v = s.json();
+    assert_valid_envelope(&v);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["failure_kind"], "lost");
+    // The observer wrote it down, once: the next look reads the same envelope.
+    assert_eq!(env.result("w"), v);
+    assert_eq!(env.sp(["status", "w", "--json"]).json(), v);
+    wait_pid_gone(agent);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn worker_killed_while_nobody_waits_is_lost_at_next_ls() {
+    let env = TestEnv::new();
+    let agent = detached_run_with_dead_worker(&env, "w");
+    let l = env.sp(["ls", "--json"]);
+    assert_eq!(l.code, 0, "{l:?}");
+    let rows = l.json();
+    let row = rows.as_array().unwrap().iter().find(|r| r["run_id"] == "w").unwrap_or_else(|| panic!("{rows}"));
+    assert_eq!(row["status"], "failed");
+    assert_eq!(row["failure_kind"], "lost");
+    let v = env.result("w");
+    assert_valid_envelope(&v);
+    assert_eq!(v["failure_kind"], "lost");
+    wait_pid_gone(agent);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn tmux_server_killed_under_a_detached_run_gives_lost() {
+    let env = TestEnv::new();
+    let r = env.sp(["run", "--detach", "--run-id", "t", "--", &fx("never_exits.sh")]);
+    assert_eq!(r.code, 0, "{r:?}");
+    wait_for_text(&env.attempt_dir("t", 1).join("stdout.log"), "started");
+    let worker = env.worker_pid("t");
+    let agent = agent_pid(&env, "t");
+    let k = env.tmux().arg("kill-server").output().unwrap();
+    assert!(k.status.success(), "{k:?}");
+    wait_pid_gone(worker);
+    let s = env.sp(["status", "t", "--json"]);
+    assert_eq!(s.code, 1, "{s:?}");
+    let v = s.json();
+    assert_valid_envelope(&v);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["failure_kind"], "lost");
+    assert_eq!(env.result("t"), v);
+    assert!(!pid_alive(agent));
+    env.assert_no_leftovers();
+}
+
+// ---- many attempts at once ------------------------------------------------------------
+
+fn run_true(env: &TestEnv, id: &str) -> harness::Ran {
+    env.sp(["run", "--json", "--run-id", id, "--", "true"])
+}
+
+fn assert_all_completed(results: Vec<(String, harness::Ran)>) {
+    let bad: Vec<String> = results
+        .iter()
+        .filter(|(_, r)| r.code != 0 || r.json()["status"] != "completed")
+        .map(|(id, r)| format!("{id}: exit {} stdout {} stderr {}", r.code, r.stdout, r.stderr))
+        .collect();
+    assert!(bad.is_empty(), "{} of {} attempts failed:\n{}", bad.len(), results.len(), bad.join("\n"));
+}
+
+#[test]
+fn fifty_attempts_started_at_once_all_complete() {
+    let env = TestEnv::new();
+    let barrier = std::sync::Barrier::new(50);
+    let results: Vec<(String, harness::Ran)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..50)
+            .map(|i| {
+                let (env, barrier) = (&env, &barrier);
+                s.spawn(move || {
+                    let id = format!("p{i}");
+                    barrier.wait();
+                    let r = run_true(env, &id);
+                    (id, r)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_all_completed(results);
+    assert_eq!(std::fs::read_dir(env.home.join("runs")).unwrap().count(), 50);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn attempts_starting_as_others_end_race_the_servers_exit() {
+    let env = TestEnv::new();
+    // Four chains of short attempts, each started the moment the one before it ended: the
+    // server keeps losing its last session just as a new one is asked for.
+    let results: Vec<(String, harness::Ran)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..4)
+            .map(|t| {
+                let env = &env;
+                s.spawn(move || (0..12).map(|i| format!("c{t}-{i}")).map(|id| (id.clone(), run_true(env, &id))).collect::<Vec<_>>())
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    assert_all_completed(results);
+    env.assert_no_leftovers();
+}
+
+// ---- the home cannot be written -------------------------------------------------------
+
+/// Every path under `dir`, sorted.
+fn tree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn home_under_a_regular_file_is_refused_and_nothing_is_created() {
+    let env = TestEnv::new();
+    let file = env.root.path().join("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let before = tree(env.root.path());
+    let home = file.join("home");
+    let r = env.sp([OsArg::from("--home"), home.as_os_str().into(), "run".into(), "--".into(), "echo".into(), "hi".into()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stdout.is_empty(), "{r:?}");
+    assert!(r.stderr.contains("subpane: error:") && r.stderr.contains(&home.display().to_string()), "{}", r.stderr);
+    assert!(r.stderr.contains("--home") || r.stderr.contains("SUBPANE_HOME"), "the message says what to do: {}", r.stderr);
+    assert_eq!(tree(env.root.path()), before, "something was created");
+    assert!(!env.server_alive(), "a tmux server was started for a run that could not be recorded");
+    env.assert_no_leftovers();
+}
+
+type OsArg = std::ffi::OsString;
+
+// ---- a full disk ----------------------------------------------------------------------
+
+/// Runs `script` with bash in a private mount namespace where `$H` is a 256 KiB tmpfs, with
+/// `subpane` as `$SP` and this test's socket. Returns what the script printed.
+fn in_tiny_home(env: &TestEnv, script: &str) -> harness::Ran {
+    let mount = env.root.path().join("tiny");
+    std::fs::create_dir_all(&mount).unwrap();
+    let full = format!("set -u\nmount -t tmpfs -o size=256k,mode=0700 tmpfs \"$H\" || exit 99\n{script}");
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "--", "bash", "-c", &full])
+        .env("H", &mount)
+        .env("SP", BIN)
+        .env("SUBPANE_TMUX_SOCKET", &env.socket)
+        .env_remove("SUBPANE_HOME")
+        .env("NO_COLOR", "1")
+        .env_remove("TMUX")
+        .env_remove("TMUX_PANE")
+        .current_dir(&env.work)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run unshare");
+    let r: harness::Ran = out.into();
+    assert_ne!(r.code, 99, "cannot mount a tmpfs in a private mount namespace: {r:?}");
+    r
+}
+
+/// A shell function `fill` that writes until the file system of `$H` is full.
+const FILL: &str = "fill() { dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; true; }\n";
+
+#[test]
+fn full_disk_before_the_run_is_refused_and_leaves_no_half_written_run() {
+    let env = TestEnv::new();
+    // A first run makes the home (tmux.conf, runs/); then the disk fills up.
+    let r = in_tiny_home(
+        &env,
+        &format!(
+            "{FILL}\"$SP\" --home \"$H\" run --run-id first -- true >/dev/null || echo first_rc=$?\nfill\n\
+             \"$SP\" --home \"$H\" run --run-id second -- echo hi\necho \"run_rc=$?\"\n\
+             echo '--- status'; \"$SP\" --home \"$H\" status second; echo \"status_rc=$?\"\n\
+             echo '--- tree'; find \"$H/runs\" | sort\n"
+        ),
+    );
+    assert!(!r.stdout.contains("first_rc"), "the first run failed on an empty disk: {r:?}");
+    // Nothing could be recorded, so nothing was started: exit 2 with a message about space.
+    assert!(r.stdout.contains("run_rc=2\n"), "{r:?}");
+    assert!(r.stderr.contains("No space left on device"), "{}", r.stderr);
+    assert!(r.stderr.contains("nothing was started"), "{}", r.stderr);
+    // The half-made run directory was removed: `second` does not exist at all.
+    let tree = r.stdout.split("--- tree").nth(1).unwrap();
+    assert!(!tree.contains("/runs/second"), "a half-written run was left:\n{tree}");
+    assert!(tree.contains("/runs/first/attempts/1/result.json"), "{tree}");
+    assert!(r.stdout.contains("status_rc=2"), "status of the refused run: {r:?}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn full_home_before_anything_exists_is_refused() {
+    let env = TestEnv::new();
+    let r = in_tiny_home(
+        &env,
+        &format!("{FILL}fill\n\"$SP\" --home \"$H\" run -- echo hi\necho \"rc=$?\"\nrm \"$H/fill\"\nfind \"$H\" | sort\n"),
+    );
+    assert!(r.stdout.contains("rc=2\n"), "{r:?}");
+    assert!(r.stderr.contains("No space left on device"), "{}", r.stderr);
+    // Nothing but the mount point itself remains once the filler is gone.
+    let listed: Vec<&str> = r.stdout.lines().filter(|l| l.starts_with('/')).collect();
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert!(!env.server_alive());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn disk_filling_during_the_run_leaves_a_consistent_record() {
+    let env = TestEnv::new();
+    // The program itself fills the disk, then exits 0. The worker cannot write its result.
+    let r = in_tiny_home(
+        &env,
+        &format!(
+            "\"$SP\" --home \"$H\" run --json --run-id full -- bash -c {prog}\necho \"run_rc=$?\" >&2\n\
+             D=\"$H/runs/full/attempts/1\"\n\
+             if [ -e \"$D/result.json\" ]; then echo result_after_run=yes >&2; else echo result_after_run=no >&2; fi\n\
+             ls -a \"$D\" | grep '^\\.tmp-' && echo TEMP_LEFT >&2\n\
+             rm -f \"$H/fill\"\n\
+             echo '--- status'\n\"$SP\" --home \"$H\" status --json full\necho \"status_rc=$?\" >&2\n",
+            prog = shell_quote("echo filling; dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; exit 0"),
+        ),
+    );
+    let err = &r.stderr;
+    assert!(err.contains("run_rc="), "{r:?}");
+    assert!(!err.contains("TEMP_LEFT"), "temp files were left in the attempt dir: {r:?}");
+    // Either the worker managed a complete result.json, or none exists and the next observer
+    // (once there is space again) records the attempt as lost. Never a partial file.
+    let status_doc = r.stdout.split("--- status").nth(1).unwrap();
+    let v: Value = serde_json::from_str(status_doc).unwrap_or_else(|e| panic!("status --json: {e}\n{r:?}"));
+    assert_valid_envelope(&v);
+    if err.contains("result_after_run=yes") {
+        assert!(err.contains("run_rc=0"), "{r:?}");
+        assert_eq!(v["status"], "completed");
+    } else {
+        // What this build does: the worker's write fails, `run` cannot write `lost` either
+        // (exit 1, a message about space), and the first look after space is freed does.
+        assert!(err.contains("run_rc=1"), "{r:?}");
+        assert!(err.contains("No space left on device"), "{err}");
+        assert!(err.contains("status_rc=1"), "{r:?}");
+        assert_eq!(v["status"], "failed");
+        assert_eq!(v["failure_kind"], "lost");
+    }
+    env.assert_no_leftovers();
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
