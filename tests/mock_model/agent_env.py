@@ -74,7 +74,7 @@ def setup(scratch: str, port: int) -> dict[str, str]:
         f'base_url = "{base}/v1"',
         'wire_api = "responses"',
         'env_key = "MOCK_API_KEY"',
-        'request_max_retries = 0',
+        'request_max_retries = 1',  # one retry: the flaky scenario recovers, model_error still ends fast
         'stream_max_retries = 0',
         'stream_idle_timeout_ms = 300000',
         '',
