@@ -12,14 +12,21 @@
 //! * Streaming deltas are most of the bytes; drop them, but keep the text for the pane.
 //! * Lines may be invalid UTF-8 or not JSON at all; never panic on them.
 
+mod claude;
+mod codex;
 mod command;
+mod common;
+mod pi;
 
 use std::path::Path;
 
 use crate::envelope::Output;
 use crate::spec::{AgentKind, TaskSpec};
 
+pub use claude::ClaudeAdapter;
+pub use codex::CodexAdapter;
 pub use command::CommandAdapter;
+pub use pi::PiAdapter;
 
 /// What happens to one stdout line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -150,9 +157,9 @@ pub trait Adapter: Sync {
 pub fn adapter_for(kind: AgentKind) -> &'static dyn Adapter {
     match kind {
         AgentKind::Command => &CommandAdapter,
-        // The agent adapters land with their own module; until then the command adapter
-        // keeps the core usable.
-        AgentKind::Pi | AgentKind::Claude | AgentKind::Codex => &CommandAdapter,
+        AgentKind::Pi => &PiAdapter,
+        AgentKind::Claude => &ClaudeAdapter,
+        AgentKind::Codex => &CodexAdapter,
     }
 }
 

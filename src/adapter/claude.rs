@@ -1,0 +1,545 @@
+//! The `claude` adapter (Claude Code, `claude -p --output-format stream-json --verbose`).
+//!
+//! ```text
+//! system/init ─ [system/status|api_retry]* ─ (stream_event* ─ assistant ─ stream_event* ─ user)* ─ result
+//! ```
+//!
+//! * Dropped: `stream_event` (raw API stream events, asked for with
+//!   `--include-partial-messages` only so the pane shows text as it streams). The `assistant`
+//!   lines carry the same content whole.
+//! * Terminal: the first `result`.
+//! * The report comes from `result`: `result` (final text), `session_id`, `usage`,
+//!   `total_cost_usd`, `num_turns`; the model from `system/init`.
+//!
+//! Common pitfalls:
+//! * `subtype: "success"` with `is_error: true` is a failure (an API error, a prompt too long):
+//!   `is_error` decides, and `result` then holds the error text, not an answer.
+//! * `--allowedTools` takes a variable number of values and would swallow the prompt: every
+//!   option is passed as `--name=value` and the prompt comes after `--`.
+//! * `total_cost_usd` of a resumed session counts the whole session, `usage` only this call.
+//! * In `-p` mode nobody approves tools: the task's tools become `--allowedTools`.
+
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::common::{
+    Peeked, abbreviate, content_text, finish_common, fits_argv, not_an_event, one_line, peek,
+    stdin_for, summarize_args, u64_at, usage_info,
+};
+use super::{
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, StreamParser,
+    mentions_context_overflow,
+};
+use crate::envelope::{Output, Usage};
+use crate::spec::{AgentKind, TaskSpec};
+
+pub struct ClaudeAdapter;
+
+impl Adapter for ClaudeAdapter {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Claude
+    }
+    fn binary(&self) -> Option<&'static str> {
+        Some("claude")
+    }
+    fn install_hint(&self) -> &'static str {
+        "install Claude Code with `npm install -g @anthropic-ai/claude-code`"
+    }
+    fn launch(&self, program: &str, task: &TaskSpec, _ctx: &ArgvContext<'_>) -> AgentLaunch {
+        let mut argv: Vec<String> = vec![
+            program.to_owned(),
+            "-p".into(),
+            "--output-format=stream-json".into(),
+            "--verbose".into(),
+            "--include-partial-messages".into(),
+        ];
+        if let Some(id) = &task.resume_session {
+            argv.push(format!("--resume={id}"));
+        }
+        if let Some(m) = &task.model {
+            argv.push(format!("--model={m}"));
+        }
+        if let Some(s) = &task.system_prompt {
+            argv.push(format!("--system-prompt={s}"));
+        }
+        if !task.tools.is_empty() {
+            argv.push(format!("--allowedTools={}", task.tools.join(",")));
+        }
+        if let Some(effort) = task.thinking.as_deref().and_then(effort_for) {
+            argv.push(format!("--effort={effort}"));
+        }
+        let inline = fits_argv(&task.prompt) && !task.prompt.is_empty();
+        if inline {
+            argv.push("--".into());
+            argv.push(task.prompt.clone());
+        }
+        AgentLaunch { argv, stdin: stdin_for(inline) }
+    }
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(ClaudeParser::default())
+    }
+    fn expects_terminal_event(&self) -> bool {
+        true
+    }
+}
+
+/// subpane's thinking levels (pi's: off, minimal, low, medium, high, xhigh) as Claude Code's
+/// `--effort` (low, medium, high, xhigh, max). `off` leaves Claude's default; unknown levels
+/// are passed on for Claude to judge.
+fn effort_for(level: &str) -> Option<&str> {
+    match level {
+        "off" | "none" => None,
+        "minimal" => Some("low"),
+        other => Some(other),
+    }
+}
+
+/// Reads `claude -p --output-format stream-json`.
+#[derive(Default)]
+pub struct ClaudeParser {
+    out: Output,
+    tool_calls: u64,
+    /// A text block is streaming (from `stream_event`s), so its `assistant` line adds nothing
+    /// to the pane.
+    streaming_text: bool,
+    /// API errors seen on `assistant` lines, used only if no `result` arrives.
+    api_errors: Vec<String>,
+    terminal: Option<String>,
+    is_error: bool,
+}
+
+/// `stream_event`, read only as far as the pane needs.
+#[derive(Deserialize)]
+struct StreamLine<'a> {
+    #[serde(borrow)]
+    event: Option<StreamEvent<'a>>,
+}
+
+#[derive(Deserialize)]
+struct StreamEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow, default)]
+    delta: Option<Delta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Delta<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    text: Option<Cow<'a, str>>,
+}
+
+impl StreamParser for ClaudeParser {
+    fn on_line(&mut self, line: &[u8]) -> LineResult {
+        let peeked = peek(line);
+        let kind = match &peeked {
+            Peeked::Event(Some(k)) => k.as_ref(),
+            Peeked::Event(None) => return LineResult::keep(),
+            _ => return not_an_event(line, &peeked),
+        };
+        if kind == "stream_event" {
+            return self.on_stream(line);
+        }
+        let kind = kind.to_owned();
+        match serde_json::from_slice::<Value>(line) {
+            Ok(ev) => self.on_event(&kind, &ev),
+            Err(_) => LineResult::keep(),
+        }
+    }
+
+    fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport {
+        let mut out = std::mem::take(&mut self.out);
+        if self.terminal.is_none() {
+            for e in self.api_errors.drain(..) {
+                out.push_error(e);
+            }
+        }
+        if out.tool_calls.is_none() {
+            out.tool_calls = Some(self.tool_calls);
+        }
+        finish_common(&mut out, stderr_tail, self.terminal.is_some());
+        AgentReport { output: out, terminal_event: self.terminal.clone(), model_error: self.is_error }
+    }
+}
+
+impl ClaudeParser {
+    fn on_stream(&mut self, line: &[u8]) -> LineResult {
+        let mut r = LineResult::drop_line();
+        let Ok(StreamLine { event: Some(ev) }) = serde_json::from_slice::<StreamLine<'_>>(line)
+        else {
+            return r;
+        };
+        match ev.kind.as_ref() {
+            "content_block_delta" => {
+                if let Some(Delta { kind: Some(k), text: Some(t) }) = ev.delta {
+                    if k == "text_delta" {
+                        self.streaming_text = true;
+                        r.pane.push(PaneItem::Text(t.into_owned()));
+                    }
+                }
+            }
+            "content_block_stop" if self.streaming_text => {
+                self.streaming_text = false;
+                r.pane.push(PaneItem::TextEnd);
+            }
+            _ => {}
+        }
+        r
+    }
+
+    fn on_event(&mut self, kind: &str, ev: &Value) -> LineResult {
+        let mut r = LineResult::keep();
+        let subtype = ev.get("subtype").and_then(Value::as_str).unwrap_or("");
+        match (kind, subtype) {
+            ("system", "init") => {
+                let id = ev.get("session_id").and_then(Value::as_str);
+                let model = ev.get("model").and_then(Value::as_str);
+                self.out.session_id = id.map(str::to_owned);
+                self.out.model = model.map(str::to_owned);
+                r.pane.push(PaneItem::Info(format!(
+                    "claude session {} · model {}",
+                    id.unwrap_or("?"),
+                    model.unwrap_or("?")
+                )));
+            }
+            ("system", "api_retry") => {
+                let attempt = u64_at(ev, "attempt").unwrap_or(0);
+                let max = u64_at(ev, "max_retries").unwrap_or(0);
+                let status = ev.get("error_status").map(Value::to_string).unwrap_or_default();
+                let err = ev.get("error").and_then(Value::as_str).unwrap_or("");
+                r.pane.push(PaneItem::Info(format!("retry {attempt}/{max} after: {status} {err}")));
+            }
+            ("assistant", _) => self.on_assistant(ev, &mut r),
+            ("user", _) => on_user(ev, &mut r),
+            ("result", _) => self.on_result(ev, &mut r),
+            _ => {}
+        }
+        r
+    }
+
+    fn on_assistant(&mut self, ev: &Value, r: &mut LineResult) {
+        let msg = ev.get("message").unwrap_or(&Value::Null);
+        let blocks = msg.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        let api_error = ev.get("is_api_error_message").and_then(Value::as_bool) == Some(true)
+            || ev.get("error").is_some_and(|e| !e.is_null());
+        for b in blocks {
+            match b.get("type").and_then(Value::as_str) {
+                Some("text") => {
+                    let text = b.get("text").and_then(Value::as_str).unwrap_or("");
+                    if api_error {
+                        self.api_errors.push(text.to_owned());
+                        r.pane.push(PaneItem::Error(one_line(text, 500)));
+                    } else if !self.streaming_text {
+                        r.pane.push(PaneItem::Text(text.to_owned()));
+                        r.pane.push(PaneItem::TextEnd);
+                    }
+                }
+                Some("tool_use") => {
+                    self.tool_calls += 1;
+                    let name = b.get("name").and_then(Value::as_str).unwrap_or("tool");
+                    let summary = summarize_args(b.get("input").unwrap_or(&Value::Null));
+                    r.pane.push(PaneItem::ToolCall { name: name.to_owned(), summary });
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn on_result(&mut self, ev: &Value, r: &mut LineResult) {
+        let subtype = ev.get("subtype").and_then(Value::as_str).unwrap_or("");
+        // `is_error` first: a failed call can say "success".
+        let is_error = ev.get("is_error").and_then(Value::as_bool).unwrap_or(subtype != "success")
+            || (!subtype.is_empty() && subtype != "success");
+        let text = ev.get("result").and_then(Value::as_str);
+        let out = &mut self.out;
+        if let Some(id) = ev.get("session_id").and_then(Value::as_str) {
+            out.session_id = Some(id.to_owned());
+        }
+        if is_error {
+            out.final_text = None;
+            match text {
+                Some(t) if !t.is_empty() => out.push_error(t),
+                _ => out.push_error(format!("claude reported {subtype}")),
+            }
+        } else {
+            out.final_text = text.map(str::to_owned);
+        }
+        if let Some(errs) = ev.get("errors").and_then(Value::as_array) {
+            for e in errs {
+                out.push_error(e.as_str().map_or_else(|| e.to_string(), str::to_owned));
+            }
+        }
+        if let Some(u) = ev.get("usage") {
+            let input = u64_at(u, "input_tokens");
+            let output = u64_at(u, "output_tokens");
+            let read = u64_at(u, "cache_read_input_tokens");
+            let write = u64_at(u, "cache_creation_input_tokens");
+            let total = [input, output, read, write].iter().flatten().sum();
+            out.usage = Some(Usage {
+                input_tokens: input,
+                output_tokens: output,
+                cache_read_tokens: read,
+                cache_write_tokens: write,
+                total_tokens: Some(total),
+            });
+        }
+        out.cost_usd = ev.get("total_cost_usd").and_then(Value::as_f64);
+        out.turns = u64_at(ev, "num_turns");
+        out.tool_calls = Some(self.tool_calls);
+        let reason = ev.get("terminal_reason").and_then(Value::as_str).unwrap_or("");
+        if reason == "prompt_too_long" || out.errors.iter().any(|e| mentions_context_overflow(e)) {
+            out.context_length_exceeded = true;
+        }
+        self.is_error |= is_error;
+        if is_error {
+            if let Some(e) = out.errors.last() {
+                r.pane.push(PaneItem::Error(one_line(e, 500)));
+            }
+        }
+        if self.terminal.is_none() {
+            self.terminal = Some("result".to_owned());
+            r.terminal = true;
+            r.pane.push(usage_info(&self.out));
+        }
+    }
+}
+
+fn on_user(ev: &Value, r: &mut LineResult) {
+    let blocks = ev
+        .get("message")
+        .and_then(|m| m.get("content"))
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
+    for b in blocks {
+        if b.get("type").and_then(Value::as_str) == Some("tool_result") {
+            let text = content_text(b.get("content").unwrap_or(&Value::Null));
+            let is_error = b.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+            r.pane.push(PaneItem::ToolResult { summary: abbreviate(&text), is_error });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::adapter::common::replay::Replay;
+    use crate::adapter::{LineAction, MAX_INLINE_PROMPT, StdinSource};
+
+    macro_rules! transcript {
+        ($name:literal) => {
+            include_str!(concat!("../../tests/fixtures/transcripts/claude/", $name, ".jsonl"))
+        };
+    }
+
+    fn replay(t: &str) -> Replay {
+        Replay::run(ClaudeAdapter.parser(), t, "")
+    }
+
+    fn session_of(t: &str) -> String {
+        let first: Value = serde_json::from_str(t.lines().next().unwrap()).unwrap();
+        first["session_id"].as_str().unwrap().to_owned()
+    }
+
+    fn assert_cost(got: Option<f64>, want: f64) {
+        let got = got.expect("a cost");
+        assert!((got - want).abs() < 1e-9, "cost {got} != {want}");
+    }
+
+    fn last(t: &str) -> usize {
+        t.lines().count() - 1
+    }
+
+    #[test]
+    fn plain_answer() {
+        let t = transcript!("plain");
+        let r = replay(t);
+        assert_eq!(r.dropped(), vec!["stream_event"; 10]);
+        assert_eq!(r.kept(), ["system", "system", "assistant", "result"]);
+        assert_eq!(r.terminal_lines(), vec![last(t)]);
+        // Streamed once: the assistant line does not repeat the text in the pane.
+        assert_eq!(r.pane_text(), "Hello from the mock model.");
+        assert_eq!(r.pane().iter().filter(|p| **p == PaneItem::TextEnd).count(), 1);
+        let rep = &r.report;
+        assert_eq!(rep.terminal_event.as_deref(), Some("result"));
+        assert!(!rep.model_error);
+        assert_eq!(rep.output.final_text.as_deref(), Some("Hello from the mock model."));
+        assert_eq!(rep.output.session_id, Some(session_of(t)));
+        assert_eq!(rep.output.model.as_deref(), Some("mock-model"));
+        assert_eq!(
+            rep.output.usage,
+            Some(Usage {
+                input_tokens: Some(120),
+                output_tokens: Some(8),
+                cache_read_tokens: Some(20),
+                cache_write_tokens: Some(0),
+                total_tokens: Some(148),
+            })
+        );
+        assert_cost(rep.output.cost_usd, 0.000644);
+        assert_eq!(rep.output.turns, Some(1));
+        assert_eq!(rep.output.tool_calls, Some(0));
+        assert!(rep.output.errors.is_empty());
+        assert!(!rep.output.context_length_exceeded);
+    }
+
+    #[test]
+    fn tool_write_runs_bash() {
+        let t = transcript!("tool_write");
+        let r = replay(t);
+        assert_eq!(r.dropped().len(), 14);
+        assert_eq!(r.kept(), ["system", "system", "assistant", "user", "system", "assistant", "result"]);
+        assert_eq!(r.terminal_lines(), vec![last(t)]);
+        assert!(r.pane().contains(&PaneItem::ToolCall {
+            name: "Bash".into(),
+            summary: "echo hi > made_by_agent.txt".into()
+        }));
+        assert!(r.pane().contains(&PaneItem::ToolResult {
+            summary: "(Bash completed with no output)".into(),
+            is_error: false
+        }));
+        let rep = &r.report;
+        assert_eq!(rep.output.final_text.as_deref(), Some("I wrote made_by_agent.txt."));
+        assert_eq!(rep.output.turns, Some(2));
+        assert_eq!(rep.output.tool_calls, Some(1));
+        assert_eq!(rep.output.usage.as_ref().unwrap().total_tokens, Some(296));
+        assert_cost(rep.output.cost_usd, 0.001288);
+        assert!(!rep.model_error);
+    }
+
+    #[test]
+    fn model_error_says_success_but_is_an_error() {
+        let t = transcript!("model_error");
+        assert!(t.contains(r#""is_error":true"#) && t.contains(r#""subtype":"success""#));
+        let r = replay(t);
+        assert_eq!(r.terminal_lines(), vec![last(t)]);
+        let rep = &r.report;
+        assert!(rep.model_error);
+        assert_eq!(rep.terminal_event.as_deref(), Some("result"));
+        assert_eq!(rep.output.final_text, None);
+        assert_eq!(rep.output.errors.len(), 1);
+        assert!(rep.output.errors[0].starts_with("API Error: 500"), "{:?}", rep.output.errors);
+        assert!(!rep.output.context_length_exceeded);
+        assert_eq!(rep.output.cost_usd, Some(0.0));
+        assert!(r.pane().iter().any(|p| matches!(p, PaneItem::Info(i) if i.starts_with("retry 1/1"))));
+        assert!(r.pane().iter().any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("API Error: 500"))));
+    }
+
+    #[test]
+    fn context_overflow() {
+        let t = transcript!("context_overflow");
+        let r = replay(t);
+        let rep = &r.report;
+        assert!(rep.model_error);
+        assert!(rep.output.context_length_exceeded);
+        assert!(rep.output.errors[0].starts_with("Prompt is too long"));
+        assert_eq!(r.terminal_lines(), vec![last(t)]);
+    }
+
+    #[test]
+    fn flaky_call_recovers() {
+        let r = replay(transcript!("flaky"));
+        assert!(!r.report.model_error);
+        assert!(r.report.output.errors.is_empty());
+        assert_eq!(r.report.output.final_text.as_deref(), Some("Hello from the mock model."));
+    }
+
+    #[test]
+    fn resume_continues_the_same_session() {
+        let r = replay(transcript!("resume"));
+        assert_eq!(r.report.output.session_id, Some(session_of(transcript!("plain"))));
+        // Claude counts the cost of the whole session, the usage of this call only.
+        assert_cost(r.report.output.cost_usd, 0.001288);
+        assert_eq!(r.report.output.usage.as_ref().unwrap().input_tokens, Some(120));
+    }
+
+    #[test]
+    fn without_a_result_the_api_error_and_stderr_are_reported() {
+        let t = transcript!("model_error");
+        let mut p = ClaudeAdapter.parser();
+        for l in t.lines().filter(|l| !l.contains(r#""type":"result""#)) {
+            assert!(!p.on_line(l.as_bytes()).terminal);
+        }
+        let rep = p.finish(b"Error: the context window is full\n");
+        assert_eq!(rep.terminal_event, None);
+        assert!(!rep.model_error);
+        assert_eq!(rep.output.errors.len(), 2);
+        assert!(rep.output.context_length_exceeded);
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        let mut p = ClaudeAdapter.parser();
+        assert_eq!(p.on_line(b"[claude-code:unrecognized_model] {}").action, LineAction::Plain);
+        assert_eq!(p.on_line(b"\xff").action, LineAction::Plain);
+        assert_eq!(p.on_line(br#"{"type":"stream_event","event":[]}"#).action, LineAction::Drop);
+        assert_eq!(p.on_line(br#"{"type":"assistant","message":{"content":"x"}}"#).action, LineAction::Keep);
+        assert_eq!(p.on_line(br#"{"type":"user","message":null}"#).action, LineAction::Keep);
+        let r = p.on_line(br#"{"type":"result","usage":7}"#);
+        assert!(r.terminal);
+        assert!(!p.on_line(br#"{"type":"result"}"#).terminal, "terminal only once");
+    }
+
+    fn launch(task: &TaskSpec) -> AgentLaunch {
+        let run = PathBuf::from("/h/runs/r1");
+        let attempt = run.join("attempts/1");
+        let prompt = attempt.join("prompt.txt");
+        let c = ArgvContext { run_dir: &run, attempt_dir: &attempt, prompt_file: &prompt };
+        ClaudeAdapter.launch("/bin/claude", task, &c)
+    }
+
+    const BASE: [&str; 5] =
+        ["/bin/claude", "-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"];
+
+    #[test]
+    fn argv_minimal_keeps_the_prompt_one_element() {
+        let l = launch(&TaskSpec { prompt: "-it's \"quoted\"\nline two".into(), ..Default::default() });
+        let mut want: Vec<&str> = BASE.to_vec();
+        want.extend(["--", "-it's \"quoted\"\nline two"]);
+        assert_eq!(l.argv, want);
+        assert_eq!(l.stdin, StdinSource::Null);
+    }
+
+    #[test]
+    fn argv_maps_the_task() {
+        let task = TaskSpec {
+            prompt: "go".into(),
+            model: Some("claude-sonnet-4-5".into()),
+            system_prompt: Some("be brief".into()),
+            tools: vec!["Bash".into(), "Read".into()],
+            thinking: Some("minimal".into()),
+            resume_session: Some("ebeacbed-2871-424d-bbb0-4c8c5fdc3bf1".into()),
+        };
+        assert_eq!(
+            launch(&task).argv[5..],
+            [
+                "--resume=ebeacbed-2871-424d-bbb0-4c8c5fdc3bf1",
+                "--model=claude-sonnet-4-5",
+                "--system-prompt=be brief",
+                "--allowedTools=Bash,Read",
+                "--effort=low",
+                "--",
+                "go"
+            ]
+        );
+        let off = TaskSpec { prompt: "go".into(), thinking: Some("off".into()), ..Default::default() };
+        assert!(!launch(&off).argv.iter().any(|a| a.starts_with("--effort")));
+        let high = TaskSpec { prompt: "go".into(), thinking: Some("high".into()), ..Default::default() };
+        assert!(launch(&high).argv.contains(&"--effort=high".to_owned()));
+    }
+
+    #[test]
+    fn large_prompts_go_through_stdin() {
+        for n in [3 * 1024 * 1024, MAX_INLINE_PROMPT + 1] {
+            let l = launch(&TaskSpec { prompt: "x".repeat(n), ..Default::default() });
+            assert_eq!(l.stdin, StdinSource::PromptFile);
+            assert_eq!(l.argv, BASE);
+        }
+    }
+}

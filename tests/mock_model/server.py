@@ -1,0 +1,498 @@
+#!/usr/bin/env python3
+"""A mock model server for testing the real agent CLIs offline (Python 3.11 stdlib only).
+
+It speaks three wire formats, all as server-sent events:
+
+  POST /v1/chat/completions   OpenAI Chat Completions (pi, "api": "openai-completions")
+  POST /v1/responses          OpenAI Responses API    (codex, wire_api = "responses")
+  POST /v1/messages           Anthropic Messages      (claude, ANTHROPIC_BASE_URL)
+
+Anything else gets a small JSON answer (an empty model list, or 404) so no CLI hangs.
+
+The answer is chosen by a marker in the conversation's user text, `SCENARIO:<name>`
+(the last marker wins, so a resumed conversation can change scenario):
+
+  plain             a fixed text, MOCK_TEXT
+  tool_write        first call: the CLI's shell tool runs `echo hi > made_by_agent.txt`;
+                    once the tool result is in the request: a final text
+  model_error       HTTP 500 (an api_error); the CLIs retry, so configure them to fail fast
+  context_overflow  the provider's context-length error (HTTP 400)
+  flaky             the first call of each conversation fails with HTTP 500, the next succeeds
+                    (provokes the CLIs' retry events)
+  stall             SSE headers and one chunk, then silence until the client disconnects
+
+Usage:
+  server.py [--port-file FILE] [--log FILE] [--max-seconds N] [--dump-dir DIR]
+
+The port is written to FILE (atomically) and printed as the first stdout line. The server
+exits on SIGTERM, when its parent process dies, or after --max-seconds (default 900).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import re
+import select
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MOCK_TEXT = "Hello from the mock model."
+TOOL_DONE_TEXT = "I wrote made_by_agent.txt."
+TOOL_COMMAND = "echo hi > made_by_agent.txt"
+MODEL_NAME = "mock-model"
+
+# Fixed usage so tests can assert exact numbers.
+USAGE = {"input": 120, "output": 8, "cache_read": 20, "cache_write": 0}
+
+SCENARIO_RE = re.compile(r"SCENARIO:([a-z_]+)")
+STALL_MAX_SECONDS = 600
+
+_lock = threading.Lock()
+_flaky_seen: set[tuple[str, str]] = set()
+_log_file = None
+_dump_dir: str | None = None
+_counter = 0
+
+
+def log(msg: str) -> None:
+    line = f"{time.strftime('%H:%M:%S')} {msg}\n"
+    if _log_file is not None:
+        with _lock:
+            _log_file.write(line)
+            _log_file.flush()
+
+
+def next_id(prefix: str) -> str:
+    global _counter
+    with _lock:
+        _counter += 1
+        return f"{prefix}_{_counter:04d}"
+
+
+# ---------------------------------------------------------------- reading requests
+
+
+def _texts(content) -> list[str]:
+    """Text pieces of a message content in any of the three formats."""
+    if isinstance(content, str):
+        return [content]
+    out = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict):
+                t = part.get("text")
+                if isinstance(t, str) and part.get("type") in ("text", "input_text", None):
+                    out.append(t)
+    return out
+
+
+def conversation(api: str, body: dict) -> list[tuple[str, str]]:
+    """The request as a list of (kind, text): kind is "user", "tool_result" or "other"."""
+    items: list[tuple[str, str]] = []
+    if api == "responses":
+        inp = body.get("input")
+        if isinstance(inp, str):
+            return [("user", inp)]
+        for it in inp or []:
+            if not isinstance(it, dict):
+                continue
+            t = it.get("type")
+            if t in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
+                items.append(("tool_result", ""))
+            elif it.get("role") == "user":
+                items.append(("user", "\n".join(_texts(it.get("content")))))
+            else:
+                items.append(("other", ""))
+        return items
+    for m in body.get("messages") or []:
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role == "tool":  # chat completions
+            items.append(("tool_result", ""))
+        elif role == "user":
+            content = m.get("content")
+            if isinstance(content, list) and any(
+                isinstance(p, dict) and p.get("type") == "tool_result" for p in content
+            ):
+                items.append(("tool_result", ""))
+            items.append(("user", "\n".join(_texts(content))))
+        else:
+            items.append(("other", ""))
+    return items
+
+
+def scenario_of(api: str, body: dict) -> tuple[str, bool, str]:
+    """(scenario, tool result already present after the marker, the marker's user text)."""
+    conv = conversation(api, body)
+    scenario, at, text = "plain", -1, ""
+    for i, (kind, t) in enumerate(conv):
+        if kind == "user":
+            found = SCENARIO_RE.findall(t)
+            if found:
+                scenario, at, text = found[-1], i, t
+    answered = any(kind == "tool_result" for kind, _ in conv[at + 1 :])
+    return scenario, answered, text
+
+
+def tool_names(api: str, body: dict) -> list[str]:
+    names = []
+    for t in body.get("tools") or []:
+        if not isinstance(t, dict):
+            continue
+        if api == "chat":
+            fn = t.get("function") or {}
+            names.append(fn.get("name", ""))
+        else:
+            names.append(t.get("name", ""))
+    return names
+
+
+def shell_call(api: str, body: dict) -> tuple[str, dict] | None:
+    """The shell tool this CLI offers and arguments that run TOOL_COMMAND."""
+    names = tool_names(api, body)
+    if "exec_command" in names:  # codex
+        return "exec_command", {"cmd": TOOL_COMMAND}
+    if "shell_command" in names:
+        return "shell_command", {"command": TOOL_COMMAND}
+    if "shell" in names:
+        return "shell", {"command": ["bash", "-lc", TOOL_COMMAND]}
+    if "Bash" in names:  # claude
+        return "Bash", {"command": TOOL_COMMAND, "description": "Write a file"}
+    if "bash" in names:  # pi
+        return "bash", {"command": TOOL_COMMAND}
+    return None
+
+
+# ---------------------------------------------------------------- the handler
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "mock-model/1"
+
+    def log_message(self, fmt, *args):  # quiet on stderr; everything goes to --log
+        log(f"{self.address_string()} {fmt % args}")
+
+    # -- plumbing
+
+    def _body(self) -> dict:
+        n = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        if self.headers.get("Content-Encoding", "") in ("gzip", "zstd", "br"):
+            log(f"compressed body ({self.headers.get('Content-Encoding')}) not understood")
+            return {}
+        if _dump_dir:
+            name = os.path.join(_dump_dir, f"{next_id('req')}{self.path.split('?')[0].replace('/', '_')}.json")
+            with open(name, "wb") as f:
+                f.write(raw)
+        try:
+            body = json.loads(raw or b"{}")
+            return body if isinstance(body, dict) else {}
+        except ValueError:
+            return {}
+
+    def _json(self, status: int, obj) -> None:
+        data = json.dumps(obj).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _sse_start(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+
+    def _sse(self, data, event: str | None = None) -> None:
+        chunk = ""
+        if event:
+            chunk += f"event: {event}\n"
+        chunk += "data: " + (data if isinstance(data, str) else json.dumps(data)) + "\n\n"
+        self.wfile.write(chunk.encode())
+        self.wfile.flush()
+
+    def _stall(self) -> None:
+        """Hold the stream open, sending nothing, until the client goes away."""
+        deadline = time.monotonic() + STALL_MAX_SECONDS
+        sock = self.connection
+        while time.monotonic() < deadline:
+            r, _, _ = select.select([sock], [], [], 1.0)
+            if r:
+                try:
+                    if not sock.recv(4096, 0):
+                        break
+                except OSError:
+                    break
+        log("stall: client gone")
+
+    # -- routes
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        log(f"GET {path}")
+        if path.rstrip("/").endswith("/models"):
+            self._json(200, {"object": "list", "data": [{"id": MODEL_NAME, "object": "model"}], "models": []})
+        else:
+            self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        body = self._body()
+        if path.endswith("/chat/completions"):
+            api = "chat"
+        elif path.endswith("/responses"):
+            api = "responses"
+        elif path.endswith("/messages/count_tokens"):
+            self._json(200, {"input_tokens": USAGE["input"]})
+            return
+        elif path.endswith("/messages"):
+            api = "messages"
+        else:
+            log(f"POST {path} (unknown)")
+            self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+            return
+        scenario, answered, text = scenario_of(api, body)
+        log(f"POST {path} api={api} scenario={scenario} answered={answered} stream={body.get('stream')}"
+            f" tools={tool_names(api, body)}")
+        try:
+            self._answer(api, body, scenario, answered, text)
+        except (BrokenPipeError, ConnectionResetError):
+            log("client closed the connection")
+
+    def _answer(self, api, body, scenario, answered, text):
+        if scenario == "flaky":
+            with _lock:
+                first = (api, text) not in _flaky_seen
+                _flaky_seen.add((api, text))
+            if first:
+                return self._server_error(api)
+            scenario = "plain"
+        if scenario == "model_error":
+            return self._server_error(api)
+        if scenario == "context_overflow":
+            return self._overflow(api)
+        if scenario == "stall":
+            self._sse_start()
+            first_chunk = {
+                "chat": lambda: self._chat_chunk({"role": "assistant", "content": ""}),
+                "responses": lambda: self._sse({"type": "response.created", "response": {"id": next_id("resp"), "status": "in_progress"}}, "response.created"),
+                "messages": lambda: self._sse({"type": "ping"}, "ping"),
+            }[api]
+            first_chunk()
+            return self._stall()
+        call = shell_call(api, body) if scenario == "tool_write" and not answered else None
+        final = TOOL_DONE_TEXT if scenario == "tool_write" else MOCK_TEXT
+        stream = body.get("stream", api != "messages")
+        {"chat": self._chat, "responses": self._responses, "messages": self._messages}[api](
+            final, call, stream
+        )
+
+    # -- errors
+
+    def _server_error(self, api):
+        if api == "messages":
+            self._json(500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error (mock)"}})
+        else:
+            self._json(500, {"error": {"message": "The server had an error while processing your request (mock)", "type": "server_error", "param": None, "code": "server_error"}})
+
+    def _overflow(self, api):
+        if api == "messages":
+            self._json(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 250000 tokens > 200000 maximum"}})
+        else:
+            self._json(400, {"error": {
+                "message": "This model's maximum context length is 128000 tokens. However, your messages resulted in 250000 tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+
+    # -- OpenAI chat completions (pi)
+
+    def _chat_chunk(self, delta, finish=None, usage=None, cid="chatcmpl-mock"):
+        obj = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()), "model": MODEL_NAME,
+               "choices": [] if usage else [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        if usage:
+            obj["usage"] = usage
+        self._sse(obj)
+
+    def _chat(self, final, call, stream):
+        usage = {"prompt_tokens": USAGE["input"] + USAGE["cache_read"], "completion_tokens": USAGE["output"],
+                 "total_tokens": USAGE["input"] + USAGE["cache_read"] + USAGE["output"],
+                 "prompt_tokens_details": {"cached_tokens": USAGE["cache_read"]}}
+        if not stream:
+            msg = {"role": "assistant", "content": final}
+            return self._json(200, {"id": "chatcmpl-mock", "object": "chat.completion", "model": MODEL_NAME,
+                                    "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}], "usage": usage})
+        self._sse_start()
+        cid = next_id("chatcmpl")
+        self._chat_chunk({"role": "assistant", "content": ""}, cid=cid)
+        if call:
+            name, args = call
+            self._chat_chunk({"tool_calls": [{"index": 0, "id": next_id("call"), "type": "function",
+                                              "function": {"name": name, "arguments": ""}}]}, cid=cid)
+            self._chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(args)}}]}, cid=cid)
+            self._chat_chunk({}, finish="tool_calls", cid=cid)
+        else:
+            for piece in _pieces(final):
+                self._chat_chunk({"content": piece}, cid=cid)
+            self._chat_chunk({}, finish="stop", cid=cid)
+        self._chat_chunk({}, usage=usage, cid=cid)
+        self._sse("[DONE]")
+
+    # -- OpenAI Responses (codex)
+
+    def _responses(self, final, call, stream):
+        rid = next_id("resp")
+        usage = {"input_tokens": USAGE["input"] + USAGE["cache_read"],
+                 "input_tokens_details": {"cached_tokens": USAGE["cache_read"]},
+                 "output_tokens": USAGE["output"], "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": USAGE["input"] + USAGE["cache_read"] + USAGE["output"]}
+        if call:
+            name, args = call
+            item = {"type": "function_call", "id": next_id("fc"), "call_id": next_id("call"), "name": name,
+                    "arguments": json.dumps(args), "status": "completed"}
+        else:
+            item = {"type": "message", "id": next_id("msg"), "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": final, "annotations": []}]}
+        done = {"id": rid, "object": "response", "status": "completed", "model": MODEL_NAME,
+                "output": [item], "usage": usage}
+        if not stream:
+            return self._json(200, done)
+        self._sse_start()
+        self._sse({"type": "response.created", "response": {"id": rid, "object": "response", "status": "in_progress", "model": MODEL_NAME, "output": []}}, "response.created")
+        self._sse({"type": "response.in_progress", "response": {"id": rid, "object": "response", "status": "in_progress", "model": MODEL_NAME, "output": []}}, "response.in_progress")
+        added = dict(item, status="in_progress")
+        if item["type"] == "message":
+            added["content"] = []
+        elif item["type"] == "function_call":
+            added["arguments"] = ""
+        self._sse({"type": "response.output_item.added", "output_index": 0, "item": added}, "response.output_item.added")
+        if item["type"] == "message":
+            part = {"type": "output_text", "text": "", "annotations": []}
+            self._sse({"type": "response.content_part.added", "item_id": item["id"], "output_index": 0, "content_index": 0, "part": part}, "response.content_part.added")
+            for piece in _pieces(final):
+                self._sse({"type": "response.output_text.delta", "item_id": item["id"], "output_index": 0, "content_index": 0, "delta": piece}, "response.output_text.delta")
+            self._sse({"type": "response.output_text.done", "item_id": item["id"], "output_index": 0, "content_index": 0, "text": final}, "response.output_text.done")
+            self._sse({"type": "response.content_part.done", "item_id": item["id"], "output_index": 0, "content_index": 0, "part": dict(part, text=final)}, "response.content_part.done")
+        else:
+            self._sse({"type": "response.function_call_arguments.delta", "item_id": item["id"], "output_index": 0, "delta": item["arguments"]}, "response.function_call_arguments.delta")
+            self._sse({"type": "response.function_call_arguments.done", "item_id": item["id"], "output_index": 0, "arguments": item["arguments"]}, "response.function_call_arguments.done")
+        self._sse({"type": "response.output_item.done", "output_index": 0, "item": item}, "response.output_item.done")
+        self._sse({"type": "response.completed", "response": done}, "response.completed")
+
+    # -- Anthropic Messages (claude)
+
+    def _messages(self, final, call, stream):
+        mid = next_id("msg")
+        usage = {"input_tokens": USAGE["input"], "output_tokens": USAGE["output"],
+                 "cache_creation_input_tokens": USAGE["cache_write"], "cache_read_input_tokens": USAGE["cache_read"]}
+        model = MODEL_NAME
+        if call:
+            name, args = call
+            block = {"type": "tool_use", "id": next_id("toolu"), "name": name, "input": args}
+            stop = "tool_use"
+        else:
+            block = {"type": "text", "text": final}
+            stop = "end_turn"
+        if not stream:
+            return self._json(200, {"id": mid, "type": "message", "role": "assistant", "model": model,
+                                    "content": [block], "stop_reason": stop, "stop_sequence": None, "usage": usage})
+        self._sse_start()
+        start_usage = dict(usage, output_tokens=1)
+        self._sse({"type": "message_start", "message": {"id": mid, "type": "message", "role": "assistant", "model": model,
+                   "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}}, "message_start")
+        if call:
+            self._sse({"type": "content_block_start", "index": 0, "content_block": dict(block, input={})}, "content_block_start")
+            self._sse({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}}, "content_block_delta")
+        else:
+            self._sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}, "content_block_start")
+            self._sse({"type": "ping"}, "ping")
+            for piece in _pieces(final):
+                self._sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": piece}}, "content_block_delta")
+        self._sse({"type": "content_block_stop", "index": 0}, "content_block_stop")
+        self._sse({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                   "usage": {"output_tokens": USAGE["output"]}}, "message_delta")
+        self._sse({"type": "message_stop"}, "message_stop")
+
+
+def _pieces(text: str) -> list[str]:
+    """Split a text into a few streaming deltas."""
+    words = text.split(" ")
+    return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+# ---------------------------------------------------------------- lifetime
+
+
+def _die_with_parent() -> None:
+    """Ask the kernel for SIGTERM when the parent dies (Linux), and watch for it anyway."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        PR_SET_PDEATHSIG = 1
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(0)
+
+    def watch():
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def main() -> None:
+    global _log_file
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--port-file")
+    ap.add_argument("--log")
+    ap.add_argument("--max-seconds", type=float, default=900.0)
+    ap.add_argument("--dump-dir", help="save every request body here (for checking what a CLI sent)")
+    args = ap.parse_args()
+    global _dump_dir
+    _dump_dir = args.dump_dir
+
+    if args.log:
+        _log_file = open(args.log, "a", encoding="utf-8")
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    _die_with_parent()
+    limit = threading.Timer(args.max_seconds, lambda: os._exit(0))
+    limit.daemon = True
+    limit.start()
+
+    ThreadingHTTPServer.daemon_threads = True
+    ThreadingHTTPServer.allow_reuse_address = True
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    port = srv.server_address[1]
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{port}\n")
+        os.replace(tmp, args.port_file)
+    print(port, flush=True)
+    log(f"listening on 127.0.0.1:{port}")
+    try:
+        srv.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
