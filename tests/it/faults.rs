@@ -327,16 +327,19 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
              ls -a \"$D\" | grep '^\\.tmp-' && echo TEMP_LEFT >&2\n\
              rm -f \"$H/fill\"\n\
              echo '--- status'\n\"$SP\" --home \"$H\" status --json full\necho \"status_rc=$?\" >&2\n",
-            prog = shell_quote("echo filling; dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; exit 0"),
+            // Fill only once `run` has recorded the launch: see `run_gives_up_on_an_attempt_…`.
+            prog = shell_quote(&format!("{WAIT_LAUNCH}echo filling; dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; exit 0")),
         ),
     );
     let err = &r.stderr;
     assert!(err.contains("run_rc="), "{r:?}");
+    assert!(!err.contains("launch.json"), "`run` could not record the launch: {r:?}");
     assert!(!err.contains("TEMP_LEFT"), "temp files were left in the attempt dir: {r:?}");
     // Either the worker managed a complete result.json, or none exists and the next observer
     // (once there is space again) records the attempt as lost. Never a partial file.
     let status_doc = r.stdout.split("--- status").nth(1).unwrap();
     let v: Value = serde_json::from_str(status_doc).unwrap_or_else(|e| panic!("status --json: {e}\n{r:?}"));
+    assert_ne!(v["status"], "running", "{r:?}");
     assert_valid_envelope(&v);
     if err.contains("result_after_run=yes") {
         assert!(err.contains("run_rc=0"), "{r:?}");
@@ -350,6 +353,39 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
         assert_eq!(v["status"], "failed");
         assert_eq!(v["failure_kind"], "lost");
     }
+    env.assert_no_leftovers();
+}
+
+/// Shell code that waits until `run` has written the attempt's `launch.json`.
+const WAIT_LAUNCH: &str = "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; do sleep 0.01; done; ";
+
+/// When the disk fills between the pane's start and `launch.json`, `run` exits 1 ("cannot
+/// write launch.json") and stops supervising, yet the attempt it started runs on: the caller
+/// is told the run failed while the program is still running, with no envelope.
+#[test]
+#[ignore = "bug: run exits 1 on a launch.json write error but leaves the started attempt running unsupervised (src/cli/run.rs launch())"]
+fn run_gives_up_on_an_attempt_it_started_when_launch_json_cannot_be_written() {
+    let env = TestEnv::new();
+    // The program fills the disk at once (racing `run`'s write of launch.json) and then
+    // lingers, so that an abandoned attempt is visible. Several tries make the race likely.
+    let r = in_tiny_home(
+        &env,
+        &format!(
+            "for i in 1 2 3 4 5 6 7 8; do
+               \"$SP\" --home \"$H\" run --json --run-id r$i -- bash -c {prog} >/dev/null 2>\"$H.err\"
+               rc=$?
+               if grep -q launch.json \"$H.err\"; then
+                 if [ -e \"$H/runs/r$i/attempts/1/worker.json\" ] && \"$SP\" --home \"$H\" status r$i >/dev/null 2>&1; [ $? = 3 ]; then
+                   echo \"ABANDONED r$i rc=$rc: $(cat \"$H.err\")\"
+                 fi
+               fi
+               rm -f \"$H/fill\"; \"$SP\" --home \"$H\" cancel r$i >/dev/null 2>&1; rm -f \"$H/fill\"
+             done
+",
+            prog = shell_quote("dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; sleep 2; exit 0"),
+        ),
+    );
+    assert!(!r.stdout.contains("ABANDONED"), "`run` returned while its attempt ran on:\n{}", r.stdout);
     env.assert_no_leftovers();
 }
 
