@@ -2,6 +2,7 @@
 
 mod harness;
 
+mod agents;
 mod bad_input;
 mod commands;
 mod envelope;
