@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use crate::harness::{BIN, DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_until};
 
-/// Starts `waits_for_flag.sh FLAG CODE` detached as run `id`; returns the flag path.
+/// Starts `waits_for_flag.sh FLAG CODE` detached as run `id` and waits until the program
+/// runs; returns the flag path.
 fn start_waiting(env: &TestEnv, id: &str, code: i32) -> PathBuf {
     let flag = env.root.path().join(format!("flag-{id}"));
     let r: Ran = env
@@ -23,6 +24,9 @@ fn start_waiting(env: &TestEnv, id: &str, code: i32) -> PathBuf {
         .unwrap()
         .into();
     assert_eq!(r.code, 0, "{r:?}");
+    // Started for real: the program has printed its first line.
+    let out = env.attempt_dir(id, 1).join("stdout.log");
+    wait_until("the program's first line", || std::fs::read_to_string(&out).ok().filter(|s| s.contains("waiting for")));
     flag
 }
 
@@ -49,9 +53,6 @@ fn wait_child(mut c: Child, what: &str) -> Ran {
 fn status_of_a_running_then_finished_run() {
     let env = TestEnv::new();
     let flag = start_waiting(&env, "st", 3);
-    // Once the program has printed, the worker has recorded it.
-    let out = env.attempt_dir("st", 1).join("stdout.log");
-    wait_until("the program's first line", || std::fs::read_to_string(&out).ok().filter(|s| s.contains("waiting for")));
     let r = env.sp(["status", "--json", "st"]);
     assert_eq!(r.code, 3, "{r:?}");
     let v = r.json();
