@@ -303,6 +303,8 @@ fn model_error(agent: Agent) {
         }
         Agent::Claude => {
             let result = evs.iter().rev().find(|e| e["type"] == "result").expect("a result event");
+            // Claude says "success" for a failed call; is_error is what counts.
+            assert_eq!(result["subtype"], "success", "{result}");
             assert_eq!(result["is_error"], true, "{result}");
         }
         Agent::Codex => assert!(evs.iter().any(|e| e["type"] == "turn.failed"), "no turn.failed"),
