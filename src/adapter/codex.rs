@@ -450,7 +450,7 @@ mod tests {
         let run = PathBuf::from("/h/runs/r1");
         let attempt = run.join("attempts/1");
         let prompt = attempt.join("prompt.txt");
-        let c = ArgvContext { run_dir: &run, attempt_dir: &attempt, prompt_file: &prompt };
+        let c = ArgvContext { run_dir: &run, sessions_dir: &run, attempt_dir: &attempt, prompt_file: &prompt };
         CodexAdapter.launch("/bin/codex", task, &c)
     }
 

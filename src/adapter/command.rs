@@ -37,9 +37,10 @@ pub struct CommandParser;
 pub fn is_json_event(line: &[u8]) -> bool {
     let start = line.iter().position(|b| !b.is_ascii_whitespace());
     match start.map(|i| line[i]) {
-        Some(b'{') | Some(b'[') => {
-            serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok()
-        }
+        // `from_slice` does not check UTF-8 inside strings; events.jsonl must hold only JSON,
+        // so the line is validated as text first.
+        Some(b'{') | Some(b'[') => std::str::from_utf8(line)
+            .is_ok_and(|t| serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok()),
         _ => false,
     }
 }
@@ -72,5 +73,6 @@ mod tests {
         assert_eq!(p.on_line(b"{not json").action, LineAction::Plain);
         assert_eq!(p.on_line(b"\xff\xfe{").action, LineAction::Plain);
         assert_eq!(p.on_line(b"").action, LineAction::Plain);
+        assert_eq!(p.on_line(b"{\"s\":\"\xff\"}").action, LineAction::Plain, "invalid UTF-8 is not JSON");
     }
 }

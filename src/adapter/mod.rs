@@ -112,6 +112,9 @@ pub trait StreamParser: Send {
 #[derive(Clone, Debug)]
 pub struct ArgvContext<'a> {
     pub run_dir: &'a Path,
+    /// A directory shared by all runs, where an agent keeps the sessions it saves, so that
+    /// any later run (`--resume ID`) finds them (`$SUBPANE_HOME/sessions/<agent>`).
+    pub sessions_dir: &'a Path,
     pub attempt_dir: &'a Path,
     /// The task's prompt, already written to this file (`prompt.txt` in the attempt dir).
     /// One argv element is limited to 128 KiB by Linux, so large prompts go by file or stdin.

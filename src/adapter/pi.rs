@@ -49,13 +49,14 @@ impl Adapter for PiAdapter {
         "install pi with `npm install -g @mariozechner/pi-coding-agent`"
     }
     fn launch(&self, program: &str, task: &TaskSpec, ctx: &ArgvContext<'_>) -> AgentLaunch {
-        let sessions = ctx.run_dir.join("pi-sessions");
+        let sessions = ctx.sessions_dir;
         let mut argv: Vec<String> = vec![
             program.to_owned(),
             "--mode".into(),
             "json".into(),
             "-p".into(),
-            // Kept per run (not --no-session) so a later attempt can resume the session.
+            // Kept (not --no-session) in a directory shared by all runs, so any later run can
+            // resume the session with --session ID.
             "--session-dir".into(),
             sessions.to_string_lossy().into_owned(),
         ];
@@ -570,7 +571,8 @@ mod tests {
 
     fn launch(task: &TaskSpec) -> AgentLaunch {
         let (run, attempt, prompt) = ctx();
-        let c = ArgvContext { run_dir: &run, attempt_dir: &attempt, prompt_file: &prompt };
+        let sessions = std::path::PathBuf::from("/h/sessions/pi");
+        let c = ArgvContext { run_dir: &run, sessions_dir: &sessions, attempt_dir: &attempt, prompt_file: &prompt };
         PiAdapter.launch("/bin/pi", task, &c)
     }
 
@@ -580,10 +582,10 @@ mod tests {
         let l = launch(&task);
         assert_eq!(
             l.argv,
-            ["/bin/pi", "--mode", "json", "-p", "--session-dir", "/h/runs/r1/pi-sessions", "it's \"quoted\"\nand two lines"]
+            ["/bin/pi", "--mode", "json", "-p", "--session-dir", "/h/sessions/pi", "it's \"quoted\"\nand two lines"]
         );
         assert_eq!(l.stdin, StdinSource::Null);
-        assert!(Path::new(&l.argv[5]).starts_with("/h/runs/r1"));
+        assert!(Path::new(&l.argv[5]).starts_with("/h/sessions"));
     }
 
     #[test]

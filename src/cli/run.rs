@@ -301,7 +301,8 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
     // Agents: the adapter builds the argv now that the paths are known.
     if let Some(task) = &p.task {
         let run_dir = home.run_dir(&p.run_id);
-        let ctx = ArgvContext { run_dir: &run_dir, attempt_dir: paths.dir(), prompt_file: &paths.prompt() };
+        let sessions_dir = home.sessions_dir(p.agent.as_str());
+        let ctx = ArgvContext { run_dir: &run_dir, sessions_dir: &sessions_dir, attempt_dir: paths.dir(), prompt_file: &paths.prompt() };
         let launch = adapter_for(p.agent).launch(&p.argv[0], task, &ctx);
         p.argv = launch.argv;
         p.stdin = match launch.stdin {
@@ -395,7 +396,11 @@ pub fn launch(home: &Home, paths: &AttemptPaths, spec: &AttemptSpec) -> Result<(
                 worker: crate::procs::proc_ref(pane.pane_pid),
                 launched_at: now_rfc3339(),
             };
-            store::write_json_atomic(&paths.launch(), &rec)?;
+            // Best effort: the pane runs now, and the worker names itself in worker.json. An
+            // attempt that started is never given up on for want of this file.
+            if let Err(e) = store::write_json_atomic(&paths.launch(), &rec) {
+                eprintln!("subpane: warning: {e}");
+            }
             Ok(())
         }
         Err(e) => {

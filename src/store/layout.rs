@@ -55,6 +55,10 @@ impl Home {
     pub fn attempt(&self, id: &RunId, n: u32) -> AttemptPaths {
         AttemptPaths::new(self.run_dir(id).join("attempts").join(n.to_string()))
     }
+    /// Where an agent keeps sessions shared by all runs (see `adapter::ArgvContext`).
+    pub fn sessions_dir(&self, agent: &str) -> PathBuf {
+        self.root.join("sessions").join(agent)
+    }
     pub fn tmux_conf(&self) -> PathBuf {
         self.root.join("tmux.conf")
     }

@@ -63,7 +63,10 @@ pub fn observe(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<AttemptState,
                 tmux,
             }));
         }
-        Some(w) => format!("the worker (pid {}) ended without writing a result; its pane or tmux server may have been killed", w.pid),
+        Some(w) => format!(
+            "the worker (pid {}) ended without writing a result: it was killed (or its pane or tmux server was), or it could not write to the subpane home (full disk?)",
+            w.pid
+        ),
         None if launch.is_some() => "the pane's process had exited before the worker could start".to_owned(),
         None => {
             let since = std::fs::metadata(paths.spec()).and_then(|m| m.modified()).unwrap_or_else(|_| SystemTime::now());

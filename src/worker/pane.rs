@@ -233,15 +233,37 @@ impl Pane {
         }
     }
 
-    /// Final lines: waits a little for the terminal to take them, then gives up.
-    pub fn flush_final(&mut self) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    /// Before the final lines: writes what the terminal takes now, and drops the rest (counted
+    /// as skipped), so the status line is never stuck behind a backlog.
+    pub fn make_room_for_final(&mut self) {
+        self.flush();
+        if self.dead || self.pending.is_empty() {
+            return;
+        }
+        let dropped = self.pending.windows(2).filter(|w| w == b"\r\n").count().max(1) as u64;
+        self.pending.clear();
+        // The terminal may be mid-line: start the note on a line of its own.
+        self.pending.extend_from_slice(b"\r\n");
+        self.skipped += dropped;
+        self.total_skipped += dropped;
+        self.text_open = false;
+    }
+
+    /// Final lines: waits up to `bound` for the terminal to take them, then gives up.
+    pub fn flush_final(&mut self, bound: std::time::Duration) {
+        if self.skipped > 0 && !self.dead {
+            let note = format!("\x1b[2m… {} lines skipped (the pane fell behind; events.jsonl has everything)\x1b[0m\r\n", self.skipped);
+            self.pending.extend_from_slice(note.as_bytes());
+            self.skipped = 0;
+        }
+        let deadline = std::time::Instant::now() + bound;
         while self.wants_write() && std::time::Instant::now() < deadline {
             self.flush();
             if self.wants_write() {
+                let left = deadline.saturating_duration_since(std::time::Instant::now()).as_millis().min(100) as i32;
                 let mut fds = [libc::pollfd { fd: self.fd, events: libc::POLLOUT, revents: 0 }];
                 // SAFETY: one valid pollfd.
-                unsafe { libc::poll(fds.as_mut_ptr(), 1, 50) };
+                unsafe { libc::poll(fds.as_mut_ptr(), 1, left.max(1)) };
             }
         }
     }

@@ -218,10 +218,21 @@ impl Worker {
             .env("SUBPANE_ATTEMPT", self.spec.attempt.to_string())
             .env("SUBPANE_ATTEMPT_DIR", self.paths.dir())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
+            .stderr(Stdio::piped());
+        // A new session, not only a new process group: the program then has no controlling
+        // terminal, so it can never be stopped by SIGTTIN/SIGTTOU for touching the pane's tty
+        // (its stdin is /dev/null anyway), and keys typed in the pane reach only the worker.
+        // Its pid is still its process group id, which is what stopping signals.
         // SAFETY: the closure only makes async-signal-safe calls.
-        unsafe { cmd.pre_exec(procs::reset_signals_in_child) };
+        unsafe {
+            cmd.pre_exec(|| {
+                procs::reset_signals_in_child()?;
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
         match self.spec_stdin() {
             StdinSource::Null => cmd.stdin(Stdio::null()),
             StdinSource::PromptFile => {
@@ -470,18 +481,40 @@ impl Worker {
         }
     }
 
-    /// Reaps every exited child; records the agent's status.
+    /// Reaps every exited child without waiting; records the agent's status. This is the only
+    /// place that reaps while the agent may be alive: a status reaped anywhere else would be
+    /// lost, and the loop would wait for it forever.
     fn reap(&mut self) {
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::StillAlive) | Err(_) => return,
-                Ok(st) => {
-                    if st.pid().map(|p| p.as_raw()) == self.agent_pid && self.agent_status.is_none() {
-                        self.agent_status = Some(st);
-                        self.linger_at = None;
-                        self.leak_at = Some(Instant::now() + LEAK_WAIT);
+                Ok(st) => self.record_exit(st),
+            }
+        }
+    }
+
+    fn record_exit(&mut self, st: WaitStatus) {
+        if st.pid().map(|p| p.as_raw()) == self.agent_pid && self.agent_status.is_none() {
+            self.agent_status = Some(st);
+            self.linger_at = None;
+            self.leak_at = Some(Instant::now() + LEAK_WAIT);
+        }
+    }
+
+    /// At the end: reaps children until none are left or `bound` passes (they were all sent
+    /// SIGKILL, so this is short), still recording the agent's status.
+    fn reap_remaining(&mut self, bound: Duration) {
+        let end = Instant::now() + bound;
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => {
+                    if Instant::now() >= end {
+                        return;
                     }
+                    std::thread::sleep(Duration::from_millis(1));
                 }
+                Ok(st) => self.record_exit(st),
+                Err(_) => return,
             }
         }
     }
@@ -594,7 +627,7 @@ impl Worker {
         // Nothing of the attempt may outlive it.
         let n = kill_descendants();
         self.facts.cleanup.killed_descendants += n;
-        reap_all(Duration::from_secs(2));
+        self.reap_remaining(Duration::from_secs(2));
         if let Some(e) = self.events.as_mut() {
             let _ = e.flush();
         }
@@ -649,6 +682,8 @@ impl Worker {
             (None, Some(s)) => s.clone(),
             _ => "not started".into(),
         };
+        // The end must show even when the pane is behind: what it has not taken yet gives way.
+        self.pane.make_room_for_final();
         self.pane.line(Style::Dim, &"─".repeat(60));
         match write {
             Ok(_) => {
@@ -662,7 +697,9 @@ impl Worker {
         if self.spec.keep_session {
             self.pane.line(Style::Dim, "session kept: detach with Ctrl-b d; `subpane gc` removes it");
         }
-        self.pane.flush_final();
+        // result.json is written: nobody waits on this, so a kept pane may take its time.
+        let bound = if self.spec.keep_session { Duration::from_secs(10) } else { Duration::from_secs(2) };
+        self.pane.flush_final(bound);
     }
 }
 
@@ -682,37 +719,21 @@ fn set_nonblocking(fd: i32) {
     }
 }
 
-/// SIGKILL to every descendant of the worker; returns how many there were.
+/// SIGKILL to every descendant of the worker; returns how many there were. Does not reap
+/// (see `Worker::reap`): killed processes become zombies, which the scan skips.
 fn kill_descendants() -> u64 {
-    let mut total = 0;
-    // Killing a parent can re-parent its children to us between scans: repeat until quiet.
+    let me = std::process::id() as i32;
+    let mut killed: Vec<i32> = Vec::new();
+    // A process forked between a scan and the kill is caught by the next scan.
     for _ in 0..5 {
-        let d = procs::descendants(std::process::id() as i32);
-        if d.is_empty() {
+        let fresh: Vec<i32> = procs::descendants(me).into_iter().filter(|p| !killed.contains(p)).collect();
+        if fresh.is_empty() {
             break;
         }
-        for pid in &d {
+        for pid in &fresh {
             procs::signal_pid(*pid, Signal::SIGKILL);
         }
-        total += d.len() as u64;
-        reap_all(Duration::from_millis(200));
+        killed.extend(fresh);
     }
-    total
-}
-
-/// Reaps children until none are left or `bound` passes.
-fn reap_all(bound: Duration) {
-    let end = Instant::now() + bound;
-    loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => {
-                if Instant::now() >= end {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Ok(_) => {}
-            Err(_) => return,
-        }
-    }
+    killed.len() as u64
 }

@@ -579,8 +579,6 @@ fn codex_resume_continues_the_session() {
 }
 
 #[test]
-#[ignore = "bug: pi keeps sessions per run (runs/<run>/pi-sessions), so `run --resume ID` in a new run \
-            cannot find the session: pi exits 1 with \"No session found matching\""]
 fn pi_resume_continues_the_session() {
     resume(Agent::Pi);
 }

@@ -363,7 +363,6 @@ const WAIT_LAUNCH: &str = "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; 
 /// write launch.json") and stops supervising, yet the attempt it started runs on: the caller
 /// is told the run failed while the program is still running, with no envelope.
 #[test]
-#[ignore = "bug: run exits 1 on a launch.json write error but leaves the started attempt running unsupervised (src/cli/run.rs launch())"]
 fn run_gives_up_on_an_attempt_it_started_when_launch_json_cannot_be_written() {
     let env = TestEnv::new();
     // The program fills the disk at once (racing `run`'s write of launch.json) and then

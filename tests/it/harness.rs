@@ -139,7 +139,11 @@ impl TestEnv {
             let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
             let marked = env.split(|b| *b == 0).any(|kv| kv.starts_with(&marker));
-            let worker = cmdline.windows(root.len()).any(|w| w == root.as_slice())
+            // The tmux server keeps the argv of the client that started it (which names the
+            // worker): only our own binary counts as a worker.
+            let is_ours = std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == Path::new(BIN));
+            let worker = is_ours
+                && cmdline.windows(root.len()).any(|w| w == root.as_slice())
                 && cmdline.windows(8).any(|w| w == b"__worker");
             if marked || worker {
                 out.push(pid);

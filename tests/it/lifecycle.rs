@@ -373,7 +373,6 @@ fn never_exiting_program_killed_by_timeout_leaves_nothing() {
 /// (`agent_status.is_some()`) can then never hold, no deadline is left, and the worker sleeps
 /// in `poll` forever: no `result.json`, the pane stays, `run`/`wait` never return.
 #[test]
-#[ignore = "bug: worker hangs forever when kill_descendants()/reap_all() reaps the agent without recording its status (src/worker/run.rs)"]
 fn sigkill_escalation_always_finishes() {
     let env = TestEnv::new();
     let ids: Vec<String> = (0..60).map(|i| format!("k{i}")).collect();

@@ -239,7 +239,6 @@ fn a_pane_that_catches_up_says_how_many_lines_it_skipped() {
 }
 
 #[test]
-#[ignore = "bug: an attempt that ends while its pane is behind never shows the skipped-lines note nor its final status line (src/worker/pane.rs flush_final gives up after 500 ms)"]
 fn a_pane_behind_at_the_end_still_gets_the_note_and_the_status_line() {
     let env = TestEnv::new();
     let go = env.root.path().join("go");
