@@ -15,7 +15,7 @@ use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use super::common::{CliError, find_run};
 use crate::procs;
 use crate::spec::AgentKind;
-use crate::supervisor::{AttemptState, observe, worker_identity};
+use crate::supervisor::{AttemptState, STARTING_GRACE, observe, worker_identity};
 
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("which").args(["events", "stderr", "output", "stdout"]))]
@@ -117,8 +117,17 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
         if let Some(p) = &pidfd {
             fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
         }
-        // The only timeout: an attempt still starting is looked at again after a second.
-        let timeout = if pidfd.is_none() { PollTimeout::from(1000u16) } else { PollTimeout::NONE };
+        // Renames (worker.json, result.json) and appends wake us. The only timeout: an attempt
+        // with no worker yet is looked at again when its starting grace ends (it may be lost).
+        let timeout = match (&pidfd, &state) {
+            (Some(_), _) => PollTimeout::NONE,
+            (None, AttemptState::Starting { since }) => {
+                let left = STARTING_GRACE.saturating_sub(since.elapsed().unwrap_or_default());
+                PollTimeout::try_from((left.as_millis() + 10).min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+            }
+            // The worker died between the look and the pidfd: look again at once.
+            (None, _) => PollTimeout::ZERO,
+        };
         match poll(&mut fds, timeout) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(CliError::failed(format!("poll failed: {e}"))),

@@ -673,6 +673,12 @@ impl Worker {
         if self.facts.kill_reason == Some(KillReason::PaneClosed) {
             output.push_error("the pane closed under the worker (its tmux session or server was killed); the program was stopped");
         }
+        if outcome.failure_kind == Some(envelope::FailureKind::Exit) && output.errors.is_empty() {
+            // A failure should say why: the program's last words on stderr usually do.
+            if let Some(last) = last_line(&self.stderr_tail) {
+                output.push_error(format!("stderr: {last}"));
+            }
+        }
         let artifacts = store::collect_artifacts(&self.paths);
         let env = envelope::build(&self.spec, &self.facts, output, outcome, artifacts);
         let write = store::write_json_new(&self.paths.result(), &env);
@@ -701,6 +707,12 @@ impl Worker {
         let bound = if self.spec.keep_session { Duration::from_secs(10) } else { Duration::from_secs(2) };
         self.pane.flush_final(bound);
     }
+}
+
+/// The last non-empty line of `bytes`, as text.
+fn last_line(bytes: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(bytes);
+    text.lines().map(str::trim).rfind(|l| !l.is_empty()).map(|l| l.chars().take(500).collect())
 }
 
 fn write_line(w: &mut Option<BufWriter<File>>, line: &[u8]) {
