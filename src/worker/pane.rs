@@ -78,6 +78,8 @@ pub struct Pane {
     color: bool,
     /// Assistant text is mid-line.
     text_open: bool,
+    /// The pane's input is in non-canonical mode (see `raw_input`).
+    input_raw: bool,
 }
 
 impl Pane {
@@ -89,7 +91,8 @@ impl Pane {
         if let Ok(flags) = fcntl(bfd, FcntlArg::F_GETFL) {
             let _ = fcntl(bfd, FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK));
         }
-        Self { fd, pending: Vec::new(), skipped: 0, total_skipped: 0, dead: false, color, text_open: false }
+        let input_raw = Self::raw_input();
+        Self { fd, pending: Vec::new(), skipped: 0, total_skipped: 0, dead: false, color, text_open: false, input_raw }
     }
 
     pub fn fd(&self) -> RawFd {
@@ -266,6 +269,80 @@ impl Pane {
                 unsafe { libc::poll(fds.as_mut_ptr(), 1, left.max(1)) };
             }
         }
+        // Written is not shown: tmux drops what it has not read and parsed when the pane's
+        // process exits. Ask the terminal where its cursor is (DSR 6): tmux answers after it
+        // has parsed everything before the question, so the answer means all was shown.
+        // Bounded: result.json is already on disk and nothing waits on this.
+        if !self.dead && !self.wants_write() && self.input_raw {
+            self.pending.extend_from_slice(b"\x1b[6n");
+            while self.wants_write() && std::time::Instant::now() < deadline {
+                self.flush();
+                if self.wants_write() {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            if !self.wants_write() {
+                wait_for_cursor_report(deadline);
+            }
+        }
+    }
+}
+
+/// Reads the pane's input until a cursor position report (`ESC [ row ; col R`) arrives or
+/// the deadline passes. Keys a person typed in the meantime are read and dropped.
+fn wait_for_cursor_report(deadline: std::time::Instant) {
+    let mut seen: Vec<u8> = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now()).as_millis();
+        if left == 0 {
+            return;
+        }
+        let mut fds = [libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 }];
+        // SAFETY: one valid pollfd.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, left.min(i32::MAX as u128) as i32) };
+        if n <= 0 || fds[0].revents & libc::POLLIN == 0 {
+            if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return;
+        }
+        let mut buf = [0u8; 256];
+        // SAFETY: reading into a stack buffer from fd 0.
+        let r = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
+        if r <= 0 {
+            return;
+        }
+        seen.extend_from_slice(&buf[..r as usize]);
+        if is_cursor_report(&seen) {
+            return;
+        }
+        if seen.len() > 4096 {
+            seen.drain(..seen.len() - 64);
+        }
+    }
+}
+
+/// Whether `bytes` hold `ESC [ digits ; digits R`.
+fn is_cursor_report(bytes: &[u8]) -> bool {
+    bytes.windows(2).enumerate().filter(|(_, w)| w == b"\x1b[").any(|(i, _)| {
+        let rest = &bytes[i + 2..];
+        let end = rest.iter().position(|b| !(b.is_ascii_digit() || *b == b';'));
+        matches!(end, Some(e) if e > 0 && rest[e] == b'R' && rest[..e].contains(&b';'))
+    })
+}
+
+impl Pane {
+    /// Puts the pane's terminal input in non-canonical, no-echo mode (signals stay on, so
+    /// Ctrl-C in the pane still reaches the worker), so the cursor report can be read and is
+    /// never echoed. Returns whether it worked.
+    fn raw_input() -> bool {
+        use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
+        let stdin = std::io::stdin();
+        let Ok(mut t) = tcgetattr(&stdin) else { return false };
+        t.local_flags.remove(LocalFlags::ICANON | LocalFlags::ECHO);
+        t.control_chars[nix::sys::termios::SpecialCharacterIndices::VMIN as usize] = 1;
+        t.control_chars[nix::sys::termios::SpecialCharacterIndices::VTIME as usize] = 0;
+        tcsetattr(&stdin, SetArg::TCSANOW, &t).is_ok()
     }
 }
 
@@ -280,6 +357,15 @@ mod tests {
         assert!(s.contains("^[]0;pwned^G^[[2Jok"), "{s:?}");
         assert!(s.contains("<U+009B>"), "{s:?}");
         assert!(!s.chars().any(|c| c.is_control()), "{s:?}");
+    }
+
+    #[test]
+    fn cursor_reports_are_recognised() {
+        assert!(is_cursor_report(b"\x1b[12;1R"));
+        assert!(is_cursor_report(b"typed keys\x1b[3;40R"));
+        assert!(!is_cursor_report(b"\x1b[12R"));
+        assert!(!is_cursor_report(b"\x1b[A"));
+        assert!(!is_cursor_report(b"R"));
     }
 
     #[test]
