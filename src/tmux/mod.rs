@@ -44,7 +44,12 @@ impl Socket {
     /// `SUBPANE_TMUX_SOCKET` if set (a path when it holds a `/`, else a name), else `subpane`.
     pub fn from_env() -> Self {
         match std::env::var_os("SUBPANE_TMUX_SOCKET").filter(|v| !v.is_empty()) {
-            Some(v) if v.to_string_lossy().contains('/') => Socket::Path(PathBuf::from(v)),
+            Some(v) if v.to_string_lossy().contains('/') => {
+                // Recorded in spec.json and used from other directories: make it absolute.
+                let p = PathBuf::from(v);
+                let p = if p.is_absolute() { p } else { std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p) };
+                Socket::Path(p)
+            }
             Some(v) => Socket::Name(v.to_string_lossy().into_owned()),
             None => Socket::Name("subpane".into()),
         }
