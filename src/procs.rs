@@ -155,6 +155,27 @@ pub fn signal_name(sig: i32) -> String {
     Signal::try_from(sig).map(|s| s.as_str().to_owned()).unwrap_or_else(|_| format!("SIG{sig}"))
 }
 
+/// For `pre_exec`: gives the new program a clean signal state (nothing blocked, default
+/// dispositions). Signal masks and ignored signals survive `exec`, and both the worker
+/// (signalfd) and a waiting `run` (Ctrl-C) block signals that programs must receive.
+/// Only async-signal-safe calls.
+pub fn reset_signals_in_child() -> std::io::Result<()> {
+    // SAFETY: sigemptyset/sigprocmask/signal are async-signal-safe; pointers are valid.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        if libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        for sig in 1..32 {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,25 +200,4 @@ mod tests {
         assert_eq!(signal_name(9), "SIGKILL");
         assert_eq!(signal_name(15), "SIGTERM");
     }
-}
-
-/// For `pre_exec`: gives the new program a clean signal state (nothing blocked, default
-/// dispositions). Signal masks and ignored signals survive `exec`, and both the worker
-/// (signalfd) and a waiting `run` (Ctrl-C) block signals that programs must receive.
-/// Only async-signal-safe calls.
-pub fn reset_signals_in_child() -> std::io::Result<()> {
-    // SAFETY: sigemptyset/sigprocmask/signal are async-signal-safe; pointers are valid.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        if libc::sigprocmask(libc::SIG_SETMASK, &set, std::ptr::null_mut()) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        for sig in 1..32 {
-            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-        }
-    }
-    Ok(())
 }

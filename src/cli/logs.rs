@@ -65,9 +65,7 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
         f.paths.stderr_log()
     } else if a.output {
         f.paths.output()
-    } else if a.stdout {
-        f.paths.stdout_log()
-    } else if f.spec.agent == AgentKind::Command {
+    } else if a.stdout || f.spec.agent == AgentKind::Command {
         f.paths.stdout_log()
     } else {
         f.paths.events()

@@ -42,7 +42,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Start an attempt: an agent with a task, or any program after `--`
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Show the state of a run; the envelope once it has finished
     Status(status::StatusArgs),
     /// Wait for runs to finish (without polling)
@@ -72,7 +72,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     }
     let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::invalid)?;
     match cli.command {
-        Command::Run(a) => run::run(&home, a),
+        Command::Run(a) => run::run(&home, *a),
         Command::Status(a) => status::status(&home, a),
         Command::Wait(a) => wait::wait(&home, a),
         Command::Logs(a) => logs::logs(&home, a),

@@ -104,7 +104,7 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
     }
     s.push_str(&format!("files     {}\n", dir.display()));
     if let Some(t) = &env.output.final_text {
-        s.push_str("\n");
+        s.push('\n');
         s.push_str(&crate::worker::sanitize(t.as_bytes(), 100_000).replace("^J", "\n"));
         s.push('\n');
     }

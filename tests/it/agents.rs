@@ -618,10 +618,8 @@ fn pane_shows_the_conversation(agent: Agent, usage_line: &str) {
     // The usage line closes the agent's part; only subpane's own closing lines follow.
     assert!(lines[usage + 1].starts_with('─'), "the usage line is not the last agent line:\n{pane}");
     assert!(lines[usage + 2].starts_with("✔ completed"), "{pane}");
-    for run in ["pane"] {
-        let w = env.read_json(&env.attempt_dir(run, 1).join("worker.json"));
-        crate::harness::wait_pid_gone(w["worker"]["pid"].as_i64().unwrap() as i32);
-    }
+    let w = env.read_json(&env.attempt_dir("pane", 1).join("worker.json"));
+    crate::harness::wait_pid_gone(w["worker"]["pid"].as_i64().unwrap() as i32);
     let gc = env.sp(["gc", "--older-than", "0s"]);
     assert_eq!(gc.code, 0, "{gc:?}");
     env.assert_no_leftovers();
