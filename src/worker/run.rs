@@ -472,18 +472,63 @@ impl Worker {
 
     /// Reaps every exited child; records the agent's status.
     fn reap(&mut self) {
+        self.reap_now();
+    }
+
+    /// Reaps the children that have exited, without waiting. Returns `false` when the worker
+    /// has no child left at all (`ECHILD`).
+    fn reap_now(&mut self) -> bool {
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) | Err(_) => return,
-                Ok(st) => {
-                    if st.pid().map(|p| p.as_raw()) == self.agent_pid && self.agent_status.is_none() {
-                        self.agent_status = Some(st);
-                        self.linger_at = None;
-                        self.leak_at = Some(Instant::now() + LEAK_WAIT);
-                    }
-                }
+                Ok(WaitStatus::StillAlive) => return true,
+                Ok(st) => self.note_reaped(st),
+                Err(_) => return false,
             }
         }
+    }
+
+    /// Every reap goes through here: whichever path reaps the agent (SIGCHLD, or the reaping
+    /// after a kill), its status must be recorded, or the loop would wait for it forever.
+    fn note_reaped(&mut self, st: WaitStatus) {
+        if st.pid().map(|p| p.as_raw()) == self.agent_pid && self.agent_status.is_none() {
+            self.agent_status = Some(st);
+            self.linger_at = None;
+            self.leak_at = Some(Instant::now() + LEAK_WAIT);
+        }
+    }
+
+    /// Reaps children until none are left or `bound` passes.
+    fn reap_all(&mut self, bound: Duration) {
+        let end = Instant::now() + bound;
+        while self.reap_now() {
+            if Instant::now() >= end {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// SIGKILL to every descendant of the worker; returns how many there were.
+    fn kill_descendants(&mut self) -> u64 {
+        let mut total = 0;
+        // Killing a parent can re-parent its children to us between scans: repeat until quiet.
+        for _ in 0..5 {
+            // The worker is a subreaper, so every descendant is a child or below one: with no
+            // child left there is none, and the scan of /proc (milliseconds) is skipped.
+            if !self.reap_now() {
+                break;
+            }
+            let d = procs::descendants(std::process::id() as i32);
+            if d.is_empty() {
+                break;
+            }
+            for pid in &d {
+                procs::signal_pid(*pid, Signal::SIGKILL);
+            }
+            total += d.len() as u64;
+            self.reap_all(Duration::from_millis(200));
+        }
+        total
     }
 
     /// A cancel: from `cancel.json` (`from_file`) or a signal to the worker.
@@ -534,7 +579,7 @@ impl Worker {
         if let Some(pgid) = self.agent_pid {
             procs::signal_group(pgid, Signal::SIGKILL);
         }
-        let n = kill_descendants();
+        let n = self.kill_descendants();
         if let Some(s) = self.stop.as_mut() {
             if !s.killed {
                 s.killed = true;
@@ -576,7 +621,7 @@ impl Worker {
             if out.is_some() || err.is_some() {
                 // The agent is gone but something still holds its output open.
                 self.facts.cleanup.output_held_open = true;
-                let n = kill_descendants();
+                let n = self.kill_descendants();
                 self.facts.cleanup.killed_descendants += n;
                 self.drain_until = Some(now + DRAIN_WAIT);
                 self.pane.line(Style::Yellow, &format!("subpane: {n} leftover process(es) held the output open; killed"));
@@ -592,9 +637,9 @@ impl Worker {
 
     fn finish(&mut self) {
         // Nothing of the attempt may outlive it.
-        let n = kill_descendants();
+        let n = self.kill_descendants();
         self.facts.cleanup.killed_descendants += n;
-        reap_all(Duration::from_secs(2));
+        self.reap_all(Duration::from_secs(2));
         if let Some(e) = self.events.as_mut() {
             let _ = e.flush();
         }
@@ -682,37 +727,3 @@ fn set_nonblocking(fd: i32) {
     }
 }
 
-/// SIGKILL to every descendant of the worker; returns how many there were.
-fn kill_descendants() -> u64 {
-    let mut total = 0;
-    // Killing a parent can re-parent its children to us between scans: repeat until quiet.
-    for _ in 0..5 {
-        let d = procs::descendants(std::process::id() as i32);
-        if d.is_empty() {
-            break;
-        }
-        for pid in &d {
-            procs::signal_pid(*pid, Signal::SIGKILL);
-        }
-        total += d.len() as u64;
-        reap_all(Duration::from_millis(200));
-    }
-    total
-}
-
-/// Reaps children until none are left or `bound` passes.
-fn reap_all(bound: Duration) {
-    let end = Instant::now() + bound;
-    loop {
-        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-            Ok(WaitStatus::StillAlive) => {
-                if Instant::now() >= end {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(2));
-            }
-            Ok(_) => {}
-            Err(_) => return,
-        }
-    }
-}
