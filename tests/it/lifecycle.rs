@@ -361,7 +361,7 @@ fn never_exiting_program_killed_by_timeout_leaves_nothing() {
     env.assert_no_leftovers();
 }
 
-// ---- known bugs -----------------------------------------------------------------------
+// ---- races under load ------------------------------------------------------------------
 
 /// Many attempts stopped by an immediate SIGKILL, all at once (load makes the race likely).
 /// Each must end with a `timeout` envelope.
