@@ -39,6 +39,19 @@ pub(crate) fn peek(line: &[u8]) -> Peeked<'_> {
     }
 }
 
+/// The `type` of a line that starts exactly with `{"type":"…"` (no escapes in the name), read
+/// from its first bytes without a pass over the rest. Agents put `type` first, so this is the
+/// common case; the line is *not* validated here: the caller must parse it once anyway (and
+/// treat a failure as [`Peeked::Plain`]), which saves the second full scan [`peek`] would add.
+pub(crate) fn leading_type(line: &[u8]) -> Option<&str> {
+    let rest = line.strip_prefix(br#"{"type":""#)?;
+    let end = memchr::memchr2(b'"', b'\\', rest)?;
+    if rest[end] != b'"' {
+        return None;
+    }
+    std::str::from_utf8(&rest[..end]).ok()
+}
+
 /// The verdict for lines that are not events.
 pub(crate) fn not_an_event(line: &[u8], peeked: &Peeked<'_>) -> LineResult {
     match peeked {
@@ -301,6 +314,15 @@ pub(crate) mod replay {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn leading_type_reads_only_a_plain_leading_type() {
+        assert_eq!(leading_type(br#"{"type":"message_update","x":1}"#), Some("message_update"));
+        assert_eq!(leading_type(br#"{"type":"a\"b"}"#), None);
+        assert_eq!(leading_type(br#"{ "type":"a"}"#), None);
+        assert_eq!(leading_type(br#"{"type":"abc"#), None);
+        assert_eq!(leading_type(br#"{"kind":"a"}"#), None);
+    }
 
     #[test]
     fn peek_reads_the_type_and_survives_garbage() {

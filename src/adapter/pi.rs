@@ -26,8 +26,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::common::{
-    Peeked, abbreviate, add_usage, content_text, finish_common, fits_argv, not_an_event, one_line,
-    peek, stdin_for, summarize_args, u64_at, usage_info,
+    Peeked, abbreviate, add_usage, content_text, finish_common, fits_argv, leading_type,
+    not_an_event, one_line, peek, stdin_for, summarize_args, u64_at, usage_info,
 };
 use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, StreamParser,
@@ -124,6 +124,25 @@ struct UpdateEvent<'a> {
 
 impl StreamParser for PiParser {
     fn on_line(&mut self, line: &[u8]) -> LineResult {
+        // Fast path (most of a pi stream): the type is read from the first bytes and the line
+        // is parsed exactly once, by the parse that needs it; a line that fails that parse is
+        // not JSON and goes where `peek` would have sent it.
+        if let Some(kind) = leading_type(line) {
+            return match kind {
+                "message_update" => self.on_update(line).unwrap_or_else(|| LineResult::plain(line)),
+                "tool_execution_update" => match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+                    Ok(_) => LineResult::drop_line(),
+                    Err(_) => LineResult::plain(line),
+                },
+                _ => {
+                    let kind = kind.to_owned();
+                    match serde_json::from_slice::<Map<String, Value>>(line) {
+                        Ok(ev) => self.on_event(&kind, ev),
+                        Err(_) => LineResult::plain(line),
+                    }
+                }
+            };
+        }
         let peeked = peek(line);
         let kind = match &peeked {
             Peeked::Event(Some(k)) => k.as_ref(),
@@ -131,7 +150,7 @@ impl StreamParser for PiParser {
             _ => return not_an_event(line, &peeked),
         };
         match kind {
-            "message_update" => self.on_update(line),
+            "message_update" => self.on_update(line).unwrap_or_else(LineResult::drop_line),
             "tool_execution_update" => LineResult::drop_line(),
             _ => {
                 let kind = kind.to_owned();
@@ -164,9 +183,18 @@ impl StreamParser for PiParser {
 }
 
 impl PiParser {
-    fn on_update(&mut self, line: &[u8]) -> LineResult {
+    /// A delta: dropped, shown in the pane. `None` when the line is not valid JSON.
+    fn on_update(&mut self, line: &[u8]) -> Option<LineResult> {
         let mut r = LineResult::drop_line();
-        if let Ok(Update { event: Some(ev) }) = serde_json::from_slice::<Update<'_>>(line) {
+        let update = match serde_json::from_slice::<Update<'_>>(line) {
+            Ok(u) => u,
+            // Valid JSON of an unexpected shape is still a delta to drop.
+            Err(_) => {
+                serde_json::from_slice::<serde::de::IgnoredAny>(line).ok()?;
+                return Some(r);
+            }
+        };
+        if let Update { event: Some(ev) } = update {
             match ev.kind.as_ref() {
                 "text_delta" => {
                     if let Some(d) = ev.delta {
@@ -177,7 +205,7 @@ impl PiParser {
                 _ => {}
             }
         }
-        r
+        Some(r)
     }
 
     fn on_event(&mut self, kind: &str, mut ev: Map<String, Value>) -> LineResult {

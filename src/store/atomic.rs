@@ -42,6 +42,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Like [`write_atomic`] (temp file, fsync, rename), but leaves the directory's fsync to a
+/// later write in the same directory: one directory fsync makes every rename before it
+/// durable. For records written just before `result.json`, whose write syncs the directory.
+pub fn write_atomic_dir_synced_later(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let tmp = temp_with(path, bytes)?;
+    tmp.persist(path).map_err(|e| write_err(path, e.error))?;
+    Ok(())
+}
+
+/// [`write_atomic_dir_synced_later`] of `value` as JSON.
+pub fn write_json_dir_synced_later<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    write_atomic_dir_synced_later(path, &to_json(value))
+}
+
 fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     // Serialising our own types cannot fail (no maps with non-string keys).
     let mut v = serde_json::to_vec_pretty(value).unwrap_or_else(|_| b"null".to_vec());

@@ -18,7 +18,10 @@ mod layout;
 mod records;
 
 pub use artifacts::{collect_artifacts, sha256_file};
-pub use atomic::{read_json, write_atomic, write_json_atomic, write_json_new};
+pub use atomic::{
+    read_json, write_atomic, write_atomic_dir_synced_later, write_json_atomic,
+    write_json_dir_synced_later, write_json_new,
+};
 pub use layout::{AttemptPaths, Home};
 pub use records::{
     CreateError, RunEntry, create_run, list_runs, read_env_file, read_run, write_attempt_files,

@@ -130,7 +130,6 @@ impl Pane {
             self.skipped = 0;
         }
         self.pending.extend_from_slice(s.as_bytes());
-        self.flush();
     }
 
     /// A whole line in a style. `text` must already be sanitised (or be our own).

@@ -361,17 +361,14 @@ fn never_exiting_program_killed_by_timeout_leaves_nothing() {
     env.assert_no_leftovers();
 }
 
-// ---- known bugs -----------------------------------------------------------------------
+// ---- races under load ------------------------------------------------------------------
 
 /// Many attempts stopped by an immediate SIGKILL, all at once (load makes the race likely).
 /// Each must end with a `timeout` envelope.
 ///
-/// The bug: `Worker::kill_now` calls `kill_descendants()`, whose `reap_all()` reaps every
-/// child with `waitpid(-1)` and throws the statuses away. When the scan of `/proc` still sees
-/// the agent (SIGKILL sent but not yet acted on), the agent itself is reaped there, so
-/// `reap()` never records `agent_status`; the event loop's exit condition
-/// (`agent_status.is_some()`) can then never hold, no deadline is left, and the worker sleeps
-/// in `poll` forever: no `result.json`, the pane stays, `run`/`wait` never return.
+/// Guards a race: `kill_now` reaps what it killed, and when the scan of `/proc` still saw the
+/// agent (SIGKILL sent, not yet acted on) the agent was reaped there with its status thrown
+/// away; the worker then slept in `poll` forever. Every reap now records the agent's status.
 #[test]
 fn sigkill_escalation_always_finishes() {
     let env = TestEnv::new();
