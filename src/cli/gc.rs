@@ -60,19 +60,30 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
             removed_runs.push(run.id.to_string());
         }
     }
+    // The private server stays up between attempts; with no session left it is stopped.
+    let server = crate::tmux::Tmux::new(crate::tmux::Socket::from_env(), home.tmux_conf());
+    let mut server_stopped = false;
+    if server.sessions().is_some_and(|s| s.is_empty()) {
+        if !a.dry_run {
+            let _ = server.kill_server();
+        }
+        server_stopped = true;
+    }
     if a.json {
         print_json(&serde_json::json!({
             "dry_run": a.dry_run,
             "removed_runs": removed_runs,
             "closed_sessions": closed_sessions,
             "running": kept_running,
+            "server_stopped": server_stopped,
         }));
     } else {
         let verb = if a.dry_run { "would remove" } else { "removed" };
         print(&format!(
-            "{verb} {} run(s), closed {} session(s); {} run(s) still running were kept\n",
+            "{verb} {} run(s), closed {} session(s){}; {} run(s) still running were kept\n",
             removed_runs.len(),
             closed_sessions.len(),
+            if server_stopped { ", stopped the idle tmux server" } else { "" },
             kept_running.len()
         ));
     }

@@ -101,17 +101,24 @@ impl Slot<'_> {
 /// an attempt directory, a worker dies, a signal arrives, or a deadline passes.
 pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Result<WaitOutcome, SuperviseError> {
     let started = Instant::now();
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-        .map_err(|e| SuperviseError::Watch { what: "attempt directories (inotify)".into(), source: e })?;
+    // inotify makes the answer immediate (the rename of result.json). Without it (the per-user
+    // limit of 128 instances is easy to reach with many waiting supervisors) the pidfds still
+    // answer, since the worker writes result.json before it exits; only attempts with no
+    // worker yet are then looked at on a short timer.
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok();
     let mut by_wd: HashMap<WatchDescriptor, Vec<usize>> = HashMap::new();
     let mut slots: Vec<Slot<'_>> = Vec::with_capacity(targets.len());
+    let mut unwatched = false;
     for (i, (paths, spec)) in targets.iter().enumerate() {
-        // Watch before looking, so nothing written in between is missed.
-        let wd = inotify
-            // Every record appears by rename, so renames are all we need to hear about.
-            .add_watch(paths.dir(), AddWatchFlags::IN_MOVED_TO)
-            .map_err(|e| SuperviseError::Watch { what: paths.dir().display().to_string(), source: e })?;
-        by_wd.entry(wd).or_default().push(i);
+        // Watch before looking, so nothing written in between is missed. Every record appears
+        // by rename, so renames are all we need to hear about.
+        match inotify.as_ref().map(|n| n.add_watch(paths.dir(), AddWatchFlags::IN_MOVED_TO)) {
+            Some(Ok(wd)) => by_wd.entry(wd).or_default().push(i),
+            Some(Err(nix::errno::Errno::ENOENT)) => {
+                return Err(SuperviseError::Watch { what: paths.dir().display().to_string(), source: nix::errno::Errno::ENOENT });
+            }
+            _ => unwatched = true,
+        }
         slots.push(Slot { paths, spec, done: None, pidfd: None, starting_since: None });
     }
     let sfd = if opts.cancel_on_interrupt {
@@ -134,7 +141,9 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
             WaitMode::All => n_done == slots.len(),
         };
         if finished {
-            release(inotify);
+            if let Some(n) = inotify {
+                release(n);
+            }
             return Ok(WaitOutcome { results: slots.into_iter().map(|s| s.done).collect(), timed_out: false });
         }
         // Deadlines: the caller's timeout, and the end of any attempt's starting grace.
@@ -149,7 +158,9 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
         }
         if let Some(d) = deadline {
             if opts.timeout.is_some_and(|t| now >= started + t) {
-                release(inotify);
+                if let Some(n) = inotify {
+                    release(n);
+                }
                 return Ok(WaitOutcome { results: slots.into_iter().map(|s| s.done).collect(), timed_out: true });
             }
             let _ = d;
@@ -161,10 +172,21 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
                 PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
             }
         };
-        let mut fds: Vec<PollFd<'_>> = vec![PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
-        if let Some(s) = &sfd {
-            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
+        // Degraded (no watch): a slot with no worker yet is looked at again every 100 ms.
+        let timeout = if unwatched && slots.iter().any(|s| s.done.is_none() && s.pidfd.is_none()) {
+            let cap = PollTimeout::from(100u16);
+            if timeout == PollTimeout::NONE || timeout > cap { cap } else { timeout }
+        } else {
+            timeout
+        };
+        let mut fds: Vec<PollFd<'_>> = Vec::new();
+        if let Some(n) = &inotify {
+            fds.push(PollFd::new(n.as_fd(), PollFlags::POLLIN));
         }
+        let sig_ix = sfd.as_ref().map(|s| {
+            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
         let base = fds.len();
         let mut which: Vec<usize> = Vec::new();
         for (i, s) in slots.iter().enumerate() {
@@ -178,12 +200,12 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
             Err(e) => return Err(SuperviseError::Watch { what: "attempts (poll)".into(), source: e }),
         }
         let fired = |k: usize| fds[k].revents().is_some_and(|r| !r.is_empty());
-        let inotify_fired = fired(0);
-        let sig_fired = sfd.is_some() && fired(1);
+        let inotify_fired = inotify.is_some() && fired(0);
+        let sig_fired = sig_ix.is_some_and(fired);
         let dead: Vec<usize> = (0..which.len()).filter(|&k| fired(base + k)).map(|k| which[k]).collect();
         drop(fds);
         let mut touched: Vec<usize> = dead;
-        if inotify_fired {
+        if let (true, Some(inotify)) = (inotify_fired, &inotify) {
             while let Ok(events) = inotify.read_events() {
                 if events.is_empty() {
                     break;
@@ -215,9 +237,10 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
                 }
             }
         }
-        // Attempts past their starting grace are looked at again (they may be lost now).
+        // Attempts past their starting grace are looked at again (they may be lost now), and
+        // without a watch so is every attempt with no worker yet.
         for (i, s) in slots.iter().enumerate() {
-            if s.done.is_none() && s.starting_since.is_some() {
+            if s.done.is_none() && (s.starting_since.is_some() || (unwatched && s.pidfd.is_none())) {
                 touched.push(i);
             }
         }

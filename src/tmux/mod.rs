@@ -20,6 +20,10 @@ use std::time::Duration;
 /// The config the private server starts with (never the user's `~/.tmux.conf`).
 pub const CONFIG: &str = "\
 # subpane's private tmux server. Written by subpane; changes are overwritten.
+# Stay up between attempts: starting a server costs more than the rest of an attempt's start,
+# and a server exiting with its last session races the next new-session. `subpane gc` stops it
+# when no session is left.
+set -g exit-empty off
 set -g history-limit 20000
 set -g status-style 'bg=colour236,fg=colour250'
 set -g status-left '[subpane] '
@@ -234,6 +238,20 @@ impl Tmux {
 
     pub fn has_session(&self, session: &str) -> bool {
         self.run(&["has-session".into(), "-t".into(), target(session).into()]).is_ok()
+    }
+
+    /// Names of the server's sessions; `None` when no server answers.
+    pub fn sessions(&self) -> Option<Vec<String>> {
+        match self.run(&["list-sessions".into(), "-F".into(), "#{session_name}".into()]) {
+            Ok(out) => Some(out.lines().map(str::to_owned).collect()),
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no sessions") => Some(Vec::new()),
+            Err(_) => None,
+        }
+    }
+
+    /// Stops the server.
+    pub fn kill_server(&self) -> Result<(), TmuxError> {
+        self.run(&["kill-server".into()]).map(|_| ())
     }
 
     pub fn kill_session(&self, session: &str) -> Result<(), TmuxError> {
