@@ -106,6 +106,10 @@ pub trait StreamParser: Send {
     fn on_line(&mut self, line: &[u8]) -> LineResult;
     /// Called once after the agent exited. `stderr_tail` is the last 64 KiB of its stderr.
     fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport;
+    /// Whether the pane can take more now. When it cannot, a parser may drop streaming
+    /// deltas without reading them: their text is only for the pane, and reading them is most
+    /// of the filter's work on a fast stream.
+    fn set_pane_room(&mut self, _room: bool) {}
 }
 
 /// Paths an adapter may use when building argv (e.g. where pi keeps its sessions).

@@ -105,6 +105,8 @@ pub struct PiParser {
     /// Errors of attempts pi is retrying; dropped if a retry succeeds.
     retried_errors: Vec<String>,
     terminal: Option<String>,
+    /// The pane takes more text (see `StreamParser::set_pane_room`).
+    pane_full: bool,
 }
 
 /// `message_update`, read only as far as the pane needs.
@@ -129,6 +131,8 @@ impl StreamParser for PiParser {
         // not JSON and goes where `peek` would have sent it.
         if let Some(kind) = leading_type(line) {
             return match kind {
+                // Nobody can see the text now: a delta is dropped unread.
+                "message_update" if self.pane_full => LineResult::drop_line(),
                 "message_update" => self.on_update(line).unwrap_or_else(|| LineResult::plain(line)),
                 "tool_execution_update" => match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
                     Ok(_) => LineResult::drop_line(),
@@ -160,6 +164,10 @@ impl StreamParser for PiParser {
                 }
             }
         }
+    }
+
+    fn set_pane_room(&mut self, room: bool) {
+        self.pane_full = !room;
     }
 
     fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport {

@@ -413,6 +413,7 @@ pub fn launch(home: &Home, paths: &AttemptPaths, spec: &AttemptSpec) -> Result<(
             let outcome = envelope::decide(&Facts { spawn_failed: true, ..Facts::default() });
             let env = envelope::build(spec, &facts, output, outcome, store::collect_artifacts(paths));
             store::write_json_new(&paths.result(), &env)?;
+            store::notify_done(paths);
             Err(CliError::failed(format!("the tmux pane could not be started: {e}")))
         }
     }

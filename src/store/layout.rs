@@ -99,6 +99,9 @@ impl AttemptPaths {
     file!(stderr_log, "stderr.log");
     file!(output, "output.txt");
     file!(prompt, "prompt.txt");
+    // A FIFO the worker opens and closes right after writing result.json: waiting
+    // supervisors hold it open for reading and see the hang-up at once.
+    file!(done_fifo, "done.fifo");
     // The one-shot environment file: read and removed by the worker before the agent starts.
     file!(env_file, ".env");
 }

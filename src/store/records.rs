@@ -63,6 +63,9 @@ pub fn write_attempt_files(
         write_atomic(&attempt.prompt(), p.as_bytes())?;
     }
     write_env_file(&attempt.env_file(), env)?;
+    let fifo = attempt.done_fifo();
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
+        .map_err(|e| StoreError::Write { path: fifo, source: e.into() })?;
     write_json_atomic(&attempt.spec(), spec)
 }
 
@@ -76,6 +79,16 @@ pub fn write_env_file(path: &std::path::Path, env: &[(OsString, OsString)]) -> R
         buf.push(0);
     }
     write_atomic(path, &buf)
+}
+
+/// Tells waiting supervisors that `result.json` is in place: opening the attempt's FIFO for
+/// writing and closing it hangs up every reader. No reader (ENXIO) means nobody waits.
+pub fn notify_done(attempt: &AttemptPaths) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let _ = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(attempt.done_fifo());
 }
 
 /// Reads and removes the environment file.

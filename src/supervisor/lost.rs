@@ -37,7 +37,9 @@ pub fn write_lost(paths: &AttemptPaths, spec: &AttemptSpec, why: &str) -> Result
     output.push_error(why);
     let outcome = envelope::decide(&Facts { lost: true, ..Facts::default() });
     let env = envelope::build(spec, &facts, output, outcome, store::collect_artifacts(paths));
-    if store::write_json_new(&paths.result(), &env)? {
+    let written = store::write_json_new(&paths.result(), &env)?;
+    store::notify_done(paths);
+    if written {
         Ok(env)
     } else {
         Ok(store::read_json(&paths.result())?.unwrap_or(env))

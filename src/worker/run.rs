@@ -402,6 +402,7 @@ impl Worker {
                 self.pane.line(Style::Dim, &format!("… a line of {bytes} bytes was dropped (over the 64 MiB bound)"));
             }
             Piece::Line(line) => {
+                self.parser.set_pane_room(self.pane.has_room());
                 let r = self.parser.on_line(line);
                 match &r.action {
                     LineAction::Keep => {
@@ -717,6 +718,7 @@ impl Worker {
         let artifacts = store::collect_artifacts(&self.paths);
         let env = envelope::build(&self.spec, &self.facts, output, outcome, artifacts);
         let write = store::write_json_new(&self.paths.result(), &env);
+        store::notify_done(&self.paths);
         let dur = env.duration_ms.map(|d| format!("{:.1}s", d as f64 / 1000.0)).unwrap_or_default();
         let how = match (env.exit_code, &env.signal) {
             (Some(c), _) => format!("exit {c}"),

@@ -69,7 +69,8 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
-        if p.is_dir() { out.extend(walk(&p)) } else { out.push(p) }
+        // Regular files only: the attempt's done.fifo would block a read.
+        if p.is_dir() { out.extend(walk(&p)) } else if p.is_file() { out.push(p) }
     }
     out
 }
