@@ -398,7 +398,9 @@ pub fn launch(home: &Home, paths: &AttemptPaths, spec: &AttemptSpec) -> Result<(
             };
             // Best effort: the pane runs now, and the worker names itself in worker.json. An
             // attempt that started is never given up on for want of this file.
-            if let Err(e) = store::write_json_atomic(&paths.launch(), &rec) {
+            // A live record (the worker names itself in worker.json too): its directory is
+            // synced by the worker's later writes.
+            if let Err(e) = store::write_json_dir_synced_later(&paths.launch(), &rec) {
                 eprintln!("subpane: warning: {e}");
             }
             Ok(())

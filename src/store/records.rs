@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
-use super::atomic::{read_json, write_atomic, write_json_atomic};
+use super::atomic::{read_json, write_atomic_dir_synced_later, write_json_atomic};
 use super::layout::{AttemptPaths, Home};
 use super::StoreError;
 use crate::spec::{AttemptSpec, RunId, RunRecord};
@@ -60,7 +60,8 @@ pub fn write_attempt_files(
     prompt: Option<&str>,
 ) -> Result<(), StoreError> {
     if let Some(p) = prompt {
-        write_atomic(&attempt.prompt(), p.as_bytes())?;
+        // The directory is synced once, by the write of spec.json below.
+        write_atomic_dir_synced_later(&attempt.prompt(), p.as_bytes())?;
     }
     write_env_file(&attempt.env_file(), env)?;
     let fifo = attempt.done_fifo();
@@ -78,7 +79,9 @@ pub fn write_env_file(path: &std::path::Path, env: &[(OsString, OsString)]) -> R
         buf.extend_from_slice(v.as_bytes());
         buf.push(0);
     }
-    write_atomic(path, &buf)
+    // Read and removed by the worker moments later: its directory is synced by spec.json's
+    // write, which follows.
+    write_atomic_dir_synced_later(path, &buf)
 }
 
 /// Tells waiting supervisors that `result.json` is in place: opening the attempt's FIFO for

@@ -142,7 +142,8 @@ impl Worker {
     }
 
     fn save_facts(&mut self) {
-        if let Err(e) = store::write_json_atomic(&self.paths.worker(), &self.facts) {
+        // The directory is synced by result.json's write at the end.
+        if let Err(e) = store::write_json_dir_synced_later(&self.paths.worker(), &self.facts) {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
     }
