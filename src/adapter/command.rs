@@ -23,14 +23,18 @@ impl Adapter for CommandAdapter {
         AgentLaunch { argv: vec![program.to_owned()], stdin: StdinSource::Null }
     }
     fn parser(&self) -> Box<dyn StreamParser> {
-        Box::new(CommandParser)
+        Box::new(CommandParser::default())
     }
     fn expects_terminal_event(&self) -> bool {
         false
     }
 }
 
-pub struct CommandParser;
+#[derive(Default)]
+pub struct CommandParser {
+    /// The pane takes no more now: no copy of the line is made for it.
+    pane_full: bool,
+}
 
 /// A line is an event when it is a JSON object or array. Only the first byte decides whether
 /// we try to parse, so plain text costs one comparison.
@@ -47,11 +51,14 @@ pub fn is_json_event(line: &[u8]) -> bool {
 
 impl StreamParser for CommandParser {
     fn on_line(&mut self, line: &[u8]) -> LineResult {
-        if is_json_event(line) {
-            LineResult::keep().with_pane(PaneItem::Raw(line.to_vec()))
-        } else {
-            LineResult::plain(line)
+        let mut r = if is_json_event(line) { LineResult::keep() } else { LineResult::plain_unshown() };
+        if !self.pane_full {
+            r.pane.push(PaneItem::Raw(line.to_vec()));
         }
+        r
+    }
+    fn set_pane_room(&mut self, room: bool) {
+        self.pane_full = !room;
     }
     fn finish(&mut self, _stderr_tail: &[u8]) -> AgentReport {
         AgentReport::default()
@@ -65,7 +72,7 @@ mod tests {
 
     #[test]
     fn json_objects_and_arrays_are_events() {
-        let mut p = CommandParser;
+        let mut p = CommandParser::default();
         assert_eq!(p.on_line(br#"{"type":"x"}"#).action, LineAction::Keep);
         assert_eq!(p.on_line(br#"  [1,2]"#).action, LineAction::Keep);
         assert_eq!(p.on_line(b"hello").action, LineAction::Plain);

@@ -79,6 +79,10 @@ impl LineResult {
     pub fn plain(line: &[u8]) -> Self {
         Self { action: LineAction::Plain, terminal: false, pane: vec![PaneItem::Raw(line.to_vec())] }
     }
+    /// A plain line with nothing for the pane.
+    pub fn plain_unshown() -> Self {
+        Self { action: LineAction::Plain, terminal: false, pane: Vec::new() }
+    }
     pub fn with_pane(mut self, item: PaneItem) -> Self {
         self.pane.push(item);
         self

@@ -12,17 +12,28 @@ use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
 use crate::adapter::PaneItem;
 
-/// Longest line shown, in characters; the rest is summarised.
-const MAX_SHOWN: usize = 2000;
+/// Longest line shown, in characters; the rest is summarised (a pane is ~200 columns wide;
+/// the whole line is in the files).
+const MAX_SHOWN: usize = 1000;
 /// Pending bytes kept for a slow pane.
 const PENDING_CAP: usize = 256 * 1024;
 
 /// Makes text from the program safe to show on a terminal.
 pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
+    // Fast path, most output: printable ASCII needs no change, and a byte is a character.
+    let head = &bytes[..bytes.len().min(max_chars)];
+    if head.iter().all(|b| (0x20..0x7f).contains(b)) {
+        let mut out = String::with_capacity(head.len() + 24);
+        // Printable ASCII is valid UTF-8.
+        out.push_str(std::str::from_utf8(head).unwrap_or_default());
+        if bytes.len() > head.len() {
+            out.push_str(&format!(" … ({} more bytes)", bytes.len() - head.len()));
+        }
+        return out;
+    }
     let text = String::from_utf8_lossy(bytes);
     let mut out = String::with_capacity(text.len().min(max_chars + 16));
-    let mut shown = 0usize;
-    for (i, c) in text.char_indices() {
+    for (shown, (i, c)) in text.char_indices().enumerate() {
         if shown >= max_chars {
             out.push_str(&format!(" … ({} more bytes)", text.len() - i));
             break;
@@ -37,7 +48,6 @@ pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
             '\u{80}'..='\u{9f}' => out.push_str(&format!("<U+{:04X}>", c as u32)),
             _ => out.push(c),
         }
-        shown += 1;
     }
     out
 }
@@ -365,6 +375,15 @@ mod tests {
         assert!(!is_cursor_report(b"\x1b[12R"));
         assert!(!is_cursor_report(b"\x1b[A"));
         assert!(!is_cursor_report(b"R"));
+    }
+
+    #[test]
+    fn plain_ascii_takes_the_fast_path_unchanged() {
+        assert_eq!(sanitize(b"hello world {\"a\": 1}", 100), "hello world {\"a\": 1}");
+        assert_eq!(sanitize(b"abcdef", 3), "abc … (3 more bytes)");
+        // A control byte past the cut does not matter; one before it does.
+        assert_eq!(sanitize(b"abc\x1b", 3), "abc … (1 more bytes)");
+        assert_eq!(sanitize(b"a\x1bc", 3), "a^[c");
     }
 
     #[test]
