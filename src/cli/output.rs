@@ -107,8 +107,45 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
         s.push('\n');
         s.push_str(&crate::worker::sanitize(t.as_bytes(), 100_000).replace("^J", "\n"));
         s.push('\n');
+    } else if env.agent == crate::spec::AgentKind::Command {
+        // A command's own words: the end of its stdout, made safe for the terminal.
+        let lines = tail_lines(&dir.join("stdout.log"), TAIL_LINES);
+        if !lines.is_empty() {
+            s.push('\n');
+            if lines.len() == TAIL_LINES {
+                s.push_str(&format!("(last {TAIL_LINES} lines of stdout; `subpane logs {}` has all)\n", env.run_id));
+            }
+            for l in lines {
+                s.push_str(&crate::worker::sanitize(&l, 1000));
+                s.push('\n');
+            }
+        }
     }
     s
+}
+
+/// How many stdout lines of a command a human summary shows.
+const TAIL_LINES: usize = 20;
+
+/// The last `n` lines of a file, reading at most its last 64 KiB.
+fn tail_lines(path: &std::path::Path, n: usize) -> Vec<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else { return Vec::new() };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(64 * 1024);
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
+        return Vec::new();
+    }
+    let mut lines: Vec<Vec<u8>> = buf.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+    if lines.last().is_some_and(Vec::is_empty) {
+        lines.pop();
+    }
+    if start > 0 && !lines.is_empty() {
+        lines.remove(0); // probably cut in the middle
+    }
+    let skip = lines.len().saturating_sub(n);
+    lines.split_off(skip)
 }
 
 /// One line for a human about a running attempt.
