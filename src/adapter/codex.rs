@@ -306,7 +306,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::adapter::common::replay::Replay;
+    use crate::adapter::common::replay::{Replay, first_line_field, usage};
     use crate::adapter::{LineAction, MAX_INLINE_PROMPT, StdinSource};
 
     macro_rules! transcript {
@@ -320,19 +320,9 @@ mod tests {
     }
 
     fn thread_of(t: &str) -> String {
-        let first: Value = serde_json::from_str(t.lines().next().unwrap()).unwrap();
-        first["thread_id"].as_str().unwrap().to_owned()
+        first_line_field(t, "thread_id")
     }
 
-    fn usage(input: u64, output: u64, read: u64, total: u64) -> Option<Usage> {
-        Some(Usage {
-            input_tokens: Some(input),
-            output_tokens: Some(output),
-            cache_read_tokens: Some(read),
-            cache_write_tokens: Some(0),
-            total_tokens: Some(total),
-        })
-    }
 
     #[test]
     fn plain_answer() {

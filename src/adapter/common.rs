@@ -262,6 +262,23 @@ pub(crate) mod replay {
         pub report: AgentReport,
     }
 
+    /// The usage the mock model reports, `n` calls' worth, as the envelope holds it.
+    pub(crate) fn usage(input: u64, output: u64, read: u64, total: u64) -> Option<crate::envelope::Usage> {
+        Some(crate::envelope::Usage {
+            input_tokens: Some(input),
+            output_tokens: Some(output),
+            cache_read_tokens: Some(read),
+            cache_write_tokens: Some(0),
+            total_tokens: Some(total),
+        })
+    }
+
+    /// A string field of the first line of a transcript (the session or thread id).
+    pub(crate) fn first_line_field(transcript: &str, field: &str) -> String {
+        let first: serde_json::Value = serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
+        first[field].as_str().unwrap().to_owned()
+    }
+
     impl Replay {
         pub fn run(mut parser: Box<dyn StreamParser>, transcript: &str, stderr: &str) -> Self {
             let lines = transcript

@@ -402,7 +402,7 @@ mod tests {
     use super::*;
     use crate::adapter::MAX_INLINE_PROMPT;
     use crate::adapter::StdinSource;
-    use crate::adapter::common::replay::Replay;
+    use crate::adapter::common::replay::{Replay, first_line_field, usage};
 
     macro_rules! transcript {
         ($name:literal) => {
@@ -417,19 +417,9 @@ mod tests {
     const SESSION: &str = "01a22a91-b11a-7ae9-9c6e-8b2a6d4b6c4d";
 
     fn session_of(t: &str) -> String {
-        let first: Value = serde_json::from_str(t.lines().next().unwrap()).unwrap();
-        first["id"].as_str().unwrap().to_owned()
+        first_line_field(t, "id")
     }
 
-    fn usage(input: u64, output: u64, read: u64, total: u64) -> Option<Usage> {
-        Some(Usage {
-            input_tokens: Some(input),
-            output_tokens: Some(output),
-            cache_read_tokens: Some(read),
-            cache_write_tokens: Some(0),
-            total_tokens: Some(total),
-        })
-    }
 
     #[test]
     fn plain_answer() {

@@ -1,17 +1,18 @@
 //! The supervisor side: observing, waiting, cancelling, and recording lost attempts.
 //!
 //! Nothing here polls. An attempt's state comes from its files and from whether its worker
-//! process lives: [`observe`] reads them once; [`wait`] sleeps in `poll(2)` on an inotify
-//! watch of each attempt directory (the worker renames `result.json` into place) and a pidfd
-//! per worker (readable the moment it dies), with a timeout only for deadlines.
+//! process lives: [`observe`] reads them once; [`wait`] sleeps in `poll(2)` on each attempt's
+//! `done.fifo` (hung up by the worker right after `result.json` is in place), a pidfd per
+//! worker (readable the moment it dies), and inotify only for attempts whose worker is not
+//! known yet, with a timeout only for deadlines.
 //!
 //! Any observer re-adopts an attempt: if the worker is gone and no `result.json` exists, the
 //! observer writes the `lost` envelope (with `O_EXCL`-like rename semantics, so exactly one
 //! envelope ever exists).
 //!
 //! Common pitfalls:
-//! * Watch before you look: add the inotify watch, then read the files, or a result written
-//!   in between is missed.
+//! * Watch before you look: open the FIFO (or add the inotify watch), then read the files, or
+//!   a result written in between is missed.
 //! * A dead worker may have just written `result.json`: re-check it before writing `lost`.
 //! * Never signal a worker from `launch.json` alone: until `worker.json` exists it may not
 //!   have blocked its signals yet. `cancel.json` covers that window.

@@ -2,13 +2,13 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{BIN, DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_until};
+use crate::harness::{BIN, DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_child_within, wait_until};
 
 /// Starts `waits_for_flag.sh FLAG CODE` detached as run `id` and waits until the program
 /// runs; returns the flag path.
@@ -34,20 +34,6 @@ fn touch(p: &Path) {
     std::fs::write(p, "").unwrap();
 }
 
-/// Waits for a child with a deadline; kills it and fails if it does not end.
-fn wait_child(mut c: Child, what: &str) -> Ran {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        if c.try_wait().unwrap().is_some() {
-            return c.wait_with_output().unwrap().into();
-        }
-        if Instant::now() > end {
-            let _ = c.kill();
-            panic!("{what} did not return");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
 
 #[test]
 fn status_of_a_running_then_finished_run() {
@@ -116,7 +102,7 @@ fn wait_any_returns_with_the_first_run_that_finishes() {
     let b = start_waiting(&env, "fast", 3);
     let child = env.cmd().args(["wait", "--any", "--json", "slow", "fast"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     touch(&b);
-    let r = wait_child(child, "wait --any");
+    let r = wait_child_within(child, DEADLINE, "wait --any did not return");
     assert_eq!(r.code, 1, "the exit code of the run that finished: {r:?}");
     let v = r.json();
     assert_valid_envelope(&v);
@@ -204,7 +190,7 @@ fn logs_follow_streams_lines_as_they_come_and_ends_with_the_attempt() {
             assert!(child.try_wait().unwrap().is_none(), "logs -f returned before the attempt ended");
         }
     }
-    let r = wait_child(child, "logs -f");
+    let r = wait_child_within(child, DEADLINE, "logs -f did not return");
     assert_eq!(r.code, 0, "{r:?}");
     reader.join().unwrap();
     assert!(rx.try_recv().is_err(), "nothing more than the three lines");

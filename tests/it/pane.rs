@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_until};
+use crate::harness::{DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_child_within, wait_until};
 
 /// The whole pane (history included), wrapped lines joined.
 fn capture(env: &TestEnv, session: &str) -> String {
@@ -178,7 +178,7 @@ fn a_stopped_pane_loses_pane_lines_never_events() {
     std::fs::write(&go, "").unwrap();
     // `subpane wait` needs nothing from tmux.
     let child = env.cmd().args(["wait", "--json", "flood"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let w = wait_child(child);
+    let w = wait_child_within(child, DEADLINE, "subpane wait did not return while tmux was stopped");
     drop(stopped);
     assert_eq!(w.code, 0, "{w:?}");
     let v = w.json();
@@ -257,7 +257,7 @@ fn a_pane_behind_at_the_end_still_gets_the_note_and_the_status_line() {
     let stopped = Stopped::stop(tmux_server_pid(&env));
     std::fs::write(&go, "").unwrap();
     let child = env.cmd().args(["wait", "--json", "late"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let w = wait_child(child);
+    let w = wait_child_within(child, DEADLINE, "subpane wait did not return while tmux was stopped");
     assert_eq!(w.code, 0, "{w:?}");
     // tmux comes back after the attempt ended: the kept pane should still end with the note
     // and the status line (today it ends mid-flood with "Pane is dead").
@@ -267,16 +267,3 @@ fn a_pane_behind_at_the_end_still_gets_the_note_and_the_status_line() {
     close_kept_and_assert_no_leftovers(&env, &["late"]);
 }
 
-fn wait_child(mut c: std::process::Child) -> Ran {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        if c.try_wait().unwrap().is_some() {
-            return c.wait_with_output().unwrap().into();
-        }
-        if Instant::now() > end {
-            let _ = c.kill();
-            panic!("subpane wait did not return while tmux was stopped");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
