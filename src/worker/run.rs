@@ -149,7 +149,9 @@ impl Worker {
     }
 
     fn run(&mut self) {
-        self.save_facts();
+        // worker.json is first written once the agent runs: until then observers know the
+        // worker from launch.json, and a canceller that finds no worker.json relies on the
+        // worker seeing cancel.json (checked here, and again after that first write).
         // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
         self.header();
