@@ -47,7 +47,10 @@ fn parse_stat(raw: &[u8]) -> Option<Stat> {
 /// The identity of a live process.
 pub fn proc_ref(pid: i32) -> Option<ProcRef> {
     let s = stat(pid)?;
-    Some(ProcRef { pid, start_ticks: s.start_ticks })
+    Some(ProcRef {
+        pid,
+        start_ticks: s.start_ticks,
+    })
 }
 
 /// Whether the process named by `r` is alive (not exited, not a zombie, not a reused pid).
@@ -86,7 +89,11 @@ pub fn pidfd_send_signal(fd: &OwnedFd, sig: Signal) -> std::io::Result<()> {
             0,
         )
     };
-    if rc < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
+    if rc < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// Signals a whole process group. Errors (the group is already gone) are ignored.
@@ -114,8 +121,10 @@ fn all_pids() -> Vec<i32> {
 
 /// All live descendants of `root` (not `root` itself), found by walking parent links.
 pub fn descendants(root: i32) -> Vec<i32> {
-    let table: Vec<(i32, Stat)> =
-        all_pids().into_iter().filter_map(|p| stat(p).map(|s| (p, s))).collect();
+    let table: Vec<(i32, Stat)> = all_pids()
+        .into_iter()
+        .filter_map(|p| stat(p).map(|s| (p, s)))
+        .collect();
     let mut found = vec![root];
     let mut i = 0;
     while i < found.len() {
@@ -152,7 +161,9 @@ pub fn with_env(name: &str, value: &OsStr) -> Vec<i32> {
 
 /// The conventional name of a signal number, e.g. `SIGKILL`.
 pub fn signal_name(sig: i32) -> String {
-    Signal::try_from(sig).map(|s| s.as_str().to_owned()).unwrap_or_else(|_| format!("SIG{sig}"))
+    Signal::try_from(sig)
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_else(|_| format!("SIG{sig}"))
 }
 
 /// For `pre_exec`: gives the new program a clean signal state (nothing blocked, default
@@ -191,7 +202,10 @@ mod tests {
     fn self_is_alive_and_reused_pid_is_not() {
         let me = proc_ref(std::process::id() as i32).unwrap();
         assert!(is_alive(&me));
-        assert!(!is_alive(&ProcRef { pid: me.pid, start_ticks: me.start_ticks + 1 }));
+        assert!(!is_alive(&ProcRef {
+            pid: me.pid,
+            start_ticks: me.start_ticks + 1
+        }));
         assert!(pidfd_for(&me).is_some());
     }
 

@@ -75,7 +75,10 @@ impl Adapter for ClaudeAdapter {
             argv.push("--".into());
             argv.push(task.prompt.clone());
         }
-        AgentLaunch { argv, stdin: stdin_for(inline) }
+        AgentLaunch {
+            argv,
+            stdin: stdin_for(inline),
+        }
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(ClaudeParser::default())
@@ -162,7 +165,11 @@ impl StreamParser for ClaudeParser {
             out.tool_calls = Some(self.tool_calls);
         }
         finish_common(&mut out, stderr_tail, self.terminal.is_some());
-        AgentReport { output: out, terminal_event: self.terminal.clone(), model_error: self.is_error }
+        AgentReport {
+            output: out,
+            terminal_event: self.terminal.clone(),
+            model_error: self.is_error,
+        }
     }
 }
 
@@ -175,7 +182,11 @@ impl ClaudeParser {
         };
         match ev.kind.as_ref() {
             "content_block_delta" => {
-                if let Some(Delta { kind: Some(k), text: Some(t) }) = ev.delta {
+                if let Some(Delta {
+                    kind: Some(k),
+                    text: Some(t),
+                }) = ev.delta
+                {
                     if k == "text_delta" {
                         self.streaming_text = true;
                         r.pane.push(PaneItem::Text(t.into_owned()));
@@ -209,9 +220,14 @@ impl ClaudeParser {
             ("system", "api_retry") => {
                 let attempt = u64_at(ev, "attempt").unwrap_or(0);
                 let max = u64_at(ev, "max_retries").unwrap_or(0);
-                let status = ev.get("error_status").map(Value::to_string).unwrap_or_default();
+                let status = ev
+                    .get("error_status")
+                    .map(Value::to_string)
+                    .unwrap_or_default();
                 let err = ev.get("error").and_then(Value::as_str).unwrap_or("");
-                r.pane.push(PaneItem::Info(format!("retry {attempt}/{max} after: {status} {err}")));
+                r.pane.push(PaneItem::Info(format!(
+                    "retry {attempt}/{max} after: {status} {err}"
+                )));
             }
             ("assistant", _) => self.on_assistant(ev, &mut r),
             ("user", _) => on_user(ev, &mut r),
@@ -223,7 +239,11 @@ impl ClaudeParser {
 
     fn on_assistant(&mut self, ev: &Value, r: &mut LineResult) {
         let msg = ev.get("message").unwrap_or(&Value::Null);
-        let blocks = msg.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+        let blocks = msg
+            .get("content")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
         let api_error = ev.get("is_api_error_message").and_then(Value::as_bool) == Some(true)
             || ev.get("error").is_some_and(|e| !e.is_null());
         for b in blocks {
@@ -242,7 +262,10 @@ impl ClaudeParser {
                     self.tool_calls += 1;
                     let name = b.get("name").and_then(Value::as_str).unwrap_or("tool");
                     let summary = summarize_args(b.get("input").unwrap_or(&Value::Null));
-                    r.pane.push(PaneItem::ToolCall { name: name.to_owned(), summary });
+                    r.pane.push(PaneItem::ToolCall {
+                        name: name.to_owned(),
+                        summary,
+                    });
                 }
                 _ => {}
             }
@@ -252,7 +275,10 @@ impl ClaudeParser {
     fn on_result(&mut self, ev: &Value, r: &mut LineResult) {
         let subtype = ev.get("subtype").and_then(Value::as_str).unwrap_or("");
         // `is_error` first: a failed call can say "success".
-        let is_error = ev.get("is_error").and_then(Value::as_bool).unwrap_or(subtype != "success")
+        let is_error = ev
+            .get("is_error")
+            .and_then(Value::as_bool)
+            .unwrap_or(subtype != "success")
             || (!subtype.is_empty() && subtype != "success");
         let text = ev.get("result").and_then(Value::as_str);
         let out = &mut self.out;
@@ -290,7 +316,10 @@ impl ClaudeParser {
         out.cost_usd = ev.get("total_cost_usd").and_then(Value::as_f64);
         out.turns = u64_at(ev, "num_turns");
         out.tool_calls = Some(self.tool_calls);
-        let reason = ev.get("terminal_reason").and_then(Value::as_str).unwrap_or("");
+        let reason = ev
+            .get("terminal_reason")
+            .and_then(Value::as_str)
+            .unwrap_or("");
         if reason == "prompt_too_long" || out.errors.iter().any(|e| mentions_context_overflow(e)) {
             out.context_length_exceeded = true;
         }
@@ -319,7 +348,10 @@ fn on_user(ev: &Value, r: &mut LineResult) {
         if b.get("type").and_then(Value::as_str) == Some("tool_result") {
             let text = content_text(b.get("content").unwrap_or(&Value::Null));
             let is_error = b.get("is_error").and_then(Value::as_bool).unwrap_or(false);
-            r.pane.push(PaneItem::ToolResult { summary: abbreviate(&text), is_error });
+            r.pane.push(PaneItem::ToolResult {
+                summary: abbreviate(&text),
+                is_error,
+            });
         }
     }
 }
@@ -334,7 +366,11 @@ mod tests {
 
     macro_rules! transcript {
         ($name:literal) => {
-            include_str!(concat!("../../tests/fixtures/transcripts/claude/", $name, ".jsonl"))
+            include_str!(concat!(
+                "../../tests/fixtures/transcripts/claude/",
+                $name,
+                ".jsonl"
+            ))
         };
     }
 
@@ -365,11 +401,17 @@ mod tests {
         assert_eq!(r.terminal_lines(), vec![last(t)]);
         // Streamed once: the assistant line does not repeat the text in the pane.
         assert_eq!(r.pane_text(), "Hello from the mock model.");
-        assert_eq!(r.pane().iter().filter(|p| **p == PaneItem::TextEnd).count(), 1);
+        assert_eq!(
+            r.pane().iter().filter(|p| **p == PaneItem::TextEnd).count(),
+            1
+        );
         let rep = &r.report;
         assert_eq!(rep.terminal_event.as_deref(), Some("result"));
         assert!(!rep.model_error);
-        assert_eq!(rep.output.final_text.as_deref(), Some("Hello from the mock model."));
+        assert_eq!(
+            rep.output.final_text.as_deref(),
+            Some("Hello from the mock model.")
+        );
         assert_eq!(rep.output.session_id, Some(session_of(t)));
         assert_eq!(rep.output.model.as_deref(), Some("mock-model"));
         assert_eq!(
@@ -394,7 +436,18 @@ mod tests {
         let t = transcript!("tool_write");
         let r = replay(t);
         assert_eq!(r.dropped().len(), 14);
-        assert_eq!(r.kept(), ["system", "system", "assistant", "user", "system", "assistant", "result"]);
+        assert_eq!(
+            r.kept(),
+            [
+                "system",
+                "system",
+                "assistant",
+                "user",
+                "system",
+                "assistant",
+                "result"
+            ]
+        );
         assert_eq!(r.terminal_lines(), vec![last(t)]);
         assert!(r.pane().contains(&PaneItem::ToolCall {
             name: "Bash".into(),
@@ -405,7 +458,10 @@ mod tests {
             is_error: false
         }));
         let rep = &r.report;
-        assert_eq!(rep.output.final_text.as_deref(), Some("I wrote made_by_agent.txt."));
+        assert_eq!(
+            rep.output.final_text.as_deref(),
+            Some("I wrote made_by_agent.txt.")
+        );
         assert_eq!(rep.output.turns, Some(2));
         assert_eq!(rep.output.tool_calls, Some(1));
         assert_eq!(rep.output.usage.as_ref().unwrap().total_tokens, Some(296));
@@ -424,11 +480,23 @@ mod tests {
         assert_eq!(rep.terminal_event.as_deref(), Some("result"));
         assert_eq!(rep.output.final_text, None);
         assert_eq!(rep.output.errors.len(), 1);
-        assert!(rep.output.errors[0].starts_with("API Error: 500"), "{:?}", rep.output.errors);
+        assert!(
+            rep.output.errors[0].starts_with("API Error: 500"),
+            "{:?}",
+            rep.output.errors
+        );
         assert!(!rep.output.context_length_exceeded);
         assert_eq!(rep.output.cost_usd, Some(0.0));
-        assert!(r.pane().iter().any(|p| matches!(p, PaneItem::Info(i) if i.starts_with("retry 1/1"))));
-        assert!(r.pane().iter().any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("API Error: 500"))));
+        assert!(
+            r.pane()
+                .iter()
+                .any(|p| matches!(p, PaneItem::Info(i) if i.starts_with("retry 1/1")))
+        );
+        assert!(
+            r.pane()
+                .iter()
+                .any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("API Error: 500")))
+        );
     }
 
     #[test]
@@ -447,16 +515,25 @@ mod tests {
         let r = replay(transcript!("flaky"));
         assert!(!r.report.model_error);
         assert!(r.report.output.errors.is_empty());
-        assert_eq!(r.report.output.final_text.as_deref(), Some("Hello from the mock model."));
+        assert_eq!(
+            r.report.output.final_text.as_deref(),
+            Some("Hello from the mock model.")
+        );
     }
 
     #[test]
     fn resume_continues_the_same_session() {
         let r = replay(transcript!("resume"));
-        assert_eq!(r.report.output.session_id, Some(session_of(transcript!("plain"))));
+        assert_eq!(
+            r.report.output.session_id,
+            Some(session_of(transcript!("plain")))
+        );
         // Claude counts the cost of the whole session, the usage of this call only.
         assert_cost(r.report.output.cost_usd, 0.001288);
-        assert_eq!(r.report.output.usage.as_ref().unwrap().input_tokens, Some(120));
+        assert_eq!(
+            r.report.output.usage.as_ref().unwrap().input_tokens,
+            Some(120)
+        );
     }
 
     #[test]
@@ -476,30 +553,59 @@ mod tests {
     #[test]
     fn garbage_never_panics() {
         let mut p = ClaudeAdapter.parser();
-        assert_eq!(p.on_line(b"[claude-code:unrecognized_model] {}").action, LineAction::Plain);
+        assert_eq!(
+            p.on_line(b"[claude-code:unrecognized_model] {}").action,
+            LineAction::Plain
+        );
         assert_eq!(p.on_line(b"\xff").action, LineAction::Plain);
-        assert_eq!(p.on_line(br#"{"type":"stream_event","event":[]}"#).action, LineAction::Drop);
-        assert_eq!(p.on_line(br#"{"type":"assistant","message":{"content":"x"}}"#).action, LineAction::Keep);
-        assert_eq!(p.on_line(br#"{"type":"user","message":null}"#).action, LineAction::Keep);
+        assert_eq!(
+            p.on_line(br#"{"type":"stream_event","event":[]}"#).action,
+            LineAction::Drop
+        );
+        assert_eq!(
+            p.on_line(br#"{"type":"assistant","message":{"content":"x"}}"#)
+                .action,
+            LineAction::Keep
+        );
+        assert_eq!(
+            p.on_line(br#"{"type":"user","message":null}"#).action,
+            LineAction::Keep
+        );
         let r = p.on_line(br#"{"type":"result","usage":7}"#);
         assert!(r.terminal);
-        assert!(!p.on_line(br#"{"type":"result"}"#).terminal, "terminal only once");
+        assert!(
+            !p.on_line(br#"{"type":"result"}"#).terminal,
+            "terminal only once"
+        );
     }
 
     fn launch(task: &TaskSpec) -> AgentLaunch {
         let run = PathBuf::from("/h/runs/r1");
         let attempt = run.join("attempts/1");
         let prompt = attempt.join("prompt.txt");
-        let c = ArgvContext { run_dir: &run, sessions_dir: &run, attempt_dir: &attempt, prompt_file: &prompt };
+        let c = ArgvContext {
+            run_dir: &run,
+            sessions_dir: &run,
+            attempt_dir: &attempt,
+            prompt_file: &prompt,
+        };
         ClaudeAdapter.launch("/bin/claude", task, &c)
     }
 
-    const BASE: [&str; 5] =
-        ["/bin/claude", "-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"];
+    const BASE: [&str; 5] = [
+        "/bin/claude",
+        "-p",
+        "--output-format=stream-json",
+        "--verbose",
+        "--include-partial-messages",
+    ];
 
     #[test]
     fn argv_minimal_keeps_the_prompt_one_element() {
-        let l = launch(&TaskSpec { prompt: "-it's \"quoted\"\nline two".into(), ..Default::default() });
+        let l = launch(&TaskSpec {
+            prompt: "-it's \"quoted\"\nline two".into(),
+            ..Default::default()
+        });
         let mut want: Vec<&str> = BASE.to_vec();
         want.extend(["--", "-it's \"quoted\"\nline two"]);
         assert_eq!(l.argv, want);
@@ -528,16 +634,27 @@ mod tests {
                 "go"
             ]
         );
-        let off = TaskSpec { prompt: "go".into(), thinking: Some("off".into()), ..Default::default() };
+        let off = TaskSpec {
+            prompt: "go".into(),
+            thinking: Some("off".into()),
+            ..Default::default()
+        };
         assert!(!launch(&off).argv.iter().any(|a| a.starts_with("--effort")));
-        let high = TaskSpec { prompt: "go".into(), thinking: Some("high".into()), ..Default::default() };
+        let high = TaskSpec {
+            prompt: "go".into(),
+            thinking: Some("high".into()),
+            ..Default::default()
+        };
         assert!(launch(&high).argv.contains(&"--effort=high".to_owned()));
     }
 
     #[test]
     fn large_prompts_go_through_stdin() {
         for n in [3 * 1024 * 1024, MAX_INLINE_PROMPT + 1] {
-            let l = launch(&TaskSpec { prompt: "x".repeat(n), ..Default::default() });
+            let l = launch(&TaskSpec {
+                prompt: "x".repeat(n),
+                ..Default::default()
+            });
             assert_eq!(l.stdin, StdinSource::PromptFile);
             assert_eq!(l.argv, BASE);
         }

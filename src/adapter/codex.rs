@@ -42,8 +42,17 @@ use crate::spec::{AgentKind, TaskSpec};
 pub struct CodexAdapter;
 
 /// Tools that only read: a task limited to these runs codex's read-only sandbox.
-const READ_ONLY_TOOLS: [&str; 9] =
-    ["read", "grep", "find", "ls", "glob", "view", "view_image", "web_search", "search"];
+const READ_ONLY_TOOLS: [&str; 9] = [
+    "read",
+    "grep",
+    "find",
+    "ls",
+    "glob",
+    "view",
+    "view_image",
+    "web_search",
+    "search",
+];
 
 impl Adapter for CodexAdapter {
     fn kind(&self) -> AgentKind {
@@ -66,18 +75,28 @@ impl Adapter for CodexAdapter {
             argv.push(format!("--model={m}"));
         }
         if let Some(s) = &task.system_prompt {
-            argv.extend(["-c".into(), format!("developer_instructions={}", toml_string(s))]);
+            argv.extend([
+                "-c".into(),
+                format!("developer_instructions={}", toml_string(s)),
+            ]);
         }
         if let Some(t) = &task.thinking {
             let effort = if t == "off" { "none" } else { t.as_str() };
-            argv.extend(["-c".into(), format!("model_reasoning_effort={}", toml_string(effort))]);
+            argv.extend([
+                "-c".into(),
+                format!("model_reasoning_effort={}", toml_string(effort)),
+            ]);
         }
         if !task.tools.is_empty() {
             let read_only = task
                 .tools
                 .iter()
                 .all(|t| READ_ONLY_TOOLS.contains(&t.to_ascii_lowercase().as_str()));
-            let mode = if read_only { "read-only" } else { "workspace-write" };
+            let mode = if read_only {
+                "read-only"
+            } else {
+                "workspace-write"
+            };
             argv.extend(["-c".into(), format!("sandbox_mode={}", toml_string(mode))]);
         }
         if let Some(id) = &task.resume_session {
@@ -89,7 +108,10 @@ impl Adapter for CodexAdapter {
         } else {
             argv.push("-".into());
         }
-        AgentLaunch { argv, stdin: stdin_for(inline) }
+        AgentLaunch {
+            argv,
+            stdin: stdin_for(inline),
+        }
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(CodexParser::default())
@@ -211,7 +233,10 @@ impl CodexParser {
         let str_of = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("");
         let kind = str_of("type");
         let id = str_of("id");
-        let is_tool = matches!(kind, "command_execution" | "file_change" | "mcp_tool_call" | "web_search");
+        let is_tool = matches!(
+            kind,
+            "command_execution" | "file_change" | "mcp_tool_call" | "web_search"
+        );
         let first_sight = is_tool && !self.tool_items.iter().any(|t| t == id);
         if first_sight {
             self.tool_items.push(id.to_owned());
@@ -255,7 +280,9 @@ impl CodexParser {
                 r.pane.push(PaneItem::ToolResult { summary, is_error });
             }
             // A non-fatal warning from codex.
-            "error" => r.pane.push(PaneItem::Error(one_line(str_of("message"), 500))),
+            "error" => r
+                .pane
+                .push(PaneItem::Error(one_line(str_of("message"), 500))),
             _ => {}
         }
     }
@@ -296,7 +323,11 @@ fn changed_paths(item: &Value) -> String {
     let paths: Vec<&str> = item
         .get("changes")
         .and_then(Value::as_array)
-        .map(|cs| cs.iter().filter_map(|c| c.get("path").and_then(Value::as_str)).collect())
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| c.get("path").and_then(Value::as_str))
+                .collect()
+        })
         .unwrap_or_default();
     one_line(&paths.join(", "), 120)
 }
@@ -311,7 +342,11 @@ mod tests {
 
     macro_rules! transcript {
         ($name:literal) => {
-            include_str!(concat!("../../tests/fixtures/transcripts/codex/", $name, ".jsonl"))
+            include_str!(concat!(
+                "../../tests/fixtures/transcripts/codex/",
+                $name,
+                ".jsonl"
+            ))
         };
     }
 
@@ -323,19 +358,30 @@ mod tests {
         first_line_field(t, "thread_id")
     }
 
-
     #[test]
     fn plain_answer() {
         let t = transcript!("plain");
         let r = replay(t, "");
         assert!(r.dropped().is_empty());
-        assert_eq!(r.kept(), ["thread.started", "item.completed", "turn.started", "item.completed", "turn.completed"]);
+        assert_eq!(
+            r.kept(),
+            [
+                "thread.started",
+                "item.completed",
+                "turn.started",
+                "item.completed",
+                "turn.completed"
+            ]
+        );
         assert_eq!(r.terminal_lines(), vec![4]);
         assert_eq!(r.pane_text(), "Hello from the mock model.");
         let rep = &r.report;
         assert_eq!(rep.terminal_event.as_deref(), Some("turn.completed"));
         assert!(!rep.model_error);
-        assert_eq!(rep.output.final_text.as_deref(), Some("Hello from the mock model."));
+        assert_eq!(
+            rep.output.final_text.as_deref(),
+            Some("Hello from the mock model.")
+        );
         assert_eq!(rep.output.session_id, Some(thread_of(t)));
         assert_eq!(rep.output.model, None);
         // codex says input 140 of which 20 cached.
@@ -345,7 +391,11 @@ mod tests {
         assert_eq!(rep.output.tool_calls, Some(0));
         // The unknown-model warning is shown, not counted as an error.
         assert!(rep.output.errors.is_empty());
-        assert!(r.pane().iter().any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("Model metadata"))));
+        assert!(
+            r.pane()
+                .iter()
+                .any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("Model metadata")))
+        );
         assert!(!rep.output.context_length_exceeded);
     }
 
@@ -354,7 +404,10 @@ mod tests {
         let r = replay(transcript!("tool_write"), "");
         assert_eq!(r.terminal_lines(), vec![6]);
         assert_eq!(
-            r.pane().iter().filter(|p| matches!(p, PaneItem::ToolCall { .. })).count(),
+            r.pane()
+                .iter()
+                .filter(|p| matches!(p, PaneItem::ToolCall { .. }))
+                .count(),
             1,
             "started and completed count once"
         );
@@ -362,9 +415,15 @@ mod tests {
             name: "shell".into(),
             summary: "/bin/bash -lc 'echo hi > made_by_agent.txt'".into()
         }));
-        assert!(r.pane().contains(&PaneItem::ToolResult { summary: "(no output)".into(), is_error: false }));
+        assert!(r.pane().contains(&PaneItem::ToolResult {
+            summary: "(no output)".into(),
+            is_error: false
+        }));
         let rep = &r.report;
-        assert_eq!(rep.output.final_text.as_deref(), Some("I wrote made_by_agent.txt."));
+        assert_eq!(
+            rep.output.final_text.as_deref(),
+            Some("I wrote made_by_agent.txt.")
+        );
         assert_eq!(rep.output.tool_calls, Some(1));
         assert_eq!(rep.output.turns, Some(1));
         assert_eq!(rep.output.usage, usage(240, 16, 40, 296));
@@ -407,14 +466,18 @@ mod tests {
     #[test]
     fn resume_continues_the_thread() {
         let r = replay(transcript!("resume"), "");
-        assert_eq!(r.report.output.session_id, Some(thread_of(transcript!("plain"))));
+        assert_eq!(
+            r.report.output.session_id,
+            Some(thread_of(transcript!("plain")))
+        );
         // The thread's usage so far: both calls.
         assert_eq!(r.report.output.usage, usage(240, 16, 40, 296));
     }
 
     #[test]
     fn a_refused_input_is_reported_from_stderr() {
-        let stdout = r#"{"type":"thread.started","thread_id":"01a22a90-4955-7210-b4cc-6e44af3441cd"}"#;
+        let stdout =
+            r#"{"type":"thread.started","thread_id":"01a22a90-4955-7210-b4cc-6e44af3441cd"}"#;
         let stderr = "WARNING: proceeding\nError: turn/start: turn/start failed: Input exceeds the maximum length of 1048576 characters. (code -32602)\n\nStack backtrace:\n   0: <unknown>\n";
         let r = replay(stdout, stderr);
         assert_eq!(r.report.terminal_event, None);
@@ -425,12 +488,29 @@ mod tests {
     #[test]
     fn deltas_and_garbage() {
         let mut p = CodexAdapter.parser();
-        assert_eq!(p.on_line(br#"{"type":"item.updated","item":{"type":"todo_list"}}"#).action, LineAction::Drop);
-        assert_eq!(p.on_line(b"Reading additional input from stdin...").action, LineAction::Plain);
+        assert_eq!(
+            p.on_line(br#"{"type":"item.updated","item":{"type":"todo_list"}}"#)
+                .action,
+            LineAction::Drop
+        );
+        assert_eq!(
+            p.on_line(b"Reading additional input from stdin...").action,
+            LineAction::Plain
+        );
         assert_eq!(p.on_line(b"\xc3\x28").action, LineAction::Plain);
-        assert_eq!(p.on_line(br#"{"type":"item.completed","item":5}"#).action, LineAction::Keep);
-        assert_eq!(p.on_line(br#"{"type":"turn.completed","usage":"x"}"#).action, LineAction::Keep);
-        assert!(!p.on_line(br#"{"type":"turn.failed"}"#).terminal, "terminal only once");
+        assert_eq!(
+            p.on_line(br#"{"type":"item.completed","item":5}"#).action,
+            LineAction::Keep
+        );
+        assert_eq!(
+            p.on_line(br#"{"type":"turn.completed","usage":"x"}"#)
+                .action,
+            LineAction::Keep
+        );
+        assert!(
+            !p.on_line(br#"{"type":"turn.failed"}"#).terminal,
+            "terminal only once"
+        );
         let rep = p.finish(b"");
         assert_eq!(rep.terminal_event.as_deref(), Some("turn.completed"));
         assert!(rep.model_error, "the last turn failed");
@@ -440,16 +520,31 @@ mod tests {
         let run = PathBuf::from("/h/runs/r1");
         let attempt = run.join("attempts/1");
         let prompt = attempt.join("prompt.txt");
-        let c = ArgvContext { run_dir: &run, sessions_dir: &run, attempt_dir: &attempt, prompt_file: &prompt };
+        let c = ArgvContext {
+            run_dir: &run,
+            sessions_dir: &run,
+            attempt_dir: &attempt,
+            prompt_file: &prompt,
+        };
         CodexAdapter.launch("/bin/codex", task, &c)
     }
 
     #[test]
     fn argv_minimal_keeps_the_prompt_one_element() {
-        let l = launch(&TaskSpec { prompt: "-it's \"quoted\"\nline two".into(), ..Default::default() });
+        let l = launch(&TaskSpec {
+            prompt: "-it's \"quoted\"\nline two".into(),
+            ..Default::default()
+        });
         assert_eq!(
             l.argv,
-            ["/bin/codex", "exec", "--json", "--skip-git-repo-check", "--", "-it's \"quoted\"\nline two"]
+            [
+                "/bin/codex",
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--",
+                "-it's \"quoted\"\nline two"
+            ]
         );
         assert_eq!(l.stdin, StdinSource::Null);
     }
@@ -480,18 +575,36 @@ mod tests {
                 "go"
             ]
         );
-        let ro = TaskSpec { prompt: "go".into(), tools: vec!["read".into(), "grep".into()], ..Default::default() };
-        assert!(launch(&ro).argv.contains(&r#"sandbox_mode="read-only""#.to_owned()));
+        let ro = TaskSpec {
+            prompt: "go".into(),
+            tools: vec!["read".into(), "grep".into()],
+            ..Default::default()
+        };
+        assert!(
+            launch(&ro)
+                .argv
+                .contains(&r#"sandbox_mode="read-only""#.to_owned())
+        );
     }
 
     #[test]
     fn large_prompts_go_through_stdin() {
         for n in [3 * 1024 * 1024, MAX_INLINE_PROMPT + 1] {
-            let l = launch(&TaskSpec { prompt: "x".repeat(n), ..Default::default() });
+            let l = launch(&TaskSpec {
+                prompt: "x".repeat(n),
+                ..Default::default()
+            });
             assert_eq!(l.stdin, StdinSource::PromptFile);
-            assert_eq!(l.argv, ["/bin/codex", "exec", "--json", "--skip-git-repo-check", "-"]);
+            assert_eq!(
+                l.argv,
+                ["/bin/codex", "exec", "--json", "--skip-git-repo-check", "-"]
+            );
         }
-        let resume = TaskSpec { prompt: "x".repeat(MAX_INLINE_PROMPT + 1), resume_session: Some("t1".into()), ..Default::default() };
+        let resume = TaskSpec {
+            prompt: "x".repeat(MAX_INLINE_PROMPT + 1),
+            resume_session: Some("t1".into()),
+            ..Default::default()
+        };
         assert_eq!(launch(&resume).argv[4..], ["resume", "t1", "-"]);
     }
 }

@@ -20,7 +20,10 @@ impl Adapter for CommandAdapter {
     }
     fn launch(&self, program: &str, _task: &TaskSpec, _ctx: &ArgvContext<'_>) -> AgentLaunch {
         // The command adapter's argv comes from the user whole; see `cli::run`.
-        AgentLaunch { argv: vec![program.to_owned()], stdin: StdinSource::Null }
+        AgentLaunch {
+            argv: vec![program.to_owned()],
+            stdin: StdinSource::Null,
+        }
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(CommandParser::default())
@@ -51,7 +54,11 @@ pub fn is_json_event(line: &[u8]) -> bool {
 
 impl StreamParser for CommandParser {
     fn on_line(&mut self, line: &[u8]) -> LineResult {
-        let mut r = if is_json_event(line) { LineResult::keep() } else { LineResult::plain_unshown() };
+        let mut r = if is_json_event(line) {
+            LineResult::keep()
+        } else {
+            LineResult::plain_unshown()
+        };
         if !self.pane_full {
             r.pane.push(PaneItem::Raw(line.to_vec()));
         }
@@ -80,6 +87,10 @@ mod tests {
         assert_eq!(p.on_line(b"{not json").action, LineAction::Plain);
         assert_eq!(p.on_line(b"\xff\xfe{").action, LineAction::Plain);
         assert_eq!(p.on_line(b"").action, LineAction::Plain);
-        assert_eq!(p.on_line(b"{\"s\":\"\xff\"}").action, LineAction::Plain, "invalid UTF-8 is not JSON");
+        assert_eq!(
+            p.on_line(b"{\"s\":\"\xff\"}").action,
+            LineAction::Plain,
+            "invalid UTF-8 is not JSON"
+        );
     }
 }

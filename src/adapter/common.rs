@@ -67,7 +67,11 @@ pub(crate) fn fits_argv(prompt: &str) -> bool {
 
 /// stdin for a prompt that does or does not go on the command line.
 pub(crate) fn stdin_for(inline: bool) -> StdinSource {
-    if inline { StdinSource::Null } else { StdinSource::PromptFile }
+    if inline {
+        StdinSource::Null
+    } else {
+        StdinSource::PromptFile
+    }
 }
 
 /// A string as a TOML basic string (for `-c key=value` overrides, whose value is TOML).
@@ -114,7 +118,10 @@ pub(crate) fn one_line(s: &str, max: usize) -> String {
 
 /// A tool result for the pane: its first two non-empty lines, bounded.
 pub(crate) fn abbreviate(text: &str) -> String {
-    let mut lines = text.lines().map(str::trim_end).filter(|l| !l.trim().is_empty());
+    let mut lines = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty());
     let mut out = match lines.next() {
         Some(l) => one_line(l, 160),
         None => return "(no output)".to_owned(),
@@ -133,7 +140,15 @@ pub(crate) fn abbreviate(text: &str) -> String {
 /// arguments as compact JSON.
 pub(crate) fn summarize_args(args: &Value) -> String {
     const KEYS: [&str; 10] = [
-        "command", "cmd", "file_path", "path", "pattern", "url", "query", "prompt", "description",
+        "command",
+        "cmd",
+        "file_path",
+        "path",
+        "pattern",
+        "url",
+        "query",
+        "prompt",
+        "description",
         "notebook_path",
     ];
     if let Value::Object(map) = args {
@@ -179,7 +194,8 @@ pub(crate) fn content_text(content: &Value) -> String {
 /// A `u64` field (tolerating floats and absent values).
 pub(crate) fn u64_at(v: &Value, key: &str) -> Option<u64> {
     let f = v.get(key)?;
-    f.as_u64().or_else(|| f.as_f64().filter(|x| *x >= 0.0).map(|x| x as u64))
+    f.as_u64()
+        .or_else(|| f.as_f64().filter(|x| *x >= 0.0).map(|x| x as u64))
 }
 
 /// Adds `b` into `a`, field by field; a field stays `None` only if both are.
@@ -263,7 +279,12 @@ pub(crate) mod replay {
     }
 
     /// The usage the mock model reports, `n` calls' worth, as the envelope holds it.
-    pub(crate) fn usage(input: u64, output: u64, read: u64, total: u64) -> Option<crate::envelope::Usage> {
+    pub(crate) fn usage(
+        input: u64,
+        output: u64,
+        read: u64,
+        total: u64,
+    ) -> Option<crate::envelope::Usage> {
         Some(crate::envelope::Usage {
             input_tokens: Some(input),
             output_tokens: Some(output),
@@ -275,7 +296,8 @@ pub(crate) mod replay {
 
     /// A string field of the first line of a transcript (the session or thread id).
     pub(crate) fn first_line_field(transcript: &str, field: &str) -> String {
-        let first: serde_json::Value = serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
+        let first: serde_json::Value =
+            serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
         first[field].as_str().unwrap().to_owned()
     }
 
@@ -309,10 +331,18 @@ pub(crate) mod replay {
         }
         /// Indexes of the lines marked terminal.
         pub fn terminal_lines(&self) -> Vec<usize> {
-            self.lines.iter().enumerate().filter(|(_, (_, r))| r.terminal).map(|(i, _)| i).collect()
+            self.lines
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, r))| r.terminal)
+                .map(|(i, _)| i)
+                .collect()
         }
         pub fn pane(&self) -> Vec<super::super::PaneItem> {
-            self.lines.iter().flat_map(|(_, r)| r.pane.clone()).collect()
+            self.lines
+                .iter()
+                .flat_map(|(_, r)| r.pane.clone())
+                .collect()
         }
         /// All streamed text, concatenated.
         pub fn pane_text(&self) -> String {
@@ -334,7 +364,10 @@ mod tests {
 
     #[test]
     fn leading_type_reads_only_a_plain_leading_type() {
-        assert_eq!(leading_type(br#"{"type":"message_update","x":1}"#), Some("message_update"));
+        assert_eq!(
+            leading_type(br#"{"type":"message_update","x":1}"#),
+            Some("message_update")
+        );
         assert_eq!(leading_type(br#"{"type":"a\"b"}"#), None);
         assert_eq!(leading_type(br#"{ "type":"a"}"#), None);
         assert_eq!(leading_type(br#"{"type":"abc"#), None);
@@ -343,7 +376,9 @@ mod tests {
 
     #[test]
     fn peek_reads_the_type_and_survives_garbage() {
-        assert!(matches!(peek(br#"{"a":{"b":[1]},"type":"x"}"#), Peeked::Event(Some(t)) if t == "x"));
+        assert!(
+            matches!(peek(br#"{"a":{"b":[1]},"type":"x"}"#), Peeked::Event(Some(t)) if t == "x")
+        );
         assert!(matches!(peek(br#"{"a":1}"#), Peeked::Event(None)));
         assert!(matches!(peek(br#"{"type":5}"#), Peeked::Plain));
         assert!(matches!(peek(b"[1,2]"), Peeked::OtherJson));
@@ -360,10 +395,19 @@ mod tests {
 
     #[test]
     fn summaries_are_short_and_single_line() {
-        assert_eq!(summarize_args(&json!({"command": "ls -la\n  /tmp"})), "ls -la /tmp");
-        assert_eq!(summarize_args(&json!({"cmd": ["bash", "-lc", "make"]})), "bash -lc make");
+        assert_eq!(
+            summarize_args(&json!({"command": "ls -la\n  /tmp"})),
+            "ls -la /tmp"
+        );
+        assert_eq!(
+            summarize_args(&json!({"cmd": ["bash", "-lc", "make"]})),
+            "bash -lc make"
+        );
         assert_eq!(summarize_args(&json!({"x": 1})), r#"{"x":1}"#);
-        assert_eq!(one_line(&"a".repeat(200), 10), format!("{}…", "a".repeat(10)));
+        assert_eq!(
+            one_line(&"a".repeat(200), 10),
+            format!("{}…", "a".repeat(10))
+        );
         assert_eq!(abbreviate("one\n\ntwo\nthree"), "one ⏎ two …");
         assert_eq!(abbreviate(""), "(no output)");
     }

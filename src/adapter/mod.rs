@@ -71,17 +71,33 @@ pub struct LineResult {
 
 impl LineResult {
     pub fn keep() -> Self {
-        Self { action: LineAction::Keep, terminal: false, pane: Vec::new() }
+        Self {
+            action: LineAction::Keep,
+            terminal: false,
+            pane: Vec::new(),
+        }
     }
     pub fn drop_line() -> Self {
-        Self { action: LineAction::Drop, terminal: false, pane: Vec::new() }
+        Self {
+            action: LineAction::Drop,
+            terminal: false,
+            pane: Vec::new(),
+        }
     }
     pub fn plain(line: &[u8]) -> Self {
-        Self { action: LineAction::Plain, terminal: false, pane: vec![PaneItem::Raw(line.to_vec())] }
+        Self {
+            action: LineAction::Plain,
+            terminal: false,
+            pane: vec![PaneItem::Raw(line.to_vec())],
+        }
     }
     /// A plain line with nothing for the pane.
     pub fn plain_unshown() -> Self {
-        Self { action: LineAction::Plain, terminal: false, pane: Vec::new() }
+        Self {
+            action: LineAction::Plain,
+            terminal: false,
+            pane: Vec::new(),
+        }
     }
     pub fn with_pane(mut self, item: PaneItem) -> Self {
         self.pane.push(item);
@@ -195,8 +211,12 @@ mod tests {
 
     #[test]
     fn overflow_phrases() {
-        assert!(mentions_context_overflow("Error: prompt is too long: 250000 tokens"));
-        assert!(mentions_context_overflow("This model's maximum context length is 8192"));
+        assert!(mentions_context_overflow(
+            "Error: prompt is too long: 250000 tokens"
+        ));
+        assert!(mentions_context_overflow(
+            "This model's maximum context length is 8192"
+        ));
         assert!(mentions_context_overflow("exceeds the Context Window"));
         assert!(!mentions_context_overflow("rate limited"));
     }

@@ -81,7 +81,10 @@ impl Adapter for PiAdapter {
         if inline {
             argv.push(p.clone());
         }
-        AgentLaunch { argv, stdin: stdin_for(inline) }
+        AgentLaunch {
+            argv,
+            stdin: stdin_for(inline),
+        }
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(PiParser::default())
@@ -133,11 +136,15 @@ impl StreamParser for PiParser {
             return match kind {
                 // Nobody can see the text now: a delta is dropped unread.
                 "message_update" if self.pane_full => LineResult::drop_line(),
-                "message_update" => self.on_update(line).unwrap_or_else(|| LineResult::plain(line)),
-                "tool_execution_update" => match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
-                    Ok(_) => LineResult::drop_line(),
-                    Err(_) => LineResult::plain(line),
-                },
+                "message_update" => self
+                    .on_update(line)
+                    .unwrap_or_else(|| LineResult::plain(line)),
+                "tool_execution_update" => {
+                    match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+                        Ok(_) => LineResult::drop_line(),
+                        Err(_) => LineResult::plain(line),
+                    }
+                }
                 _ => {
                     let kind = kind.to_owned();
                     match serde_json::from_slice::<Map<String, Value>>(line) {
@@ -235,7 +242,10 @@ impl PiParser {
                 self.tool_calls += 1;
                 let name = ev.get("toolName").and_then(Value::as_str).unwrap_or("tool");
                 let summary = summarize_args(ev.get("args").unwrap_or(&Value::Null));
-                r.pane.push(PaneItem::ToolCall { name: name.to_owned(), summary });
+                r.pane.push(PaneItem::ToolCall {
+                    name: name.to_owned(),
+                    summary,
+                });
             }
             "tool_execution_end" => {
                 let result = ev.get("result").unwrap_or(&Value::Null);
@@ -244,7 +254,10 @@ impl PiParser {
                     None => content_text(result),
                 };
                 let is_error = ev.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                r.pane.push(PaneItem::ToolResult { summary: abbreviate(&text), is_error });
+                r.pane.push(PaneItem::ToolResult {
+                    summary: abbreviate(&text),
+                    is_error,
+                });
             }
             "turn_end" => {
                 self.turns += 1;
@@ -288,7 +301,8 @@ impl PiParser {
                 if reason == "overflow" {
                     self.out.context_length_exceeded = true;
                 }
-                r.pane.push(PaneItem::Info(format!("compacting the context ({reason})")));
+                r.pane
+                    .push(PaneItem::Info(format!("compacting the context ({reason})")));
             }
             _ => {}
         }
@@ -296,8 +310,14 @@ impl PiParser {
     }
 
     fn on_assistant(&mut self, msg: &Value, r: &mut LineResult) {
-        let stop = msg.get("stopReason").and_then(Value::as_str).map(str::to_owned);
-        let error = msg.get("errorMessage").and_then(Value::as_str).map(str::to_owned);
+        let stop = msg
+            .get("stopReason")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let error = msg
+            .get("errorMessage")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         if let Some(m) = msg.get("model").and_then(Value::as_str) {
             self.out.model = Some(m.to_owned());
         }
@@ -310,14 +330,20 @@ impl PiParser {
                 total_tokens: u64_at(u, "totalTokens"),
             };
             add_usage(&mut self.usage, &usage);
-            if let Some(c) = u.get("cost").and_then(|c| c.get("total")).and_then(Value::as_f64) {
+            if let Some(c) = u
+                .get("cost")
+                .and_then(|c| c.get("total"))
+                .and_then(Value::as_f64)
+            {
                 self.cost = Some(self.cost.unwrap_or(0.0) + c);
             }
         }
         let text = content_text(msg.get("content").unwrap_or(&Value::Null));
         self.out.final_text = (!text.is_empty()).then_some(text);
         if stop.as_deref() == Some("error") {
-            let e = error.clone().unwrap_or_else(|| "model call failed".to_owned());
+            let e = error
+                .clone()
+                .unwrap_or_else(|| "model call failed".to_owned());
             if mentions_context_overflow(&e) {
                 self.out.context_length_exceeded = true;
             }
@@ -364,10 +390,25 @@ fn pi_retries(error: &str) -> bool {
     }
     let e = error.to_ascii_lowercase();
     const PLAIN: [&str; 19] = [
-        "overloaded", "too many requests", "429", "500", "502", "503", "504", "fetch failed",
-        "other side closed", "reset before headers", "socket hang up", "ended without",
-        "http2 request did not get a response", "timeout", "timed out", "time out", "terminated",
-        "upstream connect", "upstream-connect",
+        "overloaded",
+        "too many requests",
+        "429",
+        "500",
+        "502",
+        "503",
+        "504",
+        "fetch failed",
+        "other side closed",
+        "reset before headers",
+        "socket hang up",
+        "ended without",
+        "http2 request did not get a response",
+        "timeout",
+        "timed out",
+        "time out",
+        "terminated",
+        "upstream connect",
+        "upstream-connect",
     ];
     // pi's pattern allows one character between the words ("rate.?limit").
     const SPLIT: [(&str, &str); 12] = [
@@ -389,11 +430,13 @@ fn pi_retries(error: &str) -> bool {
             e.match_indices(a).any(|(i, _)| {
                 let rest = &e[i + a.len()..];
                 rest.starts_with(b)
-                    || rest.char_indices().nth(1).is_some_and(|(j, _)| rest[j..].starts_with(b))
+                    || rest
+                        .char_indices()
+                        .nth(1)
+                        .is_some_and(|(j, _)| rest[j..].starts_with(b))
             })
         })
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -406,7 +449,11 @@ mod tests {
 
     macro_rules! transcript {
         ($name:literal) => {
-            include_str!(concat!("../../tests/fixtures/transcripts/pi/", $name, ".jsonl"))
+            include_str!(concat!(
+                "../../tests/fixtures/transcripts/pi/",
+                $name,
+                ".jsonl"
+            ))
         };
     }
 
@@ -420,7 +467,6 @@ mod tests {
         first_line_field(t, "id")
     }
 
-
     #[test]
     fn plain_answer() {
         let t = transcript!("plain");
@@ -428,7 +474,17 @@ mod tests {
         assert_eq!(r.dropped(), vec!["message_update"; 7]);
         assert_eq!(
             r.kept(),
-            ["session", "agent_start", "turn_start", "message_start", "message_end", "message_start", "message_end", "turn_end", "agent_end"]
+            [
+                "session",
+                "agent_start",
+                "turn_start",
+                "message_start",
+                "message_end",
+                "message_start",
+                "message_end",
+                "turn_end",
+                "agent_end"
+            ]
         );
         assert_eq!(r.terminal_lines(), vec![15]);
         assert_eq!(r.pane_text(), "Hello from the mock model.");
@@ -436,7 +492,10 @@ mod tests {
         let rep = &r.report;
         assert_eq!(rep.terminal_event.as_deref(), Some("agent_end"));
         assert!(!rep.model_error);
-        assert_eq!(rep.output.final_text.as_deref(), Some("Hello from the mock model."));
+        assert_eq!(
+            rep.output.final_text.as_deref(),
+            Some("Hello from the mock model.")
+        );
         assert_eq!(rep.output.session_id, Some(session_of(t)));
         assert_eq!(rep.output.model.as_deref(), Some("mock-model"));
         assert_eq!(rep.output.usage, usage(120, 8, 20, 148));
@@ -463,22 +522,46 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(reduced, vec![serde_json::json!({"type": "turn_end"}), serde_json::json!({"type": "agent_end"})]);
+        assert_eq!(
+            reduced,
+            vec![
+                serde_json::json!({"type": "turn_end"}),
+                serde_json::json!({"type": "agent_end"})
+            ]
+        );
     }
 
     #[test]
     fn tool_write_runs_bash() {
         let r = replay(transcript!("tool_write"));
-        assert_eq!(r.dropped().iter().filter(|t| *t == "message_update").count(), 9);
-        assert_eq!(r.dropped().iter().filter(|t| *t == "tool_execution_update").count(), 1);
+        assert_eq!(
+            r.dropped()
+                .iter()
+                .filter(|t| *t == "message_update")
+                .count(),
+            9
+        );
+        assert_eq!(
+            r.dropped()
+                .iter()
+                .filter(|t| *t == "tool_execution_update")
+                .count(),
+            1
+        );
         assert_eq!(r.terminal_lines().len(), 1);
         assert!(r.pane().contains(&PaneItem::ToolCall {
             name: "bash".into(),
             summary: "echo hi > made_by_agent.txt".into()
         }));
-        assert!(r.pane().contains(&PaneItem::ToolResult { summary: "(no output)".into(), is_error: false }));
+        assert!(r.pane().contains(&PaneItem::ToolResult {
+            summary: "(no output)".into(),
+            is_error: false
+        }));
         let rep = &r.report;
-        assert_eq!(rep.output.final_text.as_deref(), Some("I wrote made_by_agent.txt."));
+        assert_eq!(
+            rep.output.final_text.as_deref(),
+            Some("I wrote made_by_agent.txt.")
+        );
         assert_eq!(rep.output.turns, Some(2));
         assert_eq!(rep.output.tool_calls, Some(1));
         assert_eq!(rep.output.usage, usage(240, 16, 40, 296));
@@ -502,8 +585,16 @@ mod tests {
         assert_eq!(rep.output.turns, Some(3));
         assert_eq!(rep.output.cost_usd, Some(0.0));
         assert!(!rep.output.context_length_exceeded);
-        assert!(r.pane().iter().any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("500"))));
-        assert!(r.pane().iter().any(|p| matches!(p, PaneItem::Info(i) if i.starts_with("retry 1/2"))));
+        assert!(
+            r.pane()
+                .iter()
+                .any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("500")))
+        );
+        assert!(
+            r.pane()
+                .iter()
+                .any(|p| matches!(p, PaneItem::Info(i) if i.starts_with("retry 1/2")))
+        );
     }
 
     #[test]
@@ -522,7 +613,10 @@ mod tests {
         let rep = &r.report;
         assert!(!rep.model_error);
         assert!(rep.output.errors.is_empty(), "{:?}", rep.output.errors);
-        assert_eq!(rep.output.final_text.as_deref(), Some("Hello from the mock model."));
+        assert_eq!(
+            rep.output.final_text.as_deref(),
+            Some("Hello from the mock model.")
+        );
         assert_eq!(rep.output.turns, Some(2));
     }
 
@@ -545,18 +639,31 @@ mod tests {
         let plain = transcript!("plain");
         let r = replay(transcript!("resume"));
         assert_eq!(r.report.output.session_id, Some(session_of(plain)));
-        assert_eq!(r.report.output.final_text.as_deref(), Some("Hello from the mock model."));
+        assert_eq!(
+            r.report.output.final_text.as_deref(),
+            Some("Hello from the mock model.")
+        );
         assert_eq!(r.terminal_lines().len(), 1);
     }
 
     #[test]
     fn newer_builds_say_whether_they_retry() {
         let mut p = PiAdapter.parser();
-        assert!(!p.on_line(br#"{"type":"agent_end","messages":[],"willRetry":true}"#).terminal);
-        let end = p.on_line(br#"{"type":"agent_end","messages":[{"role":"user"}],"willRetry":false}"#);
+        assert!(
+            !p.on_line(br#"{"type":"agent_end","messages":[],"willRetry":true}"#)
+                .terminal
+        );
+        let end =
+            p.on_line(br#"{"type":"agent_end","messages":[{"role":"user"}],"willRetry":false}"#);
         assert!(end.terminal);
-        assert_eq!(end.action, LineAction::Replace(br#"{"type":"agent_end","willRetry":false}"#.to_vec()));
-        assert!(!p.on_line(br#"{"type":"agent_settled"}"#).terminal, "terminal only once");
+        assert_eq!(
+            end.action,
+            LineAction::Replace(br#"{"type":"agent_end","willRetry":false}"#.to_vec())
+        );
+        assert!(
+            !p.on_line(br#"{"type":"agent_settled"}"#).terminal,
+            "terminal only once"
+        );
         assert_eq!(p.finish(b"").terminal_event.as_deref(), Some("agent_end"));
 
         let mut p = PiAdapter.parser();
@@ -568,10 +675,24 @@ mod tests {
         let mut p = PiAdapter.parser();
         assert_eq!(p.on_line(b"Warning: something").action, LineAction::Plain);
         assert_eq!(p.on_line(b"\xff\xfe\x00").action, LineAction::Plain);
-        assert_eq!(p.on_line(b"{\"type\":\"message_end\"").action, LineAction::Plain);
-        assert_eq!(p.on_line(br#"{"type":"message_end","message":7}"#).action, LineAction::Keep);
-        assert_eq!(p.on_line(br#"{"type":"message_update","assistantMessageEvent":5}"#).action, LineAction::Drop);
-        assert_eq!(p.on_line(br#"{"type":"tool_execution_start","args":null}"#).action, LineAction::Keep);
+        assert_eq!(
+            p.on_line(b"{\"type\":\"message_end\"").action,
+            LineAction::Plain
+        );
+        assert_eq!(
+            p.on_line(br#"{"type":"message_end","message":7}"#).action,
+            LineAction::Keep
+        );
+        assert_eq!(
+            p.on_line(br#"{"type":"message_update","assistantMessageEvent":5}"#)
+                .action,
+            LineAction::Drop
+        );
+        assert_eq!(
+            p.on_line(br#"{"type":"tool_execution_start","args":null}"#)
+                .action,
+            LineAction::Keep
+        );
         assert_eq!(p.on_line(br#"[1]"#).action, LineAction::Keep);
         let rep = p.finish(b"Error: boom\n");
         assert_eq!(rep.output.errors, vec!["Error: boom".to_owned()]);
@@ -583,7 +704,9 @@ mod tests {
         assert!(pi_retries("500 The server had an error"));
         assert!(pi_retries("Rate-limit reached"));
         assert!(pi_retries("fetch failed"));
-        assert!(!pi_retries("400 This model's maximum context length is 128000 tokens"));
+        assert!(!pi_retries(
+            "400 This model's maximum context length is 128000 tokens"
+        ));
         assert!(!pi_retries("401 invalid api key"));
     }
 
@@ -598,17 +721,33 @@ mod tests {
     fn launch(task: &TaskSpec) -> AgentLaunch {
         let (run, attempt, prompt) = ctx();
         let sessions = std::path::PathBuf::from("/h/sessions/pi");
-        let c = ArgvContext { run_dir: &run, sessions_dir: &sessions, attempt_dir: &attempt, prompt_file: &prompt };
+        let c = ArgvContext {
+            run_dir: &run,
+            sessions_dir: &sessions,
+            attempt_dir: &attempt,
+            prompt_file: &prompt,
+        };
         PiAdapter.launch("/bin/pi", task, &c)
     }
 
     #[test]
     fn argv_minimal() {
-        let task = TaskSpec { prompt: "it's \"quoted\"\nand two lines".into(), ..Default::default() };
+        let task = TaskSpec {
+            prompt: "it's \"quoted\"\nand two lines".into(),
+            ..Default::default()
+        };
         let l = launch(&task);
         assert_eq!(
             l.argv,
-            ["/bin/pi", "--mode", "json", "-p", "--session-dir", "/h/sessions/pi", "it's \"quoted\"\nand two lines"]
+            [
+                "/bin/pi",
+                "--mode",
+                "json",
+                "-p",
+                "--session-dir",
+                "/h/sessions/pi",
+                "it's \"quoted\"\nand two lines"
+            ]
         );
         assert_eq!(l.stdin, StdinSource::Null);
         assert!(Path::new(&l.argv[5]).starts_with("/h/sessions"));
@@ -627,21 +766,44 @@ mod tests {
         assert_eq!(
             launch(&task).argv[6..],
             [
-                "--session", SESSION, "--model", "mock/mock-model", "--system-prompt", "-be brief",
-                "--tools", "read,bash", "--thinking", "high", "go"
+                "--session",
+                SESSION,
+                "--model",
+                "mock/mock-model",
+                "--system-prompt",
+                "-be brief",
+                "--tools",
+                "read,bash",
+                "--thinking",
+                "high",
+                "go"
             ]
         );
     }
 
     #[test]
     fn large_or_option_like_prompts_go_through_stdin() {
-        for prompt in ["x".repeat(3 * 1024 * 1024), "x".repeat(MAX_INLINE_PROMPT + 1), "-v".into(), "@file".into()] {
-            let l = launch(&TaskSpec { prompt: prompt.clone(), ..Default::default() });
+        for prompt in [
+            "x".repeat(3 * 1024 * 1024),
+            "x".repeat(MAX_INLINE_PROMPT + 1),
+            "-v".into(),
+            "@file".into(),
+        ] {
+            let l = launch(&TaskSpec {
+                prompt: prompt.clone(),
+                ..Default::default()
+            });
             assert_eq!(l.stdin, StdinSource::PromptFile, "{}", &prompt[..2]);
-            assert!(l.argv.iter().all(|a| a.len() < 1024), "prompt leaked into argv");
+            assert!(
+                l.argv.iter().all(|a| a.len() < 1024),
+                "prompt leaked into argv"
+            );
             assert_eq!(l.argv.len(), 6);
         }
-        let l = launch(&TaskSpec { prompt: "x".repeat(MAX_INLINE_PROMPT), ..Default::default() });
+        let l = launch(&TaskSpec {
+            prompt: "x".repeat(MAX_INLINE_PROMPT),
+            ..Default::default()
+        });
         assert_eq!(l.stdin, StdinSource::Null);
     }
 }

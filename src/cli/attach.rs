@@ -28,7 +28,12 @@ pub fn attach(home: &crate::store::Home, a: AttachArgs) -> Result<i32, CliError>
                 env.status.as_str(),
                 env.run_id
             ),
-            _ => format!("run {}'s tmux session {} was not found on {}", f.spec.run_id, f.spec.tmux.session, f.spec.tmux.socket.display()),
+            _ => format!(
+                "run {}'s tmux session {} was not found on {}",
+                f.spec.run_id,
+                f.spec.tmux.session,
+                f.spec.tmux.socket.display()
+            ),
         };
         return Err(CliError::failed(msg));
     }

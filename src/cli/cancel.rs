@@ -31,7 +31,11 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
         .map_err(|e| CliError::invalid(e.to_string()))?;
     let f = find_run(home, &a.run, None)?;
     if let AttemptState::Finished(env) = observe(&f.paths, &f.spec)? {
-        eprintln!("subpane: run {} had already finished ({})", env.run_id, env.status.as_str());
+        eprintln!(
+            "subpane: run {} had already finished ({})",
+            env.run_id,
+            env.status.as_str()
+        );
         if a.json {
             print_json(&env);
         }
@@ -41,13 +45,27 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
     supervisor::request_cancel(&f.paths, grace_ms)?;
     if a.no_wait {
         if a.json {
-            print_json(&serde_json::json!({"run_id": f.spec.run_id, "attempt": f.spec.attempt, "cancel_requested": true}));
+            print_json(
+                &serde_json::json!({"run_id": f.spec.run_id, "attempt": f.spec.attempt, "cancel_requested": true}),
+            );
         }
         return Ok(0);
     }
     let targets = vec![(f.paths.clone(), f.spec.clone())];
-    let out = supervisor::wait(&targets, &WaitOptions { mode: WaitMode::All, timeout: None, cancel_on_interrupt: false })?;
-    let env = out.results.into_iter().next().flatten().ok_or_else(|| CliError::failed("the attempt ended without an envelope"))?;
+    let out = supervisor::wait(
+        &targets,
+        &WaitOptions {
+            mode: WaitMode::All,
+            timeout: None,
+            cancel_on_interrupt: false,
+        },
+    )?;
+    let env = out
+        .results
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or_else(|| CliError::failed("the attempt ended without an envelope"))?;
     if a.json {
         print_json(&env);
     } else {

@@ -17,11 +17,17 @@ pub struct CliError {
 impl CliError {
     /// Invalid input: exit 2, nothing was started.
     pub fn invalid(message: impl Into<String>) -> Self {
-        Self { code: exit_code::INVALID, message: message.into() }
+        Self {
+            code: exit_code::INVALID,
+            message: message.into(),
+        }
     }
     /// Anything else that went wrong: exit 1.
     pub fn failed(message: impl Into<String>) -> Self {
-        Self { code: exit_code::FAILED, message: message.into() }
+        Self {
+            code: exit_code::FAILED,
+            message: message.into(),
+        }
     }
     pub fn report(&self) {
         let _ = writeln!(std::io::stderr(), "subpane: error: {}", self.message);
@@ -69,9 +75,16 @@ pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found
     };
     let paths = home.attempt(&id, n);
     let spec: AttemptSpec = store::read_json(&paths.spec())?.ok_or_else(|| {
-        CliError::failed(format!("{} is missing; the run's record is damaged", paths.spec().display()))
+        CliError::failed(format!(
+            "{} is missing; the run's record is damaged",
+            paths.spec().display()
+        ))
     })?;
-    Ok(Found { record, paths, spec })
+    Ok(Found {
+        record,
+        paths,
+        spec,
+    })
 }
 
 /// The tmux client for an attempt's recorded socket.

@@ -23,8 +23,11 @@ pub struct GcArgs {
 }
 
 pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
-    let age = parse_duration("--older-than", &a.older_than).map_err(|e| CliError::invalid(e.to_string()))?;
-    let cutoff = SystemTime::now().checked_sub(age).unwrap_or(SystemTime::UNIX_EPOCH);
+    let age = parse_duration("--older-than", &a.older_than)
+        .map_err(|e| CliError::invalid(e.to_string()))?;
+    let cutoff = SystemTime::now()
+        .checked_sub(age)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
     let mut removed_runs = Vec::new();
     let mut closed_sessions = Vec::new();
     let mut kept_running = Vec::new();
@@ -33,10 +36,15 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
         let mut newest_end: Option<SystemTime> = None;
         for at in &run.record.attempts {
             let paths = home.attempt(&run.id, at.attempt);
-            let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else { continue };
+            let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else {
+                continue;
+            };
             match observe(&paths, &spec)? {
                 AttemptState::Finished(env) => {
-                    let end = env.finished_at.as_deref().and_then(|t| humantime::parse_rfc3339(t).ok());
+                    let end = env
+                        .finished_at
+                        .as_deref()
+                        .and_then(|t| humantime::parse_rfc3339(t).ok());
                     newest_end = newest_end.max(end);
                     let t = tmux_for(home, &spec);
                     if spec.keep_session && t.has_session(&spec.tmux.session) {
@@ -55,7 +63,9 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
         }
         if newest_end.unwrap_or(SystemTime::UNIX_EPOCH) <= cutoff || age == Duration::ZERO {
             if !a.dry_run {
-                std::fs::remove_dir_all(&run.dir).map_err(|e| CliError::failed(format!("cannot remove {}: {e}", run.dir.display())))?;
+                std::fs::remove_dir_all(&run.dir).map_err(|e| {
+                    CliError::failed(format!("cannot remove {}: {e}", run.dir.display()))
+                })?;
             }
             removed_runs.push(run.id.to_string());
         }
@@ -83,7 +93,11 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
             "{verb} {} run(s), closed {} session(s){}; {} run(s) still running were kept\n",
             removed_runs.len(),
             closed_sessions.len(),
-            if server_stopped { ", stopped the idle tmux server" } else { "" },
+            if server_stopped {
+                ", stopped the idle tmux server"
+            } else {
+                ""
+            },
             kept_running.len()
         ));
     }

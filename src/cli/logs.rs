@@ -43,7 +43,9 @@ pub struct LogsArgs {
 }
 
 fn copy_from(path: &Path, offset: &mut u64, out: &mut impl Write) -> std::io::Result<()> {
-    let Ok(mut f) = File::open(path) else { return Ok(()) };
+    let Ok(mut f) = File::open(path) else {
+        return Ok(());
+    };
     f.seek(SeekFrom::Start(*offset))?;
     let mut buf = vec![0u8; 256 * 1024];
     loop {
@@ -73,11 +75,28 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     let mut out = std::io::stdout().lock();
     let mut offset = 0u64;
     let broken = |e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::BrokenPipe { None } else { Some(CliError::failed(format!("cannot print {}: {e}", path.display()))) }
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            None
+        } else {
+            Some(CliError::failed(format!(
+                "cannot print {}: {e}",
+                path.display()
+            )))
+        }
     };
     if !a.follow {
-        if !path.exists() && !matches!(observe(&f.paths, &f.spec)?, AttemptState::Running(_) | AttemptState::Starting { .. }) {
-            eprintln!("subpane: {} does not exist for this attempt", path.file_name().and_then(|n| n.to_str()).unwrap_or("the file"));
+        if !path.exists()
+            && !matches!(
+                observe(&f.paths, &f.spec)?,
+                AttemptState::Running(_) | AttemptState::Starting { .. }
+            )
+        {
+            eprintln!(
+                "subpane: {} does not exist for this attempt",
+                path.file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or("the file")
+            );
         }
         if let Err(e) = copy_from(&path, &mut offset, &mut out) {
             if let Some(err) = broken(e) {
@@ -89,7 +108,10 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
         .map_err(|e| CliError::failed(format!("cannot watch {}: {e}", f.paths.dir().display())))?;
     inotify
-        .add_watch(f.paths.dir(), AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE)
+        .add_watch(
+            f.paths.dir(),
+            AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE,
+        )
         .map_err(|e| CliError::failed(format!("cannot watch {}: {e}", f.paths.dir().display())))?;
     let mut pidfd = None;
     loop {
@@ -121,7 +143,8 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
             (Some(_), _) => PollTimeout::NONE,
             (None, AttemptState::Starting { since }) => {
                 let left = STARTING_GRACE.saturating_sub(since.elapsed().unwrap_or_default());
-                PollTimeout::try_from((left.as_millis() + 10).min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+                PollTimeout::try_from((left.as_millis() + 10).min(i32::MAX as u128) as i32)
+                    .unwrap_or(PollTimeout::MAX)
             }
             // The worker died between the look and the pidfd: look again at once.
             (None, _) => PollTimeout::ZERO,

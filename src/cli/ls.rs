@@ -62,7 +62,11 @@ fn what(spec: &AttemptSpec) -> String {
             .iter()
             .enumerate()
             .map(|(i, a)| {
-                let a = if i == 0 { a.rsplit('/').next().unwrap_or(a) } else { a };
+                let a = if i == 0 {
+                    a.rsplit('/').next().unwrap_or(a)
+                } else {
+                    a
+                };
                 shell_escape::escape(a.into()).into_owned()
             })
             .collect::<Vec<_>>()
@@ -75,9 +79,13 @@ fn what(spec: &AttemptSpec) -> String {
 pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
     let mut rows = Vec::new();
     for run in store::list_runs(home) {
-        let Some(n) = run.record.attempts.iter().map(|x| x.attempt).max() else { continue };
+        let Some(n) = run.record.attempts.iter().map(|x| x.attempt).max() else {
+            continue;
+        };
         let paths = home.attempt(&run.id, n);
-        let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else { continue };
+        let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else {
+            continue;
+        };
         let state = observe(&paths, &spec)?;
         let mut row = Row {
             run_id: run.id.to_string(),
@@ -127,12 +135,23 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     let color = color_stdout();
-    let id_w = rows.iter().map(|r| r.run_id.len()).max().unwrap_or(6).max(6);
-    let mut out = format!("{:id_w$}  {:9}  {:7}  {:20}  {:>9}  {}\n", "RUN", "STATUS", "AGENT", "STARTED", "DURATION", "WHAT");
+    let id_w = rows
+        .iter()
+        .map(|r| r.run_id.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    let mut out = format!(
+        "{:id_w$}  {:9}  {:7}  {:20}  {:>9}  {}\n",
+        "RUN", "STATUS", "AGENT", "STARTED", "DURATION", "WHAT"
+    );
     for r in &rows {
         let status = match (&r.failure_kind, r.status.as_str()) {
             (Some(k), "failed") => {
-                let k = serde_json::to_value(k).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+                let k = serde_json::to_value(k)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default();
                 if k == "exit" { "failed".to_owned() } else { k }
             }
             _ => r.status.clone(),
@@ -148,9 +167,25 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         } else {
             format!("{status:9}")
         };
-        let started = r.started_at.as_deref().unwrap_or(&r.created_at).get(..19).unwrap_or("").replace('T', " ");
-        let dur = r.duration_ms.map(|d| format!("{:.1}s", d as f64 / 1000.0)).unwrap_or_else(|| "-".into());
-        out.push_str(&format!("{:id_w$}  {painted}  {:7}  {:20}  {:>9}  {}\n", r.run_id, r.agent.as_str(), started, dur, r.what));
+        let started = r
+            .started_at
+            .as_deref()
+            .unwrap_or(&r.created_at)
+            .get(..19)
+            .unwrap_or("")
+            .replace('T', " ");
+        let dur = r
+            .duration_ms
+            .map(|d| format!("{:.1}s", d as f64 / 1000.0))
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "{:id_w$}  {painted}  {:7}  {:20}  {:>9}  {}\n",
+            r.run_id,
+            r.agent.as_str(),
+            started,
+            dur,
+            r.what
+        ));
     }
     print(&out);
     Ok(0)

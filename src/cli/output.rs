@@ -33,7 +33,11 @@ pub struct StatusDoc {
     pub tmux: TmuxInfo,
 }
 
-pub fn status_doc(spec: &AttemptSpec, dir: &std::path::Path, state: &AttemptState) -> Option<StatusDoc> {
+pub fn status_doc(
+    spec: &AttemptSpec,
+    dir: &std::path::Path,
+    state: &AttemptState,
+) -> Option<StatusDoc> {
     let (status, started_at, worker_pid, agent_pid, tmux) = match state {
         AttemptState::Finished(_) => return None,
         AttemptState::Running(r) => (
@@ -72,7 +76,10 @@ pub fn status_doc(spec: &AttemptSpec, dir: &std::path::Path, state: &AttemptStat
 }
 
 fn kind_str<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 /// A few lines for a human about a finished attempt.
@@ -83,9 +90,18 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
         (None, Some(sig)) => format!("killed by {sig}"),
         _ => "no exit status".into(),
     };
-    let kind = env.failure_kind.map(|k| format!(", {}", kind_str(&k))).unwrap_or_default();
-    s.push_str(&format!("run       {} (attempt {})\n", env.run_id, env.attempt));
-    s.push_str(&format!("status    {}{kind} ({how})\n", env.status.as_str()));
+    let kind = env
+        .failure_kind
+        .map(|k| format!(", {}", kind_str(&k)))
+        .unwrap_or_default();
+    s.push_str(&format!(
+        "run       {} (attempt {})\n",
+        env.run_id, env.attempt
+    ));
+    s.push_str(&format!(
+        "status    {}{kind} ({how})\n",
+        env.status.as_str()
+    ));
     if let Some(d) = env.duration_ms {
         s.push_str(&format!("duration  {:.3}s\n", d as f64 / 1000.0));
     }
@@ -96,11 +112,18 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
         s.push_str(&format!(
             "cleanup   {} leftover process(es) killed{}\n",
             env.cleanup.killed_descendants,
-            if env.cleanup.output_held_open { "; they held the output open" } else { "" }
+            if env.cleanup.output_held_open {
+                "; they held the output open"
+            } else {
+                ""
+            }
         ));
     }
     for e in env.output.errors.iter().take(5) {
-        s.push_str(&format!("error     {}\n", crate::worker::sanitize(e.as_bytes(), 300)));
+        s.push_str(&format!(
+            "error     {}\n",
+            crate::worker::sanitize(e.as_bytes(), 300)
+        ));
     }
     s.push_str(&format!("files     {}\n", dir.display()));
     if let Some(t) = &env.output.final_text {
@@ -113,7 +136,10 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
         if !lines.is_empty() {
             s.push('\n');
             if lines.len() == TAIL_LINES {
-                s.push_str(&format!("(last {TAIL_LINES} lines of stdout; `subpane logs {}` has all)\n", env.run_id));
+                s.push_str(&format!(
+                    "(last {TAIL_LINES} lines of stdout; `subpane logs {}` has all)\n",
+                    env.run_id
+                ));
             }
             for l in lines {
                 s.push_str(&crate::worker::sanitize(&l, 1000));
@@ -130,7 +156,9 @@ const TAIL_LINES: usize = 20;
 /// The last `n` lines of a file, reading at most its last 64 KiB.
 fn tail_lines(path: &std::path::Path, n: usize) -> Vec<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else { return Vec::new() };
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);
     let start = len.saturating_sub(64 * 1024);
     let mut buf = Vec::new();
@@ -172,7 +200,10 @@ pub fn worst_code(codes: impl IntoIterator<Item = i32>) -> i32 {
         exit_code::COMPLETED => 0,
         _ => 1,
     };
-    codes.into_iter().max_by_key(|c| rank(*c)).unwrap_or(exit_code::COMPLETED)
+    codes
+        .into_iter()
+        .max_by_key(|c| rank(*c))
+        .unwrap_or(exit_code::COMPLETED)
 }
 
 #[cfg(test)]

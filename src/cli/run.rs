@@ -120,9 +120,8 @@ struct Plan {
 /// Reads `@FILE` or returns the text itself.
 fn text_or_file(flag: &str, v: &str) -> Result<String, CliError> {
     match v.strip_prefix('@') {
-        Some(path) => std::fs::read_to_string(path).map_err(|e| {
-            CliError::invalid(format!("cannot read {flag} file `{path}`: {e}"))
-        }),
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| CliError::invalid(format!("cannot read {flag} file `{path}`: {e}"))),
         None => Ok(v.to_owned()),
     }
 }
@@ -130,18 +129,23 @@ fn text_or_file(flag: &str, v: &str) -> Result<String, CliError> {
 fn parse_kv(flag: &str, raw: &str) -> Result<(String, String), CliError> {
     match raw.split_once('=') {
         Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(CliError::invalid(format!("{flag} `{raw}` must look like KEY=VALUE"))),
+        _ => Err(CliError::invalid(format!(
+            "{flag} `{raw}` must look like KEY=VALUE"
+        ))),
     }
 }
 
 fn valid_env_name(k: &str) -> bool {
     let mut b = k.bytes();
-    b.next().is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
 fn is_executable(p: &Path) -> bool {
-    std::fs::metadata(p).map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+    std::fs::metadata(p)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
 }
 
 /// Finds `program` the way a shell in `cwd` with `path` would.
@@ -167,20 +171,43 @@ fn plan(a: RunArgs) -> Result<Plan, CliError> {
         None => RunId::generate(),
     };
     let limits = Limits {
-        timeout_ms: a.timeout.as_deref().map(|t| parse_positive_duration("--timeout", t)).transpose().map_err(|e| CliError::invalid(e.to_string()))?.map(millis),
-        idle_timeout_ms: a.idle_timeout.as_deref().map(|t| parse_positive_duration("--idle-timeout", t)).transpose().map_err(|e| CliError::invalid(e.to_string()))?.map(millis),
-        linger_ms: millis(parse_duration("--linger", &a.linger).map_err(|e| CliError::invalid(e.to_string()))?),
-        grace_ms: millis(parse_duration("--grace", &a.grace).map_err(|e| CliError::invalid(e.to_string()))?),
+        timeout_ms: a
+            .timeout
+            .as_deref()
+            .map(|t| parse_positive_duration("--timeout", t))
+            .transpose()
+            .map_err(|e| CliError::invalid(e.to_string()))?
+            .map(millis),
+        idle_timeout_ms: a
+            .idle_timeout
+            .as_deref()
+            .map(|t| parse_positive_duration("--idle-timeout", t))
+            .transpose()
+            .map_err(|e| CliError::invalid(e.to_string()))?
+            .map(millis),
+        linger_ms: millis(
+            parse_duration("--linger", &a.linger).map_err(|e| CliError::invalid(e.to_string()))?,
+        ),
+        grace_ms: millis(
+            parse_duration("--grace", &a.grace).map_err(|e| CliError::invalid(e.to_string()))?,
+        ),
     };
     let cwd_raw = match &a.cwd {
         Some(c) => c.clone(),
-        None => std::env::current_dir().map_err(|e| CliError::invalid(format!("cannot read the current directory: {e}; pass --cwd")))?,
+        None => std::env::current_dir().map_err(|e| {
+            CliError::invalid(format!(
+                "cannot read the current directory: {e}; pass --cwd"
+            ))
+        })?,
     };
     let cwd = std::fs::canonicalize(&cwd_raw).map_err(|e| {
         CliError::invalid(format!("--cwd `{}` cannot be used: {e}", cwd_raw.display()))
     })?;
     if !cwd.is_dir() {
-        return Err(CliError::invalid(format!("--cwd `{}` is not a directory", cwd.display())));
+        return Err(CliError::invalid(format!(
+            "--cwd `{}` is not a directory",
+            cwd.display()
+        )));
     }
     let mut labels = BTreeMap::new();
     for l in &a.labels {
@@ -196,7 +223,9 @@ fn plan(a: RunArgs) -> Result<Plan, CliError> {
     for e in &a.envs {
         let (k, v) = parse_kv("--env", e)?;
         if !valid_env_name(&k) {
-            return Err(CliError::invalid(format!("--env name `{k}` is not a valid variable name")));
+            return Err(CliError::invalid(format!(
+                "--env name `{k}` is not a valid variable name"
+            )));
         }
         env.retain(|(ek, _)| ek.as_bytes() != k.as_bytes());
         env.push((k.clone().into(), v.into()));
@@ -204,17 +233,26 @@ fn plan(a: RunArgs) -> Result<Plan, CliError> {
             set.push(k);
         }
     }
-    let path_var = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v.clone());
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
     let (agent, argv, task, stdin) = match (a.agent, a.command.is_empty()) {
         (Some(_), false) => {
-            return Err(CliError::invalid("give either --agent with --task, or a program after `--`, not both"));
+            return Err(CliError::invalid(
+                "give either --agent with --task, or a program after `--`, not both",
+            ));
         }
         (None, true) => {
-            return Err(CliError::invalid("nothing to run: give a program after `--` (e.g. `subpane run -- make test`) or --agent with --task"));
+            return Err(CliError::invalid(
+                "nothing to run: give a program after `--` (e.g. `subpane run -- make test`) or --agent with --task",
+            ));
         }
         (None, false) => {
             if a.task.is_some() {
-                return Err(CliError::invalid("--task needs --agent; a program after `--` takes its own arguments"));
+                return Err(CliError::invalid(
+                    "--task needs --agent; a program after `--` takes its own arguments",
+                ));
             }
             let mut argv: Vec<String> = Vec::with_capacity(a.command.len());
             for arg in &a.command {
@@ -222,7 +260,8 @@ fn plan(a: RunArgs) -> Result<Plan, CliError> {
                     CliError::invalid(format!("argument {arg:?} is not valid UTF-8"))
                 })?);
             }
-            let program = resolve_program(&argv[0], &cwd, path_var.as_ref()).map_err(CliError::invalid)?;
+            let program =
+                resolve_program(&argv[0], &cwd, path_var.as_ref()).map_err(CliError::invalid)?;
             argv[0] = program.display().to_string();
             (AgentKind::Command, argv, None, Stdin::Null)
         }
@@ -236,9 +275,15 @@ fn plan(a: RunArgs) -> Result<Plan, CliError> {
             let task_raw = a.task.as_deref().unwrap_or_default();
             let prompt = text_or_file("--task", task_raw)?;
             if prompt.trim().is_empty() {
-                return Err(CliError::invalid("--task is empty; say what the agent should do"));
+                return Err(CliError::invalid(
+                    "--task is empty; say what the agent should do",
+                ));
             }
-            let system_prompt = a.system_prompt.as_deref().map(|s| text_or_file("--system-prompt", s)).transpose()?;
+            let system_prompt = a
+                .system_prompt
+                .as_deref()
+                .map(|s| text_or_file("--system-prompt", s))
+                .transpose()?;
             let binary = adapter.binary().unwrap_or("?");
             let program = which::which_in(binary, path_var.as_ref(), &cwd).map_err(|_| {
                 CliError::invalid(format!(
@@ -251,11 +296,21 @@ fn plan(a: RunArgs) -> Result<Plan, CliError> {
                 prompt,
                 model: a.model.clone(),
                 system_prompt,
-                tools: a.tools.iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect(),
+                tools: a
+                    .tools
+                    .iter()
+                    .map(|t| t.trim().to_owned())
+                    .filter(|t| !t.is_empty())
+                    .collect(),
                 thinking: a.thinking.clone(),
                 resume_session: a.resume.clone(),
             };
-            (kind, vec![program.display().to_string()], Some(task), Stdin::Null)
+            (
+                kind,
+                vec![program.display().to_string()],
+                Some(task),
+                Stdin::Null,
+            )
         }
     };
     Ok(Plan {
@@ -268,7 +323,11 @@ fn plan(a: RunArgs) -> Result<Plan, CliError> {
         correlation_id: a.correlation_id,
         limits,
         env,
-        env_spec: EnvSpec { inherit: true, set, removed: removed.iter().map(|s| (*s).to_owned()).collect() },
+        env_spec: EnvSpec {
+            inherit: true,
+            set,
+            removed: removed.iter().map(|s| (*s).to_owned()).collect(),
+        },
         task,
         keep_session: a.keep_session,
         detach: a.detach,
@@ -284,14 +343,16 @@ fn ensure_tmux_conf(home: &Home) -> Result<(), CliError> {
         std::fs::create_dir_all(home.root()).map_err(|e| {
             CliError::invalid(format!("cannot create the subpane home {}: {e}; set --home or SUBPANE_HOME to a writable directory", home.root().display()))
         })?;
-        store::write_atomic(&p, tmux::CONFIG.as_bytes()).map_err(|e| CliError::invalid(e.to_string()))?;
+        store::write_atomic(&p, tmux::CONFIG.as_bytes())
+            .map_err(|e| CliError::invalid(e.to_string()))?;
     }
     Ok(())
 }
 
 pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
     let mut p = plan(a)?;
-    which::which("tmux").map_err(|_| CliError::invalid("tmux was not found on PATH; install tmux 3.2 or newer"))?;
+    which::which("tmux")
+        .map_err(|_| CliError::invalid("tmux was not found on PATH; install tmux 3.2 or newer"))?;
     if !p.detach {
         supervisor::block_interrupts();
     }
@@ -302,7 +363,12 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
     if let Some(task) = &p.task {
         let run_dir = home.run_dir(&p.run_id);
         let sessions_dir = home.sessions_dir(p.agent.as_str());
-        let ctx = ArgvContext { run_dir: &run_dir, sessions_dir: &sessions_dir, attempt_dir: paths.dir(), prompt_file: &paths.prompt() };
+        let ctx = ArgvContext {
+            run_dir: &run_dir,
+            sessions_dir: &sessions_dir,
+            attempt_dir: paths.dir(),
+            prompt_file: &paths.prompt(),
+        };
         let launch = adapter_for(p.agent).launch(&p.argv[0], task, &ctx);
         p.argv = launch.argv;
         p.stdin = match launch.stdin {
@@ -325,7 +391,10 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
         env: p.env_spec.clone(),
         task: p.task.clone(),
         keep_session: p.keep_session,
-        tmux: TmuxTarget { socket: p.socket.path(), session: session.clone() },
+        tmux: TmuxTarget {
+            socket: p.socket.path(),
+            session: session.clone(),
+        },
         sandbox: SandboxSpec::default(),
         created_at: created_at.clone(),
     };
@@ -337,7 +406,10 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
         correlation_id: p.correlation_id.clone(),
         group: None,
         created_at: created_at.clone(),
-        attempts: vec![AttemptRef { attempt: 1, created_at }],
+        attempts: vec![AttemptRef {
+            attempt: 1,
+            created_at,
+        }],
     };
     let prompt = p.task.as_ref().map(|t| t.prompt.as_str());
     let paths = store::create_run(home, &record, &spec, &p.env, prompt).map_err(|e| match e {
@@ -361,11 +433,26 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
     }
     use std::io::IsTerminal;
     if !p.json && std::io::stderr().is_terminal() {
-        eprintln!("subpane: run {} started; watch it with `subpane attach {}`", spec.run_id, spec.run_id);
+        eprintln!(
+            "subpane: run {} started; watch it with `subpane attach {}`",
+            spec.run_id, spec.run_id
+        );
     }
     let targets = vec![(paths.clone(), spec.clone())];
-    let out = supervisor::wait(&targets, &WaitOptions { mode: WaitMode::All, timeout: None, cancel_on_interrupt: true })?;
-    let env = out.results.into_iter().next().flatten().ok_or_else(|| CliError::failed("the attempt ended without an envelope"))?;
+    let out = supervisor::wait(
+        &targets,
+        &WaitOptions {
+            mode: WaitMode::All,
+            timeout: None,
+            cancel_on_interrupt: true,
+        },
+    )?;
+    let env = out
+        .results
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or_else(|| CliError::failed("the attempt ended without an envelope"))?;
     if p.json {
         print_json(&env);
     } else {
@@ -377,12 +464,16 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
 /// Starts the attempt's pane and records where it is. A failure to start is an outcome: the
 /// attempt gets a `spawn` envelope.
 pub fn launch(home: &Home, paths: &AttemptPaths, spec: &AttemptSpec) -> Result<(), CliError> {
-    let exe = std::env::current_exe().map_err(|e| CliError::failed(format!("cannot find the subpane binary: {e}")))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| CliError::failed(format!("cannot find the subpane binary: {e}")))?;
     // tmux creates the directory of a `-L` socket but not of a `-S` one; we always use `-S`.
     if let Some(dir) = spec.tmux.socket.parent() {
         if !dir.exists() {
             use std::os::unix::fs::DirBuilderExt;
-            let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
         }
     }
     let t = Tmux::new(Socket::from_path(&spec.tmux.socket), home.tmux_conf());
@@ -411,12 +502,27 @@ pub fn launch(home: &Home, paths: &AttemptPaths, spec: &AttemptSpec) -> Result<(
             let _ = std::fs::remove_file(paths.env_file());
             let mut output = Output::default();
             output.push_error(format!("the tmux pane could not be started: {e}"));
-            let facts = WorkerFacts { started_at: Some(now_rfc3339()), finished_at: Some(now_rfc3339()), ..WorkerFacts::default() };
-            let outcome = envelope::decide(&Facts { spawn_failed: true, ..Facts::default() });
-            let env = envelope::build(spec, &facts, output, outcome, store::collect_artifacts(paths));
+            let facts = WorkerFacts {
+                started_at: Some(now_rfc3339()),
+                finished_at: Some(now_rfc3339()),
+                ..WorkerFacts::default()
+            };
+            let outcome = envelope::decide(&Facts {
+                spawn_failed: true,
+                ..Facts::default()
+            });
+            let env = envelope::build(
+                spec,
+                &facts,
+                output,
+                outcome,
+                store::collect_artifacts(paths),
+            );
             store::write_json_new(&paths.result(), &env)?;
             store::notify_done(paths);
-            Err(CliError::failed(format!("the tmux pane could not be started: {e}")))
+            Err(CliError::failed(format!(
+                "the tmux pane could not be started: {e}"
+            )))
         }
     }
 }

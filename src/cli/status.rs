@@ -32,7 +32,8 @@ pub fn status(home: &crate::store::Home, a: StatusArgs) -> Result<i32, CliError>
             Ok(env.exit_code())
         }
         _ => {
-            let doc = status_doc(&f.spec, f.paths.dir(), &state).ok_or_else(|| CliError::failed("inconsistent state"))?;
+            let doc = status_doc(&f.spec, f.paths.dir(), &state)
+                .ok_or_else(|| CliError::failed("inconsistent state"))?;
             if a.json {
                 print_json(&doc);
             } else {

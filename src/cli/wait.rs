@@ -47,10 +47,24 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
         let names: Vec<&str> = a.runs.iter().map(String::as_str).take(5).collect();
-        let more = if a.runs.len() > 5 { format!(" and {} more", a.runs.len() - 5) } else { String::new() };
-        eprintln!("subpane: waiting for {}{more} (Ctrl-C stops waiting; the runs go on)", names.join(", "));
+        let more = if a.runs.len() > 5 {
+            format!(" and {} more", a.runs.len() - 5)
+        } else {
+            String::new()
+        };
+        eprintln!(
+            "subpane: waiting for {}{more} (Ctrl-C stops waiting; the runs go on)",
+            names.join(", ")
+        );
     }
-    let out = supervisor::wait(&targets, &WaitOptions { mode, timeout, cancel_on_interrupt: false })?;
+    let out = supervisor::wait(
+        &targets,
+        &WaitOptions {
+            mode,
+            timeout,
+            cancel_on_interrupt: false,
+        },
+    )?;
     // --any prints the finished run; otherwise every run, in the order given.
     let mut docs: Vec<serde_json::Value> = Vec::new();
     let mut human = String::new();

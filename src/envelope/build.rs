@@ -8,7 +8,9 @@ use crate::spec::{AttemptSpec, WorkerFacts};
 pub fn duration_between(start: Option<&str>, end: Option<&str>) -> Option<u64> {
     let s = humantime::parse_rfc3339(start?).ok()?;
     let e = humantime::parse_rfc3339(end?).ok()?;
-    e.duration_since(s).ok().map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+    e.duration_since(s)
+        .ok()
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The envelope of a finished attempt.
@@ -20,8 +22,16 @@ pub fn build(
     artifacts: Vec<Artifact>,
 ) -> Envelope {
     let tmux = TmuxInfo {
-        socket: facts.tmux.socket.clone().or_else(|| Some(spec.tmux.socket.display().to_string())),
-        session: facts.tmux.session.clone().or_else(|| Some(spec.tmux.session.clone())),
+        socket: facts
+            .tmux
+            .socket
+            .clone()
+            .or_else(|| Some(spec.tmux.socket.display().to_string())),
+        session: facts
+            .tmux
+            .session
+            .clone()
+            .or_else(|| Some(spec.tmux.session.clone())),
         pane_id: facts.tmux.pane_id.clone(),
     };
     Envelope {
@@ -47,7 +57,9 @@ pub fn build(
         filter: facts.filter.clone(),
         cleanup: facts.cleanup.clone(),
         tmux,
-        sandbox: SandboxInfo { enabled: spec.sandbox.enabled },
+        sandbox: SandboxInfo {
+            enabled: spec.sandbox.enabled,
+        },
         artifacts,
     }
 }
@@ -59,10 +71,19 @@ mod tests {
     #[test]
     fn durations_from_timestamps() {
         assert_eq!(
-            duration_between(Some("2026-11-30T03:39:43.100Z"), Some("2026-11-30T03:39:44.350Z")),
+            duration_between(
+                Some("2026-11-30T03:39:43.100Z"),
+                Some("2026-11-30T03:39:44.350Z")
+            ),
             Some(1250)
         );
-        assert_eq!(duration_between(None, Some("2026-11-30T03:39:44.350Z")), None);
-        assert_eq!(duration_between(Some("junk"), Some("2026-11-30T03:39:44.350Z")), None);
+        assert_eq!(
+            duration_between(None, Some("2026-11-30T03:39:44.350Z")),
+            None
+        );
+        assert_eq!(
+            duration_between(Some("junk"), Some("2026-11-30T03:39:44.350Z")),
+            None
+        );
     }
 }

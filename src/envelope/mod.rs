@@ -259,8 +259,14 @@ mod tests {
         assert_eq!(code_for(Status::Failed, Some(FailureKind::Lost)), 1);
         assert_eq!(code_for(Status::Failed, Some(FailureKind::Model)), 1);
         assert_eq!(code_for(Status::Failed, Some(FailureKind::Timeout)), 124);
-        assert_eq!(code_for(Status::Failed, Some(FailureKind::IdleTimeout)), 124);
-        assert_eq!(code_for(Status::Cancelled, Some(FailureKind::Cancelled)), 130);
+        assert_eq!(
+            code_for(Status::Failed, Some(FailureKind::IdleTimeout)),
+            124
+        );
+        assert_eq!(
+            code_for(Status::Cancelled, Some(FailureKind::Cancelled)),
+            130
+        );
     }
 
     #[test]

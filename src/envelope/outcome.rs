@@ -54,10 +54,16 @@ pub struct Outcome {
 
 impl Outcome {
     fn failed(kind: FailureKind) -> Self {
-        Self { status: Status::Failed, failure_kind: Some(kind) }
+        Self {
+            status: Status::Failed,
+            failure_kind: Some(kind),
+        }
     }
     fn completed() -> Self {
-        Self { status: Status::Completed, failure_kind: None }
+        Self {
+            status: Status::Completed,
+            failure_kind: None,
+        }
     }
 }
 
@@ -74,7 +80,10 @@ pub fn decide(f: &Facts) -> Outcome {
     }
     match f.kill_reason {
         Some(KillReason::Cancel) => {
-            return Outcome { status: Status::Cancelled, failure_kind: Some(FailureKind::Cancelled) };
+            return Outcome {
+                status: Status::Cancelled,
+                failure_kind: Some(FailureKind::Cancelled),
+            };
         }
         Some(KillReason::Timeout) => return Outcome::failed(FailureKind::Timeout),
         Some(KillReason::IdleTimeout) => return Outcome::failed(FailureKind::IdleTimeout),
@@ -100,7 +109,10 @@ mod tests {
     use super::*;
 
     fn exited(code: i32) -> Facts {
-        Facts { exit_code: Some(code), ..Facts::default() }
+        Facts {
+            exit_code: Some(code),
+            ..Facts::default()
+        }
     }
 
     #[test]
@@ -111,7 +123,10 @@ mod tests {
     #[test]
     fn nonzero_exit_or_signal_fails_with_exit() {
         assert_eq!(decide(&exited(3)), Outcome::failed(FailureKind::Exit));
-        let f = Facts { signal: Some(9), ..Facts::default() };
+        let f = Facts {
+            signal: Some(9),
+            ..Facts::default()
+        };
         assert_eq!(decide(&f), Outcome::failed(FailureKind::Exit));
     }
 
@@ -158,11 +173,23 @@ mod tests {
 
     #[test]
     fn spawn_and_sandbox_come_first() {
-        let f = Facts { spawn_failed: true, kill_reason: Some(KillReason::Cancel), ..Facts::default() };
+        let f = Facts {
+            spawn_failed: true,
+            kill_reason: Some(KillReason::Cancel),
+            ..Facts::default()
+        };
         assert_eq!(decide(&f), Outcome::failed(FailureKind::Spawn));
-        let f = Facts { sandbox_failed: true, spawn_failed: true, ..Facts::default() };
+        let f = Facts {
+            sandbox_failed: true,
+            spawn_failed: true,
+            ..Facts::default()
+        };
         assert_eq!(decide(&f), Outcome::failed(FailureKind::Sandbox));
-        let f = Facts { lost: true, exit_code: Some(0), ..Facts::default() };
+        let f = Facts {
+            lost: true,
+            exit_code: Some(0),
+            ..Facts::default()
+        };
         assert_eq!(decide(&f), Outcome::failed(FailureKind::Lost));
     }
 }

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("invalid duration `{input}` for {flag}: {why}; use a number with a unit, like 500ms, 30s, 5m or 2h")]
+#[error(
+    "invalid duration `{input}` for {flag}: {why}; use a number with a unit, like 500ms, 30s, 5m or 2h"
+)]
 pub struct DurationError {
     pub flag: String,
     pub input: String,
@@ -12,7 +14,11 @@ pub struct DurationError {
 
 /// Parses a duration given to `flag`. A bare number is refused: the unit is never guessed.
 pub fn parse_duration(flag: &str, input: &str) -> Result<Duration, DurationError> {
-    let err = |why: String| DurationError { flag: flag.to_owned(), input: input.to_owned(), why };
+    let err = |why: String| DurationError {
+        flag: flag.to_owned(),
+        input: input.to_owned(),
+        why,
+    };
     let trimmed = input.trim();
     if trimmed.is_empty() {
         return Err(err("it is empty".into()));
@@ -44,10 +50,22 @@ mod tests {
 
     #[test]
     fn parses_documented_forms() {
-        assert_eq!(parse_duration("--timeout", "500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("--timeout", "30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_duration("--timeout", "5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("--timeout", "2h").unwrap(), Duration::from_secs(7200));
+        assert_eq!(
+            parse_duration("--timeout", "500ms").unwrap(),
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            parse_duration("--timeout", "30s").unwrap(),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            parse_duration("--timeout", "5m").unwrap(),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            parse_duration("--timeout", "2h").unwrap(),
+            Duration::from_secs(7200)
+        );
         assert_eq!(parse_duration("--grace", "0s").unwrap(), Duration::ZERO);
     }
 

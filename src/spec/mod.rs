@@ -12,10 +12,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-pub use facts::{
-    CancelRequest, LaunchRecord, ProcRef, WORKER_SCHEMA, WorkerFacts, WorkerState,
-};
 pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
+pub use facts::{CancelRequest, LaunchRecord, ProcRef, WORKER_SCHEMA, WorkerFacts, WorkerState};
 pub use run_id::{RunId, RunIdError};
 
 /// Schema tag of `spec.json`.
@@ -67,7 +65,12 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { timeout_ms: None, idle_timeout_ms: None, linger_ms: 5000, grace_ms: 3000 }
+        Self {
+            timeout_ms: None,
+            idle_timeout_ms: None,
+            linger_ms: 5000,
+            grace_ms: 3000,
+        }
     }
 }
 

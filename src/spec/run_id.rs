@@ -67,7 +67,9 @@ impl RunId {
 
 fn fill_random(buf: &mut [u8]) {
     use std::io::Read;
-    let ok = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf)).is_ok();
+    let ok = std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(buf))
+        .is_ok();
     if !ok {
         // Fall back to a hash of time and pid: ids only need to be unlikely to collide, and
         // creation of the run directory is exclusive anyway.
@@ -114,11 +116,17 @@ mod tests {
     #[test]
     fn refuses_bad_ids() {
         assert_eq!(RunId::parse(""), Err(RunIdError::Empty));
-        assert_eq!(RunId::parse(&"a".repeat(129)), Err(RunIdError::TooLong(129)));
+        assert_eq!(
+            RunId::parse(&"a".repeat(129)),
+            Err(RunIdError::TooLong(129))
+        );
         assert!(matches!(RunId::parse("."), Err(RunIdError::Dots(_))));
         assert!(matches!(RunId::parse(".."), Err(RunIdError::Dots(_))));
         for bad in ["a/b", "../x", "-a", ".a", "_a", "a b", "a\nb", "é", "a:b"] {
-            assert!(matches!(RunId::parse(bad), Err(RunIdError::BadChars(_))), "{bad}");
+            assert!(
+                matches!(RunId::parse(bad), Err(RunIdError::BadChars(_))),
+                "{bad}"
+            );
         }
     }
 

@@ -34,7 +34,12 @@ pub fn collect_artifacts(paths: &AttemptPaths) -> Vec<Artifact> {
         .filter_map(|(kind, name)| {
             let p = paths.dir().join(name);
             let (bytes, sha256) = sha256_file(&p).ok()?;
-            Some(Artifact { kind: (*kind).to_owned(), path: (*name).to_owned(), bytes, sha256 })
+            Some(Artifact {
+                kind: (*kind).to_owned(),
+                path: (*name).to_owned(),
+                bytes,
+                sha256,
+            })
         })
         .collect()
 }

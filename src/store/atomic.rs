@@ -10,7 +10,10 @@ use serde::de::DeserializeOwned;
 use super::StoreError;
 
 fn write_err(path: &Path, source: std::io::Error) -> StoreError {
-    StoreError::Write { path: path.to_path_buf(), source }
+    StoreError::Write {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 fn temp_with(path: &Path, bytes: &[u8]) -> Result<tempfile::NamedTempFile, StoreError> {
@@ -87,11 +90,19 @@ pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreErr
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(StoreError::Read { path: path.to_path_buf(), source: e }),
+        Err(e) => {
+            return Err(StoreError::Read {
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
     };
     serde_json::from_slice(&bytes)
         .map(Some)
-        .map_err(|e| StoreError::Corrupt { path: path.to_path_buf(), source: e })
+        .map_err(|e| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            source: e,
+        })
 }
 
 #[cfg(test)]
@@ -108,7 +119,10 @@ mod tests {
         write_json_atomic(&p, &3).unwrap();
         assert_eq!(read_json::<i32>(&p).unwrap(), Some(3));
         // No temp files are left behind.
-        let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 1);
     }
 

@@ -87,7 +87,11 @@ impl AttemptPaths {
     }
     /// The run directory (`runs/<id>`), two levels up.
     pub fn run_dir(&self) -> PathBuf {
-        self.dir.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default()
+        self.dir
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
     }
     file!(spec, "spec.json");
     file!(launch, "launch.json");

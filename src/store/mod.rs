@@ -25,17 +25,27 @@ pub use atomic::{
 pub use layout::{AttemptPaths, Home};
 pub use records::{
     CreateError, RunEntry, create_run, list_runs, notify_done, read_env_file, read_run,
-    write_attempt_files,
-    write_env_file,
+    write_attempt_files, write_env_file,
 };
 
 /// Errors of the file layer. Messages say what to do next.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot write {path}: {source}; check that the subpane home is writable and has free space (set --home or SUBPANE_HOME to move it)")]
-    Write { path: std::path::PathBuf, source: std::io::Error },
+    #[error(
+        "cannot write {path}: {source}; check that the subpane home is writable and has free space (set --home or SUBPANE_HOME to move it)"
+    )]
+    Write {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot read {path}: {source}")]
-    Read { path: std::path::PathBuf, source: std::io::Error },
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is not valid: {source}")]
-    Corrupt { path: std::path::PathBuf, source: serde_json::Error },
+    Corrupt {
+        path: std::path::PathBuf,
+        source: serde_json::Error,
+    },
 }

@@ -4,15 +4,17 @@ use std::ffi::OsString;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
+use super::StoreError;
 use super::atomic::{read_json, write_atomic_dir_synced_later, write_json_atomic};
 use super::layout::{AttemptPaths, Home};
-use super::StoreError;
 use crate::spec::{AttemptSpec, RunId, RunRecord};
 
 /// Why a run could not be created. Nothing is left behind in either case.
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
-    #[error("run id `{0}` already exists; choose another --run-id, or leave it out to get a fresh one")]
+    #[error(
+        "run id `{0}` already exists; choose another --run-id, or leave it out to get a fresh one"
+    )]
     Exists(RunId),
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -28,20 +30,30 @@ pub fn create_run(
     prompt: Option<&str>,
 ) -> Result<AttemptPaths, CreateError> {
     let runs = home.runs_dir();
-    std::fs::create_dir_all(&runs)
-        .map_err(|e| StoreError::Write { path: runs.clone(), source: e })?;
+    std::fs::create_dir_all(&runs).map_err(|e| StoreError::Write {
+        path: runs.clone(),
+        source: e,
+    })?;
     let run_dir = home.run_dir(&record.run_id);
     match std::fs::create_dir(&run_dir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             return Err(CreateError::Exists(record.run_id.clone()));
         }
-        Err(e) => return Err(StoreError::Write { path: run_dir, source: e }.into()),
+        Err(e) => {
+            return Err(StoreError::Write {
+                path: run_dir,
+                source: e,
+            }
+            .into());
+        }
     }
     let attempt = home.attempt(&record.run_id, spec.attempt);
     let result = (|| {
-        std::fs::create_dir_all(attempt.dir())
-            .map_err(|e| StoreError::Write { path: attempt.dir().to_path_buf(), source: e })?;
+        std::fs::create_dir_all(attempt.dir()).map_err(|e| StoreError::Write {
+            path: attempt.dir().to_path_buf(),
+            source: e,
+        })?;
         write_attempt_files(&attempt, spec, env, prompt)?;
         write_json_atomic(&home.run_json(&record.run_id), record)
     })();
@@ -65,13 +77,20 @@ pub fn write_attempt_files(
     }
     write_env_file(&attempt.env_file(), env)?;
     let fifo = attempt.done_fifo();
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
-        .map_err(|e| StoreError::Write { path: fifo, source: e.into() })?;
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).map_err(|e| {
+        StoreError::Write {
+            path: fifo,
+            source: e.into(),
+        }
+    })?;
     write_json_atomic(&attempt.spec(), spec)
 }
 
 /// Writes `K=V\0` pairs, mode 0600 (temp files are created 0600 and keep it on rename).
-pub fn write_env_file(path: &std::path::Path, env: &[(OsString, OsString)]) -> Result<(), StoreError> {
+pub fn write_env_file(
+    path: &std::path::Path,
+    env: &[(OsString, OsString)],
+) -> Result<(), StoreError> {
     let mut buf = Vec::new();
     for (k, v) in env {
         buf.extend_from_slice(k.as_bytes());
@@ -134,11 +153,18 @@ pub fn list_runs(home: &Home) -> Vec<RunEntry> {
         .filter_map(|e| {
             let id = RunId::parse(e.file_name().to_str()?).ok()?;
             let record: RunRecord = read_json(&home.run_json(&id)).ok()??;
-            Some(RunEntry { id, dir: e.path(), record })
+            Some(RunEntry {
+                id,
+                dir: e.path(),
+                record,
+            })
         })
         .collect();
     out.sort_by(|a, b| {
-        b.record.created_at.cmp(&a.record.created_at).then_with(|| b.id.cmp(&a.id))
+        b.record
+            .created_at
+            .cmp(&a.record.created_at)
+            .then_with(|| b.id.cmp(&a.id))
     });
     out
 }
@@ -158,7 +184,10 @@ mod tests {
         ];
         write_env_file(&p, &env).unwrap();
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(read_env_file(&p).unwrap(), env);
         assert!(!p.exists(), "the env file is removed once read");
     }

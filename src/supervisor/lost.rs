@@ -12,10 +12,17 @@ use crate::store::{self, AttemptPaths};
 
 /// Kills what is left of the attempt and writes `failure_kind: "lost"`. If another observer
 /// wrote the envelope first, theirs is returned.
-pub fn write_lost(paths: &AttemptPaths, spec: &AttemptSpec, why: &str) -> Result<Envelope, SuperviseError> {
+pub fn write_lost(
+    paths: &AttemptPaths,
+    spec: &AttemptSpec,
+    why: &str,
+) -> Result<Envelope, SuperviseError> {
     // The worker never read the environment file: its values must not stay on disk.
     let _ = std::fs::remove_file(paths.env_file());
-    let mut facts: WorkerFacts = store::read_json(&paths.worker()).ok().flatten().unwrap_or_default();
+    let mut facts: WorkerFacts = store::read_json(&paths.worker())
+        .ok()
+        .flatten()
+        .unwrap_or_default();
     let mut killed = 0u64;
     if let Some(agent) = facts.agent {
         if procs::is_alive(&agent) {
@@ -35,8 +42,17 @@ pub fn write_lost(paths: &AttemptPaths, spec: &AttemptSpec, why: &str) -> Result
     }
     let mut output = Output::default();
     output.push_error(why);
-    let outcome = envelope::decide(&Facts { lost: true, ..Facts::default() });
-    let env = envelope::build(spec, &facts, output, outcome, store::collect_artifacts(paths));
+    let outcome = envelope::decide(&Facts {
+        lost: true,
+        ..Facts::default()
+    });
+    let env = envelope::build(
+        spec,
+        &facts,
+        output,
+        outcome,
+        store::collect_artifacts(paths),
+    );
     let written = store::write_json_new(&paths.result(), &env)?;
     store::notify_done(paths);
     if written {

@@ -25,7 +25,9 @@ mod wait;
 pub use cancel::request_cancel;
 pub use lost::write_lost;
 pub use observe::{AttemptState, RunningInfo, STARTING_GRACE, observe, worker_identity};
-pub use wait::{WaitMode, WaitOptions, WaitOutcome, block_interrupts, release as release_inotify, wait};
+pub use wait::{
+    WaitMode, WaitOptions, WaitOutcome, block_interrupts, release as release_inotify, wait,
+};
 
 /// Errors while supervising.
 #[derive(Debug, thiserror::Error)]
@@ -33,5 +35,8 @@ pub enum SuperviseError {
     #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error("cannot watch {what}: {source}")]
-    Watch { what: String, source: nix::errno::Errno },
+    Watch {
+        what: String,
+        source: nix::errno::Errno,
+    },
 }

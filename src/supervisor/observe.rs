@@ -27,14 +27,21 @@ pub enum AttemptState {
     Finished(Box<Envelope>),
     Running(RunningInfo),
     /// Created, but no worker is known yet; `since` is when the spec was written.
-    Starting { since: SystemTime },
+    Starting {
+        since: SystemTime,
+    },
 }
 
 /// The worker's identity: from `worker.json`, else from `launch.json`.
-pub fn worker_identity(paths: &AttemptPaths) -> (Option<ProcRef>, Option<WorkerFacts>, Option<LaunchRecord>) {
+pub fn worker_identity(
+    paths: &AttemptPaths,
+) -> (Option<ProcRef>, Option<WorkerFacts>, Option<LaunchRecord>) {
     let facts: Option<WorkerFacts> = store::read_json(&paths.worker()).ok().flatten();
     let launch: Option<LaunchRecord> = store::read_json(&paths.launch()).ok().flatten();
-    let id = facts.as_ref().and_then(|f| f.worker).or_else(|| launch.as_ref().and_then(|l| l.worker));
+    let id = facts
+        .as_ref()
+        .and_then(|f| f.worker)
+        .or_else(|| launch.as_ref().and_then(|l| l.worker));
     (id, facts, launch)
 }
 
@@ -51,11 +58,14 @@ pub fn observe(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<AttemptState,
     let (id, facts, launch) = worker_identity(paths);
     let why = match id {
         Some(w) if procs::is_alive(&w) => {
-            let tmux = facts.as_ref().map(|f| f.tmux.clone()).unwrap_or_else(|| TmuxInfo {
-                socket: launch.as_ref().map(|l| l.socket.clone()),
-                session: launch.as_ref().map(|l| l.session.clone()),
-                pane_id: launch.as_ref().map(|l| l.pane_id.clone()),
-            });
+            let tmux = facts
+                .as_ref()
+                .map(|f| f.tmux.clone())
+                .unwrap_or_else(|| TmuxInfo {
+                    socket: launch.as_ref().map(|l| l.socket.clone()),
+                    session: launch.as_ref().map(|l| l.session.clone()),
+                    pane_id: launch.as_ref().map(|l| l.pane_id.clone()),
+                });
             return Ok(AttemptState::Running(RunningInfo {
                 worker: w,
                 agent: facts.as_ref().and_then(|f| f.agent),
@@ -67,18 +77,27 @@ pub fn observe(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<AttemptState,
             "the worker (pid {}) ended without writing a result: it was killed (or its pane or tmux server was), or it could not write to the subpane home (full disk?)",
             w.pid
         ),
-        None if launch.is_some() => "the pane's process had exited before the worker could start".to_owned(),
+        None if launch.is_some() => {
+            "the pane's process had exited before the worker could start".to_owned()
+        }
         None => {
-            let since = std::fs::metadata(paths.spec()).and_then(|m| m.modified()).unwrap_or_else(|_| SystemTime::now());
+            let since = std::fs::metadata(paths.spec())
+                .and_then(|m| m.modified())
+                .unwrap_or_else(|_| SystemTime::now());
             if since.elapsed().unwrap_or_default() < STARTING_GRACE {
                 return Ok(AttemptState::Starting { since });
             }
-            format!("no worker was recorded within {}s of the launch; the launcher was probably killed", STARTING_GRACE.as_secs())
+            format!(
+                "no worker was recorded within {}s of the launch; the launcher was probably killed",
+                STARTING_GRACE.as_secs()
+            )
         }
     };
     // The worker writes its result before it exits: look again before declaring it lost.
     if let Some(env) = finished(paths)? {
         return Ok(AttemptState::Finished(Box::new(env)));
     }
-    Ok(AttemptState::Finished(Box::new(write_lost(paths, spec, &why)?)))
+    Ok(AttemptState::Finished(Box::new(write_lost(
+        paths, spec, &why,
+    )?)))
 }

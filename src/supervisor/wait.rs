@@ -69,7 +69,9 @@ pub fn block_interrupts() {
 /// Closes an inotify fd off the caller's path (the kernel makes the close wait for an RCU
 /// grace period, often 10-20 ms).
 pub fn release(inotify: Inotify) {
-    let _ = std::thread::Builder::new().name("inotify-close".into()).spawn(move || drop(inotify));
+    let _ = std::thread::Builder::new()
+        .name("inotify-close".into())
+        .spawn(move || drop(inotify));
 }
 
 /// Opens the attempt's completion FIFO for reading, without blocking. `None` when the
@@ -139,7 +141,10 @@ enum Source {
 
 /// Waits for attempts. Event-driven: the process sleeps in `poll(2)` until an attempt's
 /// FIFO hangs up, a worker dies, a record appears, a signal arrives, or a deadline passes.
-pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Result<WaitOutcome, SuperviseError> {
+pub fn wait(
+    targets: &[(AttemptPaths, AttemptSpec)],
+    opts: &WaitOptions,
+) -> Result<WaitOutcome, SuperviseError> {
     let started = Instant::now();
     let mut slots: Vec<Slot<'_>> = targets
         .iter()
@@ -176,7 +181,10 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
         if let Some(n) = inotify {
             release(n);
         }
-        Ok(WaitOutcome { results: slots.into_iter().map(|s| s.done).collect(), timed_out })
+        Ok(WaitOutcome {
+            results: slots.into_iter().map(|s| s.done).collect(),
+            timed_out,
+        })
     };
     loop {
         let n_done = slots.iter().filter(|s| s.done.is_some()).count();
@@ -188,7 +196,9 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
             return finish(slots, inotify, false);
         }
         // Watch what only a watch can tell about, then look again (watch before looking).
-        let unwatched: Vec<usize> = (0..slots.len()).filter(|&i| slots[i].needs_watch()).collect();
+        let unwatched: Vec<usize> = (0..slots.len())
+            .filter(|&i| slots[i].needs_watch())
+            .collect();
         if !unwatched.is_empty() && !degraded {
             if inotify.is_none() {
                 inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok();
@@ -220,7 +230,10 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
         for s in slots.iter().filter(|s| s.done.is_none()) {
             let mut d = None;
             if let Some(since) = s.starting_since {
-                d = Some(now + STARTING_GRACE.saturating_sub(since.elapsed().unwrap_or_default()) + Duration::from_millis(10));
+                d = Some(
+                    now + STARTING_GRACE.saturating_sub(since.elapsed().unwrap_or_default())
+                        + Duration::from_millis(10),
+                );
             }
             if degraded && s.pidfd.is_none() {
                 d = Some(now + Duration::from_millis(100));
@@ -258,9 +271,17 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
         }
         match poll(&mut fds, timeout) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(SuperviseError::Watch { what: "attempts (poll)".into(), source: e }),
+            Err(e) => {
+                return Err(SuperviseError::Watch {
+                    what: "attempts (poll)".into(),
+                    source: e,
+                });
+            }
         }
-        let fired: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+        let fired: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
         drop(fds);
         let mut touched: Vec<usize> = Vec::new();
         for (src, fired) in sources.iter().zip(fired) {
@@ -282,7 +303,10 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
                             }
                             for ev in events {
                                 let interesting = ev.name.as_ref().is_some_and(|n| {
-                                    matches!(n.to_str(), Some("result.json" | "worker.json" | "launch.json"))
+                                    matches!(
+                                        n.to_str(),
+                                        Some("result.json" | "worker.json" | "launch.json")
+                                    )
                                 });
                                 if let (true, Some(&i)) = (interesting, by_wd.get(&ev.wd)) {
                                     touched.push(i);
@@ -296,9 +320,16 @@ pub fn wait(targets: &[(AttemptPaths, AttemptSpec)], opts: &WaitOptions) -> Resu
                         while let Ok(Some(_)) = s.read_signal() {
                             interrupts += 1;
                             for slot in slots.iter().filter(|s| s.done.is_none()) {
-                                let grace = if interrupts > 1 { 0 } else { slot.spec.limits.grace_ms };
+                                let grace = if interrupts > 1 {
+                                    0
+                                } else {
+                                    slot.spec.limits.grace_ms
+                                };
                                 if interrupts == 1 {
-                                    eprintln!("subpane: cancelling {} (Ctrl-C again to kill at once)", slot.spec.run_id);
+                                    eprintln!(
+                                        "subpane: cancelling {} (Ctrl-C again to kill at once)",
+                                        slot.spec.run_id
+                                    );
                                 }
                                 let _ = request_cancel(slot.paths, grace);
                             }

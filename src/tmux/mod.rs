@@ -12,8 +12,8 @@
 //! * `TMUX` in our own environment would make tmux think it is nested: it is removed.
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -51,7 +51,11 @@ impl Socket {
             Some(v) if v.to_string_lossy().contains('/') => {
                 // Recorded in spec.json and used from other directories: make it absolute.
                 let p = PathBuf::from(v);
-                let p = if p.is_absolute() { p } else { std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p) };
+                let p = if p.is_absolute() {
+                    p
+                } else {
+                    std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p)
+                };
                 Socket::Path(p)
             }
             Some(v) => Socket::Name(v.to_string_lossy().into_owned()),
@@ -129,7 +133,12 @@ pub fn target(session: &str) -> String {
 
 /// argv (after `tmux -L/-S … -f …`) of a detached session running `command` directly (no
 /// shell: tmux execs several arguments as they are).
-pub fn new_session_args(session: &str, cwd: &Path, command: &[OsString], keep: bool) -> Vec<OsString> {
+pub fn new_session_args(
+    session: &str,
+    cwd: &Path,
+    command: &[OsString],
+    keep: bool,
+) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
         "new-session".into(),
         "-d".into(),
@@ -150,15 +159,32 @@ pub fn new_session_args(session: &str, cwd: &Path, command: &[OsString], keep: b
     if keep {
         // Same command sequence: applied before the server can notice the pane's exit.
         let window = format!("{}:", target(session));
-        a.extend([";", "set-option", "-w", "-t", &window, "remain-on-exit", "on"].map(OsString::from));
+        a.extend(
+            [
+                ";",
+                "set-option",
+                "-w",
+                "-t",
+                &window,
+                "remain-on-exit",
+                "on",
+            ]
+            .map(OsString::from),
+        );
     }
     a
 }
 
 fn is_server_race(stderr: &str) -> bool {
-    ["server exited unexpectedly", "lost server", "no server running", "error connecting", "Connection refused"]
-        .iter()
-        .any(|p| stderr.contains(p))
+    [
+        "server exited unexpectedly",
+        "lost server",
+        "no server running",
+        "error connecting",
+        "Connection refused",
+    ]
+    .iter()
+    .any(|p| stderr.contains(p))
 }
 
 impl Tmux {
@@ -190,24 +216,39 @@ impl Tmux {
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            let verb = args.first().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
+            let verb = args
+                .first()
+                .map(|a| a.to_string_lossy().into_owned())
+                .unwrap_or_default();
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-            let stderr = if stderr.is_empty() { format!("exit status {}", out.status) } else { stderr };
+            let stderr = if stderr.is_empty() {
+                format!("exit status {}", out.status)
+            } else {
+                stderr
+            };
             Err(TmuxError::Failed { verb, stderr })
         }
     }
 
     /// Creates a detached session running `command`. A start that races the server's exit is
     /// retried: in that race the server never ran the command, so nothing is duplicated.
-    pub fn new_session(&self, session: &str, cwd: &Path, command: &[OsString], keep: bool) -> Result<Pane, TmuxError> {
+    pub fn new_session(
+        &self,
+        session: &str,
+        cwd: &Path,
+        command: &[OsString],
+        keep: bool,
+    ) -> Result<Pane, TmuxError> {
         let args = new_session_args(session, cwd, command, keep);
         let mut tries = 0u32;
         loop {
             match self.run(&args) {
-                Ok(out) => return parse_pane(&out).ok_or_else(|| TmuxError::Failed {
-                    verb: "new-session".into(),
-                    stderr: format!("unexpected output {out:?}"),
-                }),
+                Ok(out) => {
+                    return parse_pane(&out).ok_or_else(|| TmuxError::Failed {
+                        verb: "new-session".into(),
+                        stderr: format!("unexpected output {out:?}"),
+                    });
+                }
                 Err(TmuxError::Failed { stderr, .. }) if is_server_race(&stderr) && tries < 20 => {
                     tries += 1;
                     // If the session exists after all, the command did run: use it.
@@ -237,14 +278,21 @@ impl Tmux {
     }
 
     pub fn has_session(&self, session: &str) -> bool {
-        self.run(&["has-session".into(), "-t".into(), target(session).into()]).is_ok()
+        self.run(&["has-session".into(), "-t".into(), target(session).into()])
+            .is_ok()
     }
 
     /// Names of the server's sessions; `None` when no server answers.
     pub fn sessions(&self) -> Option<Vec<String>> {
-        match self.run(&["list-sessions".into(), "-F".into(), "#{session_name}".into()]) {
+        match self.run(&[
+            "list-sessions".into(),
+            "-F".into(),
+            "#{session_name}".into(),
+        ]) {
             Ok(out) => Some(out.lines().map(str::to_owned).collect()),
-            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no sessions") => Some(Vec::new()),
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no sessions") => {
+                Some(Vec::new())
+            }
             Err(_) => None,
         }
     }
@@ -255,7 +303,8 @@ impl Tmux {
     }
 
     pub fn kill_session(&self, session: &str) -> Result<(), TmuxError> {
-        self.run(&["kill-session".into(), "-t".into(), target(session).into()]).map(|_| ())
+        self.run(&["kill-session".into(), "-t".into(), target(session).into()])
+            .map(|_| ())
     }
 
     /// The command that attaches the terminal to a session (to be exec'd).
@@ -295,8 +344,16 @@ mod tests {
 
     #[test]
     fn new_session_runs_argv_without_shell() {
-        let args = new_session_args("s-1", Path::new("/w"), &["/bin/subpane".into(), "__worker".into(), "/h/a".into()], true);
-        let s: Vec<String> = args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+        let args = new_session_args(
+            "s-1",
+            Path::new("/w"),
+            &["/bin/subpane".into(), "__worker".into(), "/h/a".into()],
+            true,
+        );
+        let s: Vec<String> = args
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
         let dd = s.iter().position(|a| a == "--").unwrap();
         assert_eq!(&s[dd + 1..dd + 4], ["/bin/subpane", "__worker", "/h/a"]);
         assert!(s.contains(&"remain-on-exit".to_string()));
@@ -305,7 +362,13 @@ mod tests {
 
     #[test]
     fn pane_output_parses() {
-        assert_eq!(parse_pane("%3 4242\n"), Some(Pane { pane_id: "%3".into(), pane_pid: 4242 }));
+        assert_eq!(
+            parse_pane("%3 4242\n"),
+            Some(Pane {
+                pane_id: "%3".into(),
+                pane_pid: 4242
+            })
+        );
         assert_eq!(parse_pane("junk"), None);
     }
 }

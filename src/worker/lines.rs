@@ -27,7 +27,11 @@ fn trim_cr(line: &[u8]) -> &[u8] {
 
 impl LineSplitter {
     pub fn new(max: usize) -> Self {
-        Self { partial: Vec::new(), discarding: None, max }
+        Self {
+            partial: Vec::new(),
+            discarding: None,
+            max,
+        }
     }
 
     /// Feeds a chunk; `f` gets every piece it completes.
@@ -37,17 +41,23 @@ impl LineSplitter {
             let seg = &chunk[start..nl];
             start = nl + 1;
             if let Some(n) = self.discarding.take() {
-                f(Piece::Oversized { bytes: n + seg.len() as u64 });
+                f(Piece::Oversized {
+                    bytes: n + seg.len() as u64,
+                });
             } else if !self.partial.is_empty() {
                 if self.partial.len() + seg.len() > self.max {
-                    f(Piece::Oversized { bytes: (self.partial.len() + seg.len()) as u64 });
+                    f(Piece::Oversized {
+                        bytes: (self.partial.len() + seg.len()) as u64,
+                    });
                 } else {
                     self.partial.extend_from_slice(seg);
                     f(Piece::Line(trim_cr(&self.partial)));
                 }
                 self.reset_partial();
             } else if seg.len() > self.max {
-                f(Piece::Oversized { bytes: seg.len() as u64 });
+                f(Piece::Oversized {
+                    bytes: seg.len() as u64,
+                });
             } else {
                 f(Piece::Line(trim_cr(seg)));
             }
@@ -106,7 +116,10 @@ mod tests {
 
     #[test]
     fn joins_lines_across_chunks() {
-        assert_eq!(split(&[b"ab", b"c\nd", b"e\r\n", b"f"], 100), ["abc", "de", "f"]);
+        assert_eq!(
+            split(&[b"ab", b"c\nd", b"e\r\n", b"f"], 100),
+            ["abc", "de", "f"]
+        );
         assert_eq!(split(&[b"\n\n"], 100), ["", ""]);
     }
 

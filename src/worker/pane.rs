@@ -99,10 +99,22 @@ impl Pane {
         // SAFETY: fd 1 stays open for the life of the process.
         let bfd = unsafe { BorrowedFd::borrow_raw(fd) };
         if let Ok(flags) = fcntl(bfd, FcntlArg::F_GETFL) {
-            let _ = fcntl(bfd, FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK));
+            let _ = fcntl(
+                bfd,
+                FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+            );
         }
         let input_raw = Self::raw_input();
-        Self { fd, pending: Vec::new(), skipped: 0, total_skipped: 0, dead: false, color, text_open: false, input_raw }
+        Self {
+            fd,
+            pending: Vec::new(),
+            skipped: 0,
+            total_skipped: 0,
+            dead: false,
+            color,
+            text_open: false,
+            input_raw,
+        }
     }
 
     pub fn fd(&self) -> RawFd {
@@ -135,7 +147,10 @@ impl Pane {
             return;
         }
         if self.skipped > 0 && self.pending.len() < PENDING_CAP / 2 {
-            let note = format!("\x1b[2m… {} lines skipped (the pane fell behind; events.jsonl has everything)\x1b[0m\r\n", self.skipped);
+            let note = format!(
+                "\x1b[2m… {} lines skipped (the pane fell behind; events.jsonl has everything)\x1b[0m\r\n",
+                self.skipped
+            );
             self.pending.extend_from_slice(note.as_bytes());
             self.skipped = 0;
         }
@@ -202,14 +217,21 @@ impl Pane {
                 }
             }
             PaneItem::ToolCall { name, summary } => {
-                let t = format!("▸ {} {}", sanitize(name.as_bytes(), 80), sanitize(summary.as_bytes(), 300));
+                let t = format!(
+                    "▸ {} {}",
+                    sanitize(name.as_bytes(), 80),
+                    sanitize(summary.as_bytes(), 300)
+                );
                 self.line(Style::Cyan, &t);
             }
             PaneItem::ToolResult { summary, is_error } => {
                 let t = format!("  ↳ {}", sanitize(summary.as_bytes(), 300));
                 self.line(if *is_error { Style::Red } else { Style::Dim }, &t);
             }
-            PaneItem::Error(e) => self.line(Style::Red, &format!("✘ {}", sanitize(e.as_bytes(), MAX_SHOWN))),
+            PaneItem::Error(e) => self.line(
+                Style::Red,
+                &format!("✘ {}", sanitize(e.as_bytes(), MAX_SHOWN)),
+            ),
             PaneItem::Info(i) => self.line(Style::Dim, &sanitize(i.as_bytes(), MAX_SHOWN)),
         }
     }
@@ -228,7 +250,8 @@ impl Pane {
     pub fn flush(&mut self) {
         while !self.dead && !self.pending.is_empty() {
             // SAFETY: fd 1 is open; the slice is valid.
-            let n = unsafe { libc::write(self.fd, self.pending.as_ptr().cast(), self.pending.len()) };
+            let n =
+                unsafe { libc::write(self.fd, self.pending.as_ptr().cast(), self.pending.len()) };
             if n > 0 {
                 self.pending.drain(..n as usize);
                 continue;
@@ -252,7 +275,12 @@ impl Pane {
         if self.dead || self.pending.is_empty() {
             return;
         }
-        let dropped = self.pending.windows(2).filter(|w| w == b"\r\n").count().max(1) as u64;
+        let dropped = self
+            .pending
+            .windows(2)
+            .filter(|w| w == b"\r\n")
+            .count()
+            .max(1) as u64;
         self.pending.clear();
         // The terminal may be mid-line: start the note on a line of its own.
         self.pending.extend_from_slice(b"\r\n");
@@ -264,7 +292,10 @@ impl Pane {
     /// Final lines: waits up to `bound` for the terminal to take them, then gives up.
     pub fn flush_final(&mut self, bound: std::time::Duration) {
         if self.skipped > 0 && !self.dead {
-            let note = format!("\x1b[2m… {} lines skipped (the pane fell behind; events.jsonl has everything)\x1b[0m\r\n", self.skipped);
+            let note = format!(
+                "\x1b[2m… {} lines skipped (the pane fell behind; events.jsonl has everything)\x1b[0m\r\n",
+                self.skipped
+            );
             self.pending.extend_from_slice(note.as_bytes());
             self.skipped = 0;
         }
@@ -272,8 +303,15 @@ impl Pane {
         while self.wants_write() && std::time::Instant::now() < deadline {
             self.flush();
             if self.wants_write() {
-                let left = deadline.saturating_duration_since(std::time::Instant::now()).as_millis().min(100) as i32;
-                let mut fds = [libc::pollfd { fd: self.fd, events: libc::POLLOUT, revents: 0 }];
+                let left = deadline
+                    .saturating_duration_since(std::time::Instant::now())
+                    .as_millis()
+                    .min(100) as i32;
+                let mut fds = [libc::pollfd {
+                    fd: self.fd,
+                    events: libc::POLLOUT,
+                    revents: 0,
+                }];
                 // SAFETY: one valid pollfd.
                 unsafe { libc::poll(fds.as_mut_ptr(), 1, left.max(1)) };
             }
@@ -302,11 +340,17 @@ impl Pane {
 fn wait_for_cursor_report(deadline: std::time::Instant) {
     let mut seen: Vec<u8> = Vec::new();
     loop {
-        let left = deadline.saturating_duration_since(std::time::Instant::now()).as_millis();
+        let left = deadline
+            .saturating_duration_since(std::time::Instant::now())
+            .as_millis();
         if left == 0 {
             return;
         }
-        let mut fds = [libc::pollfd { fd: 0, events: libc::POLLIN, revents: 0 }];
+        let mut fds = [libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
         // SAFETY: one valid pollfd.
         let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, left.min(i32::MAX as u128) as i32) };
         if n <= 0 || fds[0].revents & libc::POLLIN == 0 {
@@ -333,11 +377,17 @@ fn wait_for_cursor_report(deadline: std::time::Instant) {
 
 /// Whether `bytes` hold `ESC [ digits ; digits R`.
 fn is_cursor_report(bytes: &[u8]) -> bool {
-    bytes.windows(2).enumerate().filter(|(_, w)| w == b"\x1b[").any(|(i, _)| {
-        let rest = &bytes[i + 2..];
-        let end = rest.iter().position(|b| !(b.is_ascii_digit() || *b == b';'));
-        matches!(end, Some(e) if e > 0 && rest[e] == b'R' && rest[..e].contains(&b';'))
-    })
+    bytes
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w == b"\x1b[")
+        .any(|(i, _)| {
+            let rest = &bytes[i + 2..];
+            let end = rest
+                .iter()
+                .position(|b| !(b.is_ascii_digit() || *b == b';'));
+            matches!(end, Some(e) if e > 0 && rest[e] == b'R' && rest[..e].contains(&b';'))
+        })
 }
 
 impl Pane {
@@ -347,7 +397,9 @@ impl Pane {
     fn raw_input() -> bool {
         use nix::sys::termios::{LocalFlags, SetArg, tcgetattr, tcsetattr};
         let stdin = std::io::stdin();
-        let Ok(mut t) = tcgetattr(&stdin) else { return false };
+        let Ok(mut t) = tcgetattr(&stdin) else {
+            return false;
+        };
         t.local_flags.remove(LocalFlags::ICANON | LocalFlags::ECHO);
         t.control_chars[nix::sys::termios::SpecialCharacterIndices::VMIN as usize] = 1;
         t.control_chars[nix::sys::termios::SpecialCharacterIndices::VTIME as usize] = 0;
@@ -379,7 +431,10 @@ mod tests {
 
     #[test]
     fn plain_ascii_takes_the_fast_path_unchanged() {
-        assert_eq!(sanitize(b"hello world {\"a\": 1}", 100), "hello world {\"a\": 1}");
+        assert_eq!(
+            sanitize(b"hello world {\"a\": 1}", 100),
+            "hello world {\"a\": 1}"
+        );
         assert_eq!(sanitize(b"abcdef", 3), "abc … (3 more bytes)");
         // A control byte past the cut does not matter; one before it does.
         assert_eq!(sanitize(b"abc\x1b", 3), "abc … (1 more bytes)");

@@ -35,7 +35,14 @@ const STDERR_TAIL: usize = 64 * 1024;
 pub fn main(dir: &Path) -> i32 {
     // Block first: a cancel that arrives early must queue, not kill us.
     let mut mask = SigSet::empty();
-    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP, Signal::SIGUSR1, Signal::SIGQUIT] {
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+        Signal::SIGQUIT,
+    ] {
         mask.add(s);
     }
     if mask.thread_block().is_err() {
@@ -101,7 +108,11 @@ fn tmux_info(spec: &AttemptSpec) -> TmuxInfo {
         .and_then(|t| t.split(',').next().map(str::to_owned))
         .filter(|s| !s.is_empty())
         .or_else(|| Some(spec.tmux.socket.display().to_string()));
-    TmuxInfo { socket, session: Some(spec.tmux.session.clone()), pane_id: std::env::var("TMUX_PANE").ok() }
+    TmuxInfo {
+        socket,
+        session: Some(spec.tmux.session.clone()),
+        pane_id: std::env::var("TMUX_PANE").ok(),
+    }
 }
 
 impl Worker {
@@ -191,25 +202,54 @@ impl Worker {
             .iter()
             .map(|a| shell_escape::escape(std::borrow::Cow::Borrowed(a.as_str())).into_owned())
             .collect();
-        let title = format!("subpane ▸ run {} · attempt {} · {}", s.run_id, s.attempt, s.agent.as_str());
-        self.pane.line(Style::Bold, &sanitize(title.as_bytes(), 400));
-        self.pane.line(Style::Dim, &sanitize(format!("$ {}", argv.join(" ")).as_bytes(), 400));
-        self.pane.line(Style::Dim, &sanitize(format!("cwd: {}", s.cwd.display()).as_bytes(), 400));
+        let title = format!(
+            "subpane ▸ run {} · attempt {} · {}",
+            s.run_id,
+            s.attempt,
+            s.agent.as_str()
+        );
+        self.pane
+            .line(Style::Bold, &sanitize(title.as_bytes(), 400));
+        self.pane.line(
+            Style::Dim,
+            &sanitize(format!("$ {}", argv.join(" ")).as_bytes(), 400),
+        );
+        self.pane.line(
+            Style::Dim,
+            &sanitize(format!("cwd: {}", s.cwd.display()).as_bytes(), 400),
+        );
         self.pane.line(Style::Dim, &"─".repeat(60));
     }
 
     fn open_logs(&mut self) -> std::io::Result<()> {
-        let open = |p: &Path| File::options().create(true).write(true).truncate(true).open(p);
-        self.events = Some(BufWriter::with_capacity(256 * 1024, open(&self.paths.events())?));
-        self.stdout_log = Some(BufWriter::with_capacity(64 * 1024, open(&self.paths.stdout_log())?));
+        let open = |p: &Path| {
+            File::options()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .open(p)
+        };
+        self.events = Some(BufWriter::with_capacity(
+            256 * 1024,
+            open(&self.paths.events())?,
+        ));
+        self.stdout_log = Some(BufWriter::with_capacity(
+            64 * 1024,
+            open(&self.paths.stdout_log())?,
+        ));
         self.stderr_log = Some(open(&self.paths.stderr_log())?);
         Ok(())
     }
 
     fn spawn(&mut self) -> Result<Child, String> {
-        self.open_logs().map_err(|e| format!("cannot create the attempt's log files: {e}"))?;
-        let env = store::read_env_file(&self.paths.env_file())
-            .map_err(|e| format!("cannot read the attempt's environment ({}): {e}", self.paths.env_file().display()))?;
+        self.open_logs()
+            .map_err(|e| format!("cannot create the attempt's log files: {e}"))?;
+        let env = store::read_env_file(&self.paths.env_file()).map_err(|e| {
+            format!(
+                "cannot read the attempt's environment ({}): {e}",
+                self.paths.env_file().display()
+            )
+        })?;
         let argv = &self.spec.argv;
         let program = argv.first().ok_or("the spec has an empty argv")?;
         let mut cmd = Command::new(program);
@@ -239,17 +279,23 @@ impl Worker {
         match self.spec_stdin() {
             StdinSource::Null => cmd.stdin(Stdio::null()),
             StdinSource::PromptFile => {
-                let f = File::open(self.paths.prompt()).map_err(|e| format!("cannot open the prompt file: {e}"))?;
+                let f = File::open(self.paths.prompt())
+                    .map_err(|e| format!("cannot open the prompt file: {e}"))?;
                 cmd.stdin(Stdio::from(f))
             }
         };
         self.started = Instant::now();
         self.last_output = self.started;
         self.facts.started_at = Some(now_rfc3339());
-        let child = cmd.spawn().map_err(|e| format!("cannot start {program}: {e}"))?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
         let pid = child.id() as i32;
         self.agent_pid = Some(pid);
-        self.facts.agent = procs::proc_ref(pid).or(Some(crate::spec::ProcRef { pid, start_ticks: 0 }));
+        self.facts.agent = procs::proc_ref(pid).or(Some(crate::spec::ProcRef {
+            pid,
+            start_ticks: 0,
+        }));
         Ok(child)
     }
 
@@ -284,10 +330,20 @@ impl Worker {
         d.into_iter().min()
     }
 
-    fn event_loop(&mut self, out: Option<std::process::ChildStdout>, err: Option<std::process::ChildStderr>) {
+    fn event_loop(
+        &mut self,
+        out: Option<std::process::ChildStdout>,
+        err: Option<std::process::ChildStderr>,
+    ) {
         let mut out = out;
         let mut err = err;
-        for fd in [out.as_ref().map(|o| o.as_raw_fd()), err.as_ref().map(|e| e.as_raw_fd())].into_iter().flatten() {
+        for fd in [
+            out.as_ref().map(|o| o.as_raw_fd()),
+            err.as_ref().map(|e| e.as_raw_fd()),
+        ]
+        .into_iter()
+        .flatten()
+        {
             set_nonblocking(fd);
         }
         if let Some(o) = out.as_ref() {
@@ -306,7 +362,8 @@ impl Worker {
                 Some(t) => {
                     let ms = t.saturating_duration_since(Instant::now()).as_millis();
                     // Round up so we do not wake a hair early and spin.
-                    PollTimeout::try_from((ms + 1).min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+                    PollTimeout::try_from((ms + 1).min(i32::MAX as u128) as i32)
+                        .unwrap_or(PollTimeout::MAX)
                 }
             };
             let pane_fd = self.pane.fd();
@@ -333,7 +390,9 @@ impl Worker {
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(_) => break,
                 }
-                let ready = |i: Option<usize>| i.is_some_and(|i| fds[i].revents().is_some_and(|r| !r.is_empty()));
+                let ready = |i: Option<usize>| {
+                    i.is_some_and(|i| fds[i].revents().is_some_and(|r| !r.is_empty()))
+                };
                 (ready(oi), ready(ei), ready(Some(0)), ready(pi))
             };
             if out_ev && !self.read_stdout(&mut out, &mut buf) {
@@ -360,7 +419,9 @@ impl Worker {
 
     /// Reads what stdout has now; `false` at EOF.
     fn read_stdout(&mut self, out: &mut Option<std::process::ChildStdout>, buf: &mut [u8]) -> bool {
-        let Some(pipe) = out.as_mut() else { return false };
+        let Some(pipe) = out.as_mut() else {
+            return false;
+        };
         let mut budget = 8 * 1024 * 1024usize;
         loop {
             match pipe.read(buf) {
@@ -402,7 +463,10 @@ impl Worker {
                 f.oversized_lines += 1;
                 f.dropped_lines += 1;
                 f.dropped_bytes += bytes;
-                self.pane.line(Style::Dim, &format!("… a line of {bytes} bytes was dropped (over the 64 MiB bound)"));
+                self.pane.line(
+                    Style::Dim,
+                    &format!("… a line of {bytes} bytes was dropped (over the 64 MiB bound)"),
+                );
             }
             Piece::Line(line) => {
                 self.parser.set_pane_room(self.pane.has_room());
@@ -427,7 +491,8 @@ impl Worker {
                 }
                 if r.terminal && self.facts.terminal_event.is_none() {
                     self.facts.terminal_event = Some(String::from("seen"));
-                    self.linger_at = Some(Instant::now() + Duration::from_millis(self.spec.limits.linger_ms));
+                    self.linger_at =
+                        Some(Instant::now() + Duration::from_millis(self.spec.limits.linger_ms));
                 }
                 for item in &r.pane {
                     self.pane.item(item);
@@ -438,7 +503,9 @@ impl Worker {
 
     /// Reads what stderr has now; `false` at EOF.
     fn read_stderr(&mut self, err: &mut Option<std::process::ChildStderr>, buf: &mut [u8]) -> bool {
-        let Some(pipe) = err.as_mut() else { return false };
+        let Some(pipe) = err.as_mut() else {
+            return false;
+        };
         loop {
             match pipe.read(buf) {
                 Ok(0) => {
@@ -481,7 +548,9 @@ impl Worker {
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGCHLD) => self.reap(),
                 Ok(Signal::SIGUSR1) => self.cancel_requested(true),
-                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT) => self.cancel_requested(false),
+                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT) => {
+                    self.cancel_requested(false)
+                }
                 Ok(Signal::SIGHUP) => {
                     self.pane.set_dead();
                     self.begin_stop(KillReason::PaneClosed, self.spec.limits.grace_ms);
@@ -585,7 +654,10 @@ impl Worker {
             self.facts.lingered = true;
         }
         if grace_ms == 0 {
-            self.stop = Some(Stop { kill_at: Instant::now(), killed: false });
+            self.stop = Some(Stop {
+                kill_at: Instant::now(),
+                killed: false,
+            });
             self.kill_now();
             return;
         }
@@ -594,7 +666,10 @@ impl Worker {
             procs::signal_pid(pid, Signal::SIGTERM);
         }
         self.facts.signals_sent.push("SIGTERM".into());
-        self.stop = Some(Stop { kill_at: Instant::now() + Duration::from_millis(grace_ms), killed: false });
+        self.stop = Some(Stop {
+            kill_at: Instant::now() + Duration::from_millis(grace_ms),
+            killed: false,
+        });
     }
 
     /// SIGKILL to the group and every descendant.
@@ -613,12 +688,17 @@ impl Worker {
         }
     }
 
-    fn check_deadlines(&mut self, out: &mut Option<std::process::ChildStdout>, err: &mut Option<std::process::ChildStderr>) {
+    fn check_deadlines(
+        &mut self,
+        out: &mut Option<std::process::ChildStdout>,
+        err: &mut Option<std::process::ChildStderr>,
+    ) {
         let now = Instant::now();
         if self.agent_status.is_none() && self.stop.is_none() {
             if let Some(t) = self.spec.limits.timeout_ms {
                 if now >= self.started + Duration::from_millis(t) {
-                    self.pane.line(Style::Yellow, "subpane: timeout reached; stopping");
+                    self.pane
+                        .line(Style::Yellow, "subpane: timeout reached; stopping");
                     self.begin_stop(KillReason::Timeout, self.spec.limits.grace_ms);
                 }
             }
@@ -626,17 +706,27 @@ impl Worker {
         if self.agent_status.is_none() && self.stop.is_none() {
             if let Some(t) = self.spec.limits.idle_timeout_ms {
                 if now >= self.last_output + Duration::from_millis(t) {
-                    self.pane.line(Style::Yellow, "subpane: no output for the idle timeout; stopping");
+                    self.pane.line(
+                        Style::Yellow,
+                        "subpane: no output for the idle timeout; stopping",
+                    );
                     self.begin_stop(KillReason::IdleTimeout, self.spec.limits.grace_ms);
                 }
             }
         }
         if self.stop.is_none() && self.linger_at.is_some_and(|t| now >= t) {
             self.linger_at = None;
-            self.pane.line(Style::Yellow, "subpane: the agent did not exit after its final event; stopping");
+            self.pane.line(
+                Style::Yellow,
+                "subpane: the agent did not exit after its final event; stopping",
+            );
             self.begin_stop(KillReason::Linger, self.spec.limits.grace_ms);
         }
-        if self.stop.as_ref().is_some_and(|s| !s.killed && now >= s.kill_at) {
+        if self
+            .stop
+            .as_ref()
+            .is_some_and(|s| !s.killed && now >= s.kill_at)
+        {
             self.kill_now();
         }
         if self.leak_at.is_some_and(|t| now >= t) {
@@ -647,7 +737,10 @@ impl Worker {
                 let n = self.kill_descendants();
                 self.facts.cleanup.killed_descendants += n;
                 self.drain_until = Some(now + DRAIN_WAIT);
-                self.pane.line(Style::Yellow, &format!("subpane: {n} leftover process(es) held the output open; killed"));
+                self.pane.line(
+                    Style::Yellow,
+                    &format!("subpane: {n} leftover process(es) held the output open; killed"),
+                );
             }
         }
         if self.drain_until.is_some_and(|t| now >= t) {
@@ -672,7 +765,9 @@ impl Worker {
         if let Some(st) = self.agent_status {
             match st {
                 WaitStatus::Exited(_, code) => self.facts.exit_code = Some(code),
-                WaitStatus::Signaled(_, sig, _) => self.facts.signal = Some(sig.as_str().to_owned()),
+                WaitStatus::Signaled(_, sig, _) => {
+                    self.facts.signal = Some(sig.as_str().to_owned())
+                }
                 _ => {}
             }
         }
@@ -722,7 +817,10 @@ impl Worker {
         let env = envelope::build(&self.spec, &self.facts, output, outcome, artifacts);
         let write = store::write_json_new(&self.paths.result(), &env);
         store::notify_done(&self.paths);
-        let dur = env.duration_ms.map(|d| format!("{:.1}s", d as f64 / 1000.0)).unwrap_or_default();
+        let dur = env
+            .duration_ms
+            .map(|d| format!("{:.1}s", d as f64 / 1000.0))
+            .unwrap_or_default();
         let how = match (env.exit_code, &env.signal) {
             (Some(c), _) => format!("exit {c}"),
             (None, Some(s)) => s.clone(),
@@ -733,18 +831,50 @@ impl Worker {
         self.pane.line(Style::Dim, &"─".repeat(60));
         match write {
             Ok(_) => {
-                let kind = env.failure_kind.map(|k| format!(" ({})", serde_json::to_value(k).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default())).unwrap_or_default();
-                let mark = if env.status == envelope::Status::Completed { "✔" } else { "✘" };
-                let style = if env.status == envelope::Status::Completed { Style::Green } else { Style::Red };
-                self.pane.line(style, &format!("{mark} {}{kind} · {how} · {dur}", env.status.as_str()));
+                let kind = env
+                    .failure_kind
+                    .map(|k| {
+                        format!(
+                            " ({})",
+                            serde_json::to_value(k)
+                                .ok()
+                                .and_then(|v| v.as_str().map(str::to_owned))
+                                .unwrap_or_default()
+                        )
+                    })
+                    .unwrap_or_default();
+                let mark = if env.status == envelope::Status::Completed {
+                    "✔"
+                } else {
+                    "✘"
+                };
+                let style = if env.status == envelope::Status::Completed {
+                    Style::Green
+                } else {
+                    Style::Red
+                };
+                self.pane.line(
+                    style,
+                    &format!("{mark} {}{kind} · {how} · {dur}", env.status.as_str()),
+                );
             }
-            Err(e) => self.pane.line(Style::Red, &format!("subpane: cannot write the result: {e}")),
+            Err(e) => self.pane.line(
+                Style::Red,
+                &format!("subpane: cannot write the result: {e}"),
+            ),
         }
         if self.spec.keep_session {
-            self.pane.line(Style::Dim, "session kept: detach with Ctrl-b d; `subpane gc` removes it");
+            self.pane.line(
+                Style::Dim,
+                "session kept: detach with Ctrl-b d; `subpane gc` removes it",
+            );
         }
         // result.json is written: nobody waits on this, so a kept pane may take its time.
-        let bound = if self.spec.keep_session { Duration::from_secs(10) } else { Duration::from_secs(2) };
+        let bound = if self.spec.keep_session {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(2)
+        };
         self.pane.flush_final(bound);
     }
 }
@@ -752,7 +882,10 @@ impl Worker {
 /// The last non-empty line of `bytes`, as text.
 fn last_line(bytes: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(bytes);
-    text.lines().map(str::trim).rfind(|l| !l.is_empty()).map(|l| l.chars().take(500).collect())
+    text.lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .map(|l| l.chars().take(500).collect())
 }
 
 fn write_line(w: &mut Option<BufWriter<File>>, line: &[u8]) {
@@ -767,7 +900,9 @@ fn set_nonblocking(fd: i32) {
     // SAFETY: fd is a pipe we own for the duration of the loop.
     let b = unsafe { BorrowedFd::borrow_raw(fd) };
     if let Ok(flags) = fcntl(b, FcntlArg::F_GETFL) {
-        let _ = fcntl(b, FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK));
+        let _ = fcntl(
+            b,
+            FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+        );
     }
 }
-

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{TestEnv, assert_valid_envelope, wait_child_within, wait_for_text, wait_until};
+use crate::harness::{
+    TestEnv, assert_valid_envelope, wait_child_within, wait_for_text, wait_until,
+};
 
 /// Upper bound for one `subpane run` of a real CLI; the run's own `--timeout` is shorter, so
 /// a hang shows up as a `timeout` envelope first.
@@ -134,9 +136,16 @@ impl Mock {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("start python3 tests/mock_model/server.py");
-        let mut mock = Mock { child, log, dumps, env: BTreeMap::new() };
+        let mut mock = Mock {
+            child,
+            log,
+            dumps,
+            env: BTreeMap::new(),
+        };
         let port: u16 = wait_until("the mock model server's port file", || {
-            std::fs::read_to_string(&port_file).ok().and_then(|s| s.trim().parse().ok())
+            std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
         });
         let out = Command::new("python3")
             .arg(script.join("agent_env.py"))
@@ -145,7 +154,11 @@ impl Mock {
             .args(["--format", "json"])
             .output()
             .expect("run agent_env.py");
-        assert!(out.status.success(), "agent_env.py failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "agent_env.py failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         mock.env = serde_json::from_slice(&out.stdout).expect("agent_env.py prints a JSON object");
         mock
     }
@@ -156,9 +169,16 @@ impl Mock {
 
     /// Bodies of the model requests so far (`/v1/...` posts), oldest first.
     fn request_bodies(&self) -> Vec<String> {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.dumps).unwrap().flatten().map(|e| e.path()).collect();
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&self.dumps)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
         files.sort();
-        files.iter().map(|p| std::fs::read_to_string(p).unwrap_or_default()).collect()
+        files
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap_or_default())
+            .collect()
     }
 
     /// A command for `subpane` whose environment points the CLIs at this server, with
@@ -168,7 +188,9 @@ impl Mock {
         c.envs(&self.env);
         let mut paths: Vec<PathBuf> = front.into_iter().map(Path::to_path_buf).collect();
         paths.push(clis_bin());
-        paths.extend(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()));
+        paths.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
         c.env("PATH", std::env::join_paths(paths).unwrap());
         c
     }
@@ -183,15 +205,46 @@ impl Drop for Mock {
 
 /// `subpane run --json --timeout 60s --run-id RUN --cwd WORK --agent A <extra…>`; returns
 /// the run's exit code and its (schema-checked) envelope.
-fn run_agent(env: &TestEnv, mock: &Mock, front: Option<&Path>, run: &str, agent: Agent, extra: &[&str]) -> (i32, Value) {
+fn run_agent(
+    env: &TestEnv,
+    mock: &Mock,
+    front: Option<&Path>,
+    run: &str,
+    agent: Agent,
+    extra: &[&str],
+) -> (i32, Value) {
     let work = env.work.to_str().unwrap();
     let mut c = mock.subpane(env, front);
-    c.args(["run", "--json", "--timeout", RUN_TIMEOUT, "--run-id", run, "--cwd", work, "--agent", agent.name()]);
+    c.args([
+        "run",
+        "--json",
+        "--timeout",
+        RUN_TIMEOUT,
+        "--run-id",
+        run,
+        "--cwd",
+        work,
+        "--agent",
+        agent.name(),
+    ]);
     c.args(extra);
     let started = Instant::now();
-    let child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run subpane");
-    let ran = wait_child_within(child, RUN_LIMIT, "a real agent CLI against the mock model did not finish");
-    eprintln!("{run}: {} exited {} after {:?}", agent.name(), ran.code, started.elapsed());
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run subpane");
+    let ran = wait_child_within(
+        child,
+        RUN_LIMIT,
+        "a real agent CLI against the mock model did not finish",
+    );
+    eprintln!(
+        "{run}: {} exited {} after {:?}",
+        agent.name(),
+        ran.code,
+        started.elapsed()
+    );
     let v = ran.json();
     assert_valid_envelope(&v);
     assert_eq!(v, env.result(run), "the printed envelope is result.json");
@@ -200,9 +253,13 @@ fn run_agent(env: &TestEnv, mock: &Mock, front: Option<&Path>, run: &str, agent:
 }
 
 fn events(env: &TestEnv, run: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(env.attempt_dir(run, 1).join("events.jsonl")).unwrap_or_default();
+    let text =
+        std::fs::read_to_string(env.attempt_dir(run, 1).join("events.jsonl")).unwrap_or_default();
     text.lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("events.jsonl line is not JSON ({e}): {l}")))
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("events.jsonl line is not JSON ({e}): {l}"))
+        })
         .collect()
 }
 
@@ -215,16 +272,37 @@ fn assert_no_deltas(env: &TestEnv, run: &str, agent: Agent, v: &Value) {
         !evs.iter().any(|e| e["type"] == delta),
         "events.jsonl keeps {delta} lines"
     );
-    assert_eq!(v["filter"]["kept_lines"].as_u64(), Some(evs.len() as u64), "{}", v["filter"]);
+    assert_eq!(
+        v["filter"]["kept_lines"].as_u64(),
+        Some(evs.len() as u64),
+        "{}",
+        v["filter"]
+    );
     if agent.streams_deltas() {
-        assert!(v["filter"]["dropped_lines"].as_u64().unwrap() > 0, "nothing was dropped: {}", v["filter"]);
-        assert!(v["filter"]["dropped_bytes"].as_u64().unwrap() > 0, "{}", v["filter"]);
+        assert!(
+            v["filter"]["dropped_lines"].as_u64().unwrap() > 0,
+            "nothing was dropped: {}",
+            v["filter"]
+        );
+        assert!(
+            v["filter"]["dropped_bytes"].as_u64().unwrap() > 0,
+            "{}",
+            v["filter"]
+        );
     }
 }
 
 /// A clean answer: completed, the text in the envelope, output.txt and `logs --output`,
 /// a session id, usage of `calls` model calls, a cost (pi and claude), turns.
-fn assert_completed(env: &TestEnv, run: &str, agent: Agent, code: i32, v: &Value, text: &str, calls: u64) {
+fn assert_completed(
+    env: &TestEnv,
+    run: &str,
+    agent: Agent,
+    code: i32,
+    v: &Value,
+    text: &str,
+    calls: u64,
+) {
     assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["status"], "completed", "{v:#}");
     assert_eq!(v["failure_kind"], Value::Null);
@@ -238,7 +316,10 @@ fn assert_completed(env: &TestEnv, run: &str, agent: Agent, code: i32, v: &Value
     let logs = env.sp(["logs", "--output", run]);
     assert_eq!(logs.code, 0, "{logs:?}");
     assert_eq!(logs.stdout.trim_end(), text);
-    assert!(out["session_id"].as_str().is_some_and(|s| !s.is_empty()), "{out:#}");
+    assert!(
+        out["session_id"].as_str().is_some_and(|s| !s.is_empty()),
+        "{out:#}"
+    );
     // The mock's fixed usage: 120 input, 8 output, 20 cache-read tokens per call.
     let u = &out["usage"];
     assert_eq!(u["input_tokens"].as_u64(), Some(120 * calls), "{u}");
@@ -262,10 +343,21 @@ fn assert_completed(env: &TestEnv, run: &str, agent: Agent, code: i32, v: &Value
 fn plain(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
-    let (code, v) = run_agent(&env, &mock, None, "plain", agent, &["--task", "SCENARIO:plain Say hello."]);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        None,
+        "plain",
+        agent,
+        &["--task", "SCENARIO:plain Say hello."],
+    );
     assert_completed(&env, "plain", agent, code, &v, MOCK_TEXT, 1);
     assert_eq!(v["output"]["tool_calls"], 0);
-    assert!(mock.log_text().contains("scenario=plain"), "{}", mock.log_text());
+    assert!(
+        mock.log_text().contains("scenario=plain"),
+        "{}",
+        mock.log_text()
+    );
     env.assert_no_leftovers();
 }
 
@@ -274,18 +366,35 @@ fn tool_write(agent: Agent) {
     let mock = Mock::start(&env);
     let target = env.work.join("made_by_agent.txt");
     assert!(!target.exists());
-    let args = [agent.tools_args(), &["--task", "SCENARIO:tool_write Write the file."]].concat();
+    let args = [
+        agent.tools_args(),
+        &["--task", "SCENARIO:tool_write Write the file."],
+    ]
+    .concat();
     let (code, v) = run_agent(&env, &mock, None, "tool", agent, &args);
     assert_completed(&env, "tool", agent, code, &v, TOOL_DONE_TEXT, 2);
-    assert!(v["output"]["tool_calls"].as_u64().is_some_and(|n| n >= 1), "{v:#}");
-    assert_eq!(std::fs::read_to_string(&target).expect("the agent's tool wrote the file in --cwd"), "hi\n");
+    assert!(
+        v["output"]["tool_calls"].as_u64().is_some_and(|n| n >= 1),
+        "{v:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("the agent's tool wrote the file in --cwd"),
+        "hi\n"
+    );
     env.assert_no_leftovers();
 }
 
 fn model_error(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
-    let (code, v) = run_agent(&env, &mock, None, "err", agent, &["--task", "SCENARIO:model_error Say hello."]);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        None,
+        "err",
+        agent,
+        &["--task", "SCENARIO:model_error Say hello."],
+    );
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["status"], "failed", "{v:#}");
     assert_eq!(v["failure_kind"], "model", "{v:#}");
@@ -302,12 +411,19 @@ fn model_error(agent: Agent) {
             assert!(errors[0].as_str().unwrap().contains("500"), "{errors:?}");
         }
         Agent::Claude => {
-            let result = evs.iter().rev().find(|e| e["type"] == "result").expect("a result event");
+            let result = evs
+                .iter()
+                .rev()
+                .find(|e| e["type"] == "result")
+                .expect("a result event");
             // Claude says "success" for a failed call; is_error is what counts.
             assert_eq!(result["subtype"], "success", "{result}");
             assert_eq!(result["is_error"], true, "{result}");
         }
-        Agent::Codex => assert!(evs.iter().any(|e| e["type"] == "turn.failed"), "no turn.failed"),
+        Agent::Codex => assert!(
+            evs.iter().any(|e| e["type"] == "turn.failed"),
+            "no turn.failed"
+        ),
     }
     assert!(v["terminal_event"].is_string(), "{v:#}");
     assert!(mock.log_text().contains("scenario=model_error"));
@@ -317,12 +433,22 @@ fn model_error(agent: Agent) {
 fn context_overflow(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
-    let (code, v) = run_agent(&env, &mock, None, "overflow", agent, &["--task", "SCENARIO:context_overflow Say hello."]);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        None,
+        "overflow",
+        agent,
+        &["--task", "SCENARIO:context_overflow Say hello."],
+    );
     assert_eq!(code, 1, "{v:#}");
     assert_eq!(v["status"], "failed", "{v:#}");
     assert_eq!(v["failure_kind"], "model", "{v:#}");
     assert_eq!(v["output"]["context_length_exceeded"], true, "{v:#}");
-    assert!(!v["output"]["errors"].as_array().unwrap().is_empty(), "{v:#}");
+    assert!(
+        !v["output"]["errors"].as_array().unwrap().is_empty(),
+        "{v:#}"
+    );
     assert!(mock.log_text().contains("scenario=context_overflow"));
     env.assert_no_leftovers();
 }
@@ -331,16 +457,34 @@ fn stall(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
     let idle = agent.stall_idle_timeout();
-    let (code, v) =
-        run_agent(&env, &mock, None, "stall", agent, &["--idle-timeout", idle, "--task", "SCENARIO:stall Say hello."]);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        None,
+        "stall",
+        agent,
+        &[
+            "--idle-timeout",
+            idle,
+            "--task",
+            "SCENARIO:stall Say hello.",
+        ],
+    );
     assert_eq!(code, 124, "{v:#}");
     assert_eq!(v["status"], "failed", "{v:#}");
     assert_eq!(v["failure_kind"], "idle_timeout", "{v:#}");
     assert_eq!(v["terminal_event"], Value::Null);
     assert_eq!(v["output"]["final_text"], Value::Null);
     // The CLI reached the model and was stopped while the stream hung, not before it started.
-    assert!(mock.log_text().contains("scenario=stall"), "the CLI never asked the model:\n{}", mock.log_text());
-    assert!(v["output"]["session_id"].is_string(), "the CLI started its session before the stall: {v:#}");
+    assert!(
+        mock.log_text().contains("scenario=stall"),
+        "the CLI never asked the model:\n{}",
+        mock.log_text()
+    );
+    assert!(
+        v["output"]["session_id"].is_string(),
+        "the CLI started its session before the stall: {v:#}"
+    );
     // Stopping the CLI closed its connection to the model.
     wait_for_text(&mock.log, "stall: client gone");
     env.assert_no_leftovers();
@@ -420,7 +564,9 @@ fn strings(v: &Value, out: &mut Vec<String>) {
 /// Whether one of the model requests carries `text` in one of its strings, byte for byte.
 fn requests_carry(bodies: &[String], text: &str) -> bool {
     bodies.iter().any(|b| {
-        let Ok(v) = serde_json::from_str::<Value>(b) else { return false };
+        let Ok(v) = serde_json::from_str::<Value>(b) else {
+            return false;
+        };
         let mut all = Vec::new();
         strings(&v, &mut all);
         all.iter().any(|s| s.contains(text))
@@ -430,7 +576,9 @@ fn requests_carry(bodies: &[String], text: &str) -> bool {
 /// A PATH without any directory that holds `binary`.
 fn path_without(binary: &str) -> std::ffi::OsString {
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let kept: Vec<PathBuf> = std::env::split_paths(&path).filter(|d| !d.join(binary).exists()).collect();
+    let kept: Vec<PathBuf> = std::env::split_paths(&path)
+        .filter(|d| !d.join(binary).exists())
+        .collect();
     std::env::join_paths(kept).unwrap()
 }
 
@@ -438,20 +586,43 @@ fn path_without(binary: &str) -> std::ffi::OsString {
 fn a_missing_cli_is_refused_with_its_install_hint() {
     clis_bin();
     let env = TestEnv::new();
-    for (cli, package) in
-        [("pi", "@mariozechner/pi-coding-agent"), ("claude", "@anthropic-ai/claude-code"), ("codex", "@openai/codex")]
-    {
+    for (cli, package) in [
+        ("pi", "@mariozechner/pi-coding-agent"),
+        ("claude", "@anthropic-ai/claude-code"),
+        ("codex", "@openai/codex"),
+    ] {
         let ran: crate::harness::Ran = env
             .cmd()
             .env("PATH", path_without(cli))
-            .args(["run", "--json", "--run-id", cli, "--agent", cli, "--task", "SCENARIO:plain hi"])
+            .args([
+                "run",
+                "--json",
+                "--run-id",
+                cli,
+                "--agent",
+                cli,
+                "--task",
+                "SCENARIO:plain hi",
+            ])
             .output()
             .unwrap()
             .into();
         assert_eq!(ran.code, 2, "{ran:?}");
-        assert!(ran.stderr.contains(&format!("`{cli}`")), "the error names the binary: {}", ran.stderr);
-        assert!(ran.stderr.contains("was not found on PATH"), "{}", ran.stderr);
-        assert!(ran.stderr.contains(&format!("npm install -g {package}")), "the error says how to install it: {}", ran.stderr);
+        assert!(
+            ran.stderr.contains(&format!("`{cli}`")),
+            "the error names the binary: {}",
+            ran.stderr
+        );
+        assert!(
+            ran.stderr.contains("was not found on PATH"),
+            "{}",
+            ran.stderr
+        );
+        assert!(
+            ran.stderr.contains(&format!("npm install -g {package}")),
+            "the error says how to install it: {}",
+            ran.stderr
+        );
         assert!(ran.stdout.is_empty(), "{ran:?}");
         assert!(!env.run_dir(cli).exists(), "nothing was created for {cli}");
     }
@@ -466,7 +637,11 @@ fn lingering_wrapper(env: &TestEnv, cli: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let real = clis_bin().join(cli);
     let script = dir.join(cli);
-    std::fs::write(&script, format!("#!/bin/sh\n'{}' \"$@\"\nsleep 300\n", real.display())).unwrap();
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\n'{}' \"$@\"\nsleep 300\n", real.display()),
+    )
+    .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
@@ -477,10 +652,21 @@ fn lingering(agent: Agent, scenario: &str) -> Value {
     let mock = Mock::start(&env);
     let front = lingering_wrapper(&env, agent.name());
     let task = format!("SCENARIO:{scenario} Say hello.");
-    let (code, v) = run_agent(&env, &mock, Some(&front), "linger", agent, &["--linger", "1s", "--task", &task]);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        Some(&front),
+        "linger",
+        agent,
+        &["--linger", "1s", "--task", &task],
+    );
     assert_eq!(v["lingered"], true, "{v:#}");
     assert!(v["terminal_event"].is_string(), "{v:#}");
-    assert_eq!(v["argv"][0], front.join(agent.name()).to_str().unwrap(), "the wrapper ran");
+    assert_eq!(
+        v["argv"][0],
+        front.join(agent.name()).to_str().unwrap(),
+        "the wrapper ran"
+    );
     assert!(v["duration_ms"].as_u64().unwrap() < 60_000, "{v:#}");
     let ok = scenario == "plain";
     assert_eq!(code, if ok { 0 } else { 1 }, "{v:#}");
@@ -513,7 +699,9 @@ fn pi_takes_a_3mb_task_with_quotes_and_newlines() {
     let mut task = String::from(head);
     let mut i = 0;
     while task.len() < 3 * 1024 * 1024 {
-        task.push_str(&format!("\nfiller line {i}: \"quoted\" and 'single' and ünïcödé"));
+        task.push_str(&format!(
+            "\nfiller line {i}: \"quoted\" and 'single' and ünïcödé"
+        ));
         i += 1;
     }
     task.push_str("\nTHE END");
@@ -522,17 +710,24 @@ fn pi_takes_a_3mb_task_with_quotes_and_newlines() {
     let at = format!("@{}", file.display());
     let (code, v) = run_agent(&env, &mock, None, "big", Agent::Pi, &["--task", &at]);
     assert_completed(&env, "big", Agent::Pi, code, &v, MOCK_TEXT, 1);
-    assert!(requests_carry(&mock.request_bodies(), &task), "the model did not get the whole task intact");
+    assert!(
+        requests_carry(&mock.request_bodies(), &task),
+        "the model did not get the whole task intact"
+    );
     env.assert_no_leftovers();
 }
 
 fn quoted_inline_task(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
-    let task = "SCENARIO:plain it's \"quoted\", $HOME, `uname` && echo no\nsecond line\n--not-a-flag";
+    let task =
+        "SCENARIO:plain it's \"quoted\", $HOME, `uname` && echo no\nsecond line\n--not-a-flag";
     let (code, v) = run_agent(&env, &mock, None, "quoted", agent, &["--task", task]);
     assert_completed(&env, "quoted", agent, code, &v, MOCK_TEXT, 1);
-    assert!(requests_carry(&mock.request_bodies(), task), "the model did not get the task intact");
+    assert!(
+        requests_carry(&mock.request_bodies(), task),
+        "the model did not get the task intact"
+    );
     env.assert_no_leftovers();
 }
 
@@ -551,20 +746,49 @@ fn codex_takes_a_task_with_quotes_and_newlines() {
 fn resume(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
-    let (code, first) = run_agent(&env, &mock, None, "first", agent, &["--task", "SCENARIO:plain Remember BANANA-42."]);
+    let (code, first) = run_agent(
+        &env,
+        &mock,
+        None,
+        "first",
+        agent,
+        &["--task", "SCENARIO:plain Remember BANANA-42."],
+    );
     assert_completed(&env, "first", agent, code, &first, MOCK_TEXT, 1);
     let session = first["output"]["session_id"].as_str().unwrap().to_owned();
     let before = mock.request_bodies().len();
-    let (code, second) =
-        run_agent(&env, &mock, None, "second", agent, &["--resume", &session, "--task", "SCENARIO:plain Which word?"]);
+    let (code, second) = run_agent(
+        &env,
+        &mock,
+        None,
+        "second",
+        agent,
+        &["--resume", &session, "--task", "SCENARIO:plain Which word?"],
+    );
     let bodies = mock.request_bodies();
-    assert_eq!(code, 0, "{second:#}\nstderr: {}", std::fs::read_to_string(env.attempt_dir("second", 1).join("stderr.log")).unwrap_or_default());
+    assert_eq!(
+        code,
+        0,
+        "{second:#}\nstderr: {}",
+        std::fs::read_to_string(env.attempt_dir("second", 1).join("stderr.log"))
+            .unwrap_or_default()
+    );
     assert_eq!(second["status"], "completed", "{second:#}");
     assert_eq!(second["output"]["final_text"], MOCK_TEXT);
-    assert_eq!(second["output"]["session_id"], session.as_str(), "the same session goes on");
+    assert_eq!(
+        second["output"]["session_id"],
+        session.as_str(),
+        "the same session goes on"
+    );
     let new = &bodies[before..];
-    assert!(requests_carry(new, "Which word?"), "the second task reached the model");
-    assert!(requests_carry(new, "Remember BANANA-42."), "the resumed request lacks the first conversation");
+    assert!(
+        requests_carry(new, "Which word?"),
+        "the second task reached the model"
+    );
+    assert!(
+        requests_carry(new, "Remember BANANA-42."),
+        "the resumed request lacks the first conversation"
+    );
     env.assert_no_leftovers();
 }
 
@@ -588,12 +812,32 @@ fn pi_resume_continues_the_session() {
 fn pane_shows_the_conversation(agent: Agent, usage_line: &str) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
-    let args = [agent.tools_args(), &["--keep-session", "--task", "SCENARIO:tool_write Write the file."]].concat();
+    let args = [
+        agent.tools_args(),
+        &[
+            "--keep-session",
+            "--task",
+            "SCENARIO:tool_write Write the file.",
+        ],
+    ]
+    .concat();
     let (code, v) = run_agent(&env, &mock, None, "pane", agent, &args);
     assert_completed(&env, "pane", agent, code, &v, TOOL_DONE_TEXT, 2);
     let session = v["tmux"]["session"].as_str().unwrap().to_owned();
     let capture = || {
-        let out = env.tmux().args(["capture-pane", "-p", "-J", "-S", "-", "-t", &format!("={session}:")]).output().unwrap();
+        let out = env
+            .tmux()
+            .args([
+                "capture-pane",
+                "-p",
+                "-J",
+                "-S",
+                "-",
+                "-t",
+                &format!("={session}:"),
+            ])
+            .output()
+            .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     // The worker writes its closing lines after result.json.
@@ -603,20 +847,38 @@ fn pane_shows_the_conversation(agent: Agent, usage_line: &str) {
         if s.contains("session kept") {
             break s;
         }
-        assert!(Instant::now() < end, "the pane never showed its closing lines:\n{s}");
+        assert!(
+            Instant::now() < end,
+            "the pane never showed its closing lines:\n{s}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let lines: Vec<&str> = pane.lines().map(str::trim_end).filter(|l| !l.is_empty()).collect();
-    let find = |what: &str| lines.iter().position(|l| l.contains(what)).unwrap_or_else(|| panic!("the pane lacks {what:?}:\n{pane}"));
+    let lines: Vec<&str> = pane
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let find = |what: &str| {
+        lines
+            .iter()
+            .position(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("the pane lacks {what:?}:\n{pane}"))
+    };
     let tool = lines
         .iter()
-        .position(|l| l.starts_with(&format!("▸ {} ", agent.shell_tool_in_pane())) && l.contains("echo hi > made_by_agent.txt"))
+        .position(|l| {
+            l.starts_with(&format!("▸ {} ", agent.shell_tool_in_pane()))
+                && l.contains("echo hi > made_by_agent.txt")
+        })
         .unwrap_or_else(|| panic!("the pane lacks the tool call with its command:\n{pane}"));
     let text = find(TOOL_DONE_TEXT);
     let usage = find(usage_line);
     assert!(tool < text && text < usage, "out of order:\n{pane}");
     // The usage line closes the agent's part; only subpane's own closing lines follow.
-    assert!(lines[usage + 1].starts_with('─'), "the usage line is not the last agent line:\n{pane}");
+    assert!(
+        lines[usage + 1].starts_with('─'),
+        "the usage line is not the last agent line:\n{pane}"
+    );
     assert!(lines[usage + 2].starts_with("✔ completed"), "{pane}");
     let w = env.read_json(&env.attempt_dir("pane", 1).join("worker.json"));
     crate::harness::wait_pid_gone(w["worker"]["pid"].as_i64().unwrap() as i32);
@@ -627,15 +889,24 @@ fn pane_shows_the_conversation(agent: Agent, usage_line: &str) {
 
 #[test]
 fn pi_pane_shows_text_tool_call_and_cost() {
-    pane_shows_the_conversation(Agent::Pi, "done · tokens in 240 out 16 cache r/w 40/0 · $0.0003 · ");
+    pane_shows_the_conversation(
+        Agent::Pi,
+        "done · tokens in 240 out 16 cache r/w 40/0 · $0.0003 · ",
+    );
 }
 
 #[test]
 fn claude_pane_shows_text_tool_call_and_cost() {
-    pane_shows_the_conversation(Agent::Claude, "done · tokens in 240 out 16 cache r/w 40/0 · $0.0013 · 2 turns · 1 tool calls");
+    pane_shows_the_conversation(
+        Agent::Claude,
+        "done · tokens in 240 out 16 cache r/w 40/0 · $0.0013 · 2 turns · 1 tool calls",
+    );
 }
 
 #[test]
 fn codex_pane_shows_text_tool_call_and_usage() {
-    pane_shows_the_conversation(Agent::Codex, "done · tokens in 240 out 16 cache r/w 40/0 · 1 turns · 1 tool calls");
+    pane_shows_the_conversation(
+        Agent::Codex,
+        "done · tokens in 240 out 16 cache r/w 40/0 · 1 turns · 1 tool calls",
+    );
 }

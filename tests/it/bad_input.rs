@@ -10,12 +10,26 @@ fn refused(args: &[&str], mentions: &[&str]) -> Ran {
     let env = TestEnv::new();
     let r = env.sp(args);
     assert_eq!(r.code, 2, "subpane {args:?} should be refused: {r:?}");
-    assert!(r.stdout.is_empty(), "subpane {args:?} printed on stdout: {r:?}");
+    assert!(
+        r.stdout.is_empty(),
+        "subpane {args:?} printed on stdout: {r:?}"
+    );
     for m in mentions {
-        assert!(r.stderr.contains(m), "subpane {args:?}: stderr does not mention {m:?}:\n{}", r.stderr);
+        assert!(
+            r.stderr.contains(m),
+            "subpane {args:?}: stderr does not mention {m:?}:\n{}",
+            r.stderr
+        );
     }
-    assert!(!env.home.exists(), "subpane {args:?} created the home {}", env.home.display());
-    assert!(!env.socket.exists(), "subpane {args:?} started a tmux server");
+    assert!(
+        !env.home.exists(),
+        "subpane {args:?} created the home {}",
+        env.home.display()
+    );
+    assert!(
+        !env.socket.exists(),
+        "subpane {args:?} started a tmux server"
+    );
     assert!(env.leftovers().is_empty());
     r
 }
@@ -28,7 +42,10 @@ fn bad_run_ids_are_refused() {
     refused(&["run", "--run-id", ".", "--", "true"], &["`.`"]);
     refused(&["run", "--run-id", "..", "--", "true"], &["`..`"]);
     refused(&["run", "--run-id", "a/b", "--", "true"], &["a/b"]);
-    refused(&["run", "--run-id", "../escape", "--", "true"], &["../escape"]);
+    refused(
+        &["run", "--run-id", "../escape", "--", "true"],
+        &["../escape"],
+    );
     refused(&["run", "--run-id=-x", "--", "true"], &["-x"]);
     refused(&["run", "--run-id", "-x", "--", "true"], &["-x"]);
     refused(&["run", "--run-id", "a b", "--", "true"], &["a b"]);
@@ -50,17 +67,31 @@ fn an_existing_run_id_is_refused_and_the_run_is_untouched() {
     let first = env.sp(["run", "--json", "--run-id", "dup", "--", "echo", "first"]);
     assert_eq!(first.code, 0, "{first:?}");
     let snapshot = |p: &Path| -> Vec<(String, Vec<u8>)> {
-        let mut v: Vec<(String, Vec<u8>)> = walk(p).into_iter().map(|f| (f.display().to_string(), std::fs::read(&f).unwrap())).collect();
+        let mut v: Vec<(String, Vec<u8>)> = walk(p)
+            .into_iter()
+            .map(|f| (f.display().to_string(), std::fs::read(&f).unwrap()))
+            .collect();
         v.sort();
         v
     };
     let before = snapshot(&env.run_dir("dup"));
     let r = env.sp(["run", "--json", "--run-id", "dup", "--", "echo", "second"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("dup") && r.stderr.contains("already exists"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("dup") && r.stderr.contains("already exists"),
+        "{}",
+        r.stderr
+    );
     assert!(r.stdout.is_empty(), "{r:?}");
-    assert_eq!(snapshot(&env.run_dir("dup")), before, "the existing run was changed");
-    assert_eq!(std::fs::read_to_string(env.attempt_dir("dup", 1).join("stdout.log")).unwrap(), "first\n");
+    assert_eq!(
+        snapshot(&env.run_dir("dup")),
+        before,
+        "the existing run was changed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(env.attempt_dir("dup", 1).join("stdout.log")).unwrap(),
+        "first\n"
+    );
     assert_eq!(std::fs::read_dir(env.home.join("runs")).unwrap().count(), 1);
     env.assert_no_leftovers();
 }
@@ -70,33 +101,62 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
         // Regular files only: the attempt's done.fifo would block a read.
-        if p.is_dir() { out.extend(walk(&p)) } else if p.is_file() { out.push(p) }
+        if p.is_dir() {
+            out.extend(walk(&p))
+        } else if p.is_file() {
+            out.push(p)
+        }
     }
     out
 }
 
 #[test]
 fn malformed_durations_are_refused() {
-    refused(&["run", "--timeout", "5", "--", "true"], &["--timeout", "`5`"]);
-    refused(&["run", "--timeout", "abc", "--", "true"], &["--timeout", "abc"]);
-    refused(&["run", "--timeout", "0s", "--", "true"], &["--timeout", "greater than zero"]);
+    refused(
+        &["run", "--timeout", "5", "--", "true"],
+        &["--timeout", "`5`"],
+    );
+    refused(
+        &["run", "--timeout", "abc", "--", "true"],
+        &["--timeout", "abc"],
+    );
+    refused(
+        &["run", "--timeout", "0s", "--", "true"],
+        &["--timeout", "greater than zero"],
+    );
     refused(&["run", "--timeout", "", "--", "true"], &["--timeout"]);
-    refused(&["run", "--idle-timeout=-1s", "--", "true"], &["--idle-timeout", "-1s"]);
-    refused(&["run", "--idle-timeout", "1x", "--", "true"], &["--idle-timeout", "1x"]);
+    refused(
+        &["run", "--idle-timeout=-1s", "--", "true"],
+        &["--idle-timeout", "-1s"],
+    );
+    refused(
+        &["run", "--idle-timeout", "1x", "--", "true"],
+        &["--idle-timeout", "1x"],
+    );
     refused(&["run", "--grace", "x", "--", "true"], &["--grace", "`x`"]);
     refused(&["run", "--linger", "10", "--", "true"], &["--linger"]);
 }
 
 #[test]
 fn programs_that_cannot_run_are_refused() {
-    refused(&["run", "--", "/nonexistent/program"], &["/nonexistent/program", "does not exist"]);
-    refused(&["run", "--", "no-such-program-4f9a1c"], &["no-such-program-4f9a1c", "PATH"]);
+    refused(
+        &["run", "--", "/nonexistent/program"],
+        &["/nonexistent/program", "does not exist"],
+    );
+    refused(
+        &["run", "--", "no-such-program-4f9a1c"],
+        &["no-such-program-4f9a1c", "PATH"],
+    );
     let env = TestEnv::new();
     let not_exec = env.work.join("not_exec.sh");
     std::fs::write(&not_exec, "#!/usr/bin/env bash\necho hi\n").unwrap();
     let r = env.sp(["run", "--", not_exec.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("not_exec.sh") && r.stderr.contains("not an executable"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("not_exec.sh") && r.stderr.contains("not an executable"),
+        "{}",
+        r.stderr
+    );
     assert!(!env.home.exists());
     // A directory is not a program either.
     let r = env.sp(["run", "--", env.work.to_str().unwrap()]);
@@ -106,26 +166,42 @@ fn programs_that_cannot_run_are_refused() {
 
 #[test]
 fn bad_cwd_is_refused() {
-    refused(&["run", "--cwd", "/nonexistent/dir", "--", "true"], &["--cwd", "/nonexistent/dir"]);
+    refused(
+        &["run", "--cwd", "/nonexistent/dir", "--", "true"],
+        &["--cwd", "/nonexistent/dir"],
+    );
     let env = TestEnv::new();
     let file = env.work.join("a_file");
     std::fs::write(&file, "").unwrap();
     let r = env.sp(["run", "--cwd", file.to_str().unwrap(), "--", "true"]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("--cwd") && r.stderr.contains("not a directory"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("--cwd") && r.stderr.contains("not a directory"),
+        "{}",
+        r.stderr
+    );
     assert!(!env.home.exists());
 }
 
 #[test]
 fn bad_flags_and_missing_program_are_refused() {
-    refused(&["run", "--no-such-flag", "--", "true"], &["--no-such-flag"]);
+    refused(
+        &["run", "--no-such-flag", "--", "true"],
+        &["--no-such-flag"],
+    );
     refused(&["run"], &["nothing to run"]);
     refused(&["run", "--"], &["nothing to run"]);
     refused(&["run", "--json"], &["nothing to run"]);
-    refused(&["run", "--label", "novalue", "--", "true"], &["--label", "novalue"]);
+    refused(
+        &["run", "--label", "novalue", "--", "true"],
+        &["--label", "novalue"],
+    );
     refused(&["run", "--label", "=v", "--", "true"], &["--label"]);
     refused(&["run", "--env", "1BAD=x", "--", "true"], &["1BAD"]);
-    refused(&["run", "--env", "NOEQUALS", "--", "true"], &["--env", "NOEQUALS"]);
+    refused(
+        &["run", "--env", "NOEQUALS", "--", "true"],
+        &["--env", "NOEQUALS"],
+    );
     refused(&["run", "--env", "A-B=x", "--", "true"], &["A-B"]);
     refused(&["run", "--task", "do it", "--", "true"], &["--task"]);
     refused(&["bogus-verb"], &["bogus-verb"]);
@@ -134,7 +210,15 @@ fn bad_flags_and_missing_program_are_refused() {
 
 #[test]
 fn unknown_run_ids_are_refused_by_every_verb() {
-    for verb in [&["status"][..], &["wait"], &["logs"], &["logs", "-f"], &["cancel"], &["attach"], &["status", "--json"]] {
+    for verb in [
+        &["status"][..],
+        &["wait"],
+        &["logs"],
+        &["logs", "-f"],
+        &["cancel"],
+        &["attach"],
+        &["status", "--json"],
+    ] {
         let args: Vec<&str> = verb.iter().copied().chain(["nope"]).collect();
         refused(&args, &["nope", "subpane ls"]);
     }
@@ -153,10 +237,19 @@ fn unknown_run_ids_are_refused_by_every_verb() {
 fn bad_wait_and_gc_durations_are_refused() {
     let env = TestEnv::new();
     assert_eq!(env.sp(["run", "--run-id", "r", "--", "true"]).code, 0);
-    for args in [&["wait", "--timeout", "5", "r"][..], &["wait", "--timeout", "0s", "r"], &["gc", "--older-than", "soon"], &["cancel", "--grace", "x", "r"]] {
+    for args in [
+        &["wait", "--timeout", "5", "r"][..],
+        &["wait", "--timeout", "0s", "r"],
+        &["gc", "--older-than", "soon"],
+        &["cancel", "--grace", "x", "r"],
+    ] {
         let r = env.sp(args);
         assert_eq!(r.code, 2, "{args:?}: {r:?}");
-        assert!(r.stderr.contains("invalid duration") || r.stderr.contains("greater than zero"), "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("invalid duration") || r.stderr.contains("greater than zero"),
+            "{args:?}: {}",
+            r.stderr
+        );
     }
     assert!(env.run_dir("r").exists(), "nothing was removed");
 }

@@ -18,8 +18,16 @@ fn envelopes_of_every_ending_match_the_schema() {
     let cases: Vec<(Vec<&str>, &str, Option<&str>)> = vec![
         (vec!["--", "echo", "hi"], "completed", None),
         (vec!["--", "sh", "-c", "exit 3"], "failed", Some("exit")),
-        (vec!["--timeout", "200ms", "--grace", "0s", "--", "sleep", "30"], "failed", Some("timeout")),
-        (vec!["--idle-timeout", "200ms", "--", "sleep", "30"], "failed", Some("idle_timeout")),
+        (
+            vec!["--timeout", "200ms", "--grace", "0s", "--", "sleep", "30"],
+            "failed",
+            Some("timeout"),
+        ),
+        (
+            vec!["--idle-timeout", "200ms", "--", "sleep", "30"],
+            "failed",
+            Some("idle_timeout"),
+        ),
     ];
     for (args, status, kind) in cases {
         let mut full = vec!["run", "--json"];
@@ -35,17 +43,33 @@ fn envelopes_of_every_ending_match_the_schema() {
     std::fs::write(&script, "#!/nonexistent/interpreter\necho never\n").unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let v = env.sp(["run", "--json", "--", "./bad-interpreter.sh"]).json();
+    let v = env
+        .sp(["run", "--json", "--", "./bad-interpreter.sh"])
+        .json();
     assert_eq!(v["failure_kind"], "spawn", "{v}");
-    assert!(v["output"]["errors"][0].as_str().unwrap().contains("cannot start"), "{v}");
+    assert!(
+        v["output"]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("cannot start"),
+        "{v}"
+    );
     assert_valid_envelope(&v);
     // Cancelled.
-    let id = env.sp(["run", "--detach", "--", "sleep", "30"]).stdout.trim().to_owned();
+    let id = env
+        .sp(["run", "--detach", "--", "sleep", "30"])
+        .stdout
+        .trim()
+        .to_owned();
     let v = env.sp(["cancel", "--json", "--grace", "0s", &id]).json();
     assert_eq!(v["status"], "cancelled", "{v}");
     assert_valid_envelope(&v);
     // Lost: the worker is killed.
-    let id = env.sp(["run", "--detach", "--", "sleep", "30"]).stdout.trim().to_owned();
+    let id = env
+        .sp(["run", "--detach", "--", "sleep", "30"])
+        .stdout
+        .trim()
+        .to_owned();
     let pid = env.worker_pid(&id);
     // SAFETY: plain kill(2) of the test's own worker.
     unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -68,15 +92,27 @@ fn schema_requires_every_field_the_code_writes() {
         k
     };
     let required = |node: &Value| -> Vec<String> {
-        let mut r: Vec<String> = node["required"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_owned()).collect();
+        let mut r: Vec<String> = node["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap().to_owned())
+            .collect();
         r.sort();
         r
     };
     assert_eq!(keys_of(&v), required(&s));
     assert_eq!(keys_of(&s["properties"]), required(&s));
     for nested in ["output", "filter", "cleanup", "tmux"] {
-        assert_eq!(keys_of(&v[nested]), required(&s["properties"][nested]), "{nested}");
-        assert_eq!(s["properties"][nested]["additionalProperties"], false, "{nested}");
+        assert_eq!(
+            keys_of(&v[nested]),
+            required(&s["properties"][nested]),
+            "{nested}"
+        );
+        assert_eq!(
+            s["properties"][nested]["additionalProperties"], false,
+            "{nested}"
+        );
     }
     assert_eq!(s["additionalProperties"], false);
     assert_eq!(s["properties"]["schema"]["const"], v["schema"]);

@@ -2,13 +2,14 @@
 //! killed, many attempts racing the private server's start and exit, an unwritable home and
 //! a full disk. The attempt's record must stay consistent and nothing may leak.
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use serde_json::Value;
 
 use crate::harness::{
-    self, BIN, TestEnv, agent_pid, assert_valid_envelope, fixture, pid_alive, send_signal, wait_for_text, wait_pid_gone,
+    self, BIN, TestEnv, agent_pid, assert_valid_envelope, fixture, pid_alive, send_signal,
+    wait_for_text, wait_pid_gone,
 };
 
 fn fx(name: &str) -> String {
@@ -16,7 +17,14 @@ fn fx(name: &str) -> String {
 }
 
 fn spawn_run(env: &TestEnv, args: &[&str]) -> Child {
-    env.cmd().arg("run").arg("--json").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn subpane run")
+    env.cmd()
+        .arg("run")
+        .arg("--json")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn subpane run")
 }
 
 /// How long any one `subpane` command here may take before the test fails instead of hanging.
@@ -27,7 +35,8 @@ fn finish(child: Child) -> harness::Ran {
 }
 
 /// A program that waits until `gate` exists in its working directory, then exits 7.
-const EXIT_7_AT_GATE: &str = "echo waiting; while [ ! -e gate ]; do sleep 0.05; done; echo through; exit 7";
+const EXIT_7_AT_GATE: &str =
+    "echo waiting; while [ ! -e gate ]; do sleep 0.05; done; echo through; exit 7";
 
 // ---- a supervisor or worker killed ----------------------------------------------------
 
@@ -41,13 +50,22 @@ fn run_killed_with_sigkill_leaves_the_attempt_running_and_wait_readopts_it() {
     run.kill().unwrap(); // SIGKILL
     let _ = run.wait();
     // Nothing noticed: the attempt runs on.
-    assert!(pid_alive(worker) && pid_alive(agent), "the attempt died with its supervisor");
+    assert!(
+        pid_alive(worker) && pid_alive(agent),
+        "the attempt died with its supervisor"
+    );
     let s = env.sp(["status", "k", "--json"]);
     assert_eq!(s.code, 3, "status of a running attempt: {s:?}");
     assert_eq!(s.json()["status"], "running");
     assert!(!env.attempt_dir("k", 1).join("result.json").exists());
     // A later waiter adopts it and reports how it really ended.
-    let wait = env.cmd().args(["wait", "k", "--json"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let wait = env
+        .cmd()
+        .args(["wait", "k", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::fs::write(env.work.join("gate"), b"").unwrap();
     let w = finish(wait);
     assert_eq!(w.code, 1, "{w:?}");
@@ -74,7 +92,10 @@ fn worker_killed_while_run_waits_gives_lost() {
     assert_valid_envelope(&v);
     assert_eq!(v["status"], "failed");
     assert_eq!(v["failure_kind"], "lost");
-    assert!(!v["output"]["errors"].as_array().unwrap().is_empty(), "a lost envelope says why: {v}");
+    assert!(
+        !v["output"]["errors"].as_array().unwrap().is_empty(),
+        "a lost envelope says why: {v}"
+    );
     assert_eq!(env.result("w"), v);
     wait_pid_gone(agent);
     env.assert_no_leftovers();
@@ -82,14 +103,24 @@ fn worker_killed_while_run_waits_gives_lost() {
 
 /// Starts a detached never-ending run, SIGKILLs its worker, and waits for the worker to die.
 fn detached_run_with_dead_worker(env: &TestEnv, id: &str) -> i32 {
-    let r = env.sp(["run", "--detach", "--run-id", id, "--", &fx("never_exits.sh")]);
+    let r = env.sp([
+        "run",
+        "--detach",
+        "--run-id",
+        id,
+        "--",
+        &fx("never_exits.sh"),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     wait_for_text(&env.attempt_dir(id, 1).join("stdout.log"), "started");
     let worker = env.worker_pid(id);
     let agent = agent_pid(env, id);
     send_signal(worker, libc::SIGKILL);
     wait_pid_gone(worker);
-    assert!(!env.attempt_dir(id, 1).join("result.json").exists(), "a SIGKILLed worker wrote a result");
+    assert!(
+        !env.attempt_dir(id, 1).join("result.json").exists(),
+        "a SIGKILLed worker wrote a result"
+    );
     agent
 }
 
@@ -117,7 +148,12 @@ fn worker_killed_while_nobody_waits_is_lost_at_next_ls() {
     let l = env.sp(["ls", "--json"]);
     assert_eq!(l.code, 0, "{l:?}");
     let rows = l.json();
-    let row = rows.as_array().unwrap().iter().find(|r| r["run_id"] == "w").unwrap_or_else(|| panic!("{rows}"));
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "w")
+        .unwrap_or_else(|| panic!("{rows}"));
     assert_eq!(row["status"], "failed");
     assert_eq!(row["failure_kind"], "lost");
     let v = env.result("w");
@@ -130,7 +166,14 @@ fn worker_killed_while_nobody_waits_is_lost_at_next_ls() {
 #[test]
 fn tmux_server_killed_under_a_detached_run_gives_lost() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--detach", "--run-id", "t", "--", &fx("never_exits.sh")]);
+    let r = env.sp([
+        "run",
+        "--detach",
+        "--run-id",
+        "t",
+        "--",
+        &fx("never_exits.sh"),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     wait_for_text(&env.attempt_dir("t", 1).join("stdout.log"), "started");
     let worker = env.worker_pid("t");
@@ -159,9 +202,20 @@ fn assert_all_completed(results: Vec<(String, harness::Ran)>) {
     let bad: Vec<String> = results
         .iter()
         .filter(|(_, r)| r.code != 0 || r.json()["status"] != "completed")
-        .map(|(id, r)| format!("{id}: exit {} stdout {} stderr {}", r.code, r.stdout, r.stderr))
+        .map(|(id, r)| {
+            format!(
+                "{id}: exit {} stdout {} stderr {}",
+                r.code, r.stdout, r.stderr
+            )
+        })
         .collect();
-    assert!(bad.is_empty(), "{} of {} attempts failed:\n{}", bad.len(), results.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} of {} attempts failed:\n{}",
+        bad.len(),
+        results.len(),
+        bad.join("\n")
+    );
 }
 
 #[test]
@@ -183,7 +237,10 @@ fn fifty_attempts_started_at_once_all_complete() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     assert_all_completed(results);
-    assert_eq!(std::fs::read_dir(env.home.join("runs")).unwrap().count(), 50);
+    assert_eq!(
+        std::fs::read_dir(env.home.join("runs")).unwrap().count(),
+        50
+    );
     env.assert_no_leftovers();
 }
 
@@ -196,10 +253,18 @@ fn attempts_starting_as_others_end_race_the_servers_exit() {
         let handles: Vec<_> = (0..4)
             .map(|t| {
                 let env = &env;
-                s.spawn(move || (0..12).map(|i| format!("c{t}-{i}")).map(|id| (id.clone(), run_true(env, &id))).collect::<Vec<_>>())
+                s.spawn(move || {
+                    (0..12)
+                        .map(|i| format!("c{t}-{i}"))
+                        .map(|id| (id.clone(), run_true(env, &id)))
+                        .collect::<Vec<_>>()
+                })
             })
             .collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
     });
     assert_all_completed(results);
     env.assert_no_leftovers();
@@ -231,13 +296,31 @@ fn home_under_a_regular_file_is_refused_and_nothing_is_created() {
     std::fs::write(&file, b"x").unwrap();
     let before = tree(env.root.path());
     let home = file.join("home");
-    let r = env.sp([OsArg::from("--home"), home.as_os_str().into(), "run".into(), "--".into(), "echo".into(), "hi".into()]);
+    let r = env.sp([
+        OsArg::from("--home"),
+        home.as_os_str().into(),
+        "run".into(),
+        "--".into(),
+        "echo".into(),
+        "hi".into(),
+    ]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stdout.is_empty(), "{r:?}");
-    assert!(r.stderr.contains("subpane: error:") && r.stderr.contains(&home.display().to_string()), "{}", r.stderr);
-    assert!(r.stderr.contains("--home") || r.stderr.contains("SUBPANE_HOME"), "the message says what to do: {}", r.stderr);
+    assert!(
+        r.stderr.contains("subpane: error:") && r.stderr.contains(&home.display().to_string()),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("--home") || r.stderr.contains("SUBPANE_HOME"),
+        "the message says what to do: {}",
+        r.stderr
+    );
     assert_eq!(tree(env.root.path()), before, "something was created");
-    assert!(!env.server_alive(), "a tmux server was started for a run that could not be recorded");
+    assert!(
+        !env.server_alive(),
+        "a tmux server was started for a run that could not be recorded"
+    );
     env.assert_no_leftovers();
 }
 
@@ -250,9 +333,18 @@ type OsArg = std::ffi::OsString;
 fn in_tiny_home(env: &TestEnv, script: &str) -> harness::Ran {
     let mount = env.root.path().join("tiny");
     std::fs::create_dir_all(&mount).unwrap();
-    let full = format!("set -u\nmount -t tmpfs -o size=256k,mode=0700 tmpfs \"$H\" || exit 99\n{script}");
+    let full =
+        format!("set -u\nmount -t tmpfs -o size=256k,mode=0700 tmpfs \"$H\" || exit 99\n{script}");
     let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "--", "bash", "-c", &full])
+        .args([
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "bash",
+            "-c",
+            &full,
+        ])
         .env("H", &mount)
         .env("SP", BIN)
         .env("SUBPANE_TMUX_SOCKET", &env.socket)
@@ -265,7 +357,10 @@ fn in_tiny_home(env: &TestEnv, script: &str) -> harness::Ran {
         .output()
         .expect("run unshare");
     let r: harness::Ran = out.into();
-    assert_ne!(r.code, 99, "cannot mount a tmpfs in a private mount namespace: {r:?}");
+    assert_ne!(
+        r.code, 99,
+        "cannot mount a tmpfs in a private mount namespace: {r:?}"
+    );
     r
 }
 
@@ -285,16 +380,28 @@ fn full_disk_before_the_run_is_refused_and_leaves_no_half_written_run() {
              echo '--- tree'; find \"$H/runs\" | sort\n"
         ),
     );
-    assert!(!r.stdout.contains("first_rc"), "the first run failed on an empty disk: {r:?}");
+    assert!(
+        !r.stdout.contains("first_rc"),
+        "the first run failed on an empty disk: {r:?}"
+    );
     // Nothing could be recorded, so nothing was started: exit 2 with a message about space.
     assert!(r.stdout.contains("run_rc=2\n"), "{r:?}");
     assert!(r.stderr.contains("No space left on device"), "{}", r.stderr);
     assert!(r.stderr.contains("nothing was started"), "{}", r.stderr);
     // The half-made run directory was removed: `second` does not exist at all.
     let tree = r.stdout.split("--- tree").nth(1).unwrap();
-    assert!(!tree.contains("/runs/second"), "a half-written run was left:\n{tree}");
-    assert!(tree.contains("/runs/first/attempts/1/result.json"), "{tree}");
-    assert!(r.stdout.contains("status_rc=2"), "status of the refused run: {r:?}");
+    assert!(
+        !tree.contains("/runs/second"),
+        "a half-written run was left:\n{tree}"
+    );
+    assert!(
+        tree.contains("/runs/first/attempts/1/result.json"),
+        "{tree}"
+    );
+    assert!(
+        r.stdout.contains("status_rc=2"),
+        "status of the refused run: {r:?}"
+    );
     env.assert_no_leftovers();
 }
 
@@ -303,7 +410,9 @@ fn full_home_before_anything_exists_is_refused() {
     let env = TestEnv::new();
     let r = in_tiny_home(
         &env,
-        &format!("{FILL}fill\n\"$SP\" --home \"$H\" run -- echo hi\necho \"rc=$?\"\nrm \"$H/fill\"\nfind \"$H\" | sort\n"),
+        &format!(
+            "{FILL}fill\n\"$SP\" --home \"$H\" run -- echo hi\necho \"rc=$?\"\nrm \"$H/fill\"\nfind \"$H\" | sort\n"
+        ),
     );
     assert!(r.stdout.contains("rc=2\n"), "{r:?}");
     assert!(r.stderr.contains("No space left on device"), "{}", r.stderr);
@@ -328,17 +437,26 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
              rm -f \"$H/fill\"\n\
              echo '--- status'\n\"$SP\" --home \"$H\" status --json full\necho \"status_rc=$?\" >&2\n",
             // Fill only once `run` has recorded the launch: see `run_gives_up_on_an_attempt_…`.
-            prog = shell_quote(&format!("{WAIT_LAUNCH}echo filling; dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; exit 0")),
+            prog = shell_quote(&format!(
+                "{WAIT_LAUNCH}echo filling; dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; exit 0"
+            )),
         ),
     );
     let err = &r.stderr;
     assert!(err.contains("run_rc="), "{r:?}");
-    assert!(!err.contains("launch.json"), "`run` could not record the launch: {r:?}");
-    assert!(!err.contains("TEMP_LEFT"), "temp files were left in the attempt dir: {r:?}");
+    assert!(
+        !err.contains("launch.json"),
+        "`run` could not record the launch: {r:?}"
+    );
+    assert!(
+        !err.contains("TEMP_LEFT"),
+        "temp files were left in the attempt dir: {r:?}"
+    );
     // Either the worker managed a complete result.json, or none exists and the next observer
     // (once there is space again) records the attempt as lost. Never a partial file.
     let status_doc = r.stdout.split("--- status").nth(1).unwrap();
-    let v: Value = serde_json::from_str(status_doc).unwrap_or_else(|e| panic!("status --json: {e}\n{r:?}"));
+    let v: Value =
+        serde_json::from_str(status_doc).unwrap_or_else(|e| panic!("status --json: {e}\n{r:?}"));
     assert_ne!(v["status"], "running", "{r:?}");
     assert_valid_envelope(&v);
     if err.contains("result_after_run=yes") {
@@ -357,7 +475,8 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
 }
 
 /// Shell code that waits until `run` has written the attempt's `launch.json`.
-const WAIT_LAUNCH: &str = "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; do sleep 0.01; done; ";
+const WAIT_LAUNCH: &str =
+    "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; do sleep 0.01; done; ";
 
 /// When the disk fills between the pane's start and `launch.json`, `run` exits 1 ("cannot
 /// write launch.json") and stops supervising, yet the attempt it started runs on: the caller
@@ -384,7 +503,11 @@ fn run_gives_up_on_an_attempt_it_started_when_launch_json_cannot_be_written() {
             prog = shell_quote("dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; sleep 2; exit 0"),
         ),
     );
-    assert!(!r.stdout.contains("ABANDONED"), "`run` returned while its attempt ran on:\n{}", r.stdout);
+    assert!(
+        !r.stdout.contains("ABANDONED"),
+        "`run` returned while its attempt ran on:\n{}",
+        r.stdout
+    );
     env.assert_no_leftovers();
 }
 

@@ -33,8 +33,12 @@ pub struct Ran {
 
 impl Ran {
     pub fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON document ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
+        })
     }
 }
 
@@ -49,17 +53,27 @@ impl From<Output> for Ran {
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 impl TestEnv {
     pub fn new() -> Self {
-        let root = tempfile::Builder::new().prefix("sp-it-").tempdir_in("/tmp").expect("temp dir");
+        let root = tempfile::Builder::new()
+            .prefix("sp-it-")
+            .tempdir_in("/tmp")
+            .expect("temp dir");
         let home = root.path().join("home");
         let work = root.path().join("work");
         std::fs::create_dir_all(&work).unwrap();
         let socket = root.path().join("tmux.sock");
-        TestEnv { root, home, socket, work }
+        TestEnv {
+            root,
+            home,
+            socket,
+            work,
+        }
     }
 
     /// `subpane` with this test's home and socket, run in the work directory.
@@ -103,7 +117,10 @@ impl TestEnv {
     pub fn worker_pid(&self, run: &str) -> i32 {
         let p = self.attempt_dir(run, 1).join("worker.json");
         wait_until("worker.json with an agent pid", || {
-            std::fs::read(&p).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()).filter(|v| v["agent"]["pid"].is_i64())
+            std::fs::read(&p)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .filter(|v| v["agent"]["pid"].is_i64())
         })["worker"]["pid"]
             .as_i64()
             .unwrap() as i32
@@ -111,12 +128,20 @@ impl TestEnv {
 
     pub fn tmux(&self) -> Command {
         let mut c = Command::new("tmux");
-        c.arg("-S").arg(&self.socket).env_remove("TMUX").stdin(Stdio::null());
+        c.arg("-S")
+            .arg(&self.socket)
+            .env_remove("TMUX")
+            .stdin(Stdio::null());
         c
     }
 
     pub fn has_session(&self, session: &str) -> bool {
-        self.tmux().args(["has-session", "-t", &format!("={session}")]).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+        self.tmux()
+            .args(["has-session", "-t", &format!("={session}")])
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
     }
 
     /// Processes that carry an attempt marker from this test (`SUBPANE_ATTEMPT_DIR` under the
@@ -128,12 +153,18 @@ impl TestEnv {
         let me = std::process::id() as i32;
         let mut out = Vec::new();
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
             if pid == me {
                 continue;
             }
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            if stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')) {
+            if stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'))
+            {
                 continue;
             }
             let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
@@ -141,7 +172,8 @@ impl TestEnv {
             let marked = env.split(|b| *b == 0).any(|kv| kv.starts_with(&marker));
             // The tmux server keeps the argv of the client that started it (which names the
             // worker): only our own binary counts as a worker.
-            let is_ours = std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == Path::new(BIN));
+            let is_ours =
+                std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == Path::new(BIN));
             let worker = is_ours
                 && cmdline.windows(root.len()).any(|w| w == root.as_slice())
                 && cmdline.windows(8).any(|w| w == b"__worker");
@@ -161,19 +193,33 @@ impl TestEnv {
             if left.is_empty() {
                 return;
             }
-            assert!(Instant::now() < end, "processes outlived their attempts: {left:?}");
+            assert!(
+                Instant::now() < end,
+                "processes outlived their attempts: {left:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
     pub fn server_alive(&self) -> bool {
-        self.tmux().args(["list-sessions"]).stdout(Stdio::null()).stderr(Stdio::null()).status().map(|s| s.success()).unwrap_or(false)
+        self.tmux()
+            .args(["list-sessions"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
     }
 }
 
 impl Drop for TestEnv {
     fn drop(&mut self) {
-        let _ = self.tmux().arg("kill-server").stdout(Stdio::null()).stderr(Stdio::null()).status();
+        let _ = self
+            .tmux()
+            .arg("kill-server")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         for _ in 0..3 {
             let left = self.leftovers();
             if left.is_empty() {
@@ -205,8 +251,16 @@ pub fn assert_valid_envelope(v: &Value) {
     let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/result.v1.json");
     let schema: Value = serde_json::from_slice(&std::fs::read(&schema_path).unwrap()).unwrap();
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    let errors: Vec<String> = validator.iter_errors(v).map(|e| format!("{} at {}", e, e.instance_path)).collect();
-    assert!(errors.is_empty(), "envelope does not match the schema:\n{}\n{}", errors.join("\n"), serde_json::to_string_pretty(v).unwrap());
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{} at {}", e, e.instance_path))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "envelope does not match the schema:\n{}\n{}",
+        errors.join("\n"),
+        serde_json::to_string_pretty(v).unwrap()
+    );
 }
 
 impl TestEnv {
@@ -244,20 +298,28 @@ pub fn pid_alive(pid: i32) -> bool {
 /// Waits until the file at `path` exists and contains `needle`.
 pub fn wait_for_text(path: &Path, needle: &str) {
     wait_until(&format!("{needle:?} in {}", path.display()), || {
-        std::fs::read_to_string(path).ok().filter(|s| s.contains(needle)).map(|_| ())
+        std::fs::read_to_string(path)
+            .ok()
+            .filter(|s| s.contains(needle))
+            .map(|_| ())
     });
 }
 
 /// Waits until `pid` is gone (exited and reaped, or a zombie).
 pub fn wait_pid_gone(pid: i32) {
-    wait_until(&format!("pid {pid} to be gone"), || (!pid_alive(pid)).then_some(()));
+    wait_until(&format!("pid {pid} to be gone"), || {
+        (!pid_alive(pid)).then_some(())
+    });
 }
 
 /// The agent's pid from the attempt's `worker.json`, waiting until it is recorded.
 pub fn agent_pid(env: &TestEnv, run: &str) -> i32 {
     let p = env.attempt_dir(run, 1).join("worker.json");
     wait_until("worker.json with an agent pid", || {
-        std::fs::read(&p).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()).and_then(|v| v["agent"]["pid"].as_i64())
+        std::fs::read(&p)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| v["agent"]["pid"].as_i64())
     }) as i32
 }
 
@@ -265,7 +327,12 @@ pub fn agent_pid(env: &TestEnv, run: &str) -> i32 {
 pub fn send_signal(pid: i32, sig: i32) {
     // SAFETY: plain kill(2) on one pid.
     let rc = unsafe { libc::kill(pid, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig}) failed: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "kill({pid}, {sig}) failed: {}",
+        std::io::Error::last_os_error()
+    );
 }
 
 impl TestEnv {
@@ -276,14 +343,24 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let child = self.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run subpane");
+        let child = self
+            .cmd()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run subpane");
         wait_child_within(child, limit, why_it_may_hang)
     }
 }
 
 /// Waits for `child` (with piped stdout/stderr) up to `limit`; kills it and fails the test
 /// with `why_it_may_hang` if it is still running then.
-pub fn wait_child_within(mut child: std::process::Child, limit: Duration, why_it_may_hang: &str) -> Ran {
+pub fn wait_child_within(
+    mut child: std::process::Child,
+    limit: Duration,
+    why_it_may_hang: &str,
+) -> Ran {
     use std::io::Read;
     // Drain the pipes on threads so a chatty child cannot block on a full pipe.
     let mut out = child.stdout.take().expect("piped stdout");
@@ -306,7 +383,10 @@ pub fn wait_child_within(mut child: std::process::Child, limit: Duration, why_it
         if Instant::now() >= end {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("subpane (pid {}) did not exit within {limit:?}: {why_it_may_hang}", child.id());
+            panic!(
+                "subpane (pid {}) did not exit within {limit:?}: {why_it_may_hang}",
+                child.id()
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     };

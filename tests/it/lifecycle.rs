@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::harness::{
-    self, BIN, TestEnv, agent_pid, assert_valid_envelope, fixture, pid_alive, send_signal, wait_for_text, wait_until,
+    self, BIN, TestEnv, agent_pid, assert_valid_envelope, fixture, pid_alive, send_signal,
+    wait_for_text, wait_until,
 };
 
 /// How long any one `subpane` command here may take before the test fails instead of hanging.
@@ -37,7 +38,14 @@ fn stdout_log(env: &TestEnv, run: &str) -> std::path::PathBuf {
 
 /// A foreground `run --json` started in the background of the test, so it can be signalled.
 fn spawn_run(env: &TestEnv, args: &[&str]) -> Child {
-    env.cmd().arg("run").arg("--json").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn subpane run")
+    env.cmd()
+        .arg("run")
+        .arg("--json")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn subpane run")
 }
 
 fn finish(child: Child) -> harness::Ran {
@@ -45,7 +53,9 @@ fn finish(child: Child) -> harness::Ran {
 }
 
 fn ms(v: &Value, key: &str) -> u64 {
-    v[key].as_u64().unwrap_or_else(|| panic!("{key} is not a number in {v}"))
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} is not a number in {v}"))
 }
 
 // ---- deadlines ------------------------------------------------------------------------
@@ -55,7 +65,16 @@ fn timeout_escalates_to_sigkill_when_sigterm_is_ignored() {
     let env = TestEnv::new();
     let (code, v) = run_json(
         &env,
-        &["--run-id", "t", "--timeout", "300ms", "--grace", "400ms", "--", &fx("ignores_sigterm.sh")],
+        &[
+            "--run-id",
+            "t",
+            "--timeout",
+            "300ms",
+            "--grace",
+            "400ms",
+            "--",
+            &fx("ignores_sigterm.sh"),
+        ],
     );
     assert_eq!(code, 124, "{v}");
     assert_eq!(v["status"], "failed");
@@ -64,25 +83,56 @@ fn timeout_escalates_to_sigkill_when_sigterm_is_ignored() {
     assert_eq!(v["signal"], "SIGKILL");
     assert_eq!(v["exit_code"], Value::Null);
     // The grace was given in full: SIGKILL came no earlier than timeout + grace.
-    assert!(ms(&v, "duration_ms") >= 700, "duration {} < timeout + grace", v["duration_ms"]);
-    assert!(ms(&v, "duration_ms") < 10_000, "duration {}", v["duration_ms"]);
-    assert_eq!(env.result("t"), v, "result.json and the printed envelope differ");
+    assert!(
+        ms(&v, "duration_ms") >= 700,
+        "duration {} < timeout + grace",
+        v["duration_ms"]
+    );
+    assert!(
+        ms(&v, "duration_ms") < 10_000,
+        "duration {}",
+        v["duration_ms"]
+    );
+    assert_eq!(
+        env.result("t"),
+        v,
+        "result.json and the printed envelope differ"
+    );
     env.assert_no_leftovers();
 }
 
 #[test]
 fn timeout_stops_with_sigterm_alone_when_the_program_obeys() {
     let env = TestEnv::new();
-    let (code, v) =
-        run_json(&env, &["--run-id", "t", "--timeout", "300ms", "--grace", "20s", "--", &fx("never_exits.sh")]);
+    let (code, v) = run_json(
+        &env,
+        &[
+            "--run-id",
+            "t",
+            "--timeout",
+            "300ms",
+            "--grace",
+            "20s",
+            "--",
+            &fx("never_exits.sh"),
+        ],
+    );
     assert_eq!(code, 124, "{v}");
     assert_eq!(v["status"], "failed");
     assert_eq!(v["failure_kind"], "timeout");
     assert_eq!(v["signals_sent"], json!(["SIGTERM"]));
     assert_eq!(v["signal"], "SIGTERM");
-    assert!(ms(&v, "duration_ms") >= 300, "stopped before the deadline: {}", v["duration_ms"]);
+    assert!(
+        ms(&v, "duration_ms") >= 300,
+        "stopped before the deadline: {}",
+        v["duration_ms"]
+    );
     // It died of SIGTERM: the 20 s grace was not waited out.
-    assert!(ms(&v, "duration_ms") < 5_000, "duration {}", v["duration_ms"]);
+    assert!(
+        ms(&v, "duration_ms") < 5_000,
+        "duration {}",
+        v["duration_ms"]
+    );
     env.assert_no_leftovers();
 }
 
@@ -90,13 +140,32 @@ fn timeout_stops_with_sigterm_alone_when_the_program_obeys() {
 fn grace_zero_kills_at_once() {
     let env = TestEnv::new();
     let t0 = Instant::now();
-    let (code, v) =
-        run_json(&env, &["--run-id", "t", "--timeout", "300ms", "--grace", "0s", "--", &fx("ignores_sigterm.sh")]);
+    let (code, v) = run_json(
+        &env,
+        &[
+            "--run-id",
+            "t",
+            "--timeout",
+            "300ms",
+            "--grace",
+            "0s",
+            "--",
+            &fx("ignores_sigterm.sh"),
+        ],
+    );
     assert_eq!(code, 124, "{v}");
     assert_eq!(v["failure_kind"], "timeout");
-    assert_eq!(v["signals_sent"], json!(["SIGKILL"]), "no SIGTERM with --grace 0s");
+    assert_eq!(
+        v["signals_sent"],
+        json!(["SIGKILL"]),
+        "no SIGTERM with --grace 0s"
+    );
     assert_eq!(v["signal"], "SIGKILL");
-    assert!(ms(&v, "duration_ms") < 3_000, "duration {}", v["duration_ms"]);
+    assert!(
+        ms(&v, "duration_ms") < 3_000,
+        "duration {}",
+        v["duration_ms"]
+    );
     assert!(t0.elapsed() < Duration::from_secs(8));
     env.assert_no_leftovers();
 }
@@ -104,14 +173,31 @@ fn grace_zero_kills_at_once() {
 #[test]
 fn idle_timeout_stops_a_program_that_went_silent() {
     let env = TestEnv::new();
-    let (code, v) = run_json(&env, &["--run-id", "t", "--idle-timeout", "400ms", "--", &fx("never_exits.sh")]);
+    let (code, v) = run_json(
+        &env,
+        &[
+            "--run-id",
+            "t",
+            "--idle-timeout",
+            "400ms",
+            "--",
+            &fx("never_exits.sh"),
+        ],
+    );
     assert_eq!(code, 124, "{v}");
     assert_eq!(v["status"], "failed");
     assert_eq!(v["failure_kind"], "idle_timeout");
     assert_eq!(v["signals_sent"], json!(["SIGTERM"]));
-    assert!(ms(&v, "duration_ms") >= 400, "duration {}", v["duration_ms"]);
+    assert!(
+        ms(&v, "duration_ms") >= 400,
+        "duration {}",
+        v["duration_ms"]
+    );
     // What it printed before going silent was kept.
-    assert_eq!(std::fs::read_to_string(stdout_log(&env, "t")).unwrap(), "started\n");
+    assert_eq!(
+        std::fs::read_to_string(stdout_log(&env, "t")).unwrap(),
+        "started\n"
+    );
     env.assert_no_leftovers();
 }
 
@@ -119,16 +205,34 @@ fn idle_timeout_stops_a_program_that_went_silent() {
 fn idle_timeout_spares_a_program_that_keeps_printing() {
     let env = TestEnv::new();
     // 12 ticks 100 ms apart: 1.2 s in all, never silent for 500 ms.
-    let (code, v) =
-        run_json(&env, &["--run-id", "t", "--idle-timeout", "500ms", "--", &fx("slow_counter.sh"), "0.1", "12"]);
+    let (code, v) = run_json(
+        &env,
+        &[
+            "--run-id",
+            "t",
+            "--idle-timeout",
+            "500ms",
+            "--",
+            &fx("slow_counter.sh"),
+            "0.1",
+            "12",
+        ],
+    );
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["status"], "completed");
     assert_eq!(v["failure_kind"], Value::Null);
     assert_eq!(v["exit_code"], 0);
     assert_eq!(v["signals_sent"], json!([]));
-    assert!(ms(&v, "duration_ms") >= 1_000, "it ran longer than the idle timeout: {}", v["duration_ms"]);
+    assert!(
+        ms(&v, "duration_ms") >= 1_000,
+        "it ran longer than the idle timeout: {}",
+        v["duration_ms"]
+    );
     let log = std::fs::read_to_string(stdout_log(&env, "t")).unwrap();
-    assert!(log.contains("tick 12\n") && log.ends_with("done\n"), "{log}");
+    assert!(
+        log.contains("tick 12\n") && log.ends_with("done\n"),
+        "{log}"
+    );
     env.assert_no_leftovers();
 }
 
@@ -137,7 +241,14 @@ fn idle_timeout_spares_a_program_that_keeps_printing() {
 #[test]
 fn cancel_command_stops_a_detached_run() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--detach", "--run-id", "c", "--", &fx("never_exits.sh")]);
+    let r = env.sp([
+        "run",
+        "--detach",
+        "--run-id",
+        "c",
+        "--",
+        &fx("never_exits.sh"),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     wait_for_text(&stdout_log(&env, "c"), "started");
     let agent = agent_pid(&env, "c");
@@ -160,7 +271,16 @@ fn cancel_command_stops_a_detached_run() {
 fn cancel_grace_overrides_the_runs_grace() {
     let env = TestEnv::new();
     // The run's own grace is a minute: only `cancel --grace` can make this quick.
-    let r = env.sp(["run", "--detach", "--run-id", "c", "--grace", "60s", "--", &fx("ignores_sigterm.sh")]);
+    let r = env.sp([
+        "run",
+        "--detach",
+        "--run-id",
+        "c",
+        "--grace",
+        "60s",
+        "--",
+        &fx("ignores_sigterm.sh"),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     wait_for_text(&stdout_log(&env, "c"), "ready");
     let t0 = Instant::now();
@@ -173,8 +293,14 @@ fn cancel_grace_overrides_the_runs_grace() {
     assert_eq!(v["failure_kind"], "cancelled");
     assert_eq!(v["signals_sent"], json!(["SIGTERM", "SIGKILL"]));
     assert_eq!(v["signal"], "SIGKILL");
-    assert!(took >= Duration::from_millis(500), "SIGKILL came before the grace: {took:?}");
-    assert!(took < Duration::from_secs(10), "the run's 60 s grace was used: {took:?}");
+    assert!(
+        took >= Duration::from_millis(500),
+        "SIGKILL came before the grace: {took:?}"
+    );
+    assert!(
+        took < Duration::from_secs(10),
+        "the run's 60 s grace was used: {took:?}"
+    );
     assert_eq!(env.sp_within(LIMIT, HANG, ["wait", "c"]).code, 130);
     env.assert_no_leftovers();
 }
@@ -212,15 +338,33 @@ fn sigterm_to_a_waiting_run_cancels_the_attempt() {
 #[test]
 fn second_ctrl_c_kills_at_once() {
     let env = TestEnv::new();
-    let child = spawn_run(&env, &["--run-id", "i", "--grace", "60s", "--", &fx("ignores_sigterm.sh")]);
+    let child = spawn_run(
+        &env,
+        &[
+            "--run-id",
+            "i",
+            "--grace",
+            "60s",
+            "--",
+            &fx("ignores_sigterm.sh"),
+        ],
+    );
     wait_for_text(&stdout_log(&env, "i"), "ready");
     let t0 = Instant::now();
     send_signal(child.id() as i32, libc::SIGINT);
     // The first Ctrl-C wrote the cancel request; the second must not wait out the 60 s.
-    wait_until("cancel.json", || env.attempt_dir("i", 1).join("cancel.json").exists().then_some(()));
+    wait_until("cancel.json", || {
+        env.attempt_dir("i", 1)
+            .join("cancel.json")
+            .exists()
+            .then_some(())
+    });
     send_signal(child.id() as i32, libc::SIGINT);
     let r = finish(child);
-    assert!(t0.elapsed() < Duration::from_secs(10), "the second Ctrl-C did not kill at once");
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "the second Ctrl-C did not kill at once"
+    );
     assert_eq!(r.code, 130, "{r:?}");
     let v = r.json();
     assert_eq!(v["status"], "cancelled");
@@ -239,7 +383,9 @@ fn supervisors(env: &TestEnv) -> Vec<i32> {
     marker.extend_from_slice(env.home.as_os_str().as_encoded_bytes());
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
         let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
         if exe != std::path::Path::new(BIN) || !pid_alive(pid) {
             continue;
@@ -274,30 +420,57 @@ fn detached_timeout_is_enforced_without_a_supervisor() {
     ]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.json()["status"], "running");
-    assert_eq!(supervisors(&env), Vec::<i32>::new(), "a subpane process stayed behind to supervise");
+    assert_eq!(
+        supervisors(&env),
+        Vec::<i32>::new(),
+        "a subpane process stayed behind to supervise"
+    );
     // Only the file system is watched: no `subpane wait`, `status` or `ls` may write it.
     let result = env.attempt_dir("d", 1).join("result.json");
-    let v = wait_until(&format!("result.json without a supervisor ({HANG})"), || {
-        std::fs::read(&result).ok().map(|b| serde_json::from_slice::<Value>(&b).expect("a complete result.json"))
-    });
+    let v = wait_until(
+        &format!("result.json without a supervisor ({HANG})"),
+        || {
+            std::fs::read(&result)
+                .ok()
+                .map(|b| serde_json::from_slice::<Value>(&b).expect("a complete result.json"))
+        },
+    );
     assert_valid_envelope(&v);
     assert_eq!(v["status"], "failed");
     assert_eq!(v["failure_kind"], "timeout");
     assert_eq!(v["signals_sent"], json!(["SIGTERM", "SIGKILL"]));
     assert_eq!(v["signal"], "SIGKILL");
-    assert!(ms(&v, "duration_ms") >= 800, "duration {}", v["duration_ms"]);
+    assert!(
+        ms(&v, "duration_ms") >= 800,
+        "duration {}",
+        v["duration_ms"]
+    );
     env.assert_no_leftovers();
 }
 
 #[test]
 fn detached_idle_timeout_is_enforced_without_a_supervisor() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--detach", "--run-id", "d", "--idle-timeout", "300ms", "--", &fx("never_exits.sh")]);
+    let r = env.sp([
+        "run",
+        "--detach",
+        "--run-id",
+        "d",
+        "--idle-timeout",
+        "300ms",
+        "--",
+        &fx("never_exits.sh"),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let result = env.attempt_dir("d", 1).join("result.json");
-    let v = wait_until(&format!("result.json without a supervisor ({HANG})"), || {
-        std::fs::read(&result).ok().map(|b| serde_json::from_slice::<Value>(&b).expect("a complete result.json"))
-    });
+    let v = wait_until(
+        &format!("result.json without a supervisor ({HANG})"),
+        || {
+            std::fs::read(&result)
+                .ok()
+                .map(|b| serde_json::from_slice::<Value>(&b).expect("a complete result.json"))
+        },
+    );
     assert_valid_envelope(&v);
     assert_eq!(v["failure_kind"], "idle_timeout");
     assert_eq!(v["signals_sent"], json!(["SIGTERM"]));
@@ -310,54 +483,92 @@ fn detached_idle_timeout_is_enforced_without_a_supervisor() {
 fn grandchild_holding_stdout_is_killed_and_status_follows_the_exit() {
     let env = TestEnv::new();
     let t0 = Instant::now();
-    let (code, v) = run_json(&env, &["--run-id", "g", "--", &fx("leaks_grandchild.sh"), "5"]);
+    let (code, v) = run_json(
+        &env,
+        &["--run-id", "g", "--", &fx("leaks_grandchild.sh"), "5"],
+    );
     assert_eq!(code, 1, "{v}");
     assert_eq!(v["status"], "failed");
     assert_eq!(v["failure_kind"], "exit");
     assert_eq!(v["exit_code"], 5);
     assert_eq!(v["signal"], Value::Null);
     assert_eq!(v["cleanup"]["output_held_open"], true);
-    assert!(v["cleanup"]["killed_descendants"].as_u64().unwrap() >= 1, "{}", v["cleanup"]);
+    assert!(
+        v["cleanup"]["killed_descendants"].as_u64().unwrap() >= 1,
+        "{}",
+        v["cleanup"]
+    );
     // The leak did not hold the attempt open for the grandchild's hour.
     assert!(t0.elapsed() < Duration::from_secs(10));
-    assert!(std::fs::read_to_string(stdout_log(&env, "g")).unwrap().contains("leaked a grandchild"));
+    assert!(
+        std::fs::read_to_string(stdout_log(&env, "g"))
+            .unwrap()
+            .contains("leaked a grandchild")
+    );
     env.assert_no_leftovers();
 }
 
 #[test]
 fn setsid_child_holding_stdout_is_killed() {
     let env = TestEnv::new();
-    let (code, v) = run_json(&env, &["--run-id", "s", "--", &fx("setsid_holds_output.sh"), "0"]);
+    let (code, v) = run_json(
+        &env,
+        &["--run-id", "s", "--", &fx("setsid_holds_output.sh"), "0"],
+    );
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["status"], "completed");
     assert_eq!(v["exit_code"], 0);
     assert_eq!(v["cleanup"]["output_held_open"], true);
-    assert!(v["cleanup"]["killed_descendants"].as_u64().unwrap() >= 1, "{}", v["cleanup"]);
+    assert!(
+        v["cleanup"]["killed_descendants"].as_u64().unwrap() >= 1,
+        "{}",
+        v["cleanup"]
+    );
     env.assert_no_leftovers();
 }
 
 #[test]
 fn detached_setsid_child_is_killed_at_the_end() {
     let env = TestEnv::new();
-    let (code, v) = run_json(&env, &["--run-id", "s", "--", &fx("setsid_detached.sh"), "0"]);
+    let (code, v) = run_json(
+        &env,
+        &["--run-id", "s", "--", &fx("setsid_detached.sh"), "0"],
+    );
     assert_eq!(code, 0, "{v}");
     assert_eq!(v["status"], "completed");
     // Its output went elsewhere, so the pipes closed with the script...
     assert_eq!(v["cleanup"]["output_held_open"], false);
     // ...but the daemon was still found and killed.
-    assert!(v["cleanup"]["killed_descendants"].as_u64().unwrap() >= 1, "{}", v["cleanup"]);
+    assert!(
+        v["cleanup"]["killed_descendants"].as_u64().unwrap() >= 1,
+        "{}",
+        v["cleanup"]
+    );
     env.assert_no_leftovers();
 }
 
 #[test]
 fn never_exiting_program_killed_by_timeout_leaves_nothing() {
     let env = TestEnv::new();
-    let (code, v) =
-        run_json(&env, &["--run-id", "n", "--timeout", "400ms", "--grace", "200ms", "--", &fx("never_exits.sh")]);
+    let (code, v) = run_json(
+        &env,
+        &[
+            "--run-id",
+            "n",
+            "--timeout",
+            "400ms",
+            "--grace",
+            "200ms",
+            "--",
+            &fx("never_exits.sh"),
+        ],
+    );
     assert_eq!(code, 124, "{v}");
     assert_eq!(v["failure_kind"], "timeout");
     // The run is over: its tmux session is gone and nothing of it lives on.
-    wait_until("the session to close", || (!env.has_session(v["tmux"]["session"].as_str().unwrap())).then_some(()));
+    wait_until("the session to close", || {
+        (!env.has_session(v["tmux"]["session"].as_str().unwrap())).then_some(())
+    });
     env.assert_no_leftovers();
 }
 
@@ -374,16 +585,41 @@ fn sigkill_escalation_always_finishes() {
     let env = TestEnv::new();
     let ids: Vec<String> = (0..60).map(|i| format!("k{i}")).collect();
     for id in &ids {
-        let r = env.sp(["run", "--detach", "--run-id", id, "--timeout", "100ms", "--grace", "0s", "--", &fx("ignores_sigterm.sh")]);
+        let r = env.sp([
+            "run",
+            "--detach",
+            "--run-id",
+            id,
+            "--timeout",
+            "100ms",
+            "--grace",
+            "0s",
+            "--",
+            &fx("ignores_sigterm.sh"),
+        ]);
         assert_eq!(r.code, 0, "{r:?}");
     }
     let mut args = vec!["wait", "--all", "--timeout", "15s", "--json"];
     args.extend(ids.iter().map(String::as_str));
-    let r = env.sp_within(Duration::from_secs(25), "wait --timeout 15s did not return", &args);
+    let r = env.sp_within(
+        Duration::from_secs(25),
+        "wait --timeout 15s did not return",
+        &args,
+    );
     let docs = r.json();
-    let hung: Vec<&str> =
-        docs.as_array().unwrap().iter().filter(|d| d["status"] == "running").map(|d| d["run_id"].as_str().unwrap()).collect();
-    assert!(hung.is_empty(), "{} of {} attempts never ended after SIGKILL: {hung:?}", hung.len(), ids.len());
+    let hung: Vec<&str> = docs
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["status"] == "running")
+        .map(|d| d["run_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        hung.is_empty(),
+        "{} of {} attempts never ended after SIGKILL: {hung:?}",
+        hung.len(),
+        ids.len()
+    );
     assert_eq!(r.code, 124, "{r:?}");
     for d in docs.as_array().unwrap() {
         assert_eq!(d["failure_kind"], "timeout", "{d}");

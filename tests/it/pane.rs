@@ -6,11 +6,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::harness::{DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_child_within, wait_until};
+use crate::harness::{
+    DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_child_within, wait_until,
+};
 
 /// The whole pane (history included), wrapped lines joined.
 fn capture(env: &TestEnv, session: &str) -> String {
-    let out = env.tmux().args(["capture-pane", "-p", "-J", "-S", "-", "-t", &format!("={session}:")]).output().unwrap();
+    let out = env
+        .tmux()
+        .args([
+            "capture-pane",
+            "-p",
+            "-J",
+            "-S",
+            "-",
+            "-t",
+            &format!("={session}:"),
+        ])
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -22,7 +36,10 @@ fn capture_until(env: &TestEnv, session: &str, needle: &str) -> String {
         if s.contains(needle) {
             return s;
         }
-        assert!(Instant::now() < end, "the pane never showed {needle:?}; it shows:\n{s}");
+        assert!(
+            Instant::now() < end,
+            "the pane never showed {needle:?}; it shows:\n{s}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -36,7 +53,12 @@ fn close_kept_and_assert_no_leftovers(env: &TestEnv, runs: &[&str]) {
         let pid = w["worker"]["pid"].as_i64().unwrap() as i32;
         wait_until("the worker to exit", || {
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            (stat.is_empty() || stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'))).then_some(())
+            (stat.is_empty()
+                || stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z')))
+            .then_some(())
         });
     }
     let gc = env.sp(["gc", "--older-than", "0s"]);
@@ -52,7 +74,16 @@ fn session_of(v: &Value) -> String {
 fn the_pane_shows_header_output_stderr_and_the_final_status() {
     let env = TestEnv::new();
     let prog = fixture("mixed_output.sh");
-    let r = env.sp(["run", "--json", "--keep-session", "--run-id", "pv", "--", prog.to_str().unwrap(), "3"]);
+    let r = env.sp([
+        "run",
+        "--json",
+        "--keep-session",
+        "--run-id",
+        "pv",
+        "--",
+        prog.to_str().unwrap(),
+        "3",
+    ]);
     assert_eq!(r.code, 1, "{r:?}");
     let v = r.json();
     assert_valid_envelope(&v);
@@ -74,8 +105,19 @@ fn the_pane_shows_header_output_stderr_and_the_final_status() {
     }
     // Order: header, then output, then the status line.
     let at = |n: &str| s.find(n).unwrap();
-    assert!(at("subpane ▸ run pv") < at("hello from stdout") && at("second text line") < at("✘ failed"), "{s}");
-    let ok = env.sp(["run", "--json", "--keep-session", "--run-id", "pv-ok", "--", "true"]);
+    assert!(
+        at("subpane ▸ run pv") < at("hello from stdout") && at("second text line") < at("✘ failed"),
+        "{s}"
+    );
+    let ok = env.sp([
+        "run",
+        "--json",
+        "--keep-session",
+        "--run-id",
+        "pv-ok",
+        "--",
+        "true",
+    ]);
     assert_eq!(ok.code, 0, "{ok:?}");
     let s = capture_until(&env, &session_of(&ok.json()), "session kept");
     assert!(s.contains("✔ completed · exit 0"), "{s}");
@@ -85,7 +127,15 @@ fn the_pane_shows_header_output_stderr_and_the_final_status() {
 #[test]
 fn escapes_from_the_program_are_shown_as_text_and_do_nothing() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--json", "--keep-session", "--run-id", "esc", "--", fixture("prints_escapes.sh").to_str().unwrap()]);
+    let r = env.sp([
+        "run",
+        "--json",
+        "--keep-session",
+        "--run-id",
+        "esc",
+        "--",
+        fixture("prints_escapes.sh").to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let session = session_of(&r.json());
     let s = capture_until(&env, &session, "session kept");
@@ -94,18 +144,52 @@ fn escapes_from_the_program_are_shown_as_text_and_do_nothing() {
     assert!(s.contains("subpane ▸ run esc"), "{s}");
     assert!(s.contains("visible after the escapes"), "{s}");
     // The escapes are visible text.
-    for want in ["title ^[]0;pwned^G set", "clear ^[[2J^[[H done", "reset ^[c done", "utf8 c1 <U+009B>2J done", "stderr title ^[]0;pwned^G done"] {
+    for want in [
+        "title ^[]0;pwned^G set",
+        "clear ^[[2J^[[H done",
+        "reset ^[c done",
+        "utf8 c1 <U+009B>2J done",
+        "stderr title ^[]0;pwned^G done",
+    ] {
         assert!(s.contains(want), "the pane lacks {want:?}:\n{s}");
     }
     // A lone 0x9b byte is not UTF-8: shown as a replacement character, never as a CSI.
     assert!(s.contains("raw c1 \u{fffd}2J done"), "{s}");
-    let title = env.tmux().args(["display-message", "-p", "-t", &format!("={session}:"), "#{pane_title}"]).output().unwrap();
+    let title = env
+        .tmux()
+        .args([
+            "display-message",
+            "-p",
+            "-t",
+            &format!("={session}:"),
+            "#{pane_title}",
+        ])
+        .output()
+        .unwrap();
     let title = String::from_utf8_lossy(&title.stdout);
-    assert!(!title.contains("pwned"), "the program retitled the pane: {title:?}");
+    assert!(
+        !title.contains("pwned"),
+        "the program retitled the pane: {title:?}"
+    );
     // With escapes kept in the capture, no OSC or clear from the program reached the pane.
-    let raw = env.tmux().args(["capture-pane", "-p", "-e", "-S", "-", "-t", &format!("={session}:")]).output().unwrap();
+    let raw = env
+        .tmux()
+        .args([
+            "capture-pane",
+            "-p",
+            "-e",
+            "-S",
+            "-",
+            "-t",
+            &format!("={session}:"),
+        ])
+        .output()
+        .unwrap();
     let raw = String::from_utf8_lossy(&raw.stdout);
-    assert!(!raw.contains("\x1b]0;") && !raw.contains("\x1b[2J") && !raw.contains("\x1bc"), "{raw:?}");
+    assert!(
+        !raw.contains("\x1b]0;") && !raw.contains("\x1b[2J") && !raw.contains("\x1bc"),
+        "{raw:?}"
+    );
     close_kept_and_assert_no_leftovers(&env, &["esc"]);
 }
 
@@ -113,14 +197,26 @@ fn escapes_from_the_program_are_shown_as_text_and_do_nothing() {
 fn without_keep_session_the_session_ends_with_the_attempt() {
     let env = TestEnv::new();
     let flag = env.root.path().join("flag");
-    let r: Ran = env.cmd().args(["run", "--detach", "--json", "--run-id", "eph", "--"]).arg(fixture("waits_for_flag.sh")).arg(&flag).output().unwrap().into();
+    let r: Ran = env
+        .cmd()
+        .args(["run", "--detach", "--json", "--run-id", "eph", "--"])
+        .arg(fixture("waits_for_flag.sh"))
+        .arg(&flag)
+        .output()
+        .unwrap()
+        .into();
     assert_eq!(r.code, 0, "{r:?}");
     let session = session_of(&r.json());
-    assert!(env.has_session(&session), "the session exists while the attempt runs");
+    assert!(
+        env.has_session(&session),
+        "the session exists while the attempt runs"
+    );
     std::fs::write(&flag, "").unwrap();
     let w = env.sp(["wait", "eph"]);
     assert_eq!(w.code, 0, "{w:?}");
-    wait_until("the session to close", || (!env.has_session(&session)).then_some(()));
+    wait_until("the session to close", || {
+        (!env.has_session(&session)).then_some(())
+    });
     env.assert_no_leftovers();
 }
 
@@ -144,19 +240,35 @@ impl Drop for Stopped {
 }
 
 fn tmux_server_pid(env: &TestEnv) -> i32 {
-    let out = env.tmux().args(["display-message", "-p", "#{pid}"]).output().unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("the tmux server's pid")
+    let out = env
+        .tmux()
+        .args(["display-message", "-p", "#{pid}"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("the tmux server's pid")
 }
 
 const FLOOD: usize = 200_000;
 
 /// Bytes `floods_output.sh` prints for `n` lines.
 fn flood_bytes(n: usize) -> u64 {
-    (1..=n).map(|i| format!("{{\"type\":\"flood\",\"n\":{i},\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}}\n").len() as u64).sum()
+    (1..=n)
+        .map(|i| {
+            format!("{{\"type\":\"flood\",\"n\":{i},\"pad\":\"abcdefghijklmnopqrstuvwxyz\"}}\n")
+                .len() as u64
+        })
+        .sum()
 }
 
 fn count_lines(p: &std::path::Path) -> usize {
-    std::fs::read(p).unwrap().iter().filter(|b| **b == b'\n').count()
+    std::fs::read(p)
+        .unwrap()
+        .iter()
+        .filter(|b| **b == b'\n')
+        .count()
 }
 
 #[test]
@@ -165,7 +277,14 @@ fn a_stopped_pane_loses_pane_lines_never_events() {
     let go = env.root.path().join("go");
     let r: Ran = env
         .cmd()
-        .args(["run", "--detach", "--keep-session", "--run-id", "flood", "--"])
+        .args([
+            "run",
+            "--detach",
+            "--keep-session",
+            "--run-id",
+            "flood",
+            "--",
+        ])
         .arg(fixture("floods_output.sh"))
         .arg(&go)
         .arg(FLOOD.to_string())
@@ -177,15 +296,32 @@ fn a_stopped_pane_loses_pane_lines_never_events() {
     let stopped = Stopped::stop(tmux_server_pid(&env));
     std::fs::write(&go, "").unwrap();
     // `subpane wait` needs nothing from tmux.
-    let child = env.cmd().args(["wait", "--json", "flood"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let w = wait_child_within(child, DEADLINE, "subpane wait did not return while tmux was stopped");
+    let child = env
+        .cmd()
+        .args(["wait", "--json", "flood"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let w = wait_child_within(
+        child,
+        DEADLINE,
+        "subpane wait did not return while tmux was stopped",
+    );
     drop(stopped);
     assert_eq!(w.code, 0, "{w:?}");
     let v = w.json();
     assert_valid_envelope(&v);
     let dir = env.attempt_dir("flood", 1);
-    assert_eq!(count_lines(&dir.join("events.jsonl")), FLOOD, "events.jsonl lost lines");
-    assert_eq!(std::fs::metadata(dir.join("events.jsonl")).unwrap().len(), flood_bytes(FLOOD));
+    assert_eq!(
+        count_lines(&dir.join("events.jsonl")),
+        FLOOD,
+        "events.jsonl lost lines"
+    );
+    assert_eq!(
+        std::fs::metadata(dir.join("events.jsonl")).unwrap().len(),
+        flood_bytes(FLOOD)
+    );
     assert_eq!(v["filter"]["kept_lines"], FLOOD as u64);
     let worker = env.read_json(&dir.join("worker.json"));
     let skipped = worker["pane_lines_skipped"].as_u64().unwrap();
@@ -201,7 +337,15 @@ fn a_pane_that_catches_up_says_how_many_lines_it_skipped() {
     let stop = env.root.path().join("stop");
     let r: Ran = env
         .cmd()
-        .args(["run", "--detach", "--json", "--keep-session", "--run-id", "behind", "--"])
+        .args([
+            "run",
+            "--detach",
+            "--json",
+            "--keep-session",
+            "--run-id",
+            "behind",
+            "--",
+        ])
         .arg(fixture("floods_output.sh"))
         .arg(&go)
         .arg(FLOOD.to_string())
@@ -217,24 +361,49 @@ fn a_pane_that_catches_up_says_how_many_lines_it_skipped() {
     std::fs::write(&go, "").unwrap();
     // The whole flood reaches events.jsonl while tmux is stopped.
     let want = flood_bytes(FLOOD);
-    wait_until("the flood in events.jsonl", || (std::fs::metadata(&events).map(|m| m.len()).unwrap_or(0) >= want).then_some(()));
+    wait_until("the flood in events.jsonl", || {
+        (std::fs::metadata(&events).map(|m| m.len()).unwrap_or(0) >= want).then_some(())
+    });
     drop(stopped);
     // Once the pane catches up, the next line it shows comes after a note.
     let s = capture_until(&env, &session, "lines skipped");
-    assert!(s.contains("(the pane fell behind; events.jsonl has everything)"), "{s}");
+    assert!(
+        s.contains("(the pane fell behind; events.jsonl has everything)"),
+        "{s}"
+    );
     std::fs::write(&stop, "").unwrap();
     let w = env.sp(["wait", "--json", "behind"]);
     assert_eq!(w.code, 0, "{w:?}");
-    assert_eq!(std::fs::metadata(&events).unwrap().len(), want, "events.jsonl holds the flood and only it");
+    assert_eq!(
+        std::fs::metadata(&events).unwrap().len(),
+        want,
+        "events.jsonl holds the flood and only it"
+    );
     assert_eq!(count_lines(&events), FLOOD);
     let s = capture_until(&env, &session, "session kept");
-    assert!(s.contains("after the flood") && s.contains("✔ completed"), "{s}");
+    assert!(
+        s.contains("after the flood") && s.contains("✔ completed"),
+        "{s}"
+    );
     let worker = env.read_json(&env.attempt_dir("behind", 1).join("worker.json"));
     let skipped = worker["pane_lines_skipped"].as_u64().unwrap();
     assert!(skipped > 0, "{worker}");
     // The note counts lines: the numbers it gives add up to what worker.json says.
-    let noted: u64 = s.lines().filter_map(|l| l.trim_start().strip_prefix("… ")?.split(' ').next()?.parse::<u64>().ok()).sum();
-    assert!(noted > 0 && noted <= skipped, "notes say {noted}, worker.json {skipped}:\n{s}");
+    let noted: u64 = s
+        .lines()
+        .filter_map(|l| {
+            l.trim_start()
+                .strip_prefix("… ")?
+                .split(' ')
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert!(
+        noted > 0 && noted <= skipped,
+        "notes say {noted}, worker.json {skipped}:\n{s}"
+    );
     close_kept_and_assert_no_leftovers(&env, &["behind"]);
 }
 
@@ -244,7 +413,15 @@ fn a_pane_behind_at_the_end_still_gets_the_note_and_the_status_line() {
     let go = env.root.path().join("go");
     let r: Ran = env
         .cmd()
-        .args(["run", "--detach", "--json", "--keep-session", "--run-id", "late", "--"])
+        .args([
+            "run",
+            "--detach",
+            "--json",
+            "--keep-session",
+            "--run-id",
+            "late",
+            "--",
+        ])
         .arg(fixture("floods_output.sh"))
         .arg(&go)
         .arg(FLOOD.to_string())
@@ -256,8 +433,18 @@ fn a_pane_behind_at_the_end_still_gets_the_note_and_the_status_line() {
     env.worker_pid("late");
     let stopped = Stopped::stop(tmux_server_pid(&env));
     std::fs::write(&go, "").unwrap();
-    let child = env.cmd().args(["wait", "--json", "late"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let w = wait_child_within(child, DEADLINE, "subpane wait did not return while tmux was stopped");
+    let child = env
+        .cmd()
+        .args(["wait", "--json", "late"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let w = wait_child_within(
+        child,
+        DEADLINE,
+        "subpane wait did not return while tmux was stopped",
+    );
     assert_eq!(w.code, 0, "{w:?}");
     // tmux comes back after the attempt ended: the kept pane should still end with the note
     // and the status line (today it ends mid-flood with "Pane is dead").
@@ -266,4 +453,3 @@ fn a_pane_behind_at_the_end_still_gets_the_note_and_the_status_line() {
     assert!(s.contains("lines skipped"), "{s}");
     close_kept_and_assert_no_leftovers(&env, &["late"]);
 }
-

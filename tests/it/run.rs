@@ -9,7 +9,10 @@ use sha2::{Digest, Sha256};
 use crate::harness::{TestEnv, assert_valid_envelope, fixture, wait_until};
 
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// `KEY=VALUE` lines printed by `reports_itself.sh`.
@@ -27,13 +30,28 @@ fn ts(v: &Value) -> std::time::SystemTime {
 #[test]
 fn run_creates_the_attempt_directory_with_every_file() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--json", "--run-id", "files", "--", fixture("mixed_output.sh").to_str().unwrap()]);
+    let r = env.sp([
+        "run",
+        "--json",
+        "--run-id",
+        "files",
+        "--",
+        fixture("mixed_output.sh").to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
     assert_valid_envelope(&v);
     let dir = env.attempt_dir("files", 1);
     assert!(env.run_dir("files").join("run.json").is_file());
-    for f in ["spec.json", "events.jsonl", "stdout.log", "stderr.log", "worker.json", "result.json", "launch.json"] {
+    for f in [
+        "spec.json",
+        "events.jsonl",
+        "stdout.log",
+        "stderr.log",
+        "worker.json",
+        "result.json",
+        "launch.json",
+    ] {
         assert!(dir.join(f).is_file(), "{f} is missing in {}", dir.display());
     }
     // JSON objects and arrays are events, byte for byte; other lines go to stdout.log.
@@ -41,8 +59,14 @@ fn run_creates_the_attempt_directory_with_every_file() {
         std::fs::read_to_string(dir.join("events.jsonl")).unwrap(),
         "{\"type\":\"start\",\"n\":1}\n[\"an\",\"array\"]\n{\"type\":\"end\",\"n\":2}\n"
     );
-    assert_eq!(std::fs::read_to_string(dir.join("stdout.log")).unwrap(), "hello from stdout\nsecond text line\n");
-    assert_eq!(std::fs::read_to_string(dir.join("stderr.log")).unwrap(), "oops on stderr\nsecond stderr line\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("stdout.log")).unwrap(),
+        "hello from stdout\nsecond text line\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("stderr.log")).unwrap(),
+        "oops on stderr\nsecond stderr line\n"
+    );
     assert_eq!(v["filter"]["kept_lines"], 3);
     // The printed envelope is result.json.
     assert_eq!(env.result("files"), v);
@@ -54,21 +78,46 @@ fn run_creates_the_attempt_directory_with_every_file() {
     assert_eq!(v["exit_code"], 0);
     assert_eq!(v["argv"][0], fixture("mixed_output.sh").to_str().unwrap());
     // The one-shot environment file is gone, and no temp file of an atomic write is left.
-    let names: Vec<String> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(!names.iter().any(|n| n.starts_with('.')), "leftover hidden/temp files: {names:?}");
-    let runs: Vec<_> = std::fs::read_dir(env.run_dir("files")).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert!(!runs.iter().any(|n| n.to_string_lossy().starts_with('.')), "temp files in the run dir: {runs:?}");
+    let names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with('.')),
+        "leftover hidden/temp files: {names:?}"
+    );
+    let runs: Vec<_> = std::fs::read_dir(env.run_dir("files"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(
+        !runs.iter().any(|n| n.to_string_lossy().starts_with('.')),
+        "temp files in the run dir: {runs:?}"
+    );
     // tmux facts are filled in.
     assert_eq!(v["tmux"]["socket"], env.socket.to_str().unwrap());
     assert_eq!(v["tmux"]["session"], "files-1");
-    assert!(v["tmux"]["pane_id"].as_str().is_some_and(|p| p.starts_with('%')), "{}", v["tmux"]);
+    assert!(
+        v["tmux"]["pane_id"]
+            .as_str()
+            .is_some_and(|p| p.starts_with('%')),
+        "{}",
+        v["tmux"]
+    );
     env.assert_no_leftovers();
 }
 
 #[test]
 fn artifacts_list_every_file_with_its_size_and_sha256() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--json", "--run-id", "arts", "--", fixture("mixed_output.sh").to_str().unwrap()]);
+    let r = env.sp([
+        "run",
+        "--json",
+        "--run-id",
+        "arts",
+        "--",
+        fixture("mixed_output.sh").to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
     assert_valid_envelope(&v);
@@ -76,7 +125,16 @@ fn artifacts_list_every_file_with_its_size_and_sha256() {
     let arts = v["artifacts"].as_array().unwrap();
     let listed: Vec<&str> = arts.iter().map(|a| a["path"].as_str().unwrap()).collect();
     // Every artifact file that exists is listed (no prompt.txt or output.txt for commands).
-    assert_eq!(listed, ["spec.json", "events.jsonl", "stdout.log", "stderr.log", "worker.json"]);
+    assert_eq!(
+        listed,
+        [
+            "spec.json",
+            "events.jsonl",
+            "stdout.log",
+            "stderr.log",
+            "worker.json"
+        ]
+    );
     let kinds: Vec<&str> = arts.iter().map(|a| a["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["spec", "events", "stdout", "stderr", "worker"]);
     for a in arts {
@@ -84,7 +142,10 @@ fn artifacts_list_every_file_with_its_size_and_sha256() {
         assert_eq!(a["bytes"], bytes.len() as u64, "{a}");
         assert_eq!(a["sha256"], sha256_hex(&bytes), "{a}");
     }
-    assert!(arts.iter().any(|a| a["path"] == "events.jsonl" && a["bytes"].as_u64() > Some(0)));
+    assert!(
+        arts.iter()
+            .any(|a| a["path"] == "events.jsonl" && a["bytes"].as_u64() > Some(0))
+    );
 }
 
 #[test]
@@ -99,29 +160,54 @@ fn timestamps_and_duration_are_consistent() {
     let (s, f) = (ts(&v["started_at"]), ts(&v["finished_at"]));
     // RFC 3339 UTC with milliseconds.
     let started = v["started_at"].as_str().unwrap();
-    assert!(started.ends_with('Z') && started.len() == "2026-11-30T03:39:43.130Z".len(), "{started}");
+    assert!(
+        started.ends_with('Z') && started.len() == "2026-11-30T03:39:43.130Z".len(),
+        "{started}"
+    );
     let slack = std::time::Duration::from_millis(5);
     assert!(before - slack <= s && s <= f && f <= after + slack, "{v}");
     let d = v["duration_ms"].as_u64().unwrap();
     assert!((300..10_000).contains(&d), "duration_ms {d}");
     let between = f.duration_since(s).unwrap().as_millis() as u64;
-    assert!(d.abs_diff(between) <= 1, "duration_ms {d} vs finished-started {between}");
+    assert!(
+        d.abs_diff(between) <= 1,
+        "duration_ms {d} vs finished-started {between}"
+    );
 }
 
 #[test]
 fn program_runs_in_its_own_process_group_with_stdin_from_dev_null() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--json", "--run-id", "me", "--", fixture("reports_itself.sh").to_str().unwrap()]);
+    let r = env.sp([
+        "run",
+        "--json",
+        "--run-id",
+        "me",
+        "--",
+        fixture("reports_itself.sh").to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_valid_envelope(&r.json());
     let f = facts(&std::fs::read(env.attempt_dir("me", 1).join("stdout.log")).unwrap());
-    assert_eq!(f["pgid"], f["pid"], "the program leads its own process group: {f:?}");
+    assert_eq!(
+        f["pgid"], f["pid"],
+        "the program leads its own process group: {f:?}"
+    );
     let worker: Value = env.read_json(&env.attempt_dir("me", 1).join("worker.json"));
-    assert_eq!(worker["agent"]["pid"].as_i64().unwrap().to_string(), f["pid"]);
-    assert_ne!(worker["worker"]["pid"].as_i64().unwrap().to_string(), f["pgid"]);
+    assert_eq!(
+        worker["agent"]["pid"].as_i64().unwrap().to_string(),
+        f["pid"]
+    );
+    assert_ne!(
+        worker["worker"]["pid"].as_i64().unwrap().to_string(),
+        f["pgid"]
+    );
     assert_eq!(f["stdin"], "/dev/null");
     assert_eq!(f["stdin_read"], "eof");
-    assert_eq!(f["tmux"], "unset", "TMUX is removed from the program's environment");
+    assert_eq!(
+        f["tmux"], "unset",
+        "TMUX is removed from the program's environment"
+    );
     env.assert_no_leftovers();
 }
 
@@ -130,7 +216,14 @@ fn cwd_flag_sets_the_working_directory() {
     let env = TestEnv::new();
     let sub = env.work.join("sub dir");
     std::fs::create_dir(&sub).unwrap();
-    let r = env.cmd().args(["run", "--json", "--run-id", "cwd", "--cwd"]).arg(&sub).arg("--").arg(fixture("reports_itself.sh")).output().unwrap();
+    let r = env
+        .cmd()
+        .args(["run", "--json", "--run-id", "cwd", "--cwd"])
+        .arg(&sub)
+        .arg("--")
+        .arg(fixture("reports_itself.sh"))
+        .output()
+        .unwrap();
     let r: crate::harness::Ran = r.into();
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
@@ -141,13 +234,25 @@ fn cwd_flag_sets_the_working_directory() {
     assert_eq!(Path::new(&f["cwd"]), canon);
     // A relative program path is looked up from --cwd.
     std::fs::copy(fixture("exits_silently.sh"), sub.join("local.sh")).unwrap();
-    let r = env.cmd().args(["run", "--json", "--cwd"]).arg(&sub).args(["--", "./local.sh"]).output().unwrap();
+    let r = env
+        .cmd()
+        .args(["run", "--json", "--cwd"])
+        .arg(&sub)
+        .args(["--", "./local.sh"])
+        .output()
+        .unwrap();
     let r: crate::harness::Ran = r.into();
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json()["argv"][0], canon.join("./local.sh").to_str().unwrap());
+    assert_eq!(
+        r.json()["argv"][0],
+        canon.join("./local.sh").to_str().unwrap()
+    );
     // Without --cwd, the current directory.
     let r = env.sp(["run", "--json", "--", "true"]);
-    assert_eq!(r.json()["cwd"], std::fs::canonicalize(&env.work).unwrap().to_str().unwrap());
+    assert_eq!(
+        r.json()["cwd"],
+        std::fs::canonicalize(&env.work).unwrap().to_str().unwrap()
+    );
 }
 
 #[test]
@@ -158,10 +263,17 @@ fn run_id_flag_names_the_run_and_generated_ids_are_valid() {
     let v = r.json();
     assert_valid_envelope(&v);
     assert_eq!(v["run_id"], "my.run_1-x");
-    assert!(env.attempt_dir("my.run_1-x", 1).join("result.json").is_file());
+    assert!(
+        env.attempt_dir("my.run_1-x", 1)
+            .join("result.json")
+            .is_file()
+    );
     let r = env.sp(["run", "--json", "--", "true"]);
     let id = r.json()["run_id"].as_str().unwrap().to_owned();
-    assert!(env.attempt_dir(&id, 1).join("result.json").is_file(), "{id}");
+    assert!(
+        env.attempt_dir(&id, 1).join("result.json").is_file(),
+        "{id}"
+    );
     let runs: Vec<_> = std::fs::read_dir(env.home.join("runs")).unwrap().collect();
     assert_eq!(runs.len(), 2);
 }
@@ -170,8 +282,18 @@ fn run_id_flag_names_the_run_and_generated_ids_are_valid() {
 fn labels_and_correlation_id_are_recorded() {
     let env = TestEnv::new();
     let r = env.sp([
-        "run", "--json", "--run-id", "lab", "--label", "team=core", "--label", "ticket=T-1=x", "--correlation-id", "corr-123",
-        "--", "true",
+        "run",
+        "--json",
+        "--run-id",
+        "lab",
+        "--label",
+        "team=core",
+        "--label",
+        "ticket=T-1=x",
+        "--correlation-id",
+        "corr-123",
+        "--",
+        "true",
     ]);
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
@@ -194,14 +316,26 @@ fn labels_and_correlation_id_are_recorded() {
 fn env_values_reach_the_program_but_no_record() {
     let env = TestEnv::new();
     let secret = "s3cr3t-VALUE-4f9a1c";
-    let r = env.sp(["run", "--json", "--run-id", "sec", "--env", &format!("SECRET_X={secret}"), "--", fixture("reports_itself.sh").to_str().unwrap()]);
+    let r = env.sp([
+        "run",
+        "--json",
+        "--run-id",
+        "sec",
+        "--env",
+        &format!("SECRET_X={secret}"),
+        "--",
+        fixture("reports_itself.sh").to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
     assert_valid_envelope(&v);
     let dir = env.attempt_dir("sec", 1);
     let f = facts(&std::fs::read(dir.join("stdout.log")).unwrap());
     assert_eq!(f["secret"], secret, "the value reaches the program");
-    assert!(!r.stdout.contains(secret), "the value is printed in the envelope");
+    assert!(
+        !r.stdout.contains(secret),
+        "the value is printed in the envelope"
+    );
     let records = [
         env.run_dir("sec").join("run.json"),
         dir.join("spec.json"),
@@ -211,20 +345,42 @@ fn env_values_reach_the_program_but_no_record() {
     ];
     for p in &records {
         let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        assert!(!text.contains(secret), "{} holds the value of SECRET_X", p.display());
+        assert!(
+            !text.contains(secret),
+            "{} holds the value of SECRET_X",
+            p.display()
+        );
     }
     let spec = std::fs::read_to_string(dir.join("spec.json")).unwrap();
-    assert!(spec.contains("SECRET_X"), "spec.json names the variable: {spec}");
-    assert!(!dir.join(".env").exists(), "the environment file is removed once read");
+    assert!(
+        spec.contains("SECRET_X"),
+        "spec.json names the variable: {spec}"
+    );
+    assert!(
+        !dir.join(".env").exists(),
+        "the environment file is removed once read"
+    );
 }
 
 #[test]
 fn exit_code_of_run_follows_the_outcome() {
     let env = TestEnv::new();
-    let ok = env.sp(["run", "--json", "--", fixture("mixed_output.sh").to_str().unwrap(), "0"]);
+    let ok = env.sp([
+        "run",
+        "--json",
+        "--",
+        fixture("mixed_output.sh").to_str().unwrap(),
+        "0",
+    ]);
     assert_eq!(ok.code, 0, "{ok:?}");
     assert_eq!(ok.json()["status"], "completed");
-    let bad = env.sp(["run", "--json", "--", fixture("mixed_output.sh").to_str().unwrap(), "3"]);
+    let bad = env.sp([
+        "run",
+        "--json",
+        "--",
+        fixture("mixed_output.sh").to_str().unwrap(),
+        "3",
+    ]);
     assert_eq!(bad.code, 1, "{bad:?}");
     let v = bad.json();
     assert_valid_envelope(&v);
@@ -238,23 +394,48 @@ fn exit_code_of_run_follows_the_outcome() {
 #[test]
 fn json_prints_exactly_one_document_and_human_output_is_not_json() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--json", "--", fixture("mixed_output.sh").to_str().unwrap()]);
+    let r = env.sp([
+        "run",
+        "--json",
+        "--",
+        fixture("mixed_output.sh").to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
-    let docs: Vec<Value> = serde_json::Deserializer::from_str(&r.stdout).into_iter::<Value>().collect::<Result<_, _>>().unwrap();
+    let docs: Vec<Value> = serde_json::Deserializer::from_str(&r.stdout)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(docs.len(), 1, "{}", r.stdout);
     assert_valid_envelope(&docs[0]);
-    assert!(!r.stdout.contains("hello from stdout"), "the program's output is not on our stdout");
+    assert!(
+        !r.stdout.contains("hello from stdout"),
+        "the program's output is not on our stdout"
+    );
     let h = env.sp(["run", "--run-id", "human", "--", "true"]);
     assert_eq!(h.code, 0, "{h:?}");
-    assert!(serde_json::from_str::<Value>(&h.stdout).is_err(), "{}", h.stdout);
-    assert!(h.stdout.contains("human") && h.stdout.contains("completed"), "{}", h.stdout);
+    assert!(
+        serde_json::from_str::<Value>(&h.stdout).is_err(),
+        "{}",
+        h.stdout
+    );
+    assert!(
+        h.stdout.contains("human") && h.stdout.contains("completed"),
+        "{}",
+        h.stdout
+    );
 }
 
 #[test]
 fn detach_prints_the_run_id_and_returns_while_the_program_runs() {
     let env = TestEnv::new();
     let flag = env.root.path().join("flag");
-    let r = env.cmd().args(["run", "--detach", "--run-id", "bg", "--"]).arg(fixture("waits_for_flag.sh")).arg(&flag).output().unwrap();
+    let r = env
+        .cmd()
+        .args(["run", "--detach", "--run-id", "bg", "--"])
+        .arg(fixture("waits_for_flag.sh"))
+        .arg(&flag)
+        .output()
+        .unwrap();
     let r: crate::harness::Ran = r.into();
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(r.stdout, "bg\n");
@@ -265,7 +446,13 @@ fn detach_prints_the_run_id_and_returns_while_the_program_runs() {
     assert_eq!(st.json()["status"], "running");
     // --json: an object with the run id.
     let flag2 = env.root.path().join("flag2");
-    let r = env.cmd().args(["run", "--detach", "--json", "--run-id", "bg2", "--"]).arg(fixture("waits_for_flag.sh")).arg(&flag2).output().unwrap();
+    let r = env
+        .cmd()
+        .args(["run", "--detach", "--json", "--run-id", "bg2", "--"])
+        .arg(fixture("waits_for_flag.sh"))
+        .arg(&flag2)
+        .output()
+        .unwrap();
     let r: crate::harness::Ran = r.into();
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
@@ -286,10 +473,22 @@ fn detach_prints_the_run_id_and_returns_while_the_program_runs() {
 #[test]
 fn result_appears_without_any_waiting_supervisor() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--detach", "--run-id", "alone", "--", fixture("mixed_output.sh").to_str().unwrap(), "3"]);
+    let r = env.sp([
+        "run",
+        "--detach",
+        "--run-id",
+        "alone",
+        "--",
+        fixture("mixed_output.sh").to_str().unwrap(),
+        "3",
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let p = env.attempt_dir("alone", 1).join("result.json");
-    let v = wait_until("result.json of a detached run", || std::fs::read(&p).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()));
+    let v = wait_until("result.json of a detached run", || {
+        std::fs::read(&p)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+    });
     assert_valid_envelope(&v);
     assert_eq!(v["failure_kind"], "exit");
     assert_eq!(v["exit_code"], 3);
@@ -312,6 +511,9 @@ fn a_missing_shebang_interpreter_is_a_spawn_failure() {
     assert_eq!(v["exit_code"], Value::Null);
     let errors = v["output"]["errors"].as_array().unwrap();
     assert!(!errors.is_empty(), "{v}");
-    assert!(errors[0].as_str().unwrap().contains("bad_interp.sh"), "{errors:?}");
+    assert!(
+        errors[0].as_str().unwrap().contains("bad_interp.sh"),
+        "{errors:?}"
+    );
     env.assert_no_leftovers();
 }
