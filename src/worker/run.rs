@@ -73,6 +73,20 @@ pub fn main(dir: &Path) -> i32 {
     0
 }
 
+/// What a deadline is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Due {
+    Timeout,
+    Idle,
+    Linger,
+    /// The grace after SIGTERM is over.
+    Kill,
+    /// The agent exited; its output should have closed by now.
+    Leak,
+    /// Leftovers were killed; stop waiting for the pipes.
+    Drain,
+}
+
 /// A stop in progress: SIGTERM was sent, SIGKILL follows at `kill_at`.
 struct Stop {
     kill_at: Instant,
@@ -96,6 +110,8 @@ struct Worker {
     agent_status: Option<WaitStatus>,
     started: Instant,
     last_output: Instant,
+    /// The adapter saw the agent's terminal event (the linger clock started once).
+    terminal_seen: bool,
     linger_at: Option<Instant>,
     stop: Option<Stop>,
     leak_at: Option<Instant>,
@@ -145,6 +161,7 @@ impl Worker {
             agent_status: None,
             started: now,
             last_output: now,
+            terminal_seen: false,
             linger_at: None,
             stop: None,
             leak_at: None,
@@ -306,28 +323,31 @@ impl Worker {
         }
     }
 
-    /// The next deadline, if any.
-    fn next_deadline(&self) -> Option<Instant> {
-        let mut d: Vec<Instant> = Vec::new();
+    /// Every pending deadline. The poll timeout is the earliest; `check_deadlines` acts on
+    /// the ones that passed.
+    fn deadlines(&self) -> Vec<(Due, Instant)> {
+        let mut d = Vec::new();
         if self.agent_status.is_none() && self.stop.is_none() {
             if let Some(t) = self.spec.limits.timeout_ms {
-                d.push(self.started + Duration::from_millis(t));
+                d.push((Due::Timeout, self.started + Duration::from_millis(t)));
             }
             if let Some(t) = self.spec.limits.idle_timeout_ms {
-                d.push(self.last_output + Duration::from_millis(t));
+                d.push((Due::Idle, self.last_output + Duration::from_millis(t)));
             }
             if let Some(t) = self.linger_at {
-                d.push(t);
+                d.push((Due::Linger, t));
             }
         }
-        if let Some(s) = &self.stop {
-            if !s.killed {
-                d.push(s.kill_at);
-            }
+        if let Some(s) = self.stop.as_ref().filter(|s| !s.killed) {
+            d.push((Due::Kill, s.kill_at));
         }
-        d.extend(self.leak_at);
-        d.extend(self.drain_until);
-        d.into_iter().min()
+        d.extend(self.leak_at.map(|t| (Due::Leak, t)));
+        d.extend(self.drain_until.map(|t| (Due::Drain, t)));
+        d
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        self.deadlines().into_iter().map(|(_, t)| t).min()
     }
 
     fn event_loop(
@@ -489,8 +509,8 @@ impl Worker {
                         write_line(&mut self.stdout_log, line);
                     }
                 }
-                if r.terminal && self.facts.terminal_event.is_none() {
-                    self.facts.terminal_event = Some(String::from("seen"));
+                if r.terminal && !self.terminal_seen {
+                    self.terminal_seen = true;
                     self.linger_at =
                         Some(Instant::now() + Duration::from_millis(self.spec.limits.linger_ms));
                 }
@@ -677,13 +697,10 @@ impl Worker {
         if let Some(pgid) = self.agent_pid {
             procs::signal_group(pgid, Signal::SIGKILL);
         }
-        let n = self.kill_descendants();
-        if let Some(s) = self.stop.as_mut() {
-            if !s.killed {
-                s.killed = true;
-                self.facts.signals_sent.push("SIGKILL".into());
-            }
-        } else if n > 0 {
+        self.kill_descendants();
+        // Called only while a stop is in progress (begin_stop makes one first).
+        if let Some(s) = self.stop.as_mut().filter(|s| !s.killed) {
+            s.killed = true;
             self.facts.signals_sent.push("SIGKILL".into());
         }
     }
@@ -694,60 +711,60 @@ impl Worker {
         err: &mut Option<std::process::ChildStderr>,
     ) {
         let now = Instant::now();
-        if self.agent_status.is_none() && self.stop.is_none() {
-            if let Some(t) = self.spec.limits.timeout_ms {
-                if now >= self.started + Duration::from_millis(t) {
+        let grace = self.spec.limits.grace_ms;
+        for (due, at) in self.deadlines() {
+            if at > now {
+                continue;
+            }
+            // One stop at a time: a deadline that passed in the same wake-up as another does
+            // not start a second.
+            let stopping = self.stop.is_some() || self.agent_status.is_some();
+            match due {
+                Due::Timeout if !stopping => {
                     self.pane
                         .line(Style::Yellow, "subpane: timeout reached; stopping");
-                    self.begin_stop(KillReason::Timeout, self.spec.limits.grace_ms);
+                    self.begin_stop(KillReason::Timeout, grace);
                 }
-            }
-        }
-        if self.agent_status.is_none() && self.stop.is_none() {
-            if let Some(t) = self.spec.limits.idle_timeout_ms {
-                if now >= self.last_output + Duration::from_millis(t) {
+                Due::Idle if !stopping => {
                     self.pane.line(
                         Style::Yellow,
                         "subpane: no output for the idle timeout; stopping",
                     );
-                    self.begin_stop(KillReason::IdleTimeout, self.spec.limits.grace_ms);
+                    self.begin_stop(KillReason::IdleTimeout, grace);
                 }
+                Due::Linger if !stopping => {
+                    self.linger_at = None;
+                    self.pane.line(
+                        Style::Yellow,
+                        "subpane: the agent did not exit after its final event; stopping",
+                    );
+                    self.begin_stop(KillReason::Linger, grace);
+                }
+                Due::Kill => self.kill_now(),
+                Due::Leak => {
+                    self.leak_at = None;
+                    if out.is_some() || err.is_some() {
+                        // The agent is gone but something still holds its output open.
+                        self.facts.cleanup.output_held_open = true;
+                        let n = self.kill_descendants();
+                        self.facts.cleanup.killed_descendants += n;
+                        self.drain_until = Some(now + DRAIN_WAIT);
+                        self.pane.line(
+                            Style::Yellow,
+                            &format!(
+                                "subpane: {n} leftover process(es) held the output open; killed"
+                            ),
+                        );
+                    }
+                }
+                Due::Drain => {
+                    // Give up on pipes that will not close.
+                    *out = None;
+                    *err = None;
+                    self.drain_until = None;
+                }
+                Due::Timeout | Due::Idle | Due::Linger => {}
             }
-        }
-        if self.stop.is_none() && self.linger_at.is_some_and(|t| now >= t) {
-            self.linger_at = None;
-            self.pane.line(
-                Style::Yellow,
-                "subpane: the agent did not exit after its final event; stopping",
-            );
-            self.begin_stop(KillReason::Linger, self.spec.limits.grace_ms);
-        }
-        if self
-            .stop
-            .as_ref()
-            .is_some_and(|s| !s.killed && now >= s.kill_at)
-        {
-            self.kill_now();
-        }
-        if self.leak_at.is_some_and(|t| now >= t) {
-            self.leak_at = None;
-            if out.is_some() || err.is_some() {
-                // The agent is gone but something still holds its output open.
-                self.facts.cleanup.output_held_open = true;
-                let n = self.kill_descendants();
-                self.facts.cleanup.killed_descendants += n;
-                self.drain_until = Some(now + DRAIN_WAIT);
-                self.pane.line(
-                    Style::Yellow,
-                    &format!("subpane: {n} leftover process(es) held the output open; killed"),
-                );
-            }
-        }
-        if self.drain_until.is_some_and(|t| now >= t) {
-            // Give up on pipes that will not close.
-            *out = None;
-            *err = None;
-            self.drain_until = None;
         }
     }
 
