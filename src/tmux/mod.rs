@@ -175,16 +175,12 @@ pub fn new_session_args(
     a
 }
 
+/// The messages of a `new-session` that reached a server as it exited. Other connection
+/// errors (a socket path that cannot exist, a permission) are final and not retried.
 fn is_server_race(stderr: &str) -> bool {
-    [
-        "server exited unexpectedly",
-        "lost server",
-        "no server running",
-        "error connecting",
-        "Connection refused",
-    ]
-    .iter()
-    .any(|p| stderr.contains(p))
+    ["server exited unexpectedly", "lost server"]
+        .iter()
+        .any(|p| stderr.contains(p))
 }
 
 impl Tmux {
