@@ -8,18 +8,18 @@ use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
 
-use super::common::{CliError, print, print_json};
+use super::common::{CliError, print, print_json, tmux_for};
 use super::output::human_envelope;
 use crate::adapter::{ArgvContext, StdinSource, adapter_for};
-use crate::envelope::{self, Facts, Output};
+use crate::envelope::{Envelope, Facts};
 use crate::spec::{
     AgentKind, AttemptRef, AttemptSpec, EnvSpec, LaunchRecord, Limits, RUN_SCHEMA, RunId,
-    RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, WorkerFacts, millis,
-    now_rfc3339, parse_duration, parse_positive_duration,
+    RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis, now_rfc3339,
+    parse_duration, parse_positive_duration,
 };
 use crate::store::{self, AttemptPaths, CreateError, Home};
 use crate::supervisor::{self, WaitMode, WaitOptions};
-use crate::tmux::{self, Socket, Tmux};
+use crate::tmux::{self, Socket};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AgentArg {
@@ -416,7 +416,11 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
         CreateError::Exists(_) => CliError::invalid(e.to_string()),
         CreateError::Store(s) => CliError::invalid(format!("nothing was started: {s}")),
     })?;
-    launch(home, &paths, &spec)?;
+    if let Some(env) = launch(home, &paths, &spec)? {
+        // The pane never started: the `spawn` envelope is the answer, with or without --detach.
+        eprintln!("subpane: error: {}", env.output.errors.join("; "));
+        return Ok(report(&env, &paths, p.json));
+    }
     if p.detach {
         if p.json {
             print_json(&serde_json::json!({
@@ -453,17 +457,26 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
         .next()
         .flatten()
         .ok_or_else(|| CliError::failed("the attempt ended without an envelope"))?;
-    if p.json {
-        print_json(&env);
+    Ok(report(&env, &paths, p.json))
+}
+
+/// Prints a finished attempt's envelope (JSON or a summary) and returns its exit code.
+fn report(env: &Envelope, paths: &AttemptPaths, json: bool) -> i32 {
+    if json {
+        print_json(env);
     } else {
-        print(&human_envelope(&env, paths.dir()));
+        print(&human_envelope(env, paths.dir()));
     }
-    Ok(env.exit_code())
+    env.exit_code()
 }
 
 /// Starts the attempt's pane and records where it is. A failure to start is an outcome: the
-/// attempt gets a `spawn` envelope.
-pub fn launch(home: &Home, paths: &AttemptPaths, spec: &AttemptSpec) -> Result<(), CliError> {
+/// attempt gets a `spawn` envelope, which is returned.
+pub fn launch(
+    home: &Home,
+    paths: &AttemptPaths,
+    spec: &AttemptSpec,
+) -> Result<Option<Envelope>, CliError> {
     let exe = std::env::current_exe()
         .map_err(|e| CliError::failed(format!("cannot find the subpane binary: {e}")))?;
     // tmux creates the directory of a `-L` socket but not of a `-S` one; we always use `-S`.
@@ -476,7 +489,7 @@ pub fn launch(home: &Home, paths: &AttemptPaths, spec: &AttemptSpec) -> Result<(
                 .create(dir);
         }
     }
-    let t = Tmux::new(Socket::from_path(&spec.tmux.socket), home.tmux_conf());
+    let t = tmux_for(home, spec);
     let cmd: Vec<OsString> = vec![exe.into(), "__worker".into(), paths.dir().into()];
     match t.new_session(&spec.tmux.session, &spec.cwd, &cmd, spec.keep_session) {
         Ok(pane) => {
@@ -487,42 +500,28 @@ pub fn launch(home: &Home, paths: &AttemptPaths, spec: &AttemptSpec) -> Result<(
                 worker: crate::procs::proc_ref(pane.pane_pid),
                 launched_at: now_rfc3339(),
             };
-            // Best effort: the pane runs now, and the worker names itself in worker.json. An
-            // attempt that started is never given up on for want of this file.
-            // A live record (the worker names itself in worker.json too): its directory is
-            // synced by the worker's later writes.
+            // Best effort, and its directory is synced by the worker's later writes: the pane
+            // runs now and the worker names itself in worker.json, so an attempt that started
+            // is never given up on for want of this file.
             if let Err(e) = store::write_json_dir_synced_later(&paths.launch(), &rec) {
                 eprintln!("subpane: warning: {e}");
             }
-            Ok(())
+            Ok(None)
         }
         Err(e) => {
             // If a pane was made after all, it must not run on beside a `spawn` envelope.
             let _ = t.kill_session(&spec.tmux.session);
-            let _ = std::fs::remove_file(paths.env_file());
-            let mut output = Output::default();
-            output.push_error(format!("the tmux pane could not be started: {e}"));
-            let facts = WorkerFacts {
-                started_at: Some(now_rfc3339()),
-                finished_at: Some(now_rfc3339()),
-                ..WorkerFacts::default()
-            };
-            let outcome = envelope::decide(&Facts {
+            let spawn_failed = Facts {
                 spawn_failed: true,
                 ..Facts::default()
-            });
-            let env = envelope::build(
+            };
+            let why = format!("the tmux pane could not be started: {e}");
+            Ok(Some(supervisor::write_unfinished(
+                paths,
                 spec,
-                &facts,
-                output,
-                outcome,
-                store::collect_artifacts(paths),
-            );
-            store::write_json_new(&paths.result(), &env)?;
-            store::notify_done(paths);
-            Err(CliError::failed(format!(
-                "the tmux pane could not be started: {e}"
-            )))
+                spawn_failed,
+                &why,
+            )?))
         }
     }
 }

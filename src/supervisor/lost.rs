@@ -1,4 +1,5 @@
-//! The `lost` envelope, written by whichever observer first finds a dead worker.
+//! Envelopes the worker did not write: `lost` (written by whichever observer first finds a
+//! dead worker) and a pane that never started (`spawn`, written by the launcher).
 
 use std::ffi::OsStr;
 
@@ -15,6 +16,25 @@ use crate::store::{self, AttemptPaths};
 pub fn write_lost(
     paths: &AttemptPaths,
     spec: &AttemptSpec,
+    why: &str,
+) -> Result<Envelope, SuperviseError> {
+    write_unfinished(
+        paths,
+        spec,
+        Facts {
+            lost: true,
+            ..Facts::default()
+        },
+        why,
+    )
+}
+
+/// The envelope of an attempt whose worker wrote none: what `decided` says, with `why` as its
+/// error. Kills what is left of the attempt first. If an envelope exists already, it stands.
+pub fn write_unfinished(
+    paths: &AttemptPaths,
+    spec: &AttemptSpec,
+    decided: Facts,
     why: &str,
 ) -> Result<Envelope, SuperviseError> {
     // The worker never read the environment file: its values must not stay on disk.
@@ -42,10 +62,7 @@ pub fn write_lost(
     }
     let mut output = Output::default();
     output.push_error(why);
-    let outcome = envelope::decide(&Facts {
-        lost: true,
-        ..Facts::default()
-    });
+    let outcome = envelope::decide(&decided);
     let env = envelope::build(
         spec,
         &facts,

@@ -23,7 +23,7 @@ mod observe;
 mod wait;
 
 pub use cancel::request_cancel;
-pub use lost::write_lost;
+pub use lost::{write_lost, write_unfinished};
 pub use observe::{AttemptState, RunningInfo, STARTING_GRACE, observe, worker_identity};
 pub use wait::{
     WaitMode, WaitOptions, WaitOutcome, block_interrupts, release as release_inotify, wait,

@@ -514,3 +514,147 @@ fn run_gives_up_on_an_attempt_it_started_when_launch_json_cannot_be_written() {
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
+
+// ---- attempts whose pane never started ----------------------------------------------
+
+#[test]
+fn a_pane_that_cannot_start_gives_a_spawn_envelope() {
+    let env = TestEnv::new();
+    // tmux cannot make its socket under a regular file.
+    let blocker = env.root.path().join("not-a-dir");
+    std::fs::write(&blocker, "").unwrap();
+    let r: harness::Ran = env
+        .cmd()
+        .env("SUBPANE_TMUX_SOCKET", blocker.join("tmux.sock"))
+        .args(["run", "--json", "--run-id", "nopane", "--", "true"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 1, "{r:?}");
+    let v = r.json();
+    assert_valid_envelope(&v);
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["failure_kind"], "spawn");
+    assert_eq!(v["exit_code"], Value::Null);
+    let err = v["output"]["errors"][0].as_str().unwrap();
+    assert!(err.contains("tmux pane could not be started"), "{err}");
+    assert!(
+        r.stderr.contains("tmux pane could not be started"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        env.result("nopane"),
+        v,
+        "result.json and the printed envelope differ"
+    );
+    let dir = env.attempt_dir("nopane", 1);
+    assert!(
+        !dir.join(".env").exists(),
+        "the environment file stayed on disk"
+    );
+    // --detach gets the same answer instead of a run id.
+    let r: harness::Ran = env
+        .cmd()
+        .env("SUBPANE_TMUX_SOCKET", blocker.join("tmux.sock"))
+        .args([
+            "run", "--detach", "--json", "--run-id", "nopane2", "--", "true",
+        ])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["failure_kind"], "spawn");
+    env.assert_no_leftovers();
+}
+
+/// A run directory as a launcher leaves it when it dies between writing the spec and starting
+/// the pane: spec.json and run.json, no launch.json, no worker.json.
+fn orphan_run(env: &TestEnv, id: &str, spec_age: Duration) {
+    let model = format!("model-{id}");
+    let done = env.sp(["run", "--json", "--run-id", &model, "--", "true"]);
+    assert_eq!(done.code, 0, "{done:?}");
+    let dir = env.attempt_dir(id, 1);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut spec = env.read_json(&env.attempt_dir(&model, 1).join("spec.json"));
+    spec["run_id"] = id.into();
+    let spec_path = dir.join("spec.json");
+    std::fs::write(&spec_path, serde_json::to_vec(&spec).unwrap()).unwrap();
+    let mut run = env.read_json(&env.run_dir(&model).join("run.json"));
+    run["run_id"] = id.into();
+    std::fs::write(
+        env.run_dir(id).join("run.json"),
+        serde_json::to_vec(&run).unwrap(),
+    )
+    .unwrap();
+    let then = std::time::SystemTime::now() - spec_age;
+    std::fs::File::options()
+        .write(true)
+        .open(&spec_path)
+        .unwrap()
+        .set_modified(then)
+        .unwrap();
+}
+
+#[test]
+fn an_attempt_that_never_got_a_worker_is_starting_then_lost() {
+    let env = TestEnv::new();
+    orphan_run(&env, "fresh", Duration::ZERO);
+    let r = env.sp(["status", "--json", "fresh"]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert_eq!(r.json()["status"], "starting");
+    assert!(!env.attempt_dir("fresh", 1).join("result.json").exists());
+    // Past the starting grace (30 s) with still no worker: lost, recorded once.
+    orphan_run(&env, "stale", Duration::from_secs(60));
+    let r = env.sp(["status", "--json", "stale"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let v = r.json();
+    assert_valid_envelope(&v);
+    assert_eq!(v["failure_kind"], "lost");
+    assert!(
+        v["output"]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("no worker was recorded"),
+        "{v}"
+    );
+    assert_eq!(env.result("stale"), v);
+    // `wait` on it answers at once with the same envelope.
+    let w = env.sp(["wait", "--json", "stale"]);
+    assert_eq!(w.code, 1);
+    assert_eq!(w.json(), v);
+}
+
+#[test]
+fn logs_follow_ends_when_the_worker_is_killed() {
+    let env = TestEnv::new();
+    let id = env
+        .sp([
+            "run",
+            "--detach",
+            "--run-id",
+            "lf",
+            "--",
+            &fx("never_exits.sh"),
+        ])
+        .stdout
+        .trim()
+        .to_owned();
+    let worker = env.worker_pid(&id);
+    let follower = env
+        .cmd()
+        .args(["logs", "-f", &id])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    send_signal(worker, libc::SIGKILL);
+    let r = harness::wait_child_within(
+        follower,
+        harness::DEADLINE,
+        "logs -f did not notice the lost worker",
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(env.result(&id)["failure_kind"], "lost");
+    env.assert_no_leftovers();
+}
