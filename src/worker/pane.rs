@@ -142,8 +142,7 @@ impl Pane {
             return;
         }
         if self.pending.len() + s.len() > PENDING_CAP {
-            self.skipped += 1;
-            self.total_skipped += 1;
+            self.skip();
             return;
         }
         if self.skipped > 0 && self.pending.len() < PENDING_CAP / 2 {
@@ -157,11 +156,23 @@ impl Pane {
         self.pending.extend_from_slice(s.as_bytes());
     }
 
+    /// Whether a line fits now; a line that does not is counted as skipped.
+    fn take_room(&mut self) -> bool {
+        let room = self.has_room();
+        if !room {
+            self.skip();
+        }
+        room
+    }
+
+    fn skip(&mut self) {
+        self.skipped += 1;
+        self.total_skipped += 1;
+    }
+
     /// A whole line in a style. `text` must already be sanitised (or be our own).
     pub fn line(&mut self, style: Style, text: &str) {
-        if !self.has_room() {
-            self.skipped += 1;
-            self.total_skipped += 1;
+        if !self.take_room() {
             return;
         }
         let mut s = String::with_capacity(text.len() + 16);
@@ -182,9 +193,7 @@ impl Pane {
 
     /// Streaming assistant text (sanitised here; newlines kept).
     fn text(&mut self, t: &str) {
-        if !self.has_room() {
-            self.skipped += 1;
-            self.total_skipped += 1;
+        if !self.take_room() {
             return;
         }
         let mut s = String::with_capacity(t.len() + 8);
@@ -202,11 +211,9 @@ impl Pane {
     pub fn item(&mut self, item: &PaneItem) {
         match item {
             PaneItem::Raw(b) => {
-                if self.has_room() {
+                // Checked before sanitising, so a full pane costs nothing.
+                if self.take_room() {
                     self.line(Style::Plain, &sanitize(b, MAX_SHOWN));
-                } else {
-                    self.skipped += 1;
-                    self.total_skipped += 1;
                 }
             }
             PaneItem::Text(t) => self.text(t),
@@ -238,11 +245,8 @@ impl Pane {
 
     /// A line the program wrote to stderr.
     pub fn stderr_line(&mut self, b: &[u8]) {
-        if self.has_room() {
+        if self.take_room() {
             self.line(Style::Yellow, &sanitize(b, MAX_SHOWN));
-        } else {
-            self.skipped += 1;
-            self.total_skipped += 1;
         }
     }
 
