@@ -99,14 +99,6 @@ impl LineResult {
             pane: Vec::new(),
         }
     }
-    pub fn with_pane(mut self, item: PaneItem) -> Self {
-        self.pane.push(item);
-        self
-    }
-    pub fn terminal(mut self) -> Self {
-        self.terminal = true;
-        self
-    }
 }
 
 /// What an adapter read from the whole stream.
