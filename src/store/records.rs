@@ -5,8 +5,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
 use super::StoreError;
-use super::atomic::{read_json, write_atomic_dir_synced_later, write_json_atomic};
+use super::atomic::{read_json, write_atomic_dir_synced_later, write_json_atomic, write_json_new};
 use super::layout::{AttemptPaths, Home};
+use crate::envelope::Envelope;
 use crate::spec::{AttemptSpec, RunId, RunRecord};
 
 /// Why a run could not be created. Nothing is left behind in either case.
@@ -103,14 +104,17 @@ pub fn write_env_file(
     write_atomic_dir_synced_later(path, &buf)
 }
 
-/// Tells waiting supervisors that `result.json` is in place: opening the attempt's FIFO for
-/// writing and closing it hangs up every reader. No reader (ENXIO) means nobody waits.
-pub fn notify_done(attempt: &AttemptPaths) {
+/// Writes the attempt's envelope (once: an existing `result.json` stands, and `false` is
+/// returned), then tells waiting supervisors: opening the attempt's FIFO for writing and
+/// closing it hangs up every reader. No reader (ENXIO) means nobody waits.
+pub fn write_result(attempt: &AttemptPaths, envelope: &Envelope) -> Result<bool, StoreError> {
+    let written = write_json_new(&attempt.result(), envelope);
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(attempt.done_fifo());
+    written
 }
 
 /// Reads and removes the environment file.

@@ -70,8 +70,7 @@ pub fn write_unfinished(
         outcome,
         store::collect_artifacts(paths),
     );
-    let written = store::write_json_new(&paths.result(), &env)?;
-    store::notify_done(paths);
+    let written = store::write_result(paths, &env)?;
     if written {
         Ok(env)
     } else {

@@ -832,8 +832,7 @@ impl Worker {
         }
         let artifacts = store::collect_artifacts(&self.paths);
         let env = envelope::build(&self.spec, &self.facts, output, outcome, artifacts);
-        let write = store::write_json_new(&self.paths.result(), &env);
-        store::notify_done(&self.paths);
+        let write = store::write_result(&self.paths, &env);
         let dur = env
             .duration_ms
             .map(|d| format!("{:.1}s", d as f64 / 1000.0))
