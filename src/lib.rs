@@ -32,5 +32,6 @@ pub mod procs;
 pub mod spec;
 pub mod store;
 pub mod supervisor;
+pub mod term;
 pub mod tmux;
 pub mod worker;

@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use crate::spec::ProcRef;
+use crate::envelope::ProcRef;
 
 /// Parsed fields of `/proc/<pid>/stat` that we need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

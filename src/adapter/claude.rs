@@ -362,7 +362,7 @@ mod tests {
 
     use super::*;
     use crate::adapter::common::replay::Replay;
-    use crate::adapter::{LineAction, MAX_INLINE_PROMPT, StdinSource};
+    use crate::adapter::{LineAction, MAX_INLINE_PROMPT, Stdin};
 
     macro_rules! transcript {
         ($name:literal) => {
@@ -609,7 +609,7 @@ mod tests {
         let mut want: Vec<&str> = BASE.to_vec();
         want.extend(["--", "-it's \"quoted\"\nline two"]);
         assert_eq!(l.argv, want);
-        assert_eq!(l.stdin, StdinSource::Null);
+        assert_eq!(l.stdin, Stdin::Null);
     }
 
     #[test]
@@ -655,7 +655,7 @@ mod tests {
                 prompt: "x".repeat(n),
                 ..Default::default()
             });
-            assert_eq!(l.stdin, StdinSource::PromptFile);
+            assert_eq!(l.stdin, Stdin::PromptFile);
             assert_eq!(l.argv, BASE);
         }
     }

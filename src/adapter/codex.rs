@@ -338,7 +338,7 @@ mod tests {
 
     use super::*;
     use crate::adapter::common::replay::{Replay, first_line_field, usage};
-    use crate::adapter::{LineAction, MAX_INLINE_PROMPT, StdinSource};
+    use crate::adapter::{LineAction, MAX_INLINE_PROMPT, Stdin};
 
     macro_rules! transcript {
         ($name:literal) => {
@@ -546,7 +546,7 @@ mod tests {
                 "-it's \"quoted\"\nline two"
             ]
         );
-        assert_eq!(l.stdin, StdinSource::Null);
+        assert_eq!(l.stdin, Stdin::Null);
     }
 
     #[test]
@@ -594,7 +594,7 @@ mod tests {
                 prompt: "x".repeat(n),
                 ..Default::default()
             });
-            assert_eq!(l.stdin, StdinSource::PromptFile);
+            assert_eq!(l.stdin, Stdin::PromptFile);
             assert_eq!(
                 l.argv,
                 ["/bin/codex", "exec", "--json", "--skip-git-repo-check", "-"]

@@ -2,7 +2,7 @@
 //! other line (including invalid UTF-8 and bare JSON scalars such as `42`) goes to `stdout.log`.
 
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, StdinSource, StreamParser,
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, Stdin, StreamParser,
 };
 use crate::spec::{AgentKind, TaskSpec};
 
@@ -22,7 +22,7 @@ impl Adapter for CommandAdapter {
         // The command adapter's argv comes from the user whole; see `cli::run`.
         AgentLaunch {
             argv: vec![program.to_owned()],
-            stdin: StdinSource::Null,
+            stdin: Stdin::Null,
         }
     }
     fn parser(&self) -> Box<dyn StreamParser> {

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{LineResult, MAX_INLINE_PROMPT, PaneItem, StdinSource, command::is_json_event};
+use super::{LineResult, MAX_INLINE_PROMPT, PaneItem, Stdin, command::is_json_event};
 use crate::envelope::{Output, Usage};
 
 /// The `type` of an event. Every other field is skipped without being materialised, so this
@@ -66,11 +66,11 @@ pub(crate) fn fits_argv(prompt: &str) -> bool {
 }
 
 /// stdin for a prompt that does or does not go on the command line.
-pub(crate) fn stdin_for(inline: bool) -> StdinSource {
+pub(crate) fn stdin_for(inline: bool) -> Stdin {
     if inline {
-        StdinSource::Null
+        Stdin::Null
     } else {
-        StdinSource::PromptFile
+        Stdin::PromptFile
     }
 }
 

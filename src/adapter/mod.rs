@@ -21,7 +21,7 @@ mod pi;
 use std::path::Path;
 
 use crate::envelope::Output;
-use crate::spec::{AgentKind, TaskSpec};
+use crate::spec::{AgentKind, Stdin, TaskSpec};
 
 pub use claude::ClaudeAdapter;
 pub use codex::CodexAdapter;
@@ -140,22 +140,12 @@ pub struct ArgvContext<'a> {
 /// Prompts longer than this are not passed as one argv element (Linux caps one at 128 KiB).
 pub const MAX_INLINE_PROMPT: usize = 96 * 1024;
 
-/// Where the agent's stdin comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StdinSource {
-    /// `/dev/null` (the default: no agent can block on input).
-    Null,
-    /// The prompt file, for CLIs that read a large prompt from stdin.
-    PromptFile,
-}
-
 /// How to start the agent.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AgentLaunch {
     /// The full argv, program first.
     pub argv: Vec<String>,
-    pub stdin: StdinSource,
+    pub stdin: Stdin,
 }
 
 /// Knowledge of one agent CLI.

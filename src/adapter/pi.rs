@@ -444,7 +444,7 @@ mod tests {
 
     use super::*;
     use crate::adapter::MAX_INLINE_PROMPT;
-    use crate::adapter::StdinSource;
+    use crate::adapter::Stdin;
     use crate::adapter::common::replay::{Replay, first_line_field, usage};
 
     macro_rules! transcript {
@@ -749,7 +749,7 @@ mod tests {
                 "it's \"quoted\"\nand two lines"
             ]
         );
-        assert_eq!(l.stdin, StdinSource::Null);
+        assert_eq!(l.stdin, Stdin::Null);
         assert!(Path::new(&l.argv[5]).starts_with("/h/sessions"));
     }
 
@@ -793,7 +793,7 @@ mod tests {
                 prompt: prompt.clone(),
                 ..Default::default()
             });
-            assert_eq!(l.stdin, StdinSource::PromptFile, "{}", &prompt[..2]);
+            assert_eq!(l.stdin, Stdin::PromptFile, "{}", &prompt[..2]);
             assert!(
                 l.argv.iter().all(|a| a.len() < 1024),
                 "prompt leaked into argv"
@@ -804,6 +804,6 @@ mod tests {
             prompt: "x".repeat(MAX_INLINE_PROMPT),
             ..Default::default()
         });
-        assert_eq!(l.stdin, StdinSource::Null);
+        assert_eq!(l.stdin, Stdin::Null);
     }
 }

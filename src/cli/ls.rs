@@ -73,7 +73,7 @@ fn what(spec: &AttemptSpec) -> String {
             .join(" "),
     };
     let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::worker::sanitize(one_line.as_bytes(), 60)
+    crate::term::sanitize(one_line.as_bytes(), 60)
 }
 
 pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
@@ -147,12 +147,8 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
     );
     for r in &rows {
         let status = match (&r.failure_kind, r.status.as_str()) {
-            (Some(k), "failed") => {
-                let k = serde_json::to_value(k)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default();
-                if k == "exit" { "failed".to_owned() } else { k }
+            (Some(k), "failed") if *k != crate::envelope::FailureKind::Exit => {
+                k.as_str().to_owned()
             }
             _ => r.status.clone(),
         };

@@ -75,13 +75,6 @@ pub fn status_doc(
     })
 }
 
-fn kind_str<T: Serialize>(v: &T) -> String {
-    serde_json::to_value(v)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
-}
-
 /// A few lines for a human about a finished attempt.
 pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
     let mut s = String::new();
@@ -92,7 +85,7 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
     };
     let kind = env
         .failure_kind
-        .map(|k| format!(", {}", kind_str(&k)))
+        .map(|k| format!(", {}", k.as_str()))
         .unwrap_or_default();
     s.push_str(&format!(
         "run       {} (attempt {})\n",
@@ -122,13 +115,13 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
     for e in env.output.errors.iter().take(5) {
         s.push_str(&format!(
             "error     {}\n",
-            crate::worker::sanitize(e.as_bytes(), 300)
+            crate::term::sanitize(e.as_bytes(), 300)
         ));
     }
     s.push_str(&format!("files     {}\n", dir.display()));
     if let Some(t) = &env.output.final_text {
         s.push('\n');
-        s.push_str(&crate::worker::sanitize(t.as_bytes(), 100_000).replace("^J", "\n"));
+        s.push_str(&crate::term::sanitize_lines(t.as_bytes()));
         s.push('\n');
     } else if env.agent == crate::spec::AgentKind::Command {
         // A command's own words: the end of its stdout, made safe for the terminal.
@@ -142,7 +135,7 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
                 ));
             }
             for l in lines {
-                s.push_str(&crate::worker::sanitize(&l, 1000));
+                s.push_str(&crate::term::sanitize(&l, 1000));
                 s.push('\n');
             }
         }

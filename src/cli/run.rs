@@ -10,12 +10,12 @@ use clap::{Args, ValueEnum};
 
 use super::common::{CliError, print, print_json, tmux_for};
 use super::output::human_envelope;
-use crate::adapter::{ArgvContext, StdinSource, adapter_for};
-use crate::envelope::{Envelope, Facts};
+use crate::adapter::{ArgvContext, adapter_for};
+use crate::envelope::{Envelope, Facts, LaunchRecord};
 use crate::spec::{
-    AgentKind, AttemptRef, AttemptSpec, EnvSpec, LaunchRecord, Limits, RUN_SCHEMA, RunId,
-    RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis, now_rfc3339,
-    parse_duration, parse_positive_duration,
+    AgentKind, AttemptRef, AttemptSpec, EnvSpec, Limits, RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA,
+    SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis, now_rfc3339, parse_duration,
+    parse_positive_duration,
 };
 use crate::store::{self, AttemptPaths, CreateError, Home};
 use crate::supervisor::{self, WaitMode, WaitOptions};
@@ -371,10 +371,7 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
         };
         let launch = adapter_for(p.agent).launch(&p.argv[0], task, &ctx);
         p.argv = launch.argv;
-        p.stdin = match launch.stdin {
-            StdinSource::Null => Stdin::Null,
-            StdinSource::PromptFile => Stdin::PromptFile,
-        };
+        p.stdin = launch.stdin;
     }
     let created_at = now_rfc3339();
     let spec = AttemptSpec {

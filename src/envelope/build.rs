@@ -1,8 +1,9 @@
 //! Assembling the envelope from the spec and the worker's facts. Pure.
 
+use super::WorkerFacts;
 use super::{Envelope, Outcome, Output, RESULT_SCHEMA, SandboxInfo, TmuxInfo};
 use crate::envelope::Artifact;
-use crate::spec::{AttemptSpec, WorkerFacts};
+use crate::spec::AttemptSpec;
 
 /// Milliseconds between two RFC 3339 timestamps, when both parse and are ordered.
 pub fn duration_between(start: Option<&str>, end: Option<&str>) -> Option<u64> {

@@ -6,6 +6,7 @@
 
 mod build;
 mod outcome;
+mod records;
 
 use std::collections::BTreeMap;
 
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub use build::{build, duration_between};
 pub use outcome::{Facts, KillReason, Outcome, decide};
+pub use records::{CancelRequest, LaunchRecord, ProcRef, WORKER_SCHEMA, WorkerFacts, WorkerState};
 
 use crate::exit_code;
 use crate::spec::AgentKind;
@@ -65,6 +67,23 @@ pub enum FailureKind {
     Parse,
     /// The worker or its pane vanished without recording the end.
     Lost,
+}
+
+impl FailureKind {
+    /// The name used in the envelope (`"idle_timeout"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::Exit => "exit",
+            FailureKind::Spawn => "spawn",
+            FailureKind::Timeout => "timeout",
+            FailureKind::IdleTimeout => "idle_timeout",
+            FailureKind::Cancelled => "cancelled",
+            FailureKind::Sandbox => "sandbox",
+            FailureKind::Model => "model",
+            FailureKind::Parse => "parse",
+            FailureKind::Lost => "lost",
+        }
+    }
 }
 
 /// Token counts, summed over the attempt.
@@ -267,6 +286,27 @@ mod tests {
             code_for(Status::Cancelled, Some(FailureKind::Cancelled)),
             130
         );
+    }
+
+    #[test]
+    fn names_match_the_serialised_form() {
+        use FailureKind::*;
+        for k in [
+            Exit,
+            Spawn,
+            Timeout,
+            IdleTimeout,
+            Cancelled,
+            Sandbox,
+            Model,
+            Parse,
+            Lost,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
+        }
+        for s in [Status::Completed, Status::Failed, Status::Cancelled] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
     }
 
     #[test]

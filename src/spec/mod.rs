@@ -4,7 +4,6 @@
 //! reads it and nothing else (plus the one-shot environment file, see [`crate::store`]).
 
 mod duration;
-mod facts;
 mod run_id;
 
 use std::collections::BTreeMap;
@@ -13,7 +12,6 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
-pub use facts::{CancelRequest, LaunchRecord, ProcRef, WORKER_SCHEMA, WorkerFacts, WorkerState};
 pub use run_id::{RunId, RunIdError};
 
 /// Schema tag of `spec.json`.

@@ -3,8 +3,9 @@
 use nix::sys::signal::Signal;
 
 use super::SuperviseError;
+use crate::envelope::{CancelRequest, WorkerFacts};
 use crate::procs;
-use crate::spec::{CancelRequest, WorkerFacts, now_rfc3339};
+use crate::spec::now_rfc3339;
 use crate::store::{self, AttemptPaths};
 
 /// Writes `cancel.json`, then signals the worker (SIGUSR1) if it has started. A worker that

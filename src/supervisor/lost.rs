@@ -6,9 +6,10 @@ use std::ffi::OsStr;
 use nix::sys::signal::Signal;
 
 use super::SuperviseError;
+use crate::envelope::WorkerFacts;
 use crate::envelope::{self, Envelope, Facts, Output};
 use crate::procs;
-use crate::spec::{AttemptSpec, WorkerFacts, now_rfc3339};
+use crate::spec::{AttemptSpec, now_rfc3339};
 use crate::store::{self, AttemptPaths};
 
 /// Kills what is left of the attempt and writes `failure_kind: "lost"`. If another observer

@@ -5,8 +5,9 @@ use std::time::{Duration, SystemTime};
 use super::SuperviseError;
 use super::lost::write_lost;
 use crate::envelope::{Envelope, TmuxInfo};
+use crate::envelope::{LaunchRecord, ProcRef, WorkerFacts};
 use crate::procs;
-use crate::spec::{AttemptSpec, LaunchRecord, ProcRef, WorkerFacts};
+use crate::spec::AttemptSpec;
 use crate::store::{self, AttemptPaths};
 
 /// How long an attempt may show no worker at all before it counts as lost.

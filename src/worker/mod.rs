@@ -25,5 +25,4 @@ mod pane;
 mod run;
 
 pub use lines::{LineSplitter, MAX_LINE, Piece};
-pub use pane::sanitize;
 pub use run::main;

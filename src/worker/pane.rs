@@ -11,46 +11,13 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
 use crate::adapter::PaneItem;
+use crate::term::sanitize;
 
 /// Longest line shown, in characters; the rest is summarised (a pane is ~200 columns wide;
 /// the whole line is in the files).
 const MAX_SHOWN: usize = 1000;
 /// Pending bytes kept for a slow pane.
 const PENDING_CAP: usize = 256 * 1024;
-
-/// Makes text from the program safe to show on a terminal.
-pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
-    // Fast path, most output: printable ASCII needs no change, and a byte is a character.
-    let head = &bytes[..bytes.len().min(max_chars)];
-    if head.iter().all(|b| (0x20..0x7f).contains(b)) {
-        let mut out = String::with_capacity(head.len() + 24);
-        // Printable ASCII is valid UTF-8.
-        out.push_str(std::str::from_utf8(head).unwrap_or_default());
-        if bytes.len() > head.len() {
-            out.push_str(&format!(" … ({} more bytes)", bytes.len() - head.len()));
-        }
-        return out;
-    }
-    let text = String::from_utf8_lossy(bytes);
-    let mut out = String::with_capacity(text.len().min(max_chars + 16));
-    for (shown, (i, c)) in text.char_indices().enumerate() {
-        if shown >= max_chars {
-            out.push_str(&format!(" … ({} more bytes)", text.len() - i));
-            break;
-        }
-        match c {
-            '\t' => out.push_str("    "),
-            '\x00'..='\x1f' => {
-                out.push('^');
-                out.push((c as u8 + 0x40) as char);
-            }
-            '\x7f' => out.push_str("^?"),
-            '\u{80}'..='\u{9f}' => out.push_str(&format!("<U+{:04X}>", c as u32)),
-            _ => out.push(c),
-        }
-    }
-    out
-}
 
 /// Styles used in the pane.
 #[derive(Clone, Copy)]
@@ -416,39 +383,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escapes_cannot_reach_the_terminal() {
-        let s = sanitize(b"\x1b]0;pwned\x07\x1b[2Jok\x9b\xc2\x9b", 100);
-        assert!(!s.contains('\x1b') && !s.contains('\x07'), "{s:?}");
-        assert!(s.contains("^[]0;pwned^G^[[2Jok"), "{s:?}");
-        assert!(s.contains("<U+009B>"), "{s:?}");
-        assert!(!s.chars().any(|c| c.is_control()), "{s:?}");
-    }
-
-    #[test]
     fn cursor_reports_are_recognised() {
         assert!(is_cursor_report(b"\x1b[12;1R"));
         assert!(is_cursor_report(b"typed keys\x1b[3;40R"));
         assert!(!is_cursor_report(b"\x1b[12R"));
         assert!(!is_cursor_report(b"\x1b[A"));
         assert!(!is_cursor_report(b"R"));
-    }
-
-    #[test]
-    fn plain_ascii_takes_the_fast_path_unchanged() {
-        assert_eq!(
-            sanitize(b"hello world {\"a\": 1}", 100),
-            "hello world {\"a\": 1}"
-        );
-        assert_eq!(sanitize(b"abcdef", 3), "abc … (3 more bytes)");
-        // A control byte past the cut does not matter; one before it does.
-        assert_eq!(sanitize(b"abc\x1b", 3), "abc … (1 more bytes)");
-        assert_eq!(sanitize(b"a\x1bc", 3), "a^[c");
-    }
-
-    #[test]
-    fn long_lines_are_cut() {
-        let s = sanitize(&[b'a'; 5000], 10);
-        assert!(s.starts_with("aaaaaaaaaa …"), "{s}");
-        assert!(s.contains("4990 more bytes"));
     }
 }

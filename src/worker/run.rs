@@ -14,14 +14,15 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 
 use super::lines::{LineSplitter, MAX_LINE, Piece};
-use super::pane::{Pane, Style, sanitize};
-use crate::adapter::{LineAction, StdinSource, StreamParser, adapter_for};
-use crate::envelope::{self, Facts, KillReason, TmuxInfo};
-use crate::procs;
-use crate::spec::{
-    AttemptSpec, CancelRequest, WORKER_SCHEMA, WorkerFacts, WorkerState, now_rfc3339,
+use super::pane::{Pane, Style};
+use crate::adapter::{LineAction, StreamParser, adapter_for};
+use crate::envelope::{
+    self, CancelRequest, Facts, KillReason, TmuxInfo, WORKER_SCHEMA, WorkerFacts, WorkerState,
 };
+use crate::procs;
+use crate::spec::{AttemptSpec, now_rfc3339};
 use crate::store::{self, AttemptPaths};
+use crate::term::sanitize;
 
 /// After the agent exits, how long descendants may keep its output open before they are
 /// killed.
@@ -293,9 +294,9 @@ impl Worker {
                 Ok(())
             })
         };
-        match self.spec_stdin() {
-            StdinSource::Null => cmd.stdin(Stdio::null()),
-            StdinSource::PromptFile => {
+        match self.spec.stdin {
+            crate::spec::Stdin::Null => cmd.stdin(Stdio::null()),
+            crate::spec::Stdin::PromptFile => {
                 let f = File::open(self.paths.prompt())
                     .map_err(|e| format!("cannot open the prompt file: {e}"))?;
                 cmd.stdin(Stdio::from(f))
@@ -309,18 +310,11 @@ impl Worker {
             .map_err(|e| format!("cannot start {program}: {e}"))?;
         let pid = child.id() as i32;
         self.agent_pid = Some(pid);
-        self.facts.agent = procs::proc_ref(pid).or(Some(crate::spec::ProcRef {
+        self.facts.agent = procs::proc_ref(pid).or(Some(crate::envelope::ProcRef {
             pid,
             start_ticks: 0,
         }));
         Ok(child)
-    }
-
-    fn spec_stdin(&self) -> StdinSource {
-        match self.spec.stdin {
-            crate::spec::Stdin::Null => StdinSource::Null,
-            crate::spec::Stdin::PromptFile => StdinSource::PromptFile,
-        }
     }
 
     /// Every pending deadline. The poll timeout is the earliest; `check_deadlines` acts on
@@ -849,15 +843,7 @@ impl Worker {
             Ok(_) => {
                 let kind = env
                     .failure_kind
-                    .map(|k| {
-                        format!(
-                            " ({})",
-                            serde_json::to_value(k)
-                                .ok()
-                                .and_then(|v| v.as_str().map(str::to_owned))
-                                .unwrap_or_default()
-                        )
-                    })
+                    .map(|k| format!(" ({})", k.as_str()))
                     .unwrap_or_default();
                 let mark = if env.status == envelope::Status::Completed {
                     "✔"

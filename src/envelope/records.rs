@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::{Cleanup, FilterCounts, KillReason, TmuxInfo};
+use super::{Cleanup, FilterCounts, KillReason, TmuxInfo};
 
 /// Schema tag of `worker.json`.
 pub const WORKER_SCHEMA: &str = "subpane.worker/v1";

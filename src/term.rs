@@ -1,0 +1,203 @@
+//! Text from programs and agents, made safe for a terminal.
+//!
+//! Anything an attempt printed may hold escape sequences: a title change, a clipboard write
+//! (OSC 52), a screen clear, a C1 control such as CSI (U+009B). Written raw to a person's
+//! terminal they act on it. Every place that shows such text to a terminal — the pane, the
+//! summaries of `run`/`status`/`wait`, `ls`, and `logs` when stdout is a terminal — goes
+//! through this module, which shows control characters as visible text (`^[`, `^G`,
+//! `<U+009B>`) instead.
+//!
+//! Piped output is not touched: `subpane logs RUN | jq` gets the bytes as written, and
+//! `--raw` keeps them on a terminal too ([`OutputMode`]).
+//!
+//! Common pitfalls:
+//! * A chunk read from a file can end inside a UTF-8 sequence: [`TerminalFilter`] keeps the
+//!   incomplete tail for the next chunk instead of showing it as invalid.
+//! * `\r` moves the cursor back over what was shown: it is made visible (`^M`) like every
+//!   other control, except that line-oriented text keeps `\n` and `\t`.
+
+use std::fmt::Write as _;
+
+/// How bytes from an attempt reach stdout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputMode {
+    /// Byte for byte (a pipe or a file, or `--raw`).
+    Raw,
+    /// Control characters made visible (a terminal).
+    Safe,
+}
+
+impl OutputMode {
+    /// `Safe` when stdout is a terminal and `raw` was not asked for.
+    pub fn for_stdout(raw: bool) -> Self {
+        use std::io::IsTerminal;
+        if !raw && std::io::stdout().is_terminal() {
+            OutputMode::Safe
+        } else {
+            OutputMode::Raw
+        }
+    }
+}
+
+/// Pushes `c` to `out`, visible if it is a control character. `lines` keeps `\n` and `\t`.
+fn push_visible(out: &mut String, c: char, lines: bool) {
+    match c {
+        '\n' | '\t' if lines => out.push(c),
+        '\t' => out.push_str("    "),
+        '\x00'..='\x1f' => {
+            out.push('^');
+            out.push((c as u8 + 0x40) as char);
+        }
+        '\x7f' => out.push_str("^?"),
+        '\u{80}'..='\u{9f}' => {
+            let _ = write!(out, "<U+{:04X}>", c as u32);
+        }
+        _ => out.push(c),
+    }
+}
+
+/// One line of text for a terminal: every control character is shown as text (a newline
+/// as `^J`), and the text is cut after `max_chars` characters with a note of what was left.
+pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
+    // Fast path, most output: printable ASCII needs no change, and a byte is a character.
+    let head = &bytes[..bytes.len().min(max_chars)];
+    if head.iter().all(|b| (0x20..0x7f).contains(b)) {
+        let mut out = String::with_capacity(head.len() + 24);
+        // Printable ASCII is valid UTF-8.
+        out.push_str(std::str::from_utf8(head).unwrap_or_default());
+        if bytes.len() > head.len() {
+            let _ = write!(out, " … ({} more bytes)", bytes.len() - head.len());
+        }
+        return out;
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len().min(max_chars + 16));
+    for (shown, (i, c)) in text.char_indices().enumerate() {
+        if shown >= max_chars {
+            let _ = write!(out, " … ({} more bytes)", text.len() - i);
+            break;
+        }
+        push_visible(&mut out, c, false);
+    }
+    out
+}
+
+/// Several lines of text for a terminal: like [`sanitize`], but `\n` and `\t` stay.
+pub fn sanitize_lines(bytes: &[u8]) -> String {
+    let mut f = TerminalFilter::default();
+    let mut out = f.push(bytes);
+    out.push_str(&f.finish());
+    out
+}
+
+/// A stream of bytes made safe for a terminal, chunk by chunk (`logs -f` on a terminal).
+#[derive(Debug, Default)]
+pub struct TerminalFilter {
+    /// The start of a UTF-8 sequence that the last chunk cut off.
+    pending: Vec<u8>,
+}
+
+impl TerminalFilter {
+    /// The text to show for `chunk`.
+    pub fn push(&mut self, chunk: &[u8]) -> String {
+        self.pending.extend_from_slice(chunk);
+        let bytes = std::mem::take(&mut self.pending);
+        let mut out = String::with_capacity(bytes.len());
+        let mut rest: &[u8] = &bytes;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(s) => {
+                    s.chars().for_each(|c| push_visible(&mut out, c, true));
+                    break;
+                }
+                Err(e) => {
+                    let (good, bad) = rest.split_at(e.valid_up_to());
+                    // `valid_up_to` promises this prefix is UTF-8.
+                    if let Ok(s) = std::str::from_utf8(good) {
+                        s.chars().for_each(|c| push_visible(&mut out, c, true));
+                    }
+                    match e.error_len() {
+                        Some(n) => {
+                            out.push('\u{FFFD}');
+                            rest = &bad[n..];
+                        }
+                        None => {
+                            // Cut off at the end of the chunk: wait for the rest.
+                            self.pending = bad.to_vec();
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// What is left at the end of the stream (an incomplete sequence is shown as invalid).
+    pub fn finish(&mut self) -> String {
+        if self.pending.is_empty() {
+            String::new()
+        } else {
+            self.pending.clear();
+            "\u{FFFD}".to_owned()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_cannot_reach_the_terminal() {
+        let s = sanitize(b"\x1b]0;pwned\x07\x1b[2Jok\x9b\xc2\x9b", 100);
+        assert!(!s.contains('\x1b') && !s.contains('\x07'), "{s:?}");
+        assert!(s.contains("^[]0;pwned^G^[[2Jok"), "{s:?}");
+        assert!(s.contains("<U+009B>"), "{s:?}");
+        assert!(!s.chars().any(|c| c.is_control()), "{s:?}");
+    }
+
+    #[test]
+    fn plain_ascii_takes_the_fast_path_unchanged() {
+        assert_eq!(
+            sanitize(b"hello world {\"a\": 1}", 100),
+            "hello world {\"a\": 1}"
+        );
+        assert_eq!(sanitize(b"abcdef", 3), "abc … (3 more bytes)");
+        // A control byte past the cut does not matter; one before it does.
+        assert_eq!(sanitize(b"abc\x1b", 3), "abc … (1 more bytes)");
+        assert_eq!(sanitize(b"a\x1bc", 3), "a^[c");
+    }
+
+    #[test]
+    fn long_lines_are_cut() {
+        let s = sanitize(&[b'a'; 5000], 10);
+        assert!(s.starts_with("aaaaaaaaaa …"), "{s}");
+        assert!(s.contains("4990 more bytes"));
+    }
+
+    #[test]
+    fn lines_keep_newlines_and_tabs_but_no_escapes() {
+        // An OSC 52 clipboard write and a title change, between two lines.
+        let s = sanitize_lines(b"one\n\x1b]52;c;cHduZWQ=\x07\x1b]2;title\x07\ttwo\r\n");
+        assert_eq!(s, "one\n^[]52;c;cHduZWQ=^G^[]2;title^G\ttwo^M\n");
+        // A literal "^J" in the text stays what it is.
+        assert_eq!(sanitize_lines(b"a^Jb"), "a^Jb");
+    }
+
+    #[test]
+    fn a_sequence_cut_between_chunks_is_joined() {
+        let mut f = TerminalFilter::default();
+        let bytes = "é→\u{9b}x".as_bytes();
+        let mut out = String::new();
+        for b in bytes {
+            out.push_str(&f.push(std::slice::from_ref(b)));
+        }
+        out.push_str(&f.finish());
+        assert_eq!(out, "é→<U+009B>x");
+        // Invalid bytes become U+FFFD; an unfinished sequence at the end too.
+        let mut f = TerminalFilter::default();
+        assert_eq!(f.push(b"a\xffb\xe2\x86"), "a\u{FFFD}b");
+        assert_eq!(f.finish(), "\u{FFFD}");
+    }
+}
