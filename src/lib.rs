@@ -25,6 +25,7 @@
 //! * L3 edge: [`cli`] (the only place for clap) and `main.rs`
 
 pub mod adapter;
+pub mod app;
 pub mod cli;
 pub mod envelope;
 pub mod exit_code;

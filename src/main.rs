@@ -7,8 +7,9 @@ fn main() {
     let code = match subpane::cli::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            e.report();
-            e.code
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "subpane: error: {e}");
+            e.exit_code()
         }
     };
     std::process::exit(code);

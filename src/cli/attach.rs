@@ -4,8 +4,8 @@ use std::os::unix::process::CommandExt;
 
 use clap::Args;
 
-use super::common::{CliError, find_run, tmux_for};
-use crate::supervisor::{AttemptState, observe};
+use super::CliError;
+use crate::app::{self, AttemptStatus};
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
@@ -17,12 +17,11 @@ pub struct AttachArgs {
 }
 
 pub fn attach(home: &crate::store::Home, a: AttachArgs) -> Result<i32, CliError> {
-    let f = find_run(home, &a.run, None)?;
-    let t = tmux_for(home, &f.spec);
+    let f = app::find_run(home, &a.run, None)?;
+    let t = app::tmux_for(home, &f.spec);
     if !t.has_session(&f.spec.tmux.session) {
-        let state = observe(&f.paths, &f.spec)?;
-        let msg = match state {
-            AttemptState::Finished(env) => format!(
+        let msg = match app::attempt_status(&f.paths, &f.spec)? {
+            AttemptStatus::Finished(env) => format!(
                 "run {} has finished ({}) and its session is closed; read its output with `subpane logs {}`, or start runs with --keep-session to keep the pane",
                 env.run_id,
                 env.status.as_str(),

@@ -2,19 +2,23 @@
 
 use clap::Args;
 
-use super::common::{CliError, find_run, print, print_json};
+use super::CliError;
+use super::common::{print, print_json};
 use super::output::human_envelope;
+use crate::app::{self, CancelOutcome};
 use crate::spec::{millis, parse_duration};
-use crate::supervisor::{self, AttemptState, WaitMode, WaitOptions, observe};
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Exit code: 0 when the attempt was cancelled or had already finished (the message says which);
+1 when the request could not be delivered. Cancelling twice kills at once.")]
 pub struct CancelArgs {
     /// The run id
     pub run: String,
     /// Time between SIGTERM and SIGKILL [default: the run's --grace]
     #[arg(long, value_name = "DUR")]
     pub grace: Option<String>,
-    /// Print the envelope as JSON
+    /// Print the envelope as JSON (with --no-wait: {"run_id", "attempt", "cancel_requested"})
     #[arg(long)]
     pub json: bool,
     /// Return once the request is delivered, without waiting for the attempt to end
@@ -29,43 +33,28 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
         .map(|g| parse_duration("--grace", g))
         .transpose()
         .map_err(|e| CliError::invalid(e.to_string()))?;
-    let f = find_run(home, &a.run, None)?;
-    if let AttemptState::Finished(env) = observe(&f.paths, &f.spec)? {
-        eprintln!(
-            "subpane: run {} had already finished ({})",
-            env.run_id,
-            env.status.as_str()
-        );
-        if a.json {
-            print_json(&env);
+    let f = app::find_run(home, &a.run, None)?;
+    let requested = match app::cancel(&f, grace.map(millis))? {
+        CancelOutcome::AlreadyFinished(env) => {
+            eprintln!(
+                "subpane: run {} had already finished ({})",
+                env.run_id,
+                env.status.as_str()
+            );
+            if a.json {
+                print_json(&env);
+            }
+            return Ok(0);
         }
-        return Ok(0);
-    }
-    let grace_ms = grace.map(millis).unwrap_or(f.spec.limits.grace_ms);
-    supervisor::request_cancel(&f.paths, grace_ms)?;
+        CancelOutcome::Requested(r) => r,
+    };
     if a.no_wait {
         if a.json {
-            print_json(
-                &serde_json::json!({"run_id": f.spec.run_id, "attempt": f.spec.attempt, "cancel_requested": true}),
-            );
+            print_json(&requested);
         }
         return Ok(0);
     }
-    let targets = vec![(f.paths.clone(), f.spec.clone())];
-    let out = supervisor::wait(
-        &targets,
-        &WaitOptions {
-            mode: WaitMode::All,
-            timeout: None,
-            cancel_on_interrupt: false,
-        },
-    )?;
-    let env = out
-        .results
-        .into_iter()
-        .next()
-        .flatten()
-        .ok_or_else(|| CliError::failed("the attempt ended without an envelope"))?;
+    let env = app::wait_one(&f.paths, &f.spec)?;
     if a.json {
         print_json(&env);
     } else {

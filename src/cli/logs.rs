@@ -1,24 +1,28 @@
 //! `subpane logs RUN`: print an attempt's output; `-f` follows until the attempt ends.
 //!
-//! Following is event-driven: inotify on the file (appends) and on the attempt directory
-//! (`result.json` appearing), plus a pidfd on the worker in case it dies without one.
+//! Following uses the same [`Waiter`](crate::supervisor::Waiter) as `wait`: it reports the
+//! attempt's files growing (one inotify watch on the attempt directory) and the attempt's
+//! end (its FIFO, its worker's pidfd). On a terminal the bytes are made safe first (an agent's
+//! escape sequences are shown, not obeyed); piped, they are copied as they are.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsFd;
 use std::path::Path;
 
 use clap::Args;
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
-use super::common::{CliError, find_run};
-use crate::procs;
+use super::CliError;
+use crate::app::{self, AttemptStatus};
 use crate::spec::AgentKind;
-use crate::supervisor::{AttemptState, STARTING_GRACE, observe, worker_identity};
+use crate::supervisor::{WaitEvent, Waiter};
+use crate::term::{OutputMode, TerminalFilter};
 
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("which").args(["events", "stderr", "output", "stdout"]))]
+#[command(after_help = "\
+On a terminal, control characters in the output (escape sequences, a title change, a
+clipboard write) are shown as visible text such as ^[ instead of acting on the terminal; piped
+or redirected output is byte for byte. --raw keeps the bytes on a terminal too.")]
 pub struct LogsArgs {
     /// The run id
     pub run: String,
@@ -40,9 +44,19 @@ pub struct LogsArgs {
     /// Read this attempt instead of the latest
     #[arg(long, value_name = "N")]
     pub attempt: Option<u32>,
+    /// Write the bytes as they are even to a terminal (escape sequences included)
+    #[arg(long)]
+    pub raw: bool,
 }
 
-fn copy_from(path: &Path, offset: &mut u64, out: &mut impl Write) -> std::io::Result<()> {
+/// Copies what `path` has past `offset` to `out`, through `filter` when the output is a
+/// terminal.
+fn copy_from(
+    path: &Path,
+    offset: &mut u64,
+    out: &mut impl Write,
+    filter: &mut Option<TerminalFilter>,
+) -> std::io::Result<()> {
     let Ok(mut f) = File::open(path) else {
         return Ok(());
     };
@@ -53,14 +67,17 @@ fn copy_from(path: &Path, offset: &mut u64, out: &mut impl Write) -> std::io::Re
         if n == 0 {
             break;
         }
-        out.write_all(&buf[..n])?;
+        match filter {
+            Some(t) => out.write_all(t.push(&buf[..n]).as_bytes())?,
+            None => out.write_all(&buf[..n])?,
+        }
         *offset += n as u64;
     }
     out.flush()
 }
 
 pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
-    let f = find_run(home, &a.run, a.attempt)?;
+    let f = app::find_run(home, &a.run, a.attempt)?;
     let path = if a.events {
         f.paths.events()
     } else if a.stderr {
@@ -72,23 +89,32 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     } else {
         f.paths.events()
     };
+    let mut filter =
+        (OutputMode::for_stdout(a.raw) == OutputMode::Safe).then(TerminalFilter::default);
     let mut out = std::io::stdout().lock();
     let mut offset = 0u64;
-    let broken = |e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            None
-        } else {
-            Some(CliError::failed(format!(
+    // A closed pipe (`| head`) ends the command quietly.
+    let done = |r: std::io::Result<()>| -> Result<bool, CliError> {
+        match r {
+            Ok(()) => Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(true),
+            Err(e) => Err(CliError::failed(format!(
                 "cannot print {}: {e}",
                 path.display()
-            )))
+            ))),
+        }
+    };
+    let finish = |out: &mut std::io::StdoutLock<'_>, filter: &mut Option<TerminalFilter>| {
+        if let Some(t) = filter {
+            let _ = out.write_all(t.finish().as_bytes());
+            let _ = out.flush();
         }
     };
     if !a.follow {
         if !path.exists()
-            && !matches!(
-                observe(&f.paths, &f.spec)?,
-                AttemptState::Running(_) | AttemptState::Starting { .. }
+            && matches!(
+                app::attempt_status(&f.paths, &f.spec)?,
+                AttemptStatus::Finished(_)
             )
         {
             eprintln!(
@@ -98,65 +124,25 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
                     .unwrap_or("the file")
             );
         }
-        if let Err(e) = copy_from(&path, &mut offset, &mut out) {
-            if let Some(err) = broken(e) {
-                return Err(err);
-            }
-        }
+        done(copy_from(&path, &mut offset, &mut out, &mut filter))?;
+        finish(&mut out, &mut filter);
         return Ok(0);
     }
-    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
-        .map_err(|e| CliError::failed(format!("cannot watch {}: {e}", f.paths.dir().display())))?;
-    inotify
-        .add_watch(
-            f.paths.dir(),
-            AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE,
-        )
-        .map_err(|e| CliError::failed(format!("cannot watch {}: {e}", f.paths.dir().display())))?;
-    let mut pidfd = None;
+    // The watch is in place before the first copy: no append falls between the two.
+    let mut waiter = Waiter::new()?;
+    waiter.follow(f.paths.clone(), f.spec.clone())?;
     loop {
-        // Look before copying: if the attempt is over, this copy is the last one.
-        let state = observe(&f.paths, &f.spec)?;
-        let over = matches!(state, AttemptState::Finished(_));
-        if let Err(e) = copy_from(&path, &mut offset, &mut out) {
-            return match broken(e) {
-                Some(err) => Err(err),
-                None => Ok(0),
-            };
-        }
-        if over {
-            crate::supervisor::release_inotify(inotify);
+        if done(copy_from(&path, &mut offset, &mut out, &mut filter))? {
             return Ok(0);
         }
-        if pidfd.is_none() {
-            if let (Some(w), _, _) = worker_identity(&f.paths) {
-                pidfd = procs::pidfd_for(&w);
+        match waiter.next(None)? {
+            WaitEvent::Finished { .. } => {
+                // Everything the worker wrote is in place before result.json: one last copy.
+                done(copy_from(&path, &mut offset, &mut out, &mut filter))?;
+                finish(&mut out, &mut filter);
+                return Ok(0);
             }
-        }
-        let mut fds = vec![PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
-        if let Some(p) = &pidfd {
-            fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
-        }
-        // Renames (worker.json, result.json) and appends wake us. The only timeout: an attempt
-        // with no worker yet is looked at again when its starting grace ends (it may be lost).
-        let timeout = match (&pidfd, &state) {
-            (Some(_), _) => PollTimeout::NONE,
-            (None, AttemptState::Starting { since }) => {
-                let left = STARTING_GRACE.saturating_sub(since.elapsed().unwrap_or_default());
-                PollTimeout::try_from((left.as_millis() + 10).min(i32::MAX as u128) as i32)
-                    .unwrap_or(PollTimeout::MAX)
-            }
-            // The worker died between the look and the pidfd: look again at once.
-            (None, _) => PollTimeout::ZERO,
-        };
-        match poll(&mut fds, timeout) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(e) => return Err(CliError::failed(format!("poll failed: {e}"))),
-        }
-        while let Ok(ev) = inotify.read_events() {
-            if ev.is_empty() {
-                break;
-            }
+            WaitEvent::Changed(_) | WaitEvent::TimedOut | WaitEvent::Woken => {}
         }
     }
 }

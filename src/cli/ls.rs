@@ -1,12 +1,12 @@
 //! `subpane ls`: all runs, newest first.
 
 use clap::{Args, ValueEnum};
-use serde::Serialize;
 
-use super::common::{CliError, color_stdout, print, print_json};
-use crate::spec::AttemptSpec;
-use crate::store::{self, Home};
-use crate::supervisor::{AttemptState, observe};
+use super::CliError;
+use super::common::{color_stdout, print, print_json};
+use crate::app;
+use crate::envelope::{FailureKind, RunState};
+use crate::store::Home;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StatusFilter {
@@ -19,7 +19,8 @@ pub enum StatusFilter {
 
 #[derive(Debug, Args)]
 pub struct LsArgs {
-    /// Print a JSON array
+    /// Print a JSON array of rows: run_id, attempt, agent, status, failure_kind, exit_code,
+    /// created_at, started_at, finished_at, duration_ms, labels, correlation_id, group, what
     #[arg(long)]
     pub json: bool,
     /// Only runs in this state
@@ -27,105 +28,20 @@ pub struct LsArgs {
     pub status: Option<StatusFilter>,
 }
 
-/// One row of `ls --json`.
-///
-/// ```json
-/// {"run_id": "build-42", "attempt": 1, "agent": "command", "status": "failed",
-///  "failure_kind": "exit", "exit_code": 2, "created_at": "…", "started_at": "…",
-///  "finished_at": "…", "duration_ms": 2333, "labels": {}, "correlation_id": null,
-///  "group": null, "what": "make test"}
-/// ```
-#[derive(Debug, Serialize)]
-pub struct Row {
-    pub run_id: String,
-    pub attempt: u32,
-    pub agent: crate::spec::AgentKind,
-    pub status: String,
-    pub failure_kind: Option<crate::envelope::FailureKind>,
-    pub exit_code: Option<i32>,
-    pub created_at: String,
-    pub started_at: Option<String>,
-    pub finished_at: Option<String>,
-    pub duration_ms: Option<u64>,
-    pub labels: std::collections::BTreeMap<String, String>,
-    pub correlation_id: Option<String>,
-    pub group: Option<String>,
-    /// The command line or the start of the task, for people.
-    pub what: String,
-}
-
-fn what(spec: &AttemptSpec) -> String {
-    let s = match &spec.task {
-        Some(t) => t.prompt.clone(),
-        None => spec
-            .argv
-            .iter()
-            .enumerate()
-            .map(|(i, a)| {
-                let a = if i == 0 {
-                    a.rsplit('/').next().unwrap_or(a)
-                } else {
-                    a
-                };
-                shell_escape::escape(a.into()).into_owned()
-            })
-            .collect::<Vec<_>>()
-            .join(" "),
-    };
-    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::term::sanitize(one_line.as_bytes(), 60)
+impl From<StatusFilter> for RunState {
+    fn from(f: StatusFilter) -> Self {
+        match f {
+            StatusFilter::Starting => RunState::Starting,
+            StatusFilter::Running => RunState::Running,
+            StatusFilter::Completed => RunState::Completed,
+            StatusFilter::Failed => RunState::Failed,
+            StatusFilter::Cancelled => RunState::Cancelled,
+        }
+    }
 }
 
 pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
-    let mut rows = Vec::new();
-    for run in store::list_runs(home) {
-        let Some(n) = run.record.attempts.iter().map(|x| x.attempt).max() else {
-            continue;
-        };
-        let paths = home.attempt(&run.id, n);
-        let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else {
-            continue;
-        };
-        let state = observe(&paths, &spec)?;
-        let mut row = Row {
-            run_id: run.id.to_string(),
-            attempt: n,
-            agent: spec.agent,
-            status: String::new(),
-            failure_kind: None,
-            exit_code: None,
-            created_at: run.record.created_at.clone(),
-            started_at: None,
-            finished_at: None,
-            duration_ms: None,
-            labels: run.record.labels.clone(),
-            correlation_id: run.record.correlation_id.clone(),
-            group: run.record.group.clone(),
-            what: what(&spec),
-        };
-        match state {
-            AttemptState::Finished(env) => {
-                row.status = env.status.as_str().to_owned();
-                row.failure_kind = env.failure_kind;
-                row.exit_code = env.exit_code;
-                row.started_at = env.started_at.clone();
-                row.finished_at = env.finished_at.clone();
-                row.duration_ms = env.duration_ms;
-            }
-            AttemptState::Running(r) => {
-                row.status = "running".into();
-                row.started_at = r.started_at;
-            }
-            AttemptState::Starting { .. } => row.status = "starting".into(),
-        }
-        if let Some(f) = a.status {
-            let want = format!("{f:?}").to_lowercase();
-            if row.status != want {
-                continue;
-            }
-        }
-        rows.push(row);
-    }
+    let rows = app::list(home, a.status.map(RunState::from))?;
     if a.json {
         print_json(&rows);
         return Ok(0);
@@ -146,18 +62,17 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         "RUN", "STATUS", "AGENT", "STARTED", "DURATION", "WHAT"
     );
     for r in &rows {
-        let status = match (&r.failure_kind, r.status.as_str()) {
-            (Some(k), "failed") if *k != crate::envelope::FailureKind::Exit => {
-                k.as_str().to_owned()
-            }
-            _ => r.status.clone(),
+        // A failure says its kind, unless it is the plain one (the program failed).
+        let status = match (r.failure_kind, r.status) {
+            (Some(k), RunState::Failed) if k != FailureKind::Exit => k.as_str(),
+            _ => r.status.as_str(),
         };
         let painted = if color {
-            let c = match r.status.as_str() {
-                "completed" => "32",
-                "failed" => "31",
-                "cancelled" => "33",
-                _ => "36",
+            let c = match r.status {
+                RunState::Completed => "32",
+                RunState::Failed => "31",
+                RunState::Cancelled => "33",
+                RunState::Starting | RunState::Running => "36",
             };
             format!("\x1b[{c}m{status:9}\x1b[0m")
         } else {

@@ -1,12 +1,14 @@
 //! The command line: the only place that knows clap.
 //!
-//! Arguments are parsed in two stages: clap turns argv into the raw `*Args` structs, then
-//! each verb validates them into an immutable plan before anything is created or started.
+//! A thin edge over [`crate::app`]: clap turns argv into the raw `*Args` structs, each verb
+//! turns those into the application layer's request or query, calls it, and prints the
+//! answer (JSON, or text for people). Nothing below this module knows clap.
 
 mod attach;
 mod cancel;
 mod common;
 mod gc;
+mod interrupt;
 mod logs;
 mod ls;
 mod output;
@@ -18,7 +20,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-pub use common::CliError;
+pub use crate::app::Error as CliError;
 
 /// Run AI subagents (pi, Claude Code, Codex, or any command) as supervised, recorded,
 /// attachable attempts.
@@ -70,7 +72,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     if let Command::Worker { dir } = &cli.command {
         return Ok(crate::worker::main(dir));
     }
-    let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::invalid)?;
+    let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Invalid)?;
     match cli.command {
         Command::Run(a) => run::run(&home, *a),
         Command::Status(a) => status::status(&home, a),

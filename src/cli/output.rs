@@ -1,79 +1,9 @@
-//! How states are shown: the status document of a running attempt, human summaries, and
-//! the "worst" exit code of several runs.
+//! How answers are shown to people (summaries of finished and running attempts), and the
+//! "worst" exit code of several runs. Text that came from the program is made safe for the
+//! terminal first.
 
-use serde::Serialize;
-
-use crate::envelope::{Envelope, TmuxInfo};
+use crate::envelope::{Envelope, StatusDoc};
 use crate::exit_code;
-use crate::spec::AttemptSpec;
-use crate::supervisor::AttemptState;
-
-/// `status --json` of an attempt that has not finished (schema `subpane.status/v1`).
-///
-/// ```json
-/// {"schema": "subpane.status/v1", "run_id": "build-42", "attempt": 1, "agent": "command",
-///  "status": "running", "started_at": "…", "worker_pid": 4242, "agent_pid": 4243,
-///  "attempt_dir": "/home/u/.local/state/subpane/runs/build-42/attempts/1",
-///  "tmux": {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1", "pane_id": "%3"}}
-/// ```
-#[derive(Debug, Serialize)]
-pub struct StatusDoc {
-    pub schema: &'static str,
-    pub run_id: String,
-    pub attempt: u32,
-    pub agent: crate::spec::AgentKind,
-    /// `running` or `starting`.
-    pub status: &'static str,
-    pub started_at: Option<String>,
-    pub worker_pid: Option<i32>,
-    pub agent_pid: Option<i32>,
-    pub attempt_dir: String,
-    pub labels: std::collections::BTreeMap<String, String>,
-    pub correlation_id: Option<String>,
-    pub tmux: TmuxInfo,
-}
-
-pub fn status_doc(
-    spec: &AttemptSpec,
-    dir: &std::path::Path,
-    state: &AttemptState,
-) -> Option<StatusDoc> {
-    let (status, started_at, worker_pid, agent_pid, tmux) = match state {
-        AttemptState::Finished(_) => return None,
-        AttemptState::Running(r) => (
-            "running",
-            r.started_at.clone(),
-            Some(r.worker.pid),
-            r.agent.map(|a| a.pid),
-            r.tmux.clone(),
-        ),
-        AttemptState::Starting { .. } => (
-            "starting",
-            None,
-            None,
-            None,
-            TmuxInfo {
-                socket: Some(spec.tmux.socket.display().to_string()),
-                session: Some(spec.tmux.session.clone()),
-                pane_id: None,
-            },
-        ),
-    };
-    Some(StatusDoc {
-        schema: "subpane.status/v1",
-        run_id: spec.run_id.to_string(),
-        attempt: spec.attempt,
-        agent: spec.agent,
-        status,
-        started_at,
-        worker_pid,
-        agent_pid,
-        attempt_dir: dir.display().to_string(),
-        labels: spec.labels.clone(),
-        correlation_id: spec.correlation_id.clone(),
-        tmux,
-    })
-}
 
 /// A few lines for a human about a finished attempt.
 pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
@@ -175,10 +105,10 @@ pub fn human_running(doc: &StatusDoc) -> String {
         "run       {} (attempt {})\nstatus    {}\nstarted   {}\nattach    subpane attach {}\nfiles     {}\n",
         doc.run_id,
         doc.attempt,
-        doc.status,
+        doc.status.as_str(),
         doc.started_at.as_deref().unwrap_or("-"),
         doc.run_id,
-        doc.attempt_dir
+        doc.attempt_dir.display()
     )
 }
 

@@ -2,16 +2,20 @@
 
 use clap::Args;
 
-use super::common::{CliError, find_run, print, print_json};
-use super::output::{human_envelope, human_running, status_doc};
+use super::CliError;
+use super::common::{print, print_json};
+use super::output::{human_envelope, human_running};
+use crate::app::{self, AttemptStatus};
 use crate::exit_code;
-use crate::supervisor::{AttemptState, observe};
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+Exit code: as the attempt's outcome once it finished (0 completed, 1 failed or lost, 124 timed
+out, 130 cancelled); 3 while it is starting or running.")]
 pub struct StatusArgs {
     /// The run id
     pub run: String,
-    /// Print one JSON document: the envelope, or a status object while running
+    /// Print one JSON document: the envelope, or a subpane.status/v1 object while running
     #[arg(long)]
     pub json: bool,
     /// Look at this attempt instead of the latest
@@ -20,20 +24,17 @@ pub struct StatusArgs {
 }
 
 pub fn status(home: &crate::store::Home, a: StatusArgs) -> Result<i32, CliError> {
-    let f = find_run(home, &a.run, a.attempt)?;
-    let state = observe(&f.paths, &f.spec)?;
-    match &state {
-        AttemptState::Finished(env) => {
+    let f = app::find_run(home, &a.run, a.attempt)?;
+    match app::attempt_status(&f.paths, &f.spec)? {
+        AttemptStatus::Finished(env) => {
             if a.json {
-                print_json(env);
+                print_json(&env);
             } else {
-                print(&human_envelope(env, f.paths.dir()));
+                print(&human_envelope(&env, f.paths.dir()));
             }
             Ok(env.exit_code())
         }
-        _ => {
-            let doc = status_doc(&f.spec, f.paths.dir(), &state)
-                .ok_or_else(|| CliError::failed("inconsistent state"))?;
+        AttemptStatus::Live(doc) => {
             if a.json {
                 print_json(&doc);
             } else {

@@ -2,11 +2,12 @@
 
 use clap::Args;
 
-use super::common::{CliError, find_run, print, print_json};
-use super::output::{human_envelope, human_running, status_doc, worst_code};
+use super::CliError;
+use super::common::{print, print_json};
+use super::output::{human_envelope, human_running, worst_code};
+use crate::app::{self, AttemptStatus, WaitMode};
 use crate::exit_code;
 use crate::spec::parse_positive_duration;
-use crate::supervisor::{self, WaitMode, WaitOptions, observe};
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
@@ -40,7 +41,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::invalid(e.to_string()))?;
     let mut targets = Vec::new();
     for r in &a.runs {
-        let f = find_run(home, r, None)?;
+        let f = app::find_run(home, r, None)?;
         targets.push((f.paths, f.spec));
     }
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
@@ -57,40 +58,34 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
             names.join(", ")
         );
     }
-    let out = supervisor::wait(
-        &targets,
-        &WaitOptions {
-            mode,
-            timeout,
-            cancel_on_interrupt: false,
-        },
-    )?;
+    let out = app::wait(&targets, mode, timeout)?;
     // --any prints the finished run; otherwise every run, in the order given.
     let mut docs: Vec<serde_json::Value> = Vec::new();
     let mut human = String::new();
     let mut codes = Vec::new();
     let pick_first = mode == WaitMode::Any && !out.timed_out;
     for ((paths, spec), res) in targets.iter().zip(out.results.iter()) {
-        match res {
-            Some(env) => {
-                docs.push(serde_json::to_value(env).unwrap_or_default());
-                human.push_str(&human_envelope(env, paths.dir()));
+        let status = match res {
+            Some(env) => AttemptStatus::Finished(env.clone()),
+            None if pick_first => continue,
+            None => app::attempt_status(paths, spec)?,
+        };
+        match status {
+            AttemptStatus::Finished(env) => {
+                docs.push(serde_json::to_value(&env).unwrap_or_default());
+                human.push_str(&human_envelope(&env, paths.dir()));
                 codes.push(env.exit_code());
-                if pick_first {
-                    break;
-                }
             }
-            None if pick_first => {}
-            None => {
-                let state = observe(paths, spec)?;
-                if let Some(doc) = status_doc(spec, paths.dir(), &state) {
-                    docs.push(serde_json::to_value(&doc).unwrap_or_default());
-                    human.push_str(&human_running(&doc));
-                }
+            AttemptStatus::Live(doc) => {
+                docs.push(serde_json::to_value(&doc).unwrap_or_default());
+                human.push_str(&human_running(&doc));
                 codes.push(exit_code::STILL_RUNNING);
             }
         }
         human.push('\n');
+        if pick_first {
+            break;
+        }
     }
     if a.json {
         if docs.len() == 1 {

@@ -4,6 +4,7 @@
 //! in `schema/result.v1.json` describes the same shape; a test validates real envelopes
 //! against it so the two cannot drift.
 
+mod answers;
 mod build;
 mod outcome;
 mod records;
@@ -12,6 +13,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use answers::{
+    CancelRequested, GcReport, LiveStatus, RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc,
+};
 pub use build::{build, duration_between};
 pub use outcome::{Facts, KillReason, Outcome, decide};
 pub use records::{CancelRequest, LaunchRecord, ProcRef, WORKER_SCHEMA, WorkerFacts, WorkerState};

@@ -24,8 +24,8 @@ pub use atomic::{
 };
 pub use layout::{AttemptPaths, Home};
 pub use records::{
-    CreateError, RunEntry, create_run, list_runs, read_env_file, read_run, write_attempt_files,
-    write_env_file, write_result,
+    CreateError, RunEntry, add_attempt, create_run, list_runs, read_env_file, read_run,
+    write_attempt_files, write_env_file, write_result,
 };
 
 /// Errors of the file layer. Messages say what to do next.

@@ -17,6 +17,8 @@ pub enum CreateError {
         "run id `{0}` already exists; choose another --run-id, or leave it out to get a fresh one"
     )]
     Exists(RunId),
+    #[error("run `{0}` has no run.json to add an attempt to; `subpane ls` lists the runs")]
+    NoRun(RunId),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -60,6 +62,45 @@ pub fn create_run(
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&run_dir);
+        return Err(e.into());
+    }
+    Ok(attempt)
+}
+
+/// Adds attempt `spec.attempt` to an existing run: creates its directory (exclusively, so two
+/// callers cannot make the same attempt), writes its launch files, then appends it to
+/// `run.json`. All or nothing: on failure the attempt directory is removed.
+pub fn add_attempt(
+    home: &Home,
+    spec: &AttemptSpec,
+    env: &[(OsString, OsString)],
+    prompt: Option<&str>,
+) -> Result<AttemptPaths, CreateError> {
+    let id = &spec.run_id;
+    let mut record: RunRecord =
+        read_json(&home.run_json(id))?.ok_or_else(|| CreateError::NoRun(id.clone()))?;
+    let attempt = home.attempt(id, spec.attempt);
+    if let Some(parent) = attempt.dir().parent() {
+        std::fs::create_dir_all(parent).map_err(|e| StoreError::Write {
+            path: parent.to_path_buf(),
+            source: e,
+        })?;
+    }
+    // Exclusive: an existing attempt directory (a concurrent retry) is an error.
+    std::fs::create_dir(attempt.dir()).map_err(|e| StoreError::Write {
+        path: attempt.dir().to_path_buf(),
+        source: e,
+    })?;
+    let result = (|| {
+        write_attempt_files(&attempt, spec, env, prompt)?;
+        record.attempts.push(crate::spec::AttemptRef {
+            attempt: spec.attempt,
+            created_at: spec.created_at.clone(),
+        });
+        write_json_atomic(&home.run_json(id), &record)
+    })();
+    if let Err(e) = result {
+        let _ = std::fs::remove_dir_all(attempt.dir());
         return Err(e.into());
     }
     Ok(attempt)

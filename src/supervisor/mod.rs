@@ -1,10 +1,11 @@
 //! The supervisor side: observing, waiting, cancelling, and recording lost attempts.
 //!
-//! Nothing here polls. An attempt's state comes from its files and from whether its worker
-//! process lives: [`observe`] reads them once; [`wait`] sleeps in `poll(2)` on each attempt's
-//! `done.fifo` (hung up by the worker right after `result.json` is in place), a pidfd per
-//! worker (readable the moment it dies), and inotify only for attempts whose worker is not
-//! known yet, with a timeout only for deadlines.
+//! Nothing here polls or prints. An attempt's state comes from its files and from whether its
+//! worker process lives: [`observe`] reads them once; a [`Waiter`] holds any number of
+//! attempts and sleeps in `poll(2)` on each attempt's `done.fifo` (hung up by the worker right
+//! after `result.json` is in place), a pidfd per worker (readable the moment it dies), one
+//! inotify instance for attempts whose worker is not known yet, and an eventfd that another
+//! thread can write to wake it, with a timeout only for deadlines.
 //!
 //! Any observer re-adopts an attempt: if the worker is gone and no `result.json` exists, the
 //! observer writes the `lost` envelope (with `O_EXCL`-like rename semantics, so exactly one
@@ -20,14 +21,12 @@
 mod cancel;
 mod lost;
 mod observe;
-mod wait;
+mod waiter;
 
 pub use cancel::request_cancel;
 pub use lost::{write_lost, write_unfinished};
 pub use observe::{AttemptState, RunningInfo, STARTING_GRACE, observe, worker_identity};
-pub use wait::{
-    WaitMode, WaitOptions, WaitOutcome, block_interrupts, release as release_inotify, wait,
-};
+pub use waiter::{Token, WaitEvent, Waiter, Waker};
 
 /// Errors while supervising.
 #[derive(Debug, thiserror::Error)]

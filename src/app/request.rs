@@ -1,0 +1,128 @@
+//! [`RunRequest`]: everything `subpane run` accepts, as one serde type.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::Error;
+use crate::spec::AgentKind;
+
+/// A request to run something: the flags of `subpane run`, a line of a fan-out file, or the
+/// arguments of an MCP `run` call. Nothing in it is checked yet; [`super::plan`] does that.
+///
+/// Either `argv` (any program) or `agent` with `task`. Durations are strings with a unit
+/// (`"30s"`, `"10m"`); `task` and `system_prompt` may be `@FILE`. Unknown fields are refused,
+/// so a misspelt field is an error rather than silently ignored.
+///
+/// ```json
+/// {"agent": "claude", "task": "review src/lib.rs", "run_id": "review-1", "cwd": "/src/app",
+///  "model": "sonnet", "tools": ["Read"], "timeout": "10m", "labels": {"team": "core"},
+///  "env": {"API_BASE": "http://127.0.0.1:8080"}}
+/// ```
+///
+/// `env` values are secrets as far as subpane knows: `Debug` shows their names only, and
+/// records keep names only.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunRequest {
+    /// `pi`, `claude` or `codex` (with `task`); `command` or absent for `argv`.
+    pub agent: Option<AgentKind>,
+    /// The agent's task: text, or `@FILE`.
+    pub task: Option<String>,
+    /// A program and its arguments (the `command` adapter).
+    pub argv: Vec<String>,
+    /// The run id; generated when absent.
+    pub run_id: Option<String>,
+    /// Where the program runs; the caller's current directory when absent.
+    pub cwd: Option<PathBuf>,
+    pub model: Option<String>,
+    /// The agent's system prompt: text, or `@FILE`.
+    pub system_prompt: Option<String>,
+    pub tools: Vec<String>,
+    pub thinking: Option<String>,
+    /// An agent session to continue.
+    pub resume: Option<String>,
+    pub labels: BTreeMap<String, String>,
+    pub correlation_id: Option<String>,
+    pub timeout: Option<String>,
+    pub idle_timeout: Option<String>,
+    /// Default `5s`.
+    pub linger: Option<String>,
+    /// Default `3s`.
+    pub grace: Option<String>,
+    /// Variables set for the program (values are never recorded).
+    pub env: BTreeMap<String, String>,
+    pub keep_session: bool,
+}
+
+impl std::fmt::Debug for RunRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunRequest")
+            .field("agent", &self.agent)
+            .field("task", &self.task.as_ref().map(|t| t.len()))
+            .field("argv", &self.argv)
+            .field("run_id", &self.run_id)
+            .field("cwd", &self.cwd)
+            .field("model", &self.model)
+            .field("tools", &self.tools)
+            .field("labels", &self.labels)
+            .field("timeout", &self.timeout)
+            .field("idle_timeout", &self.idle_timeout)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Splits `KEY=VALUE` (as given to `flag`); the key must not be empty.
+pub fn parse_kv(flag: &str, raw: &str) -> Result<(String, String), Error> {
+    match raw.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(Error::invalid(format!(
+            "{flag} `{raw}` must look like KEY=VALUE"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_json_line_becomes_a_request() {
+        let r: RunRequest = serde_json::from_str(
+            r#"{"agent": "pi", "task": "hi", "timeout": "30s", "labels": {"k": "v"}}"#,
+        )
+        .unwrap();
+        assert_eq!(r.agent, Some(AgentKind::Pi));
+        assert_eq!(r.task.as_deref(), Some("hi"));
+        assert_eq!(r.labels["k"], "v");
+        assert!(r.argv.is_empty() && !r.keep_session);
+    }
+
+    #[test]
+    fn misspelt_fields_are_refused() {
+        let e = serde_json::from_str::<RunRequest>(r#"{"argv": ["true"], "timeuot": "1s"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("timeuot"), "{e}");
+    }
+
+    #[test]
+    fn debug_hides_environment_values() {
+        let mut r = RunRequest::default();
+        r.env.insert("API_KEY".into(), "sk-secret".into());
+        let d = format!("{r:?}");
+        assert!(d.contains("API_KEY") && !d.contains("sk-secret"), "{d}");
+    }
+
+    #[test]
+    fn key_values() {
+        assert_eq!(
+            parse_kv("--label", "a=b=c").unwrap(),
+            ("a".into(), "b=c".into())
+        );
+        assert!(parse_kv("--label", "=x").is_err());
+        assert!(parse_kv("--env", "novalue").is_err());
+    }
+}

@@ -1,0 +1,329 @@
+//! Runs that exist: finding them, their state, waiting, cancelling, listing, cleaning up.
+//!
+//! Every answer is a typed contract document ([`Envelope`], [`StatusDoc`], [`RunRow`],
+//! [`GcReport`], [`CancelRequested`]); printing them is the caller's business.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::Error;
+use crate::envelope::{
+    CancelRequested, Envelope, GcReport, LiveStatus, RunRow, RunState, STATUS_SCHEMA, StatusDoc,
+    TmuxInfo,
+};
+use crate::spec::{AttemptSpec, RunId, RunRecord};
+use crate::store::{self, AttemptPaths, Home};
+use crate::supervisor::{self, AttemptState, WaitEvent, Waiter, observe};
+use crate::tmux::{Socket, Tmux};
+
+/// A run with its latest (or chosen) attempt.
+#[derive(Clone, Debug)]
+pub struct Found {
+    /// `run.json` (the attempt list).
+    pub record: RunRecord,
+    pub paths: AttemptPaths,
+    pub spec: AttemptSpec,
+}
+
+/// Finds a run by id; `attempt` picks one, else the latest.
+pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found, Error> {
+    let id = RunId::parse(raw_id).map_err(|e| Error::invalid(e.to_string()))?;
+    let record = store::read_run(home, &id)?.ok_or_else(|| {
+        Error::invalid(format!(
+            "no run `{id}` in {}; `subpane ls` lists the runs there",
+            home.runs_dir().display()
+        ))
+    })?;
+    let n = match attempt {
+        Some(n) => {
+            if !record.attempts.iter().any(|a| a.attempt == n) {
+                return Err(Error::invalid(format!("run `{id}` has no attempt {n}")));
+            }
+            n
+        }
+        None => record.attempts.iter().map(|a| a.attempt).max().unwrap_or(1),
+    };
+    let paths = home.attempt(&id, n);
+    let spec: AttemptSpec = store::read_json(&paths.spec())?.ok_or_else(|| {
+        Error::failed(format!(
+            "{} is missing; the run's record is damaged",
+            paths.spec().display()
+        ))
+    })?;
+    Ok(Found {
+        record,
+        paths,
+        spec,
+    })
+}
+
+/// The tmux client for an attempt's recorded socket.
+pub fn tmux_for(home: &Home, spec: &AttemptSpec) -> Tmux {
+    Tmux::new(Socket::from_path(&spec.tmux.socket), home.tmux_conf())
+}
+
+/// An attempt's state as answered to callers: its envelope once finished.
+#[derive(Clone, Debug, PartialEq)]
+#[allow(clippy::large_enum_variant)] // one per answer: the copy costs nothing
+pub enum AttemptStatus {
+    Finished(Box<Envelope>),
+    Live(StatusDoc),
+}
+
+/// Looks at an attempt once (writing `lost` if its worker is gone without a result).
+pub fn attempt_status(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<AttemptStatus, Error> {
+    let (status, started_at, worker_pid, agent_pid, tmux) = match observe(paths, spec)? {
+        AttemptState::Finished(env) => return Ok(AttemptStatus::Finished(env)),
+        AttemptState::Running(r) => (
+            LiveStatus::Running,
+            r.started_at,
+            Some(r.worker.pid),
+            r.agent.map(|a| a.pid),
+            r.tmux,
+        ),
+        AttemptState::Starting { .. } => (
+            LiveStatus::Starting,
+            None,
+            None,
+            None,
+            TmuxInfo {
+                socket: Some(spec.tmux.socket.display().to_string()),
+                session: Some(spec.tmux.session.clone()),
+                pane_id: None,
+            },
+        ),
+    };
+    Ok(AttemptStatus::Live(StatusDoc {
+        schema: STATUS_SCHEMA.to_owned(),
+        run_id: spec.run_id.to_string(),
+        attempt: spec.attempt,
+        agent: spec.agent,
+        status,
+        started_at,
+        worker_pid,
+        agent_pid,
+        attempt_dir: paths.dir().to_path_buf(),
+        labels: spec.labels.clone(),
+        correlation_id: spec.correlation_id.clone(),
+        tmux,
+    }))
+}
+
+/// Return when any attempt finishes, or when all have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitMode {
+    Any,
+    All,
+}
+
+/// What [`wait`] found: one slot per target, in the order given (`None`: not finished).
+#[derive(Debug)]
+pub struct WaitResult {
+    pub results: Vec<Option<Box<Envelope>>>,
+    pub timed_out: bool,
+}
+
+/// Waits for attempts (without polling) until one or all finished, or `timeout` passed.
+pub fn wait(
+    targets: &[(AttemptPaths, AttemptSpec)],
+    mode: WaitMode,
+    timeout: Option<Duration>,
+) -> Result<WaitResult, Error> {
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut waiter = Waiter::new()?;
+    let mut tokens = Vec::with_capacity(targets.len());
+    for (paths, spec) in targets {
+        tokens.push(waiter.add(paths.clone(), spec.clone())?);
+    }
+    let mut results: Vec<Option<Box<Envelope>>> = vec![None; targets.len()];
+    let mut left = targets.len();
+    while left > 0 {
+        match waiter.next(deadline)? {
+            WaitEvent::Finished { token, envelope } => {
+                if let Some(i) = tokens.iter().position(|t| *t == token) {
+                    results[i] = Some(envelope);
+                    left -= 1;
+                }
+                if mode == WaitMode::Any {
+                    break;
+                }
+            }
+            WaitEvent::TimedOut => {
+                return Ok(WaitResult {
+                    results,
+                    timed_out: true,
+                });
+            }
+            WaitEvent::Changed(_) | WaitEvent::Woken => {}
+        }
+    }
+    Ok(WaitResult {
+        results,
+        timed_out: false,
+    })
+}
+
+/// Waits for one attempt's envelope.
+pub fn wait_one(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Box<Envelope>, Error> {
+    let out = wait(&[(paths.clone(), spec.clone())], WaitMode::All, None)?;
+    out.results
+        .into_iter()
+        .next()
+        .flatten()
+        .ok_or_else(|| Error::failed("the attempt ended without an envelope"))
+}
+
+/// What a cancel did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CancelOutcome {
+    /// Nothing to do: the attempt had finished.
+    AlreadyFinished(Box<Envelope>),
+    /// `cancel.json` is written and the worker, if it runs, was signalled.
+    Requested(CancelRequested),
+}
+
+/// Asks an attempt to stop: SIGTERM to its process group, SIGKILL after `grace_ms` (default:
+/// the run's own grace).
+pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Error> {
+    if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
+        return Ok(CancelOutcome::AlreadyFinished(env));
+    }
+    let grace_ms = grace_ms.unwrap_or(found.spec.limits.grace_ms);
+    supervisor::request_cancel(&found.paths, grace_ms)?;
+    Ok(CancelOutcome::Requested(CancelRequested {
+        run_id: found.spec.run_id.to_string(),
+        attempt: found.spec.attempt,
+        cancel_requested: true,
+    }))
+}
+
+/// The command line or the start of the task, as one line safe for a terminal.
+fn what(spec: &AttemptSpec) -> String {
+    let s = match &spec.task {
+        Some(t) => t.prompt.clone(),
+        None => spec
+            .argv
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                let a = if i == 0 {
+                    a.rsplit('/').next().unwrap_or(a)
+                } else {
+                    a
+                };
+                shell_escape::escape(a.into()).into_owned()
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    };
+    let one_line: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    crate::term::sanitize(one_line.as_bytes(), 60)
+}
+
+/// Every run with its latest attempt, newest first; `only` keeps runs in that state.
+pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
+    let mut rows = Vec::new();
+    for run in store::list_runs(home) {
+        let Some(n) = run.record.attempts.iter().map(|x| x.attempt).max() else {
+            continue;
+        };
+        let paths = home.attempt(&run.id, n);
+        let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else {
+            continue;
+        };
+        let mut row = RunRow {
+            run_id: run.id.to_string(),
+            attempt: n,
+            agent: spec.agent,
+            status: RunState::Starting,
+            failure_kind: None,
+            exit_code: None,
+            created_at: run.record.created_at.clone(),
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            labels: run.record.labels.clone(),
+            correlation_id: run.record.correlation_id.clone(),
+            group: run.record.group.clone(),
+            what: what(&spec),
+        };
+        match attempt_status(&paths, &spec)? {
+            AttemptStatus::Finished(env) => {
+                row.status = env.status.into();
+                row.failure_kind = env.failure_kind;
+                row.exit_code = env.exit_code;
+                row.started_at = env.started_at;
+                row.finished_at = env.finished_at;
+                row.duration_ms = env.duration_ms;
+            }
+            AttemptStatus::Live(doc) => {
+                row.status = doc.status.into();
+                row.started_at = doc.started_at;
+            }
+        }
+        if only.is_none_or(|s| s == row.status) {
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// Closes the kept sessions of finished attempts, removes runs whose attempts all finished
+/// longer than `older_than` ago, and stops the private tmux server when no session is left.
+/// Unfinished runs are never touched. `dry_run` only reports.
+pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, Error> {
+    let cutoff = SystemTime::now()
+        .checked_sub(older_than)
+        .unwrap_or(SystemTime::UNIX_EPOCH);
+    let mut report = GcReport {
+        dry_run,
+        ..GcReport::default()
+    };
+    for run in store::list_runs(home) {
+        let mut all_done = true;
+        let mut newest_end: Option<SystemTime> = None;
+        for at in &run.record.attempts {
+            let paths = home.attempt(&run.id, at.attempt);
+            let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else {
+                continue;
+            };
+            match observe(&paths, &spec)? {
+                AttemptState::Finished(env) => {
+                    let end = env
+                        .finished_at
+                        .as_deref()
+                        .and_then(|t| humantime::parse_rfc3339(t).ok());
+                    newest_end = newest_end.max(end);
+                    let t = tmux_for(home, &spec);
+                    if spec.keep_session && t.has_session(&spec.tmux.session) {
+                        if !dry_run {
+                            let _ = t.kill_session(&spec.tmux.session);
+                        }
+                        report.closed_sessions.push(spec.tmux.session.clone());
+                    }
+                }
+                _ => all_done = false,
+            }
+        }
+        if !all_done {
+            report.running.push(run.id.to_string());
+            continue;
+        }
+        if newest_end.unwrap_or(SystemTime::UNIX_EPOCH) <= cutoff || older_than.is_zero() {
+            if !dry_run {
+                std::fs::remove_dir_all(&run.dir).map_err(|e| {
+                    Error::failed(format!("cannot remove {}: {e}", run.dir.display()))
+                })?;
+            }
+            report.removed_runs.push(run.id.to_string());
+        }
+    }
+    // The private server stays up between attempts; with no session left it is stopped.
+    let server = Tmux::new(Socket::from_env(), home.tmux_conf());
+    if server.sessions().is_some_and(|s| s.is_empty()) {
+        if !dry_run {
+            let _ = server.kill_server();
+        }
+        report.server_stopped = true;
+    }
+    Ok(report)
+}

@@ -1,0 +1,45 @@
+//! Ctrl-C while `run` waits: the first SIGINT or SIGTERM cancels the attempt (SIGTERM to its
+//! group, SIGKILL after its grace), a second one kills at once.
+//!
+//! This is the command line's policy, not the waiter's: the signals are blocked before the
+//! attempt is launched (so one that arrives during the launch queues instead of killing
+//! `run` half-way), and a thread takes them with `sigwait` and asks the worker to cancel.
+//! The waiter just sees the attempt end.
+
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::store::AttemptPaths;
+use crate::supervisor::request_cancel;
+
+fn interrupts() -> SigSet {
+    let mut m = SigSet::empty();
+    m.add(Signal::SIGINT);
+    m.add(Signal::SIGTERM);
+    m
+}
+
+/// Blocks SIGINT and SIGTERM in this thread and every thread it starts later. Children get a
+/// clean signal state (see `procs::reset_signals_in_child`).
+pub fn block() {
+    let _ = interrupts().thread_block();
+}
+
+/// Starts the thread that turns interrupts into cancels of this attempt. Call [`block`] first.
+pub fn cancel_on_interrupt(run_id: String, paths: AttemptPaths, grace_ms: u64) {
+    let _ = std::thread::Builder::new()
+        .name("interrupts".into())
+        .spawn(move || {
+            let set = interrupts();
+            let mut seen = 0u32;
+            while set.wait().is_ok() {
+                seen += 1;
+                let grace = if seen == 1 {
+                    eprintln!("subpane: cancelling {run_id} (Ctrl-C again to kill at once)");
+                    grace_ms
+                } else {
+                    0
+                };
+                let _ = request_cancel(&paths, grace);
+            }
+        });
+}

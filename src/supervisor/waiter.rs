@@ -1,0 +1,470 @@
+//! The one way to wait on attempts: a [`Waiter`] that holds any number of them.
+//!
+//! ```text
+//!  add(paths, spec) ─► Token          next(deadline) ─► Finished { token, envelope }
+//!  follow(paths, spec) ─► Token                      ─► Changed(token)   (follow only)
+//!  remove(token)                                     ─► TimedOut | Woken
+//!  waker() ─► Waker (Send + Clone): wake() from any thread ends the current next()
+//! ```
+//!
+//! Nothing here polls or prints. Four kernel objects wake the waiting thread, all in one
+//! `poll(2)`:
+//!
+//! * the attempt's `done.fifo`: the worker opens it for writing and closes it right after
+//!   `result.json` is in place, so every reader sees a hang-up at once;
+//! * a pidfd per worker: readable the moment the worker dies (a worker that dies without a
+//!   result is `lost`, and the waiter writes that envelope);
+//! * one inotify instance for the whole waiter, with a watch on the directory of attempts
+//!   that have no worker yet (to see `launch.json`/`worker.json` appear) or no FIFO, and of
+//!   attempts that are followed (appends to their logs);
+//! * an eventfd, written by [`Waker::wake`].
+//!
+//! The timeout of that poll is the caller's deadline or the end of an attempt's starting
+//! grace, never a timer that grows with the attempts.
+//!
+//! Common pitfalls:
+//! * Watch before you look: open the FIFO (or add the inotify watch), then read the files, or
+//!   a result written in between is missed.
+//! * Closing an inotify fd costs 10-20 ms in the kernel (an RCU grace period), and a user has
+//!   only 128 instances: one per waiter, created only when needed, closed off the caller's
+//!   path.
+//! * Two watches on one directory share a watch descriptor: add them with `IN_MASK_ADD`, and
+//!   remove the watch only when no attempt of that directory is left.
+
+use std::collections::{HashMap, VecDeque};
+use std::fs::File;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::eventfd::{EfdFlags, EventFd};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
+
+use super::SuperviseError;
+use super::observe::{AttemptState, STARTING_GRACE, observe};
+use crate::envelope::Envelope;
+use crate::procs;
+use crate::spec::AttemptSpec;
+use crate::store::AttemptPaths;
+
+/// Names one attempt held by a [`Waiter`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Token(usize);
+
+/// What [`Waiter::next`] found.
+#[derive(Debug)]
+pub enum WaitEvent {
+    /// The attempt has its envelope (written by its worker, or `lost` by this waiter). It is
+    /// no longer held.
+    Finished {
+        token: Token,
+        envelope: Box<Envelope>,
+    },
+    /// A file of a followed attempt changed (its logs grew).
+    Changed(Token),
+    /// The deadline passed first.
+    TimedOut,
+    /// [`Waker::wake`] was called.
+    Woken,
+}
+
+/// Wakes a [`Waiter`] from another thread.
+#[derive(Clone, Debug)]
+pub struct Waker(Arc<EventFd>);
+
+impl Waker {
+    /// Ends the waiter's current (or next) `next` call with [`WaitEvent::Woken`].
+    pub fn wake(&self) {
+        let _ = self.0.write(1);
+    }
+}
+
+struct Slot {
+    paths: AttemptPaths,
+    spec: AttemptSpec,
+    fifo: Option<File>,
+    pidfd: Option<OwnedFd>,
+    starting_since: Option<SystemTime>,
+    watch: Option<WatchDescriptor>,
+    follow: bool,
+}
+
+impl Slot {
+    /// Whether only a directory watch can tell what happens next.
+    fn needs_watch(&self) -> bool {
+        self.watch.is_none() && (self.follow || self.pidfd.is_none() || self.fifo.is_none())
+    }
+}
+
+/// Holds attempts and returns them as they finish. See the module docs.
+pub struct Waiter {
+    slots: HashMap<Token, Slot>,
+    next_token: usize,
+    ready: VecDeque<(Token, Box<Envelope>)>,
+    changed: Vec<Token>,
+    woken: bool,
+    inotify: Option<Inotify>,
+    by_wd: HashMap<WatchDescriptor, Vec<Token>>,
+    /// No inotify instance or watch could be had (the per-user limits): attempts with no
+    /// worker yet are looked at on a short timer; everything else still wakes the waiter.
+    degraded: bool,
+    wake: Arc<EventFd>,
+}
+
+/// How often an attempt with no worker is looked at when no inotify watch can be had.
+const DEGRADED_LOOK: Duration = Duration::from_millis(100);
+
+impl Waiter {
+    pub fn new() -> Result<Self, SuperviseError> {
+        let wake = EventFd::from_value_and_flags(0, EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+            .map_err(|e| SuperviseError::Watch {
+                what: "a wake-up eventfd".into(),
+                source: e,
+            })?;
+        Ok(Self {
+            slots: HashMap::new(),
+            next_token: 0,
+            ready: VecDeque::new(),
+            changed: Vec::new(),
+            woken: false,
+            inotify: None,
+            by_wd: HashMap::new(),
+            degraded: false,
+            wake: Arc::new(wake),
+        })
+    }
+
+    /// A handle that wakes this waiter from another thread.
+    pub fn waker(&self) -> Waker {
+        Waker(self.wake.clone())
+    }
+
+    /// Holds an attempt until it finishes. An attempt that has finished already is returned
+    /// by the next call of [`Waiter::next`].
+    pub fn add(&mut self, paths: AttemptPaths, spec: AttemptSpec) -> Result<Token, SuperviseError> {
+        self.insert(paths, spec, false)
+    }
+
+    /// Like [`Waiter::add`], and also reports [`WaitEvent::Changed`] when the attempt's files
+    /// grow (for following its logs).
+    pub fn follow(
+        &mut self,
+        paths: AttemptPaths,
+        spec: AttemptSpec,
+    ) -> Result<Token, SuperviseError> {
+        self.insert(paths, spec, true)
+    }
+
+    fn insert(
+        &mut self,
+        paths: AttemptPaths,
+        spec: AttemptSpec,
+        follow: bool,
+    ) -> Result<Token, SuperviseError> {
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        // Open before looking: a result written after the look hangs this FIFO up.
+        let fifo = open_done_fifo(&paths);
+        self.slots.insert(
+            token,
+            Slot {
+                paths,
+                spec,
+                fifo,
+                pidfd: None,
+                starting_since: None,
+                watch: None,
+                follow,
+            },
+        );
+        if follow {
+            // Followers need the watch in place before the caller's first read.
+            self.watch(token);
+        }
+        self.refresh(token)?;
+        Ok(token)
+    }
+
+    /// Stops holding an attempt (whether or not it finished).
+    pub fn remove(&mut self, token: Token) {
+        self.ready.retain(|(t, _)| *t != token);
+        self.changed.retain(|t| *t != token);
+        if let Some(slot) = self.slots.remove(&token) {
+            self.unwatch(token, slot.watch);
+        }
+    }
+
+    /// How many attempts are held and not yet returned as finished.
+    pub fn pending(&self) -> usize {
+        self.slots.len() + self.ready.len()
+    }
+
+    /// Waits for the next event: an attempt that finished, a followed attempt whose files
+    /// changed, the deadline, or a wake-up. Finished attempts come first.
+    pub fn next(&mut self, deadline: Option<Instant>) -> Result<WaitEvent, SuperviseError> {
+        loop {
+            if let Some((token, envelope)) = self.ready.pop_front() {
+                return Ok(WaitEvent::Finished { token, envelope });
+            }
+            if !self.changed.is_empty() {
+                return Ok(WaitEvent::Changed(self.changed.remove(0)));
+            }
+            if std::mem::take(&mut self.woken) {
+                return Ok(WaitEvent::Woken);
+            }
+            // Watch what only a watch can tell about, then look again (watch before looking).
+            let unwatched: Vec<Token> = self
+                .slots
+                .iter()
+                .filter(|(_, s)| s.needs_watch())
+                .map(|(t, _)| *t)
+                .collect();
+            if !unwatched.is_empty() && !self.degraded {
+                for t in unwatched {
+                    if self.watch(t) {
+                        self.refresh(t)?;
+                    }
+                }
+                continue;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(WaitEvent::TimedOut);
+            }
+            self.poll_once(deadline, now)?;
+        }
+    }
+
+    /// One `poll(2)` over every source; what it finds is queued for `next`.
+    fn poll_once(&mut self, deadline: Option<Instant>, now: Instant) -> Result<(), SuperviseError> {
+        // Besides the caller's deadline: the end of an attempt's starting grace (it may be
+        // lost), and, only when degraded, a short re-look at attempts with no worker yet.
+        let mut until = deadline;
+        for s in self.slots.values() {
+            let mut d = s.starting_since.map(|since| {
+                now + STARTING_GRACE.saturating_sub(since.elapsed().unwrap_or_default())
+                    + Duration::from_millis(10)
+            });
+            if self.degraded && s.pidfd.is_none() {
+                d = Some(now + DEGRADED_LOOK);
+            }
+            if let Some(d) = d {
+                until = Some(until.map_or(d, |u: Instant| u.min(d)));
+            }
+        }
+        let timeout = match until {
+            None => PollTimeout::NONE,
+            Some(d) => {
+                // Round up so the wake-up is not a hair early.
+                let ms = d.saturating_duration_since(now).as_millis() + 1;
+                PollTimeout::try_from(ms.min(i32::MAX as u128) as i32).unwrap_or(PollTimeout::MAX)
+            }
+        };
+        enum Source {
+            Wake,
+            Inotify,
+            Fifo(Token),
+            Pidfd(Token),
+        }
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(2 + 2 * self.slots.len());
+        let mut sources: Vec<Source> = Vec::with_capacity(fds.capacity());
+        fds.push(PollFd::new(self.wake.as_fd(), PollFlags::POLLIN));
+        sources.push(Source::Wake);
+        if let Some(n) = &self.inotify {
+            fds.push(PollFd::new(n.as_fd(), PollFlags::POLLIN));
+            sources.push(Source::Inotify);
+        }
+        for (t, s) in &self.slots {
+            if let Some(f) = &s.fifo {
+                fds.push(PollFd::new(f.as_fd(), PollFlags::POLLIN));
+                sources.push(Source::Fifo(*t));
+            }
+            if let Some(p) = &s.pidfd {
+                fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+                sources.push(Source::Pidfd(*t));
+            }
+        }
+        match poll(&mut fds, timeout) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(e) => {
+                return Err(SuperviseError::Watch {
+                    what: "attempts (poll)".into(),
+                    source: e,
+                });
+            }
+        }
+        let fired: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        let mut touched: Vec<Token> = Vec::new();
+        for (src, fired) in sources.into_iter().zip(fired) {
+            if !fired {
+                continue;
+            }
+            match src {
+                Source::Wake => {
+                    let _ = self.wake.read();
+                    self.woken = true;
+                }
+                Source::Fifo(t) => {
+                    // A hang-up stays readable: drop the FIFO; the pidfd covers the rest.
+                    if let Some(s) = self.slots.get_mut(&t) {
+                        s.fifo = None;
+                    }
+                    touched.push(t);
+                }
+                Source::Pidfd(t) => touched.push(t),
+                Source::Inotify => self.read_inotify(&mut touched),
+            }
+        }
+        // Attempts in their starting grace, or unwatched ones, are looked at again.
+        for (t, s) in &self.slots {
+            if s.starting_since.is_some() || (self.degraded && s.pidfd.is_none()) {
+                touched.push(*t);
+            }
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for t in touched {
+            self.refresh(t)?;
+        }
+        Ok(())
+    }
+
+    fn read_inotify(&mut self, touched: &mut Vec<Token>) {
+        let Some(n) = &self.inotify else { return };
+        while let Ok(events) = n.read_events() {
+            if events.is_empty() {
+                break;
+            }
+            for ev in events {
+                let Some(tokens) = self.by_wd.get(&ev.wd) else {
+                    continue;
+                };
+                let record = ev.name.as_ref().is_some_and(|n| {
+                    matches!(
+                        n.to_str(),
+                        Some("result.json" | "worker.json" | "launch.json")
+                    )
+                });
+                for t in tokens {
+                    if record {
+                        touched.push(*t);
+                    }
+                    let follows = self.slots.get(t).is_some_and(|s| s.follow);
+                    if follows && !self.changed.contains(t) {
+                        self.changed.push(*t);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds a watch on the attempt's directory. `false` when none can be had (degraded).
+    fn watch(&mut self, t: Token) -> bool {
+        if self.inotify.is_none() {
+            self.inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok();
+        }
+        let (Some(n), Some(slot)) = (&self.inotify, self.slots.get_mut(&t)) else {
+            self.degraded = true;
+            return false;
+        };
+        // IN_MASK_ADD (nix has no name for it): a second attempt in the same directory adds
+        // to the watch instead of replacing its mask.
+        let mut flags =
+            AddWatchFlags::IN_MOVED_TO | AddWatchFlags::from_bits_retain(libc::IN_MASK_ADD);
+        if slot.follow {
+            flags |= AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE;
+        }
+        match n.add_watch(slot.paths.dir(), flags) {
+            Ok(wd) => {
+                slot.watch = Some(wd);
+                let tokens = self.by_wd.entry(wd).or_default();
+                if !tokens.contains(&t) {
+                    tokens.push(t);
+                }
+                true
+            }
+            Err(_) => {
+                self.degraded = true;
+                false
+            }
+        }
+    }
+
+    fn unwatch(&mut self, t: Token, wd: Option<WatchDescriptor>) {
+        let Some(wd) = wd else { return };
+        if let Some(tokens) = self.by_wd.get_mut(&wd) {
+            tokens.retain(|x| *x != t);
+            if tokens.is_empty() {
+                self.by_wd.remove(&wd);
+                if let Some(n) = &self.inotify {
+                    let _ = n.rm_watch(wd);
+                }
+            }
+        }
+    }
+
+    /// Looks at an attempt again; a finished one moves to the ready queue.
+    fn refresh(&mut self, t: Token) -> Result<(), SuperviseError> {
+        let Some(slot) = self.slots.get_mut(&t) else {
+            return Ok(());
+        };
+        for _ in 0..3 {
+            match observe(&slot.paths, &slot.spec)? {
+                AttemptState::Finished(env) => {
+                    let slot = self.slots.remove(&t);
+                    self.unwatch(t, slot.and_then(|s| s.watch));
+                    self.ready.push_back((t, env));
+                    return Ok(());
+                }
+                AttemptState::Starting { since } => {
+                    slot.starting_since = Some(since);
+                    return Ok(());
+                }
+                AttemptState::Running(info) => {
+                    slot.starting_since = None;
+                    if slot.pidfd.is_some() {
+                        return Ok(());
+                    }
+                    if let Some(fd) = procs::pidfd_for(&info.worker) {
+                        slot.pidfd = Some(fd);
+                        return Ok(());
+                    }
+                    // It died between the look and the pidfd: look again.
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        if let Some(n) = self.inotify.take() {
+            release(n);
+        }
+    }
+}
+
+/// Closes an inotify fd off the caller's path (the kernel makes the close wait for an RCU
+/// grace period, often 10-20 ms).
+fn release(inotify: Inotify) {
+    let _ = std::thread::Builder::new()
+        .name("inotify-close".into())
+        .spawn(move || drop(inotify));
+}
+
+/// Opens the attempt's completion FIFO for reading, without blocking. `None` when the
+/// attempt has none (e.g. created by an older subpane).
+fn open_done_fifo(paths: &AttemptPaths) -> Option<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(paths.done_fifo())
+        .ok()
+}
