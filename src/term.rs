@@ -144,6 +144,24 @@ impl TerminalFilter {
     }
 }
 
+/// JSON text for a terminal. serde_json escapes the C0 controls (ESC among them) but writes
+/// C1 controls such as U+009B (CSI) as they are, and some terminals obey those. They can only
+/// stand inside JSON strings, so `\u009b` there is the same JSON.
+pub fn json_for_terminal(json: &str) -> std::borrow::Cow<'_, str> {
+    if !json.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if ('\u{80}'..='\u{9f}').contains(&c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +217,19 @@ mod tests {
         let mut f = TerminalFilter::default();
         assert_eq!(f.push(b"a\xffb\xe2\x86"), "a\u{FFFD}b");
         assert_eq!(f.finish(), "\u{FFFD}");
+    }
+
+    #[test]
+    fn json_on_a_terminal_escapes_c1_controls_and_stays_the_same_json() {
+        let v = serde_json::json!({"t": "a\u{1b}[2J\u{9b}31m b"});
+        let text = serde_json::to_string(&v).unwrap();
+        assert!(text.contains('\u{9b}'), "serde_json writes C1 raw: {text}");
+        let safe = json_for_terminal(&text);
+        assert!(!safe.chars().any(|c| c.is_control()), "{safe}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&safe).unwrap(), v);
+        assert!(matches!(
+            json_for_terminal("{}"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

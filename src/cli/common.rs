@@ -9,11 +9,17 @@ pub fn print(text: &str) {
     let _ = out.flush();
 }
 
-/// One JSON document on stdout.
+/// One JSON document on stdout. On a terminal, C1 controls inside strings are escaped too
+/// (see [`crate::term::json_for_terminal`]); piped, the text is serde_json's.
 pub fn print_json<T: serde::Serialize>(value: &T) {
+    use std::io::IsTerminal;
     let mut s = serde_json::to_string_pretty(value).unwrap_or_else(|_| "null".into());
     s.push('\n');
-    print(&s);
+    if std::io::stdout().is_terminal() {
+        print(&crate::term::json_for_terminal(&s));
+    } else {
+        print(&s);
+    }
 }
 
 /// Whether colour may be used on stdout.

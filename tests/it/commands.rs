@@ -1,7 +1,7 @@
 //! The verbs around a run: status, wait, logs, cancel, attach, ls, gc, and --help.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -9,36 +9,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::harness::{
-    BIN, DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_child_within, wait_until,
+    BIN, DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, start_waiting, touch,
+    wait_child_within, wait_until,
 };
-
-/// Starts `waits_for_flag.sh FLAG CODE` detached as run `id` and waits until the program
-/// runs; returns the flag path.
-fn start_waiting(env: &TestEnv, id: &str, code: i32) -> PathBuf {
-    let flag = env.root.path().join(format!("flag-{id}"));
-    let r: Ran = env
-        .cmd()
-        .args(["run", "--detach", "--run-id", id, "--"])
-        .arg(fixture("waits_for_flag.sh"))
-        .arg(&flag)
-        .arg(code.to_string())
-        .output()
-        .unwrap()
-        .into();
-    assert_eq!(r.code, 0, "{r:?}");
-    // Started for real: the program has printed its first line.
-    let out = env.attempt_dir(id, 1).join("stdout.log");
-    wait_until("the program's first line", || {
-        std::fs::read_to_string(&out)
-            .ok()
-            .filter(|s| s.contains("waiting for"))
-    });
-    flag
-}
-
-fn touch(p: &Path) {
-    std::fs::write(p, "").unwrap();
-}
 
 #[test]
 fn status_of_a_running_then_finished_run() {

@@ -396,3 +396,31 @@ pub fn wait_child_within(
         stderr: String::from_utf8_lossy(&t_err.join().unwrap()).into_owned(),
     }
 }
+
+/// Starts `waits_for_flag.sh FLAG CODE` detached as run `id` and waits until the program
+/// runs; returns the flag path.
+pub fn start_waiting(env: &TestEnv, id: &str, code: i32) -> PathBuf {
+    let flag = env.root.path().join(format!("flag-{id}"));
+    let r: Ran = env
+        .cmd()
+        .args(["run", "--detach", "--run-id", id, "--"])
+        .arg(fixture("waits_for_flag.sh"))
+        .arg(&flag)
+        .arg(code.to_string())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    // Started for real: the program has printed its first line.
+    let out = env.attempt_dir(id, 1).join("stdout.log");
+    wait_until("the program's first line", || {
+        std::fs::read_to_string(&out)
+            .ok()
+            .filter(|s| s.contains("waiting for"))
+    });
+    flag
+}
+
+pub fn touch(p: &Path) {
+    std::fs::write(p, "").unwrap();
+}

@@ -12,3 +12,4 @@ mod filter;
 mod lifecycle;
 mod pane;
 mod run;
+mod waiter;

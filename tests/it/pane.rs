@@ -453,3 +453,78 @@ fn a_pane_behind_at_the_end_still_gets_the_note_and_the_status_line() {
     assert!(s.contains("lines skipped"), "{s}");
     close_kept_and_assert_no_leftovers(&env, &["late"]);
 }
+
+/// Runs `subpane ARGS` in a new tmux session (a real terminal) on this test's server and
+/// returns the screen and the pane's title once it printed everything.
+fn in_a_terminal(env: &TestEnv, session: &str, args: &[&str]) -> (String, String) {
+    let mut cmd = env.tmux();
+    cmd.args(["new-session", "-d", "-s", session, "-x", "150", "-y", "40"])
+        .arg("-e")
+        .arg(format!("SUBPANE_HOME={}", env.home.display()))
+        .arg("-e")
+        .arg(format!("SUBPANE_TMUX_SOCKET={}", env.socket.display()))
+        .arg("--")
+        .arg(crate::harness::BIN)
+        .args(args)
+        // The pane stays (with what was printed) after the command exits. In the same
+        // command: tmux runs it before it sees the command exit.
+        .args([
+            ";",
+            "set-option",
+            "-t",
+            &format!("={session}:"),
+            "remain-on-exit",
+            "on",
+        ]);
+    let started = cmd.output().unwrap();
+    assert!(started.status.success(), "{started:?}");
+    let screen = capture_until(env, session, "visible after the escapes");
+    let title = env
+        .tmux()
+        .args([
+            "display-message",
+            "-p",
+            "-t",
+            &format!("={session}:"),
+            "#{pane_title}",
+        ])
+        .output()
+        .unwrap();
+    let _ = env
+        .tmux()
+        .args(["kill-session", "-t", &format!("={session}")])
+        .output();
+    (
+        screen,
+        String::from_utf8_lossy(&title.stdout).trim().to_owned(),
+    )
+}
+
+#[test]
+fn logs_on_a_terminal_shows_escapes_as_text_and_piped_keeps_the_bytes() {
+    let env = TestEnv::new();
+    let r = env.sp([
+        "run",
+        "--run-id",
+        "esc",
+        "--",
+        fixture("prints_escapes.sh").to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // Piped: byte for byte what the program wrote.
+    let piped = env.cmd().args(["logs", "esc"]).output().unwrap();
+    let file = std::fs::read(env.attempt_dir("esc", 1).join("stdout.log")).unwrap();
+    assert_eq!(piped.stdout, file);
+    assert!(piped.stdout.windows(4).any(|w| w == b"\x1b]0;"));
+    // On a terminal: the escapes are text, the title is not changed.
+    let (screen, title) = in_a_terminal(&env, "view-safe", &["logs", "esc"]);
+    assert!(screen.contains("title ^[]0;pwned^G set"), "{screen}");
+    assert!(screen.contains("utf8 c1 <U+009B>2J done"), "{screen}");
+    assert!(screen.contains("visible before the escapes"), "{screen}");
+    assert_ne!(title, "pwned");
+    // --raw on a terminal writes the bytes: the program retitles the pane (which shows that
+    // the check above can fail).
+    let (_, title) = in_a_terminal(&env, "view-raw", &["logs", "--raw", "esc"]);
+    assert_eq!(title, "pwned");
+    env.assert_no_leftovers();
+}
