@@ -192,6 +192,54 @@ fn tmux_server_killed_under_a_detached_run_gives_lost() {
     env.assert_no_leftovers();
 }
 
+/// No `subpane` command runs after the kill: the envelope must come from the worker itself,
+/// which sees its pane hang up (SIGHUP), stops the program and records `lost`.
+#[test]
+fn session_killed_under_a_detached_run_makes_the_worker_write_lost() {
+    let env = TestEnv::new();
+    let r = env.sp([
+        "run", "--detach", "--json", "--run-id", "pk", "--", "sleep", "30",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let session = r.json()["tmux"]["session"].as_str().unwrap().to_owned();
+    let worker = env.worker_pid("pk");
+    let agent = agent_pid(&env, "pk");
+    let k = env
+        .tmux()
+        .args(["kill-session", "-t", &format!("={session}")])
+        .output()
+        .unwrap();
+    assert!(k.status.success(), "{k:?}");
+    let result = env.attempt_dir("pk", 1).join("result.json");
+    let v = harness::wait_until(
+        "the worker's result.json after its session was killed",
+        || {
+            std::fs::read(&result)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        },
+    );
+    assert_valid_envelope(&v);
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure_kind"], "lost", "{v}");
+    let errors = v["output"]["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e
+            .as_str()
+            .is_some_and(|e| e.starts_with("the pane closed under the worker"))),
+        "the worker's own message is missing (an observer wrote this envelope?): {v}"
+    );
+    assert_eq!(v["signals_sent"][0], "SIGTERM", "{v}");
+    let facts = env.read_json(&env.attempt_dir("pk", 1).join("worker.json"));
+    assert_eq!(facts["state"], "finished", "{facts}");
+    assert_eq!(facts["kill_reason"], "pane_closed", "{facts}");
+    // The worker reaps the program before it writes the envelope.
+    assert!(!pid_alive(agent), "the program outlived its envelope");
+    wait_pid_gone(worker);
+    assert!(!env.has_session(&session));
+    env.assert_no_leftovers();
+}
+
 // ---- many attempts at once ------------------------------------------------------------
 
 fn run_true(env: &TestEnv, id: &str) -> harness::Ran {
