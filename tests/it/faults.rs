@@ -377,12 +377,18 @@ type OsArg = std::ffi::OsString;
 // ---- a full disk ----------------------------------------------------------------------
 
 /// Runs `script` with bash in a private mount namespace where `$H` is a 256 KiB tmpfs, with
-/// `subpane` as `$SP` and this test's socket. Returns what the script printed.
+/// `subpane` as `$SP` and this test's socket. Returns what the script printed. Fails the test
+/// when no tmpfs could be mounted (whatever the script's output would then say proves
+/// nothing) or when the script does not exit 0 (its last command must succeed).
 fn in_tiny_home(env: &TestEnv, script: &str) -> harness::Ran {
+    harness::require_tool("unshare", &["--version"], "util-linux");
     let mount = env.root.path().join("tiny");
     std::fs::create_dir_all(&mount).unwrap();
-    let full =
-        format!("set -u\nmount -t tmpfs -o size=256k,mode=0700 tmpfs \"$H\" || exit 99\n{script}");
+    // Written outside the tmpfs, and only once it is mounted.
+    let mounted = env.root.path().join("tiny.mounted");
+    let full = format!(
+        "set -u\nmount -t tmpfs -o size=256k,mode=0700 tmpfs \"$H\" || exit 99\n: >\"$H.mounted\"\n{script}"
+    );
     let out = Command::new("unshare")
         .args([
             "--mount",
@@ -405,10 +411,14 @@ fn in_tiny_home(env: &TestEnv, script: &str) -> harness::Ran {
         .output()
         .expect("run unshare");
     let r: harness::Ran = out.into();
-    assert_ne!(
-        r.code, 99,
-        "cannot mount a tmpfs in a private mount namespace: {r:?}"
+    assert!(
+        mounted.exists(),
+        "cannot mount a tmpfs in a private mount namespace (unshare --mount, then mount -t \
+         tmpfs; both need CAP_SYS_ADMIN): exit {}, stderr:\n{}",
+        r.code,
+        r.stderr
     );
+    assert_eq!(r.code, 0, "the script in the tiny home failed: {r:?}");
     r
 }
 
