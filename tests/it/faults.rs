@@ -481,10 +481,28 @@ fn full_home_before_anything_exists_is_refused() {
     env.assert_no_leftovers();
 }
 
+/// Shell code that waits until `run` has written the attempt's `launch.json`.
+const WAIT_LAUNCH: &str =
+    "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; do sleep 0.01; done; ";
+
+/// Shell code that waits until the worker has named itself in `worker.json` (it does so right
+/// after starting the program), so that filling the disk cannot race that write.
+const WAIT_WORKER_JSON: &str =
+    "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/worker.json\" ]; do sleep 0.01; done; ";
+
+/// Shell code that fills the disk of `$H`, then appends what it saw to `$H.seen` (outside the
+/// tmpfs, where the full disk cannot refuse it):
+/// `SEEN <run> avail=<free blocks> probe=refused|written launch_json=yes|no`.
+const FILL_AND_REPORT: &str = "dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; \
+     if printf x >\"$H/probe\" 2>/dev/null; then p=written; else p=refused; fi; rm -f \"$H/probe\"; \
+     if [ -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; then l=yes; else l=no; fi; \
+     echo \"SEEN $SUBPANE_RUN_ID avail=$(stat -f -c %a \"$H\") probe=$p launch_json=$l\" >>\"$H.seen\"; ";
+
 #[test]
 fn disk_filling_during_the_run_leaves_a_consistent_record() {
     let env = TestEnv::new();
-    // The program itself fills the disk, then exits 0. The worker cannot write its result.
+    // The program fills the disk once `run` and the worker have recorded the launch, then
+    // exits 0. Nothing frees space before the worker writes its result, so that write fails.
     let r = in_tiny_home(
         &env,
         &format!(
@@ -492,16 +510,28 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
              D=\"$H/runs/full/attempts/1\"\n\
              if [ -e \"$D/result.json\" ]; then echo result_after_run=yes >&2; else echo result_after_run=no >&2; fi\n\
              ls -a \"$D\" | grep '^\\.tmp-' && echo TEMP_LEFT >&2\n\
+             echo \"fill_bytes=$(stat -c %s \"$H/fill\")\" >&2\n\
+             cat \"$H.seen\" >&2\n\
              rm -f \"$H/fill\"\n\
              echo '--- status'\n\"$SP\" --home \"$H\" status --json full\necho \"status_rc=$?\" >&2\n",
-            // Fill only once `run` has recorded the launch: see `run_gives_up_on_an_attempt_…`.
             prog = shell_quote(&format!(
-                "{WAIT_LAUNCH}echo filling; dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; exit 0"
+                "{WAIT_LAUNCH}{WAIT_WORKER_JSON}{FILL_AND_REPORT}exit 0"
             )),
         ),
     );
     let err = &r.stderr;
-    assert!(err.contains("run_rc="), "{r:?}");
+    // The race happened: the disk was full when the program exited, before the worker's end.
+    assert!(
+        err.contains("SEEN full avail=0 probe=refused launch_json=yes"),
+        "the program did not leave the disk full: {r:?}"
+    );
+    let fill: u64 = err
+        .split("fill_bytes=")
+        .nth(1)
+        .and_then(|s| s.lines().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no fill file: {r:?}"));
+    assert!(fill > 0, "{r:?}");
     assert!(
         !err.contains("launch.json"),
         "`run` could not record the launch: {r:?}"
@@ -510,31 +540,31 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
         !err.contains("TEMP_LEFT"),
         "temp files were left in the attempt dir: {r:?}"
     );
-    // Either the worker managed a complete result.json, or none exists and the next observer
-    // (once there is space again) records the attempt as lost. Never a partial file.
+    // What this build does: the worker's write of result.json fails (its end on the pane says
+    // so, nowhere else), `run` finds the worker gone and cannot write `lost` either (exit 1,
+    // a message about space), and the first look after space is freed writes `lost`.
+    assert!(err.contains("run_rc=1\n"), "{r:?}");
+    assert!(err.contains("result_after_run=no"), "{r:?}");
+    assert!(
+        err.contains("result.json: No space left on device"),
+        "`run` does not say why it has no envelope: {err}"
+    );
+    assert!(err.contains("status_rc=1\n"), "{r:?}");
     let status_doc = r.stdout.split("--- status").nth(1).unwrap();
     let v: Value =
         serde_json::from_str(status_doc).unwrap_or_else(|e| panic!("status --json: {e}\n{r:?}"));
-    assert_ne!(v["status"], "running", "{r:?}");
     assert_valid_envelope(&v);
-    if err.contains("result_after_run=yes") {
-        assert!(err.contains("run_rc=0"), "{r:?}");
-        assert_eq!(v["status"], "completed");
-    } else {
-        // What this build does: the worker's write fails, `run` cannot write `lost` either
-        // (exit 1, a message about space), and the first look after space is freed does.
-        assert!(err.contains("run_rc=1"), "{r:?}");
-        assert!(err.contains("No space left on device"), "{err}");
-        assert!(err.contains("status_rc=1"), "{r:?}");
-        assert_eq!(v["status"], "failed");
-        assert_eq!(v["failure_kind"], "lost");
-    }
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure_kind"], "lost", "{v}");
+    assert!(
+        v["output"]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("ended without writing a result"),
+        "{v}"
+    );
     env.assert_no_leftovers();
 }
-
-/// Shell code that waits until `run` has written the attempt's `launch.json`.
-const WAIT_LAUNCH: &str =
-    "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; do sleep 0.01; done; ";
 
 /// When the disk fills between the pane's start and `launch.json`, `run` exits 1 ("cannot
 /// write launch.json") and stops supervising, yet the attempt it started runs on: the caller
