@@ -566,35 +566,59 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
     env.assert_no_leftovers();
 }
 
-/// When the disk fills between the pane's start and `launch.json`, `run` exits 1 ("cannot
-/// write launch.json") and stops supervising, yet the attempt it started runs on: the caller
-/// is told the run failed while the program is still running, with no envelope.
+/// The disk fills between the pane's start and `run`'s write of `launch.json`. A tmux hook on
+/// the private server holds every `new-session` (and so `run`, which writes launch.json right
+/// after it) until the program has filled the disk, so that write fails every time. `run`
+/// must not give up on the attempt it started: the worker named itself in worker.json, so
+/// `run` waits for it and never returns while the program runs on.
 #[test]
-fn run_gives_up_on_an_attempt_it_started_when_launch_json_cannot_be_written() {
+fn run_keeps_waiting_for_an_attempt_whose_launch_json_cannot_be_written() {
     let env = TestEnv::new();
-    // The program fills the disk at once (racing `run`'s write of launch.json) and then
-    // lingers, so that an abandoned attempt is visible. Several tries make the race likely.
+    // The program records its pid, fills the disk once worker.json exists, lets the hook go
+    // on, and lingers so that an abandoned attempt is visible.
+    let prog = shell_quote(&format!(
+        "echo $$ >\"$H.pid\"; {WAIT_WORKER_JSON}{FILL_AND_REPORT}: >\"$H.filled\"; sleep 2; exit 0"
+    ));
     let r = in_tiny_home(
         &env,
         &format!(
-            "for i in 1 2 3 4 5 6 7 8; do
-               \"$SP\" --home \"$H\" run --json --run-id r$i -- bash -c {prog} >/dev/null 2>\"$H.err\"
-               rc=$?
-               if grep -q launch.json \"$H.err\"; then
-                 if [ -e \"$H/runs/r$i/attempts/1/worker.json\" ] && \"$SP\" --home \"$H\" status r$i >/dev/null 2>&1; [ $? = 3 ]; then
-                   echo \"ABANDONED r$i rc=$rc: $(cat \"$H.err\")\"
-                 fi
-               fi
-               rm -f \"$H/fill\"; \"$SP\" --home \"$H\" cancel r$i >/dev/null 2>&1; rm -f \"$H/fill\"
-             done
-",
-            prog = shell_quote("dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; sleep 2; exit 0"),
+            r#""$SP" --home "$H" run --run-id warm -- true >/dev/null || echo "WARM_FAILED rc=$?"
+tmux -S "$SUBPANE_TMUX_SOCKET" set-hook -g after-new-session \
+  "run-shell 'for i in \$(seq 1000); do [ -e $H.filled ] && break; sleep 0.01; done'" || echo HOOK_FAILED
+for i in 1 2 3; do
+  rm -f "$H.filled" "$H.pid"
+  "$SP" --home "$H" run --json --run-id r$i -- bash -c {prog} >/dev/null 2>"$H.err"
+  rc=$?
+  if grep -q 'launch.json: No space left on device' "$H.err"; then echo "LAUNCH_JSON_REFUSED r$i rc=$rc"; fi
+  pid=$(cat "$H.pid" 2>/dev/null || echo none)
+  if [ "$pid" = none ]; then echo "NO_PROGRAM r$i rc=$rc: $(cat "$H.err")"
+  elif kill -0 "$pid" 2>/dev/null; then echo "ABANDONED r$i rc=$rc: $(cat "$H.err")"; fi
+  rm -f "$H/fill"; "$SP" --home "$H" cancel r$i >/dev/null 2>&1; rm -f "$H/fill"
+done
+cat "$H.seen"
+"#
         ),
     );
+    let out = &r.stdout;
+    for bad in ["WARM_FAILED", "HOOK_FAILED", "NO_PROGRAM"] {
+        assert!(!out.contains(bad), "{r:?}");
+    }
     assert!(
-        !r.stdout.contains("ABANDONED"),
-        "`run` returned while its attempt ran on:\n{}",
-        r.stdout
+        !out.contains("ABANDONED"),
+        "`run` returned while its attempt ran on:\n{out}"
+    );
+    // The race was tested in every round: the disk was full before launch.json existed, and
+    // `run`'s write of it failed. (`run` then has no space for an envelope either: exit 1.)
+    let raced = (1..=3)
+        .filter(|i| out.contains(&format!("SEEN r{i} avail=0 probe=refused launch_json=no")))
+        .count();
+    let refused = (1..=3)
+        .filter(|i| out.contains(&format!("LAUNCH_JSON_REFUSED r{i} rc=1\n")))
+        .count();
+    assert_eq!(
+        (raced, refused),
+        (3, 3),
+        "rounds where the disk filled before launch.json, and where writing it failed (of 3):\n{r:?}"
     );
     env.assert_no_leftovers();
 }
