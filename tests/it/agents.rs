@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::harness::{
-    TestEnv, assert_valid_envelope, wait_child_within, wait_for_text, wait_until,
+    TestEnv, assert_valid_envelope, require_tool, wait_child_within, wait_for_text, wait_until,
 };
 
 /// Upper bound for one `subpane run` of a real CLI; the run's own `--timeout` is shorter, so
@@ -115,6 +115,7 @@ struct Mock {
 
 impl Mock {
     fn start(env: &TestEnv) -> Mock {
+        require_tool("python3", &["--version"], "python3");
         let dir = env.root.path().join("mock");
         let dumps = dir.join("requests");
         std::fs::create_dir_all(&dumps).unwrap();
@@ -143,6 +144,9 @@ impl Mock {
             env: BTreeMap::new(),
         };
         let port: u16 = wait_until("the mock model server's port file", || {
+            if let Some(st) = mock.child.try_wait().expect("try_wait") {
+                panic!("python3 tests/mock_model/server.py exited ({st}) before it wrote its port");
+            }
             std::fs::read_to_string(&port_file)
                 .ok()
                 .and_then(|s| s.trim().parse().ok())

@@ -338,7 +338,9 @@ fn attach_shows_the_runs_pane_in_a_terminal() {
     let session = r.json()["tmux"]["session"].as_str().unwrap().to_owned();
     assert!(env.has_session(&session));
     // The outer pane is larger than the inner window (200x50): shrinking it would push the
-    // header into the inner pane's history.
+    // header into the inner pane's history. The attaching client draws UTF-8 (the header's
+    // `▸`) only when its locale variables say UTF-8, else `_`: it gets one whatever this
+    // machine's locale is.
     let outer = OuterTmux {
         socket: env.root.path().join("outer.sock"),
     };
@@ -361,6 +363,7 @@ fn attach_shows_the_runs_pane_in_a_terminal() {
             "TMUX",
             "-u",
             "TMUX_PANE",
+            "LC_ALL=C.UTF-8",
         ])
         .arg(format!("SUBPANE_HOME={}", env.home.display()))
         .arg(format!("SUBPANE_TMUX_SOCKET={}", env.socket.display()))

@@ -192,6 +192,54 @@ fn tmux_server_killed_under_a_detached_run_gives_lost() {
     env.assert_no_leftovers();
 }
 
+/// No `subpane` command runs after the kill: the envelope must come from the worker itself,
+/// which sees its pane hang up (SIGHUP), stops the program and records `lost`.
+#[test]
+fn session_killed_under_a_detached_run_makes_the_worker_write_lost() {
+    let env = TestEnv::new();
+    let r = env.sp([
+        "run", "--detach", "--json", "--run-id", "pk", "--", "sleep", "30",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let session = r.json()["tmux"]["session"].as_str().unwrap().to_owned();
+    let worker = env.worker_pid("pk");
+    let agent = agent_pid(&env, "pk");
+    let k = env
+        .tmux()
+        .args(["kill-session", "-t", &format!("={session}")])
+        .output()
+        .unwrap();
+    assert!(k.status.success(), "{k:?}");
+    let result = env.attempt_dir("pk", 1).join("result.json");
+    let v = harness::wait_until(
+        "the worker's result.json after its session was killed",
+        || {
+            std::fs::read(&result)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        },
+    );
+    assert_valid_envelope(&v);
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure_kind"], "lost", "{v}");
+    let errors = v["output"]["errors"].as_array().unwrap();
+    assert!(
+        errors.iter().any(|e| e
+            .as_str()
+            .is_some_and(|e| e.starts_with("the pane closed under the worker"))),
+        "the worker's own message is missing (an observer wrote this envelope?): {v}"
+    );
+    assert_eq!(v["signals_sent"][0], "SIGTERM", "{v}");
+    let facts = env.read_json(&env.attempt_dir("pk", 1).join("worker.json"));
+    assert_eq!(facts["state"], "finished", "{facts}");
+    assert_eq!(facts["kill_reason"], "pane_closed", "{facts}");
+    // The worker reaps the program before it writes the envelope.
+    assert!(!pid_alive(agent), "the program outlived its envelope");
+    wait_pid_gone(worker);
+    assert!(!env.has_session(&session));
+    env.assert_no_leftovers();
+}
+
 // ---- many attempts at once ------------------------------------------------------------
 
 fn run_true(env: &TestEnv, id: &str) -> harness::Ran {
@@ -329,12 +377,18 @@ type OsArg = std::ffi::OsString;
 // ---- a full disk ----------------------------------------------------------------------
 
 /// Runs `script` with bash in a private mount namespace where `$H` is a 256 KiB tmpfs, with
-/// `subpane` as `$SP` and this test's socket. Returns what the script printed.
+/// `subpane` as `$SP` and this test's socket. Returns what the script printed. Fails the test
+/// when no tmpfs could be mounted (whatever the script's output would then say proves
+/// nothing) or when the script does not exit 0 (its last command must succeed).
 fn in_tiny_home(env: &TestEnv, script: &str) -> harness::Ran {
+    harness::require_tool("unshare", &["--version"], "util-linux");
     let mount = env.root.path().join("tiny");
     std::fs::create_dir_all(&mount).unwrap();
-    let full =
-        format!("set -u\nmount -t tmpfs -o size=256k,mode=0700 tmpfs \"$H\" || exit 99\n{script}");
+    // Written outside the tmpfs, and only once it is mounted.
+    let mounted = env.root.path().join("tiny.mounted");
+    let full = format!(
+        "set -u\nmount -t tmpfs -o size=256k,mode=0700 tmpfs \"$H\" || exit 99\n: >\"$H.mounted\"\n{script}"
+    );
     let out = Command::new("unshare")
         .args([
             "--mount",
@@ -357,10 +411,14 @@ fn in_tiny_home(env: &TestEnv, script: &str) -> harness::Ran {
         .output()
         .expect("run unshare");
     let r: harness::Ran = out.into();
-    assert_ne!(
-        r.code, 99,
-        "cannot mount a tmpfs in a private mount namespace: {r:?}"
+    assert!(
+        mounted.exists(),
+        "cannot mount a tmpfs in a private mount namespace (unshare --mount, then mount -t \
+         tmpfs; both need CAP_SYS_ADMIN): exit {}, stderr:\n{}",
+        r.code,
+        r.stderr
     );
+    assert_eq!(r.code, 0, "the script in the tiny home failed: {r:?}");
     r
 }
 
@@ -423,10 +481,28 @@ fn full_home_before_anything_exists_is_refused() {
     env.assert_no_leftovers();
 }
 
+/// Shell code that waits until `run` has written the attempt's `launch.json`.
+const WAIT_LAUNCH: &str =
+    "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; do sleep 0.01; done; ";
+
+/// Shell code that waits until the worker has named itself in `worker.json` (it does so right
+/// after starting the program), so that filling the disk cannot race that write.
+const WAIT_WORKER_JSON: &str =
+    "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/worker.json\" ]; do sleep 0.01; done; ";
+
+/// Shell code that fills the disk of `$H`, then appends what it saw to `$H.seen` (outside the
+/// tmpfs, where the full disk cannot refuse it):
+/// `SEEN <run> avail=<free blocks> probe=refused|written launch_json=yes|no`.
+const FILL_AND_REPORT: &str = "dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; \
+     if printf x >\"$H/probe\" 2>/dev/null; then p=written; else p=refused; fi; rm -f \"$H/probe\"; \
+     if [ -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; then l=yes; else l=no; fi; \
+     echo \"SEEN $SUBPANE_RUN_ID avail=$(stat -f -c %a \"$H\") probe=$p launch_json=$l\" >>\"$H.seen\"; ";
+
 #[test]
 fn disk_filling_during_the_run_leaves_a_consistent_record() {
     let env = TestEnv::new();
-    // The program itself fills the disk, then exits 0. The worker cannot write its result.
+    // The program fills the disk once `run` and the worker have recorded the launch, then
+    // exits 0. Nothing frees space before the worker writes its result, so that write fails.
     let r = in_tiny_home(
         &env,
         &format!(
@@ -434,16 +510,28 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
              D=\"$H/runs/full/attempts/1\"\n\
              if [ -e \"$D/result.json\" ]; then echo result_after_run=yes >&2; else echo result_after_run=no >&2; fi\n\
              ls -a \"$D\" | grep '^\\.tmp-' && echo TEMP_LEFT >&2\n\
+             echo \"fill_bytes=$(stat -c %s \"$H/fill\")\" >&2\n\
+             cat \"$H.seen\" >&2\n\
              rm -f \"$H/fill\"\n\
              echo '--- status'\n\"$SP\" --home \"$H\" status --json full\necho \"status_rc=$?\" >&2\n",
-            // Fill only once `run` has recorded the launch: see `run_gives_up_on_an_attempt_…`.
             prog = shell_quote(&format!(
-                "{WAIT_LAUNCH}echo filling; dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; exit 0"
+                "{WAIT_LAUNCH}{WAIT_WORKER_JSON}{FILL_AND_REPORT}exit 0"
             )),
         ),
     );
     let err = &r.stderr;
-    assert!(err.contains("run_rc="), "{r:?}");
+    // The race happened: the disk was full when the program exited, before the worker's end.
+    assert!(
+        err.contains("SEEN full avail=0 probe=refused launch_json=yes"),
+        "the program did not leave the disk full: {r:?}"
+    );
+    let fill: u64 = err
+        .split("fill_bytes=")
+        .nth(1)
+        .and_then(|s| s.lines().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no fill file: {r:?}"));
+    assert!(fill > 0, "{r:?}");
     assert!(
         !err.contains("launch.json"),
         "`run` could not record the launch: {r:?}"
@@ -452,61 +540,85 @@ fn disk_filling_during_the_run_leaves_a_consistent_record() {
         !err.contains("TEMP_LEFT"),
         "temp files were left in the attempt dir: {r:?}"
     );
-    // Either the worker managed a complete result.json, or none exists and the next observer
-    // (once there is space again) records the attempt as lost. Never a partial file.
+    // What this build does: the worker's write of result.json fails (its end on the pane says
+    // so, nowhere else), `run` finds the worker gone and cannot write `lost` either (exit 1,
+    // a message about space), and the first look after space is freed writes `lost`.
+    assert!(err.contains("run_rc=1\n"), "{r:?}");
+    assert!(err.contains("result_after_run=no"), "{r:?}");
+    assert!(
+        err.contains("result.json: No space left on device"),
+        "`run` does not say why it has no envelope: {err}"
+    );
+    assert!(err.contains("status_rc=1\n"), "{r:?}");
     let status_doc = r.stdout.split("--- status").nth(1).unwrap();
     let v: Value =
         serde_json::from_str(status_doc).unwrap_or_else(|e| panic!("status --json: {e}\n{r:?}"));
-    assert_ne!(v["status"], "running", "{r:?}");
     assert_valid_envelope(&v);
-    if err.contains("result_after_run=yes") {
-        assert!(err.contains("run_rc=0"), "{r:?}");
-        assert_eq!(v["status"], "completed");
-    } else {
-        // What this build does: the worker's write fails, `run` cannot write `lost` either
-        // (exit 1, a message about space), and the first look after space is freed does.
-        assert!(err.contains("run_rc=1"), "{r:?}");
-        assert!(err.contains("No space left on device"), "{err}");
-        assert!(err.contains("status_rc=1"), "{r:?}");
-        assert_eq!(v["status"], "failed");
-        assert_eq!(v["failure_kind"], "lost");
-    }
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure_kind"], "lost", "{v}");
+    assert!(
+        v["output"]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("ended without writing a result"),
+        "{v}"
+    );
     env.assert_no_leftovers();
 }
 
-/// Shell code that waits until `run` has written the attempt's `launch.json`.
-const WAIT_LAUNCH: &str =
-    "while [ ! -e \"$SUBPANE_ATTEMPT_DIR/launch.json\" ]; do sleep 0.01; done; ";
-
-/// When the disk fills between the pane's start and `launch.json`, `run` exits 1 ("cannot
-/// write launch.json") and stops supervising, yet the attempt it started runs on: the caller
-/// is told the run failed while the program is still running, with no envelope.
+/// The disk fills between the pane's start and `run`'s write of `launch.json`. A tmux hook on
+/// the private server holds every `new-session` (and so `run`, which writes launch.json right
+/// after it) until the program has filled the disk, so that write fails every time. `run`
+/// must not give up on the attempt it started: the worker named itself in worker.json, so
+/// `run` waits for it and never returns while the program runs on.
 #[test]
-fn run_gives_up_on_an_attempt_it_started_when_launch_json_cannot_be_written() {
+fn run_keeps_waiting_for_an_attempt_whose_launch_json_cannot_be_written() {
     let env = TestEnv::new();
-    // The program fills the disk at once (racing `run`'s write of launch.json) and then
-    // lingers, so that an abandoned attempt is visible. Several tries make the race likely.
+    // The program records its pid, fills the disk once worker.json exists, lets the hook go
+    // on, and lingers so that an abandoned attempt is visible.
+    let prog = shell_quote(&format!(
+        "echo $$ >\"$H.pid\"; {WAIT_WORKER_JSON}{FILL_AND_REPORT}: >\"$H.filled\"; sleep 2; exit 0"
+    ));
     let r = in_tiny_home(
         &env,
         &format!(
-            "for i in 1 2 3 4 5 6 7 8; do
-               \"$SP\" --home \"$H\" run --json --run-id r$i -- bash -c {prog} >/dev/null 2>\"$H.err\"
-               rc=$?
-               if grep -q launch.json \"$H.err\"; then
-                 if [ -e \"$H/runs/r$i/attempts/1/worker.json\" ] && \"$SP\" --home \"$H\" status r$i >/dev/null 2>&1; [ $? = 3 ]; then
-                   echo \"ABANDONED r$i rc=$rc: $(cat \"$H.err\")\"
-                 fi
-               fi
-               rm -f \"$H/fill\"; \"$SP\" --home \"$H\" cancel r$i >/dev/null 2>&1; rm -f \"$H/fill\"
-             done
-",
-            prog = shell_quote("dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; sleep 2; exit 0"),
+            r#""$SP" --home "$H" run --run-id warm -- true >/dev/null || echo "WARM_FAILED rc=$?"
+tmux -S "$SUBPANE_TMUX_SOCKET" set-hook -g after-new-session \
+  "run-shell 'for i in \$(seq 1000); do [ -e $H.filled ] && break; sleep 0.01; done'" || echo HOOK_FAILED
+for i in 1 2 3; do
+  rm -f "$H.filled" "$H.pid"
+  "$SP" --home "$H" run --json --run-id r$i -- bash -c {prog} >/dev/null 2>"$H.err"
+  rc=$?
+  if grep -q 'launch.json: No space left on device' "$H.err"; then echo "LAUNCH_JSON_REFUSED r$i rc=$rc"; fi
+  pid=$(cat "$H.pid" 2>/dev/null || echo none)
+  if [ "$pid" = none ]; then echo "NO_PROGRAM r$i rc=$rc: $(cat "$H.err")"
+  elif kill -0 "$pid" 2>/dev/null; then echo "ABANDONED r$i rc=$rc: $(cat "$H.err")"; fi
+  rm -f "$H/fill"; "$SP" --home "$H" cancel r$i >/dev/null 2>&1; rm -f "$H/fill"
+done
+cat "$H.seen"
+"#
         ),
     );
+    let out = &r.stdout;
+    for bad in ["WARM_FAILED", "HOOK_FAILED", "NO_PROGRAM"] {
+        assert!(!out.contains(bad), "{r:?}");
+    }
     assert!(
-        !r.stdout.contains("ABANDONED"),
-        "`run` returned while its attempt ran on:\n{}",
-        r.stdout
+        !out.contains("ABANDONED"),
+        "`run` returned while its attempt ran on:\n{out}"
+    );
+    // The race was tested in every round: the disk was full before launch.json existed, and
+    // `run`'s write of it failed. (`run` then has no space for an envelope either: exit 1.)
+    let raced = (1..=3)
+        .filter(|i| out.contains(&format!("SEEN r{i} avail=0 probe=refused launch_json=no")))
+        .count();
+    let refused = (1..=3)
+        .filter(|i| out.contains(&format!("LAUNCH_JSON_REFUSED r{i} rc=1\n")))
+        .count();
+    assert_eq!(
+        (raced, refused),
+        (3, 3),
+        "rounds where the disk filled before launch.json, and where writing it failed (of 3):\n{r:?}"
     );
     env.assert_no_leftovers();
 }

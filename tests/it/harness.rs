@@ -246,6 +246,28 @@ pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// Fails the test unless `tool ARGS…` runs here and exits 0, naming the tool and the Debian
+/// package that has it. Tools are found on PATH like everywhere in these tests; a missing one
+/// (or a shim with nothing behind it) must fail the test, never skip what it checks.
+pub fn require_tool(tool: &str, args: &[&str], package: &str) {
+    let why = match Command::new(tool)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .output()
+    {
+        Ok(o) if o.status.success() => return,
+        Ok(o) => format!(
+            "`{tool} {}` failed ({}): {}",
+            args.join(" "),
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => format!("cannot run `{tool}`: {e}"),
+    };
+    panic!("this test needs {tool} (Debian package {package}; .ci/run installs it): {why}");
+}
+
 /// Validates an envelope against the JSON Schema shipped in `schema/result.v1.json`.
 pub fn assert_valid_envelope(v: &Value) {
     let schema_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schema/result.v1.json");

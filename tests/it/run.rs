@@ -6,13 +6,19 @@ use std::path::Path;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::harness::{TestEnv, assert_valid_envelope, fixture, wait_until};
+use crate::harness::{TestEnv, assert_valid_envelope, fixture, require_tool, wait_until};
 
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
+}
+
+/// `reports_itself.sh`, which asks `ps` for its process group.
+fn reports_itself() -> std::path::PathBuf {
+    require_tool("ps", &["-o", "pgid=", "-p", "1"], "procps");
+    fixture("reports_itself.sh")
 }
 
 /// `KEY=VALUE` lines printed by `reports_itself.sh`.
@@ -184,7 +190,7 @@ fn program_runs_in_its_own_process_group_with_stdin_from_dev_null() {
         "--run-id",
         "me",
         "--",
-        fixture("reports_itself.sh").to_str().unwrap(),
+        reports_itself().to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_valid_envelope(&r.json());
@@ -221,7 +227,7 @@ fn cwd_flag_sets_the_working_directory() {
         .args(["run", "--json", "--run-id", "cwd", "--cwd"])
         .arg(&sub)
         .arg("--")
-        .arg(fixture("reports_itself.sh"))
+        .arg(reports_itself())
         .output()
         .unwrap();
     let r: crate::harness::Ran = r.into();
@@ -324,7 +330,7 @@ fn env_values_reach_the_program_but_no_record() {
         "--env",
         &format!("SECRET_X={secret}"),
         "--",
-        fixture("reports_itself.sh").to_str().unwrap(),
+        reports_itself().to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
