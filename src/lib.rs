@@ -17,11 +17,15 @@
 //!
 //! Layers (a module imports only from the layers below it):
 //!
-//! * L0 pure types: [`spec`], [`envelope`], [`exit_code`]
+//! * L0 pure types: [`spec`] (what to run), [`envelope`] (how it went, and every other JSON
+//!   answer; builds on `spec`, never the reverse), [`exit_code`], [`term`] (text made safe
+//!   for a terminal)
 //! * L1 one resource each: [`store`] (files), [`tmux`] (the tmux binary), [`procs`] (the kernel's
 //!   process table)
 //! * L2 machinery: [`adapter`] (pure parsing), [`worker`] (runs in the pane), [`supervisor`]
 //!   (waits, observes, cancels)
+//! * L2½ the application layer: [`app`] (requests, plans, starting attempts, queries) that
+//!   every front end shares
 //! * L3 edge: [`cli`] (the only place for clap) and `main.rs`
 
 pub mod adapter;
