@@ -61,8 +61,10 @@ pub fn tmux_for(home: &Home, spec: &AttemptSpec) -> Tmux {
     Tmux::new(Socket::from_path(&spec.tmux.socket), home.tmux_conf())
 }
 
-/// An attempt's state as answered to callers: its envelope once finished.
-#[derive(Clone, Debug, PartialEq)]
+/// An attempt's state as answered to callers: its envelope once finished. Serialised as the
+/// document itself (the envelope, or the `subpane.status/v1` document).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(untagged)]
 #[allow(clippy::large_enum_variant)] // one per answer: the copy costs nothing
 pub enum AttemptStatus {
     Finished(Box<Envelope>),

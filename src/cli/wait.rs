@@ -60,7 +60,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     }
     let out = app::wait(&targets, mode, timeout)?;
     // --any prints the finished run; otherwise every run, in the order given.
-    let mut docs: Vec<serde_json::Value> = Vec::new();
+    let mut docs: Vec<AttemptStatus> = Vec::new();
     let mut human = String::new();
     let mut codes = Vec::new();
     let pick_first = mode == WaitMode::Any && !out.timed_out;
@@ -70,18 +70,17 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
             None if pick_first => continue,
             None => app::attempt_status(paths, spec)?,
         };
-        match status {
+        match &status {
             AttemptStatus::Finished(env) => {
-                docs.push(serde_json::to_value(&env).unwrap_or_default());
-                human.push_str(&human_envelope(&env, paths.dir()));
+                human.push_str(&human_envelope(env, paths.dir()));
                 codes.push(env.exit_code());
             }
             AttemptStatus::Live(doc) => {
-                docs.push(serde_json::to_value(&doc).unwrap_or_default());
-                human.push_str(&human_running(&doc));
+                human.push_str(&human_running(doc));
                 codes.push(exit_code::STILL_RUNNING);
             }
         }
+        docs.push(status);
         human.push('\n');
         if pick_first {
             break;

@@ -236,4 +236,57 @@ mod tests {
         assert_eq!(read_env_file(&p).unwrap(), env);
         assert!(!p.exists(), "the env file is removed once read");
     }
+
+    #[test]
+    fn a_further_attempt_is_added_once_and_listed_in_run_json() {
+        use crate::spec::{AgentKind, AttemptRef, RUN_SCHEMA};
+        let d = tempfile::tempdir().unwrap();
+        let home = Home::at(d.path().to_path_buf());
+        let id = RunId::parse("r").unwrap();
+        let spec: AttemptSpec = serde_json::from_value(serde_json::json!({
+            "schema": "subpane.spec/v1", "run_id": "r", "attempt": 1, "agent": "command",
+            "argv": ["/bin/true"], "cwd": "/", "stdin": "null", "labels": {},
+            "correlation_id": null,
+            "limits": {"timeout_ms": null, "idle_timeout_ms": null, "linger_ms": 0, "grace_ms": 0},
+            "env": {"inherit": true, "set": [], "removed": []}, "task": null,
+            "keep_session": false, "tmux": {"socket": "/tmp/s", "session": "r-1"},
+            "sandbox": {"enabled": false}, "created_at": "2026-12-01T00:00:00.000Z"
+        }))
+        .unwrap();
+        let record = RunRecord {
+            schema: RUN_SCHEMA.into(),
+            run_id: id.clone(),
+            agent: AgentKind::Command,
+            labels: Default::default(),
+            correlation_id: None,
+            group: None,
+            created_at: spec.created_at.clone(),
+            attempts: vec![AttemptRef {
+                attempt: 1,
+                created_at: spec.created_at.clone(),
+            }],
+        };
+        // No run yet: nothing to add to.
+        let second = AttemptSpec {
+            attempt: 2,
+            ..spec.clone()
+        };
+        assert!(matches!(
+            add_attempt(&home, &second, &[], None),
+            Err(CreateError::NoRun(_))
+        ));
+        create_run(&home, &record, &spec, &[], None).unwrap();
+        let p = add_attempt(&home, &second, &[], Some("again")).unwrap();
+        assert!(p.spec().exists() && p.prompt().exists() && p.done_fifo().exists());
+        let rec = read_run(&home, &id).unwrap().unwrap();
+        assert_eq!(
+            rec.attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(),
+            [1, 2]
+        );
+        // The same attempt twice (two retries racing): the second is refused, and the first
+        // attempt's files and the record are untouched.
+        assert!(add_attempt(&home, &second, &[], None).is_err());
+        assert!(p.prompt().exists());
+        assert_eq!(read_run(&home, &id).unwrap().unwrap().attempts.len(), 2);
+    }
 }
