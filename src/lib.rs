@@ -34,6 +34,7 @@ pub mod cli;
 pub mod envelope;
 pub mod exit_code;
 pub mod procs;
+pub mod sandbox;
 pub mod spec;
 pub mod store;
 pub mod supervisor;

@@ -60,6 +60,8 @@ pub fn build(
         tmux,
         sandbox: SandboxInfo {
             enabled: spec.sandbox.enabled,
+            policy: spec.sandbox.enabled.then(|| spec.sandbox.clone()),
+            enforced: facts.sandbox.clone(),
         },
         artifacts,
     }

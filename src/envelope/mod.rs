@@ -175,14 +175,47 @@ pub struct TmuxInfo {
     pub pane_id: Option<String>,
 }
 
-/// The sandbox in force.
+/// The sandbox in force: off, or the policy and what the kernel enforced. `policy` and
+/// `enforced` are present only when the sandbox was asked for (`enforced` is absent when it
+/// could not be set up, with `failure_kind: "sandbox"`).
 ///
 /// ```json
 /// {"enabled": false}
 /// ```
+/// ```json
+/// {"enabled": true,
+///  "policy": {"enabled": true, "network": "none", "writable": ["/src/app"], "read_only": [],
+///             "hidden": [], "env_pass": []},
+///  "enforced": {"landlock_abi": 7, "namespaces": ["user", "mount", "net"], "seccomp": true,
+///               "no_new_privs": true, "partial": []}}
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxInfo {
     pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<crate::spec::SandboxSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enforced: Option<Enforced>,
+}
+
+/// What the kernel enforced for a sandboxed program, reported by the process that entered
+/// the sandbox just before it ran the program.
+///
+/// ```json
+/// {"landlock_abi": 7, "namespaces": ["user", "mount", "net"], "seccomp": true,
+///  "no_new_privs": true, "partial": []}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enforced {
+    /// The Landlock ABI version the rules were enforced with.
+    pub landlock_abi: Option<u32>,
+    /// Namespaces the program runs in: `user`, `mount`, `net`, `pid`.
+    pub namespaces: Vec<String>,
+    /// A seccomp filter is installed.
+    pub seccomp: bool,
+    pub no_new_privs: bool,
+    /// Rules that were only partly enforced, each with why (empty when all held).
+    pub partial: Vec<String>,
 }
 
 /// One file of the attempt directory.

@@ -76,6 +76,12 @@ pub struct WorkerFacts {
     pub pane_lines_skipped: u64,
     pub cleanup: Cleanup,
     pub tmux: TmuxInfo,
+    /// What the sandbox enforced, when the program ran sandboxed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<super::Enforced>,
+    /// Why the sandbox could not be set up (the program did not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_error: Option<String>,
 }
 
 /// `cancel.json`: a cancel request. Written before the worker is signalled, so a worker that

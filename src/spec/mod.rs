@@ -5,6 +5,7 @@
 
 mod duration;
 mod run_id;
+mod sandbox;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError};
+pub use sandbox::{HostPattern, Network, SandboxSpec, valid_host_name};
 
 /// Schema tag of `spec.json`.
 pub const SPEC_SCHEMA: &str = "subpane.spec/v1";
@@ -112,12 +114,6 @@ pub struct TaskSpec {
 pub struct TmuxTarget {
     pub socket: PathBuf,
     pub session: String,
-}
-
-/// The sandbox policy of an attempt (`{"enabled": false}` until the sandbox is asked for).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SandboxSpec {
-    pub enabled: bool,
 }
 
 /// Where the agent's stdin comes from.

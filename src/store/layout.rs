@@ -103,6 +103,10 @@ impl AttemptPaths {
     file!(stderr_log, "stderr.log");
     file!(output, "output.txt");
     file!(prompt, "prompt.txt");
+    // The egress proxy's decisions (sandboxed attempts with `--network allow:…`).
+    file!(network_log, "network.jsonl");
+    // The egress proxy's socket, relayed into the sandbox's network namespace.
+    file!(proxy_socket, "proxy.sock");
     // A FIFO the worker opens and closes right after writing result.json: waiting
     // supervisors hold it open for reading and see the hang-up at once.
     file!(done_fifo, "done.fifo");
@@ -119,4 +123,5 @@ pub const ARTIFACT_FILES: &[(&str, &str)] = &[
     ("stderr", "stderr.log"),
     ("output", "output.txt"),
     ("worker", "worker.json"),
+    ("network", "network.jsonl"),
 ];

@@ -1,0 +1,75 @@
+//! The kernel sandbox of an attempt's program (`run --sandbox`).
+//!
+//! ```text
+//!  worker (outside, unsandboxed)                       program's side
+//!  ─────────────────────────────                       ──────────────
+//!  [allow:] egress proxy thread ◄─ <attempt>/proxy.sock ◄─ relay 127.0.0.1:3128 (in the netns)
+//!     │ network.jsonl                                       ▲ HTTP(S)_PROXY, ALL_PROXY
+//!  spawn `subpane __sandbox --policy spec.json --report-fd 3 -- PROGRAM ARGS…`
+//!                                   │ unshare user+mount[+net] namespaces
+//!                                   │ mounts: private /tmp, hidden paths, read-only git hooks
+//!                                   │ [allow:] start the relay
+//!                                   │ Landlock (files, scopes), no_new_privs, seccomp
+//!                                   │ report {"enforced": …} on fd 3, then exec
+//!                                   ▼
+//!                                 PROGRAM  (fd 3 closes on exec: the worker knows it ran)
+//! ```
+//!
+//! The sandbox applies to the program only: the worker, the pane and tmux stay outside. It
+//! fails closed: if any part cannot be set up, the helper reports a [`SandboxFailure`] on the
+//! report fd and exits [`EXIT_SANDBOX_FAILED`] without running the program, and the attempt
+//! ends with `failure_kind: "sandbox"`.
+//!
+//! Common pitfalls:
+//! * Landlock rules only add rights: a read-only hole in a writable tree (`.git/hooks`) needs
+//!   a read-only bind mount, and a hidden path needs a mount over it.
+//! * Landlock (up to ABI 7) cannot refuse connecting to a pathname Unix socket: the tmux
+//!   server's socket is hidden by the mount namespace instead.
+//! * Claude Code opens a Unix socket under `/tmp`: hide, do not refuse `AF_UNIX`.
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::envelope::Enforced;
+
+/// The exit code of the sandbox helper when the sandbox could not be set up.
+pub const EXIT_SANDBOX_FAILED: i32 = 125;
+
+/// The loopback port inside the attempt's network namespace where the relay to the egress
+/// proxy listens (the namespace is private, so any port is free).
+pub const PROXY_PORT: u16 = 3128;
+
+/// Why the sandbox could not be set up. Sent as JSON to the worker, which records it in the
+/// envelope (`failure_kind: "sandbox"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum SandboxFailure {
+    /// A namespace could not be created (e.g. unprivileged user namespaces are off).
+    #[error(
+        "the sandbox needs {namespace} namespaces, which this kernel refused ({errno}); enable unprivileged user namespaces (e.g. sysctl kernel.unprivileged_userns_clone=1, or the AppArmor restriction on Ubuntu)"
+    )]
+    Namespace { namespace: String, errno: String },
+    /// Landlock is missing or too old for a rule that was asked for.
+    #[error("the sandbox needs Landlock: {why}")]
+    Landlock { why: String },
+    #[error("the sandbox could not install its seccomp filter: {why}")]
+    Seccomp { why: String },
+    #[error("the sandbox could not set up its file system view ({path}): {why}")]
+    Mount { path: String, why: String },
+    #[error("the sandbox could not set up the network ({why})")]
+    Network { why: String },
+    #[error("the sandbox policy could not be read: {why}")]
+    Policy { why: String },
+    /// Everything was in place, but the program could not be executed.
+    #[error("cannot start {program}: {why}")]
+    Exec { program: String, why: String },
+}
+
+/// One line the helper writes on its report fd.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Report {
+    /// Written just before exec.
+    Enforced(Enforced),
+    /// Written instead of exec (or after an exec that failed).
+    Failed(SandboxFailure),
+}

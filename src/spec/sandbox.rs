@@ -1,0 +1,291 @@
+//! The sandbox policy of an attempt, as recorded in `spec.json`, and the network patterns.
+//!
+//! Pure: the plan resolves every path before the policy is written, so the process that
+//! enters the sandbox applies it without deciding anything.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// What the program may reach over the network.
+///
+/// ```json
+/// "none"
+/// ```
+/// ```json
+/// {"allow": ["api.anthropic.com", "*.openai.com", "127.0.0.1"]}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// A private network namespace with only its own loopback.
+    #[default]
+    None,
+    /// The host's network, unchanged.
+    Full,
+    /// Only these hosts, through subpane's egress proxy.
+    Allow(Vec<HostPattern>),
+}
+
+impl Network {
+    /// Parses `none`, `full` or `allow:PATTERN,…` (the value of `--network`).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "none" => Ok(Network::None),
+            "full" => Ok(Network::Full),
+            _ => {
+                let Some(list) = s.strip_prefix("allow:") else {
+                    return Err(format!(
+                        "--network `{s}` is not a policy: use none, full or allow:HOST,…"
+                    ));
+                };
+                let pats = list
+                    .split(',')
+                    .map(HostPattern::parse)
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Network::Allow(pats))
+            }
+        }
+    }
+
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Network::None => "none",
+            Network::Full => "full",
+            Network::Allow(_) => "allow",
+        }
+    }
+}
+
+/// One allowed host: a name, `*.name` (any name below it, not the name itself), or an IP
+/// literal.
+///
+/// ```json
+/// "*.example.com"
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum HostPattern {
+    Name(String),
+    /// `*.suffix`: names ending in `.suffix`.
+    Below(String),
+    Ip(IpAddr),
+}
+
+impl From<HostPattern> for String {
+    fn from(p: HostPattern) -> Self {
+        match p {
+            HostPattern::Name(n) => n,
+            HostPattern::Below(s) => format!("*.{s}"),
+            HostPattern::Ip(ip) => ip.to_string(),
+        }
+    }
+}
+
+impl TryFrom<String> for HostPattern {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        HostPattern::parse(&s)
+    }
+}
+
+/// A host name as DNS spells it: labels of letters, digits and `-` (not at either end),
+/// 1-63 bytes each, 253 in all. Case is folded by the caller.
+pub fn valid_host_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+}
+
+impl HostPattern {
+    /// Parses one pattern. URLs, ports, `*`, wildcards over a public suffix (`*.com`,
+    /// `*.co.uk`), empty patterns and anything with spaces or odd bytes are refused with the
+    /// reason.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let why = |w: &str| Err(format!("--network pattern `{raw}` {w}"));
+        if raw.is_empty() {
+            return why("is empty: name a host, like api.example.com");
+        }
+        if raw.contains("://") || raw.contains('/') {
+            return why("is a URL: give the host name alone, like api.example.com");
+        }
+        if raw
+            .bytes()
+            .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+        {
+            return why("holds a space or a control character");
+        }
+        let bare = raw.strip_prefix('[').and_then(|r| r.strip_suffix(']'));
+        if let Ok(ip) = bare.unwrap_or(raw).parse::<IpAddr>() {
+            return Ok(HostPattern::Ip(ip));
+        }
+        if raw.contains(':') {
+            return why(
+                "has a port: every port of an allowed host is allowed, so give the host alone",
+            );
+        }
+        let lower = raw.to_ascii_lowercase();
+        if lower == "*" {
+            return why("allows every host: use --network full for that");
+        }
+        if let Some(suffix) = lower.strip_prefix("*.") {
+            if !valid_host_name(suffix) {
+                return why("is not a host name: use letters, digits, `-` and `.`");
+            }
+            if !suffix.contains('.') || is_public_suffix(suffix) {
+                return why(&format!(
+                    "allows every name under the public suffix `{suffix}`: name a domain, like *.example.com"
+                ));
+            }
+            return Ok(HostPattern::Below(suffix.to_owned()));
+        }
+        if lower.contains('*') {
+            return why("has a `*` that is not a leading `*.`: only *.example.com is allowed");
+        }
+        let name = lower.strip_suffix('.').unwrap_or(&lower);
+        if !valid_host_name(name) {
+            return why("is not a host name: use letters, digits, `-` and `.`");
+        }
+        Ok(HostPattern::Name(name.to_owned()))
+    }
+
+    /// Whether `host` (a name already checked with [`valid_host_name`] and lower case, or an
+    /// IP literal) is allowed by this pattern.
+    pub fn matches(&self, host: &str) -> bool {
+        match self {
+            HostPattern::Name(n) => host == n,
+            HostPattern::Below(s) => host
+                .strip_suffix(s.as_str())
+                .is_some_and(|head| head.len() > 1 && head.ends_with('.')),
+            HostPattern::Ip(ip) => {
+                let bare = host
+                    .strip_prefix('[')
+                    .and_then(|h| h.strip_suffix(']'))
+                    .unwrap_or(host);
+                bare.parse::<IpAddr>().is_ok_and(|h| h == *ip)
+            }
+        }
+    }
+
+    /// Whether the user named this address or `localhost` outright: only then may a name
+    /// resolve to a loopback or private address.
+    pub fn names_local(&self) -> bool {
+        match self {
+            HostPattern::Ip(_) => true,
+            HostPattern::Name(n) => n == "localhost",
+            HostPattern::Below(_) => false,
+        }
+    }
+}
+
+/// Whether `name` is itself a public suffix (`com`, `co.uk`, `github.io`).
+fn is_public_suffix(name: &str) -> bool {
+    psl::suffix(name.as_bytes()).is_some_and(|s| s.as_bytes() == name.as_bytes())
+}
+
+/// The sandbox policy of an attempt (`{"enabled": false}` without `--sandbox`). Paths are
+/// absolute and resolved by the plan.
+///
+/// ```json
+/// {"enabled": true, "network": "none", "writable": ["/src/app", "/h/runs/r/attempts/1"],
+///  "read_only": ["/src/app/.git/hooks", "/src/app/.git/config"], "hidden": ["/tmp/tmux-0"],
+///  "env_pass": ["GITHUB_TOKEN"]}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SandboxSpec {
+    pub enabled: bool,
+    pub network: Network,
+    /// Trees the program may write (the workspace, the attempt directory, `--writable`).
+    pub writable: Vec<PathBuf>,
+    /// Paths inside writable trees that stay read-only (git hooks and config).
+    pub read_only: Vec<PathBuf>,
+    /// Paths the program cannot see at all (`--hide`, the tmux server's socket).
+    pub hidden: Vec<PathBuf>,
+    /// Names of variables passed on from the caller's environment (`--env-pass`).
+    pub env_pass: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_that_name_hosts_are_taken() {
+        assert_eq!(
+            HostPattern::parse("API.Example.com").unwrap(),
+            HostPattern::Name("api.example.com".into())
+        );
+        assert_eq!(
+            HostPattern::parse("*.example.com").unwrap(),
+            HostPattern::Below("example.com".into())
+        );
+        assert_eq!(
+            HostPattern::parse("127.0.0.1").unwrap(),
+            HostPattern::Ip("127.0.0.1".parse().unwrap())
+        );
+        assert_eq!(
+            HostPattern::parse("[::1]").unwrap(),
+            HostPattern::Ip("::1".parse().unwrap())
+        );
+        assert!(HostPattern::parse("localhost").unwrap().names_local());
+    }
+
+    #[test]
+    fn over_broad_or_odd_patterns_are_refused_with_the_reason() {
+        for (raw, says) in [
+            ("", "is empty"),
+            ("https://api.example.com", "is a URL"),
+            ("api.example.com/v1", "is a URL"),
+            ("api.example.com:443", "has a port"),
+            ("*", "every host"),
+            ("*.com", "public suffix `com`"),
+            ("*.co.uk", "public suffix `co.uk`"),
+            ("*.github.io", "public suffix"),
+            ("a b.com", "space"),
+            ("a\0b.com", "control character"),
+            ("exa*mple.com", "leading `*.`"),
+            ("-bad.com", "not a host name"),
+            ("bad_name.com", "not a host name"),
+        ] {
+            let e = HostPattern::parse(raw).unwrap_err();
+            assert!(e.contains(says), "{raw:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn matching_is_exact_or_strictly_below() {
+        let p = HostPattern::parse("*.example.com").unwrap();
+        assert!(p.matches("a.example.com") && p.matches("a.b.example.com"));
+        assert!(!p.matches("example.com") && !p.matches("badexample.com"));
+        assert!(!p.matches(".example.com"));
+        let n = HostPattern::parse("example.com").unwrap();
+        assert!(n.matches("example.com") && !n.matches("a.example.com"));
+        let ip = HostPattern::parse("::1").unwrap();
+        assert!(ip.matches("[::1]") && ip.matches("::1") && !ip.matches("::2"));
+    }
+
+    #[test]
+    fn network_policies_parse_and_round_trip() {
+        assert_eq!(Network::parse("none").unwrap(), Network::None);
+        assert_eq!(Network::parse("full").unwrap(), Network::Full);
+        let a = Network::parse("allow:api.example.com,127.0.0.1").unwrap();
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(json, r#"{"allow":["api.example.com","127.0.0.1"]}"#);
+        assert_eq!(serde_json::from_str::<Network>(&json).unwrap(), a);
+        assert!(Network::parse("allow:").unwrap_err().contains("is empty"));
+        assert!(Network::parse("some").unwrap_err().contains("not a policy"));
+        // A record with a bad pattern is refused when read, not trusted.
+        assert!(serde_json::from_str::<Network>(r#"{"allow":["*"]}"#).is_err());
+        // Old records (enabled only) still read.
+        let s: SandboxSpec = serde_json::from_str(r#"{"enabled": false}"#).unwrap();
+        assert_eq!(s, SandboxSpec::default());
+    }
+}
