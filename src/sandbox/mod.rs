@@ -27,6 +27,9 @@
 //!   server's socket is hidden by the mount namespace instead.
 //! * Claude Code opens a Unix socket under `/tmp`: hide, do not refuse `AF_UNIX`.
 
+pub mod proxy;
+pub mod relay;
+
 use serde::{Deserialize, Serialize};
 
 pub use crate::envelope::Enforced;
