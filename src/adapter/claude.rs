@@ -29,8 +29,8 @@ use super::common::{
     stdin_for, summarize_args, u64_at, usage_info,
 };
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, StreamParser,
-    mentions_context_overflow,
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds,
+    StreamParser, mentions_context_overflow,
 };
 use crate::envelope::{Output, Usage};
 use crate::spec::{AgentKind, TaskSpec};
@@ -85,6 +85,12 @@ impl Adapter for ClaudeAdapter {
     }
     fn expects_terminal_event(&self) -> bool {
         true
+    }
+    fn sandbox_needs(&self) -> SandboxNeeds {
+        SandboxNeeds {
+            env: &["ANTHROPIC_*", "CLAUDE_*", "DISABLE_*"],
+            state_dir: Some(("CLAUDE_CONFIG_DIR", ".claude")),
+        }
     }
 }
 

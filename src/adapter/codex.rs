@@ -33,8 +33,8 @@ use super::common::{
     summarize_args, toml_string, u64_at, usage_info,
 };
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, StreamParser,
-    mentions_context_overflow,
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds,
+    StreamParser, mentions_context_overflow,
 };
 use crate::envelope::{Output, Usage};
 use crate::spec::{AgentKind, TaskSpec};
@@ -118,6 +118,12 @@ impl Adapter for CodexAdapter {
     }
     fn expects_terminal_event(&self) -> bool {
         true
+    }
+    fn sandbox_needs(&self) -> SandboxNeeds {
+        SandboxNeeds {
+            env: &["OPENAI_*", "CODEX_*"],
+            state_dir: Some(("CODEX_HOME", ".codex")),
+        }
     }
 }
 

@@ -160,6 +160,42 @@ pub trait Adapter: Sync {
     fn parser(&self) -> Box<dyn StreamParser>;
     /// Whether a clean run must show a terminal event.
     fn expects_terminal_event(&self) -> bool;
+    /// What the CLI needs inside a sandbox besides [`BASE_ENV`].
+    fn sandbox_needs(&self) -> SandboxNeeds {
+        SandboxNeeds::default()
+    }
+}
+
+/// Variables every sandboxed program keeps (a trailing `*` is a prefix).
+pub const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+    "TERM",
+    "COLORTERM",
+    "LANG",
+    "LC_*",
+    "TZ",
+    "NO_COLOR",
+];
+
+/// What an agent CLI needs inside a sandbox.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SandboxNeeds {
+    /// Variables it reads: its API keys and configuration (a trailing `*` is a prefix).
+    pub env: &'static [&'static str],
+    /// Its own state directory, which it writes: `(variable, default under $HOME)`.
+    pub state_dir: Option<(&'static str, &'static str)>,
+}
+
+/// Whether `name` is kept by a list of names and `PREFIX*` patterns.
+pub fn env_allowed(list: &[&str], name: &str) -> bool {
+    list.iter().any(|p| match p.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => *p == name,
+    })
 }
 
 /// The adapter of a kind.

@@ -30,8 +30,8 @@ use super::common::{
     not_an_event, one_line, peek, stdin_for, summarize_args, u64_at, usage_info,
 };
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, StreamParser,
-    mentions_context_overflow,
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, SandboxNeeds,
+    StreamParser, mentions_context_overflow,
 };
 use crate::envelope::{Output, Usage};
 use crate::spec::{AgentKind, TaskSpec};
@@ -91,6 +91,25 @@ impl Adapter for PiAdapter {
     }
     fn expects_terminal_event(&self) -> bool {
         true
+    }
+    fn sandbox_needs(&self) -> SandboxNeeds {
+        SandboxNeeds {
+            // pi talks to many providers; their keys and base URLs.
+            env: &[
+                "PI_*",
+                "OPENAI_*",
+                "ANTHROPIC_*",
+                "GEMINI_*",
+                "GOOGLE_*",
+                "GROQ_*",
+                "MISTRAL_*",
+                "XAI_*",
+                "OPENROUTER_*",
+                "CEREBRAS_*",
+                "DEEPSEEK_*",
+            ],
+            state_dir: Some(("PI_CODING_AGENT_DIR", ".pi/agent")),
+        }
     }
 }
 

@@ -63,6 +63,9 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
         CreateError::Store(s) => Error::invalid(format!("nothing was started: {s}")),
     })?;
     let mut warnings = Vec::new();
+    if spec.sandbox.enabled {
+        prepare_sandbox(&spec, &mut warnings);
+    }
     let spawn_failed = start_pane(home, &paths, &spec, &mut warnings)?.map(Box::new);
     Ok(Started {
         paths,
@@ -70,6 +73,24 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
         spawn_failed,
         warnings,
     })
+}
+
+/// Makes the paths the sandbox policy names exist, so they can be ruled on: an agent's state
+/// directory that it would create on first use, and an empty `.git/hooks` (a hooks directory
+/// created later inside the writable workspace would not be read-only).
+fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
+    let hooks = spec
+        .sandbox
+        .read_only
+        .iter()
+        .filter(|p| p.file_name().is_some_and(|n| n == "hooks"));
+    for dir in spec.sandbox.writable.iter().chain(hooks) {
+        if !dir.exists() {
+            if let Err(e) = std::fs::create_dir_all(dir) {
+                warnings.push(format!("cannot create {}: {e}", dir.display()));
+            }
+        }
+    }
 }
 
 /// Writes the private server's config if it is missing or different.

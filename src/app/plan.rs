@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use super::{Error, RunRequest};
-use crate::adapter::{ArgvContext, adapter_for};
+use crate::adapter::{ArgvContext, BASE_ENV, adapter_for, env_allowed};
 use crate::spec::{
-    AgentKind, AttemptRef, AttemptSpec, EnvSpec, Limits, RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA,
-    SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis, parse_duration, parse_positive_duration,
+    AgentKind, AttemptRef, AttemptSpec, EnvSpec, Limits, Network, RUN_SCHEMA, RunId, RunRecord,
+    SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis, parse_duration,
+    parse_positive_duration,
 };
 use crate::store::Home;
 use crate::tmux;
@@ -187,33 +188,166 @@ fn limits(req: &RunRequest) -> Result<Limits, Error> {
     })
 }
 
-/// The program's environment: the caller's, minus tmux's variables, plus `env`.
+/// The proxy as the sandboxed program reaches it (the relay in its network namespace).
+fn proxy_url() -> String {
+    format!("http://127.0.0.1:{}", crate::sandbox::PROXY_PORT)
+}
+
+/// The program's environment: the caller's minus tmux's variables (in a sandbox: only what
+/// the adapter needs and `env_pass`), plus `env`, plus what the sandbox sets.
 fn environment(
     req: &RunRequest,
     sys: &dyn System,
+    agent: AgentKind,
+    network: &Network,
 ) -> Result<(Vec<(OsString, OsString)>, EnvSpec), Error> {
-    let mut env: Vec<(OsString, OsString)> = sys
-        .vars()
-        .into_iter()
-        .filter(|(k, _)| !REMOVED_VARS.iter().any(|r| k.as_bytes() == r.as_bytes()))
-        .collect();
+    for name in &req.env_pass {
+        if !valid_env_name(name) {
+            return Err(Error::invalid(format!(
+                "--env-pass name `{name}` is not a valid variable name"
+            )));
+        }
+    }
+    let needs = adapter_for(agent).sandbox_needs();
+    let keep = |k: &OsStr| -> bool {
+        let Some(k) = k.to_str() else { return false };
+        if REMOVED_VARS.contains(&k) {
+            return false;
+        }
+        !req.sandbox
+            || env_allowed(BASE_ENV, k)
+            || env_allowed(needs.env, k)
+            || req.env_pass.iter().any(|p| p == k)
+    };
+    let mut env: Vec<(OsString, OsString)> =
+        sys.vars().into_iter().filter(|(k, _)| keep(k)).collect();
+    let mut passed: Vec<String> = Vec::new();
+    if req.sandbox {
+        passed = env
+            .iter()
+            .filter_map(|(k, _)| k.to_str().map(str::to_owned))
+            .collect();
+        passed.sort();
+    }
     let mut set = Vec::new();
+    let mut put = |env: &mut Vec<(OsString, OsString)>, k: &str, v: &str| {
+        env.retain(|(ek, _)| ek.as_bytes() != k.as_bytes());
+        env.push((k.into(), v.into()));
+        if !set.iter().any(|s| s == k) {
+            set.push(k.to_owned());
+        }
+    };
+    if req.sandbox {
+        // The private /tmp of the sandbox.
+        put(&mut env, "TMPDIR", "/tmp");
+        if matches!(network, Network::Allow(_)) {
+            let url = proxy_url();
+            for k in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+            ] {
+                put(&mut env, k, &url);
+            }
+            // Node honours the variables only when asked to.
+            put(&mut env, "NODE_USE_ENV_PROXY", "1");
+        }
+    }
     for (k, v) in &req.env {
         if !valid_env_name(k) {
             return Err(Error::invalid(format!(
                 "--env name `{k}` is not a valid variable name"
             )));
         }
-        env.retain(|(ek, _)| ek.as_bytes() != k.as_bytes());
-        env.push((k.into(), v.into()));
-        set.push(k.clone());
+        put(&mut env, k, v);
     }
     let spec = EnvSpec {
-        inherit: true,
+        inherit: !req.sandbox,
         set,
         removed: REMOVED_VARS.iter().map(|s| (*s).to_owned()).collect(),
+        passed,
     };
     Ok((env, spec))
+}
+
+/// The sandbox policy, every path resolved. Sandbox flags without `--sandbox` are refused.
+fn sandbox_policy(
+    req: &RunRequest,
+    sys: &dyn System,
+    ctx: &PolicyContext<'_>,
+    network: Network,
+) -> Result<SandboxSpec, Error> {
+    if !req.sandbox {
+        let given = [
+            ("--network", req.network.is_some()),
+            ("--writable", !req.writable.is_empty()),
+            ("--hide", !req.hide.is_empty()),
+            ("--env-pass", !req.env_pass.is_empty()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(Error::invalid(format!(
+                "{flag} is a sandbox setting: add --sandbox to run sandboxed"
+            )));
+        }
+        return Ok(SandboxSpec::default());
+    }
+    let resolve = |flag: &str, p: &Path| -> Result<PathBuf, Error> {
+        let abs = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            ctx.caller_dir.join(p)
+        };
+        sys.canonicalize(&abs)
+            .map_err(|e| Error::invalid(format!("{flag} `{}` cannot be used: {e}", p.display())))
+    };
+    let mut writable = vec![ctx.cwd.to_path_buf(), ctx.attempt_dir.to_path_buf()];
+    writable.extend(ctx.agent_dirs.iter().cloned());
+    for w in &req.writable {
+        writable.push(resolve("--writable", w)?);
+    }
+    let mut hidden = Vec::new();
+    for h in &req.hide {
+        hidden.push(resolve("--hide", h)?);
+    }
+    // The tmux server would run anything asked of it, outside the sandbox.
+    hidden.push(ctx.tmux_socket.to_path_buf());
+    // A hook or a config written in the workspace's repository would run outside the
+    // sandbox on the user's next git command.
+    let mut read_only = Vec::new();
+    let git = ctx.cwd.join(".git");
+    if sys.is_dir(&git) {
+        for p in [git.join("hooks"), git.join("config")] {
+            if !req
+                .writable
+                .iter()
+                .any(|w| resolve("--writable", w).ok().as_ref() == Some(&p))
+            {
+                read_only.push(p);
+            }
+        }
+    }
+    writable.dedup();
+    Ok(SandboxSpec {
+        enabled: true,
+        network,
+        writable,
+        read_only,
+        hidden,
+        env_pass: req.env_pass.clone(),
+    })
+}
+
+/// What the sandbox policy is made from, besides the request.
+struct PolicyContext<'a> {
+    caller_dir: &'a Path,
+    cwd: &'a Path,
+    attempt_dir: &'a Path,
+    tmux_socket: &'a Path,
+    /// State directories of the agent CLI (it writes them).
+    agent_dirs: Vec<PathBuf>,
 }
 
 /// What runs: the adapter, the argv, the task.
@@ -382,12 +516,20 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
             return Err(Error::invalid("--label needs a name: KEY=VALUE"));
         }
     }
-    let caller_path = sys
-        .vars()
-        .into_iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v);
-    let (env, env_spec) = environment(req, sys)?;
+    let caller_vars = sys.vars();
+    let caller_var = |name: &str| {
+        caller_vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let caller_path = caller_var("PATH");
+    let network = match &req.network {
+        Some(n) if req.sandbox => Network::parse(n).map_err(Error::invalid)?,
+        _ => Network::None,
+    };
+    let agent_kind = req.agent.unwrap_or(AgentKind::Command);
+    let (env, env_spec) = environment(req, sys, agent_kind, &network)?;
     let path_var = env
         .iter()
         .find(|(k, _)| k == "PATH")
@@ -415,6 +557,34 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         None => (argv, Stdin::Null),
     };
     check_exec_size(&argv, &env, sys.arg_max())?;
+    let socket = sys.tmux_socket();
+    let mut agent_dirs = Vec::new();
+    if req.sandbox && task.is_some() {
+        if agent == AgentKind::Pi {
+            agent_dirs.push(home.sessions_dir(agent.as_str()));
+        }
+        if let Some((var, default)) = adapter_for(agent).sandbox_needs().state_dir {
+            let dir = env
+                .iter()
+                .find(|(k, _)| k == var)
+                .map(|(_, v)| PathBuf::from(v))
+                .or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(default)));
+            agent_dirs.extend(dir);
+        }
+    }
+    let caller_dir = sys.current_dir().unwrap_or_else(|_| cwd.clone());
+    let sandbox = sandbox_policy(
+        req,
+        sys,
+        &PolicyContext {
+            caller_dir: &caller_dir,
+            cwd: &cwd,
+            attempt_dir: paths.dir(),
+            tmux_socket: &socket,
+            agent_dirs,
+        },
+        network,
+    )?;
     let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
     let spec = AttemptSpec {
         schema: SPEC_SCHEMA.to_owned(),
@@ -431,10 +601,10 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         task: task.clone(),
         keep_session: req.keep_session,
         tmux: TmuxTarget {
-            socket: sys.tmux_socket(),
+            socket,
             session: tmux::session_name(run_id.as_str(), attempt),
         },
-        sandbox: SandboxSpec::default(),
+        sandbox,
         created_at: created_at.clone(),
     };
     let record = RunRecord {
@@ -772,5 +942,181 @@ mod tests {
             ..RunRequest::default()
         };
         assert!(plan(&req, &home(), &sys).is_ok());
+    }
+
+    fn sandboxed(argv: &[&str]) -> RunRequest {
+        RunRequest {
+            sandbox: true,
+            ..cmd(argv)
+        }
+    }
+
+    #[test]
+    fn sandbox_settings_need_the_sandbox() {
+        let sys = Fake::new();
+        for (req, flag) in [
+            (
+                RunRequest {
+                    network: Some("none".into()),
+                    ..cmd(&["make"])
+                },
+                "--network",
+            ),
+            (
+                RunRequest {
+                    writable: vec!["/src".into()],
+                    ..cmd(&["make"])
+                },
+                "--writable",
+            ),
+            (
+                RunRequest {
+                    hide: vec!["/src".into()],
+                    ..cmd(&["make"])
+                },
+                "--hide",
+            ),
+            (
+                RunRequest {
+                    env_pass: vec!["X".into()],
+                    ..cmd(&["make"])
+                },
+                "--env-pass",
+            ),
+        ] {
+            let m = refused(&req, &sys);
+            assert!(m.contains(flag) && m.contains("add --sandbox"), "{m}");
+        }
+    }
+
+    #[test]
+    fn network_patterns_are_checked_before_anything_starts() {
+        let sys = Fake::new();
+        for (policy, says) in [
+            ("allow:*", "every host"),
+            ("allow:*.com", "public suffix"),
+            ("allow:https://x.example.com", "is a URL"),
+            ("allow:x.example.com:443", "has a port"),
+            ("allow:", "is empty"),
+            ("everything", "not a policy"),
+        ] {
+            let req = RunRequest {
+                network: Some(policy.into()),
+                ..sandboxed(&["make"])
+            };
+            let m = refused(&req, &sys);
+            assert!(m.contains(says), "{policy}: {m}");
+        }
+    }
+
+    #[test]
+    fn a_sandboxed_program_gets_only_the_variables_it_needs() {
+        let mut sys = Fake::new();
+        sys.vars.push(("SECRET".into(), "s3".into()));
+        sys.vars.push(("GITHUB_TOKEN".into(), "gh".into()));
+        sys.vars.push(("LC_ALL".into(), "C.UTF-8".into()));
+        let mut req = sandboxed(&["make"]);
+        req.env_pass = vec!["GITHUB_TOKEN".into()];
+        req.env.insert("MODE".into(), "ci".into());
+        let p = plan(&req, &home(), &sys).unwrap();
+        let names: Vec<&str> = p.env.iter().filter_map(|(k, _)| k.to_str()).collect();
+        for want in ["PATH", "HOME", "LC_ALL", "GITHUB_TOKEN", "MODE", "TMPDIR"] {
+            assert!(names.contains(&want), "{want} missing from {names:?}");
+        }
+        for gone in ["SECRET", "TMUX", "HTTP_PROXY"] {
+            assert!(!names.contains(&gone), "{gone} passed: {names:?}");
+        }
+        assert!(!p.spec.env.inherit);
+        assert_eq!(
+            p.spec.env.passed,
+            ["GITHUB_TOKEN", "HOME", "LC_ALL", "PATH"]
+        );
+        assert_eq!(p.spec.env.set, ["TMPDIR", "MODE"]);
+        // With an allow list the proxy is announced the usual ways.
+        req.network = Some("allow:api.example.com,127.0.0.1".into());
+        let p = plan(&req, &home(), &sys).unwrap();
+        let url = format!("http://127.0.0.1:{}", crate::sandbox::PROXY_PORT);
+        for k in ["HTTP_PROXY", "https_proxy", "ALL_PROXY"] {
+            assert!(p.env.contains(&(k.into(), url.clone().into())), "{k}");
+        }
+        assert!(p.env.contains(&("NODE_USE_ENV_PROXY".into(), "1".into())));
+        let records = serde_json::to_string(&p.spec).unwrap();
+        assert!(!records.contains("\"gh\""), "{records}");
+        assert!(!records.contains("s3"), "{records}");
+        // An agent keeps its own keys and configuration.
+        sys.on_path
+            .insert("claude".into(), "/usr/bin/claude".into());
+        sys.vars.push(("ANTHROPIC_API_KEY".into(), "k".into()));
+        sys.vars.push(("OPENAI_API_KEY".into(), "o".into()));
+        let req = RunRequest {
+            agent: Some(AgentKind::Claude),
+            task: Some("hi".into()),
+            sandbox: true,
+            ..RunRequest::default()
+        };
+        let p = plan(&req, &home(), &sys).unwrap();
+        let names: Vec<&str> = p.env.iter().filter_map(|(k, _)| k.to_str()).collect();
+        assert!(names.contains(&"ANTHROPIC_API_KEY") && !names.contains(&"OPENAI_API_KEY"));
+        // Claude's state directory (default under HOME) is writable.
+        assert!(
+            p.spec
+                .sandbox
+                .writable
+                .contains(&PathBuf::from("/root/.claude"))
+        );
+        let bad = RunRequest {
+            env_pass: vec!["A-B".into()],
+            ..sandboxed(&["make"])
+        };
+        assert!(refused(&bad, &sys).contains("--env-pass name `A-B`"));
+    }
+
+    #[test]
+    fn the_policy_names_every_path_resolved() {
+        let mut sys = Fake::new();
+        sys.dirs.push("/work/.git".into());
+        sys.dirs.push("/data".into());
+        sys.files.insert("/work/secret.txt".into(), String::new());
+        let req = RunRequest {
+            writable: vec!["/data".into()],
+            hide: vec!["secret.txt".into()],
+            ..sandboxed(&["make"])
+        };
+        let p = plan(&req, &home(), &sys).unwrap();
+        let sb = &p.spec.sandbox;
+        assert!(sb.enabled);
+        assert_eq!(sb.network, Network::None);
+        assert_eq!(
+            sb.writable,
+            [
+                PathBuf::from("/work"),
+                PathBuf::from("/h/runs/generated-1/attempts/1"),
+                PathBuf::from("/data")
+            ]
+        );
+        assert_eq!(
+            sb.hidden,
+            [
+                PathBuf::from("/work/secret.txt"),
+                PathBuf::from("/tmp/tmux-0/subpane")
+            ]
+        );
+        assert_eq!(
+            sb.read_only,
+            [
+                PathBuf::from("/work/.git/hooks"),
+                PathBuf::from("/work/.git/config")
+            ]
+        );
+        // Paths that do not exist are refused, not ignored.
+        let req = RunRequest {
+            hide: vec!["/nope".into()],
+            ..sandboxed(&["make"])
+        };
+        assert!(refused(&req, &sys).contains("--hide `/nope` cannot be used"));
+        // Without --sandbox the policy is off and the environment inherited.
+        let p = plan(&cmd(&["make"]), &home(), &sys).unwrap();
+        assert_eq!(p.spec.sandbox, SandboxSpec::default());
+        assert!(p.spec.env.inherit && p.spec.env.passed.is_empty());
     }
 }

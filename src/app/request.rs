@@ -54,6 +54,16 @@ pub struct RunRequest {
     /// Variables set for the program (values are never recorded).
     pub env: BTreeMap<String, String>,
     pub keep_session: bool,
+    /// Run the program in the kernel sandbox.
+    pub sandbox: bool,
+    /// `none` (the default when sandboxed), `full`, or `allow:HOST,…`.
+    pub network: Option<String>,
+    /// More trees the sandboxed program may write.
+    pub writable: Vec<PathBuf>,
+    /// Paths the sandboxed program cannot see.
+    pub hide: Vec<PathBuf>,
+    /// Variables passed on from the caller's environment into the sandbox.
+    pub env_pass: Vec<String>,
 }
 
 impl std::fmt::Debug for RunRequest {
@@ -70,6 +80,8 @@ impl std::fmt::Debug for RunRequest {
             .field("timeout", &self.timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("sandbox", &self.sandbox)
+            .field("network", &self.network)
             .finish_non_exhaustive()
     }
 }

@@ -27,7 +27,8 @@ Examples:
   subpane run -- make test
   subpane run --json --timeout 10m --cwd ~/src/app -- cargo build
   subpane run --detach --run-id review-1 --agent claude --task @task.md
-  subpane run --agent pi --model openai/gpt-5 --tools read,bash --task 'fix the failing test'")]
+  subpane run --agent pi --model openai/gpt-5 --tools read,bash --task 'fix the failing test'
+  subpane run --sandbox --network allow:api.anthropic.com --agent claude --task @task.md")]
 pub struct RunArgs {
     /// The agent CLI to run (or give a program after `--`)
     #[arg(long, value_enum, requires = "task")]
@@ -86,6 +87,25 @@ pub struct RunArgs {
     /// Keep the tmux session after the attempt ends, to read the pane (`subpane gc` removes it)
     #[arg(long)]
     pub keep_session: bool,
+    /// Run the program in a kernel sandbox: it writes only its workspace (--cwd), its attempt
+    /// directory, a private /tmp and --writable paths; no network unless --network says so
+    #[arg(long, help_heading = "Sandbox")]
+    pub sandbox: bool,
+    /// Network of a sandboxed program: none (its own loopback only), full, or
+    /// allow:HOST,… (host names, IP literals or *.example.com, through subpane's egress proxy)
+    #[arg(long, value_name = "POLICY", help_heading = "Sandbox")]
+    pub network: Option<String>,
+    /// Also let the sandboxed program write this file or tree (repeatable)
+    #[arg(long, value_name = "PATH", help_heading = "Sandbox")]
+    pub writable: Vec<PathBuf>,
+    /// Hide this file or tree from the sandboxed program (repeatable)
+    #[arg(long, value_name = "PATH", help_heading = "Sandbox")]
+    pub hide: Vec<PathBuf>,
+    /// Pass this variable from your environment into the sandbox (repeatable); a sandboxed
+    /// program gets only what its agent needs (PATH, HOME, TERM, LANG, its API keys) plus these
+    /// and --env
+    #[arg(long, value_name = "NAME", help_heading = "Sandbox")]
+    pub env_pass: Vec<String>,
     /// The program and its arguments (after `--`)
     #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<OsString>,
@@ -134,6 +154,11 @@ impl RunArgs {
             grace: Some(self.grace.clone()),
             env,
             keep_session: self.keep_session,
+            sandbox: self.sandbox,
+            network: self.network.clone(),
+            writable: self.writable.clone(),
+            hide: self.hide.clone(),
+            env_pass: self.env_pass.clone(),
         })
     }
 }

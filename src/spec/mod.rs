@@ -77,16 +77,21 @@ impl Default for Limits {
 /// The agent's environment, by name only: values never reach a record.
 ///
 /// ```json
-/// {"inherit": true, "set": ["API_BASE"], "removed": ["TMUX", "TMUX_PANE"]}
+/// {"inherit": true, "set": ["API_BASE"], "removed": ["TMUX", "TMUX_PANE"], "passed": []}
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EnvSpec {
-    /// The launching process's environment is passed on.
+    /// The launching process's environment is passed on (all of it but `removed`). False in
+    /// a sandbox, where only `passed` is.
     pub inherit: bool,
-    /// Names set with `--env K=V`.
+    /// Names set with `--env K=V` (or by subpane for the sandbox: `TMPDIR`, proxy variables).
     pub set: Vec<String>,
     /// Names removed from the environment.
     pub removed: Vec<String>,
+    /// In a sandbox: the names passed on from the caller's environment (what the adapter
+    /// needs, and `--env-pass`).
+    #[serde(default)]
+    pub passed: Vec<String>,
 }
 
 /// What an agent adapter was asked to do (absent for the `command` adapter).
