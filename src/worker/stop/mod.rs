@@ -17,7 +17,8 @@
 //! [`Life::on`] takes one [`Event`] and the time, changes state, and returns the [`Action`]s
 //! the worker must perform (signals, kills, giving up on the pipes); [`Life::next_deadline`]
 //! is the poll timeout. No clock, syscall or IO inside, so every interleaving is a unit test
-//! in microseconds (`tests.rs`).
+//! in microseconds (`tests.rs`). `act.rs` is the impure side: it turns actions into signals
+//! and reaps, and feeds what it reaped back in as [`Event::AgentExited`].
 //!
 //! Common pitfalls:
 //! * One stop at a time: a deadline that passes while stopping starts no second stop; only a
@@ -36,6 +37,7 @@ use nix::sys::signal::Signal;
 use crate::envelope::KillReason;
 use crate::spec::Limits;
 
+mod act;
 #[cfg(test)]
 mod tests;
 
