@@ -1,15 +1,20 @@
 //! The worker: the process inside the tmux pane (`subpane __worker ATTEMPT_DIR`).
 //!
 //! ```text
-//!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null, pipes)
-//!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd; timeout = next deadline
+//!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null, pipes)   spawn.rs
+//!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;            stream.rs
+//!                  │           timeout = the stop machine's next deadline
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
 //!                  │    stderr ─► stderr.log, pane
 //!                  │    SIGCHLD ─► reap;  SIGUSR1/TERM/INT ─► cancel;  SIGHUP ─► pane closed
-//!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants
+//!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants  stop/
 //!                  ▼
-//!  worker.json (facts) ─► output.txt ─► result.json (atomic, written last)
+//!  worker.json (facts) ─► output.txt ─► result.json (atomic, written last)            finish.rs
 //! ```
+//!
+//! `run.rs` holds the entry point and the sequence; each phase owns its file. Every decision
+//! about stopping (deadlines, cancel, the grace ladder, the leak wait) is the pure state
+//! machine in `stop/`, fed events with the time; the rest of the worker performs its actions.
 //!
 //! The worker owns every deadline, so limits hold with no supervisor around. It is a child
 //! subreaper: descendants that `setsid` or double-fork re-parent to it and are found and
@@ -19,10 +24,15 @@
 //! * Signals must be blocked before anything else, or an early cancel kills the worker.
 //! * Write `worker.json` before looking for `cancel.json` (the canceller does the reverse).
 //! * The agent's exit is not the end: its output pipes may still be held by descendants.
+//! * Every reap of the agent, wherever it happens, goes to the machine as `AgentExited`.
 
+mod finish;
 mod lines;
 mod pane;
 mod run;
+mod spawn;
+mod stop;
+mod stream;
 
 pub use lines::{LineSplitter, MAX_LINE, Piece};
 pub use run::main;

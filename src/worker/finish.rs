@@ -1,0 +1,152 @@
+//! The end: collect the facts, decide the outcome, write the envelope, show it in the pane.
+//!
+//! ```text
+//!  kill what is left, reap, flush ─► collect: machine (stop, exit, leak) + adapter report
+//!    ─► worker.json, output.txt ─► envelope::decide ─► envelope::build ─► result.json (last)
+//!    ─► the end line in the pane
+//! ```
+//!
+//! Common pitfalls:
+//! * `result.json` is written last: its write syncs the directory for `worker.json` and
+//!   `output.txt` too, and its appearance is what wakes every waiter.
+//! * The end must show even when the pane is behind; what it has not taken yet gives way.
+
+use std::time::Duration;
+
+use super::pane::Style;
+use super::run::Worker;
+use super::stop::Exit;
+use crate::adapter::{AgentReport, adapter_for};
+use crate::envelope::{self, Envelope, Facts, KillReason, WorkerState};
+use crate::spec::now_rfc3339;
+use crate::store::{self, StoreError};
+
+impl Worker {
+    pub(crate) fn finish(&mut self) {
+        let report = self.collect();
+        let (env, written) = self.decide_and_write(report);
+        self.show_end(&env, written);
+    }
+
+    /// Ends what is left of the attempt and gathers every fact into `self.facts`.
+    fn collect(&mut self) -> AgentReport {
+        // Nothing of the attempt may outlive it.
+        let n = self.kill_descendants();
+        self.facts.cleanup.killed_descendants += n;
+        self.reap_all(Duration::from_secs(2));
+        self.stream.flush();
+        let f = &mut self.facts;
+        if let Some(stop) = self.life.stop() {
+            f.kill_reason = Some(stop.reason);
+            f.lingered = stop.reason == KillReason::Linger;
+            f.signals_sent = stop.signals_sent();
+        }
+        f.cleanup.output_held_open = self.life.output_held_open();
+        match self.life.exit() {
+            Some(Exit::Code(code)) => f.exit_code = Some(code),
+            Some(Exit::Signal(sig)) => f.signal = Some(sig.as_str().to_owned()),
+            None => {}
+        }
+        let report = self.stream.report();
+        let f = &mut self.facts;
+        f.terminal_event = report.terminal_event.clone();
+        f.finished_at = Some(now_rfc3339());
+        f.state = Some(WorkerState::Finished);
+        f.pane_lines_skipped = self.pane.total_skipped;
+        report
+    }
+
+    /// Writes `worker.json` and `output.txt`, decides, and writes `result.json`.
+    fn decide_and_write(&mut self, report: AgentReport) -> (Envelope, Result<bool, StoreError>) {
+        // Both are renamed before result.json, whose write fsyncs the directory once for all
+        // three: two directory fsyncs fewer between the agent's exit and the envelope.
+        if let Some(text) = &report.output.final_text {
+            let _ = store::write_atomic_dir_synced_later(&self.paths.output(), text.as_bytes());
+        }
+        if let Err(e) = store::write_json_dir_synced_later(&self.paths.worker(), &self.facts) {
+            self.pane.line(Style::Red, &format!("subpane: {e}"));
+        }
+        let facts = Facts {
+            sandbox_failed: false,
+            spawn_failed: self.facts.spawn_error.is_some(),
+            lost: false,
+            kill_reason: self.facts.kill_reason,
+            exit_code: self.facts.exit_code,
+            signal: match self.life.exit() {
+                Some(Exit::Signal(s)) => Some(s as i32),
+                _ => None,
+            },
+            expects_terminal_event: adapter_for(self.spec.agent).expects_terminal_event(),
+            terminal_event_seen: report.terminal_event.is_some(),
+            model_error: report.model_error,
+        };
+        let outcome = envelope::decide(&facts);
+        let mut output = report.output;
+        if let Some(e) = &self.facts.spawn_error {
+            output.push_error(e.clone());
+        }
+        if self.facts.kill_reason == Some(KillReason::PaneClosed) {
+            output.push_error("the pane closed under the worker (its tmux session or server was killed); the program was stopped");
+        }
+        if outcome.failure_kind == Some(envelope::FailureKind::Exit) && output.errors.is_empty() {
+            // A failure should say why: the program's last words on stderr usually do.
+            if let Some(last) = self.stream.last_stderr_line() {
+                output.push_error(format!("stderr: {last}"));
+            }
+        }
+        let artifacts = store::collect_artifacts(&self.paths);
+        let env = envelope::build(&self.spec, &self.facts, output, outcome, artifacts);
+        let write = store::write_result(&self.paths, &env);
+        (env, write)
+    }
+
+    /// The end line in the pane, then the last flush.
+    fn show_end(&mut self, env: &Envelope, write: Result<bool, StoreError>) {
+        let dur = env
+            .duration_ms
+            .map(|d| format!("{:.1}s", d as f64 / 1000.0))
+            .unwrap_or_default();
+        let how = match (env.exit_code, &env.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(s)) => s.clone(),
+            _ => "not started".into(),
+        };
+        // The end must show even when the pane is behind: what it has not taken yet gives way.
+        self.pane.make_room_for_final();
+        self.pane.line(Style::Dim, &"─".repeat(60));
+        match write {
+            Ok(_) => {
+                let kind = env
+                    .failure_kind
+                    .map(|k| format!(" ({})", k.as_str()))
+                    .unwrap_or_default();
+                let (mark, style) = if env.status == envelope::Status::Completed {
+                    ("✔", Style::Green)
+                } else {
+                    ("✘", Style::Red)
+                };
+                self.pane.line(
+                    style,
+                    &format!("{mark} {}{kind} · {how} · {dur}", env.status.as_str()),
+                );
+            }
+            Err(e) => self.pane.line(
+                Style::Red,
+                &format!("subpane: cannot write the result: {e}"),
+            ),
+        }
+        if self.spec.keep_session {
+            self.pane.line(
+                Style::Dim,
+                "session kept: detach with Ctrl-b d; `subpane gc` removes it",
+            );
+        }
+        // result.json is written: nobody waits on this, so a kept pane may take its time.
+        let bound = if self.spec.keep_session {
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(2)
+        };
+        self.pane.flush_final(bound);
+    }
+}

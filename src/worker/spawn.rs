@@ -1,0 +1,124 @@
+//! Setting up and starting the program: the pane's header, the log files, the command (its
+//! own session, a clean signal state, the attempt's environment), and the spawn.
+//!
+//! Common pitfalls:
+//! * The logs are opened before the spawn: a program that cannot be recorded is not started.
+//! * The clock of the timeout starts just before the spawn, not when the loop first polls.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use super::pane::Style;
+use super::run::Worker;
+use super::stop::Event;
+use crate::envelope::ProcRef;
+use crate::procs;
+use crate::spec::{Stdin, now_rfc3339};
+use crate::store;
+use crate::term::sanitize;
+
+impl Worker {
+    /// What runs, where, at the top of the pane.
+    pub(crate) fn header(&mut self) {
+        let s = &self.spec;
+        let argv: Vec<String> = s
+            .argv
+            .iter()
+            .map(|a| shell_escape::escape(std::borrow::Cow::Borrowed(a.as_str())).into_owned())
+            .collect();
+        let title = format!(
+            "subpane ▸ run {} · attempt {} · {}",
+            s.run_id,
+            s.attempt,
+            s.agent.as_str()
+        );
+        let command = format!("$ {}", argv.join(" "));
+        let cwd = format!("cwd: {}", s.cwd.display());
+        self.pane
+            .line(Style::Bold, &sanitize(title.as_bytes(), 400));
+        self.pane
+            .line(Style::Dim, &sanitize(command.as_bytes(), 400));
+        self.pane.line(Style::Dim, &sanitize(cwd.as_bytes(), 400));
+        self.pane.line(Style::Dim, &"─".repeat(60));
+    }
+
+    fn open_logs(&mut self) -> std::io::Result<()> {
+        let open = |p: &Path| {
+            File::options()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .open(p)
+        };
+        let events = BufWriter::with_capacity(256 * 1024, open(&self.paths.events())?);
+        let stdout_log = BufWriter::with_capacity(64 * 1024, open(&self.paths.stdout_log())?);
+        let stderr_log = open(&self.paths.stderr_log())?;
+        self.stream.set_logs(events, stdout_log, stderr_log);
+        Ok(())
+    }
+
+    /// Starts the program; on success its pipes are in `self.stream` and the machine runs.
+    /// The error is the spawn failure as the envelope tells it.
+    pub(crate) fn spawn(&mut self) -> Result<(), String> {
+        self.open_logs()
+            .map_err(|e| format!("cannot create the attempt's log files: {e}"))?;
+        let env = store::read_env_file(&self.paths.env_file()).map_err(|e| {
+            format!(
+                "cannot read the attempt's environment ({}): {e}",
+                self.paths.env_file().display()
+            )
+        })?;
+        let argv = &self.spec.argv;
+        let program = argv.first().ok_or("the spec has an empty argv")?;
+        let mut cmd = Command::new(program);
+        cmd.args(&argv[1..])
+            .current_dir(&self.spec.cwd)
+            .env_clear()
+            .envs(env)
+            .env("SUBPANE_RUN_ID", self.spec.run_id.as_str())
+            .env("SUBPANE_ATTEMPT", self.spec.attempt.to_string())
+            .env("SUBPANE_ATTEMPT_DIR", self.paths.dir())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // A new session, not only a new process group: the program then has no controlling
+        // terminal, so it can never be stopped by SIGTTIN/SIGTTOU for touching the pane's tty
+        // (its stdin is /dev/null anyway), and keys typed in the pane reach only the worker.
+        // Its pid is still its process group id, which is what stopping signals.
+        // SAFETY: the closure only makes async-signal-safe calls.
+        unsafe {
+            cmd.pre_exec(|| {
+                procs::reset_signals_in_child()?;
+                if libc::setsid() < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        match self.spec.stdin {
+            Stdin::Null => cmd.stdin(Stdio::null()),
+            Stdin::PromptFile => {
+                let f = File::open(self.paths.prompt())
+                    .map_err(|e| format!("cannot open the prompt file: {e}"))?;
+                cmd.stdin(Stdio::from(f))
+            }
+        };
+        let started = Instant::now();
+        self.facts.started_at = Some(now_rfc3339());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
+        let pid = child.id() as i32;
+        self.agent = Some(pid);
+        self.facts.agent = procs::proc_ref(pid).or(Some(ProcRef {
+            pid,
+            start_ticks: 0,
+        }));
+        self.stream.attach(child.stdout.take(), child.stderr.take());
+        self.feed(Event::Spawned, started);
+        Ok(())
+    }
+}

@@ -1,0 +1,139 @@
+//! The impure side of stopping: feeds events to the machine and performs its actions —
+//! signals, killing descendants, reaping.
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+
+use super::{Action, Event, Exit};
+use crate::envelope::{CancelRequest, KillReason};
+use crate::procs;
+use crate::store;
+use crate::worker::pane::Style;
+use crate::worker::run::Worker;
+
+impl Worker {
+    /// Feeds one event to the machine and performs what it asks, in order.
+    pub(crate) fn feed(&mut self, ev: Event, now: Instant) {
+        for a in self.life.on(ev, now) {
+            self.perform(a);
+        }
+    }
+
+    fn perform(&mut self, a: Action) {
+        match a {
+            Action::Announce(reason) => {
+                let note = match reason {
+                    KillReason::Cancel => "subpane: cancel requested",
+                    KillReason::Timeout => "subpane: timeout reached; stopping",
+                    KillReason::IdleTimeout => "subpane: no output for the idle timeout; stopping",
+                    KillReason::Linger => {
+                        "subpane: the agent did not exit after its final event; stopping"
+                    }
+                    // Nobody is left to read it.
+                    KillReason::PaneClosed => return,
+                };
+                self.pane.line(Style::Yellow, note);
+            }
+            Action::Term => {
+                // The group, and descendants that left it with setsid.
+                let Some(pgid) = self.agent else { return };
+                procs::signal_group(pgid, Signal::SIGTERM);
+                for pid in procs::descendants(std::process::id() as i32) {
+                    procs::signal_pid(pid, Signal::SIGTERM);
+                }
+            }
+            Action::Kill => {
+                if let Some(pgid) = self.agent {
+                    procs::signal_group(pgid, Signal::SIGKILL);
+                }
+                self.kill_descendants();
+            }
+            Action::KillLeftovers => {
+                let n = self.kill_descendants();
+                self.facts.cleanup.killed_descendants += n;
+                self.pane.line(
+                    Style::Yellow,
+                    &format!("subpane: {n} leftover process(es) held the output open; killed"),
+                );
+            }
+            Action::GiveUpOnPipes => self.stream.close(),
+        }
+    }
+
+    /// A cancel: from `cancel.json` (`from_file`, which may carry its own grace) or a signal
+    /// to the worker.
+    pub(crate) fn cancel_requested(&mut self, from_file: bool) {
+        let grace_ms = if from_file {
+            store::read_json::<CancelRequest>(&self.paths.cancel())
+                .ok()
+                .flatten()
+                .map(|c| c.grace_ms)
+                .unwrap_or(self.spec.limits.grace_ms)
+        } else {
+            self.spec.limits.grace_ms
+        };
+        let grace = Duration::from_millis(grace_ms);
+        self.feed(Event::CancelRequested { grace }, Instant::now());
+    }
+
+    /// Reaps the children that have exited, without waiting. Returns `false` when the worker
+    /// has no child left at all (`ECHILD`).
+    pub(crate) fn reap_now(&mut self) -> bool {
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => return true,
+                Ok(st) => self.note_reaped(st),
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Every reap goes through here: whichever path reaps the agent (SIGCHLD, or the reaping
+    /// after a kill), the machine must hear of it, or the loop would wait for it forever.
+    fn note_reaped(&mut self, st: WaitStatus) {
+        let exit = match st {
+            WaitStatus::Exited(pid, code) if Some(pid.as_raw()) == self.agent => Exit::Code(code),
+            WaitStatus::Signaled(pid, sig, _) if Some(pid.as_raw()) == self.agent => {
+                Exit::Signal(sig)
+            }
+            _ => return,
+        };
+        self.feed(Event::AgentExited(exit), Instant::now());
+    }
+
+    /// Reaps children until none are left or `bound` passes.
+    pub(crate) fn reap_all(&mut self, bound: Duration) {
+        let end = Instant::now() + bound;
+        while self.reap_now() {
+            if Instant::now() >= end {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// SIGKILL to every descendant of the worker; returns how many there were.
+    pub(crate) fn kill_descendants(&mut self) -> u64 {
+        let mut total = 0;
+        // Killing a parent can re-parent its children to us between scans: repeat until quiet.
+        for _ in 0..5 {
+            // The worker is a subreaper, so every descendant is a child or below one: with no
+            // child left there is none, and the scan of /proc (milliseconds) is skipped.
+            if !self.reap_now() {
+                break;
+            }
+            let d = procs::descendants(std::process::id() as i32);
+            if d.is_empty() {
+                break;
+            }
+            for pid in &d {
+                procs::signal_pid(*pid, Signal::SIGKILL);
+            }
+            total += d.len() as u64;
+            self.reap_all(Duration::from_millis(200));
+        }
+        total
+    }
+}

@@ -1,0 +1,386 @@
+//! The poll loop, and the agent's stdout and stderr through the filter.
+//!
+//! ```text
+//!  poll(2): signalfd, stdout, stderr, pane (when it has something to write)
+//!           timeout = the machine's one next deadline (no timer of our own)
+//!    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane   ┐ Output,
+//!    stderr ─► stderr.log, tail for the adapter, LineSplitter ─► pane       ┘ TerminalSeen
+//!    signals ─► reap (AgentExited), cancel, pane closed
+//!    then: flush the logs, one pane write, Tick
+//! ```
+//!
+//! Common pitfalls:
+//! * This is the hot path: nothing here may allocate per line or per read, and the clock is
+//!   read once per wake-up, not per chunk.
+//! * A read budget per wake-up keeps a flooding stdout from starving signals and deadlines.
+//! * The logs are flushed every wake-up, so `logs -f` stays live within a poll.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::process::{ChildStderr, ChildStdout};
+use std::time::Instant;
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::Signal;
+
+use super::lines::{LineSplitter, MAX_LINE, Piece};
+use super::pane::{Pane, Style};
+use super::run::Worker;
+use super::stop::Event;
+use crate::adapter::{AgentReport, LineAction, StreamParser};
+use crate::envelope::FilterCounts;
+
+/// The stderr tail the adapter sees at the end.
+const STDERR_TAIL: usize = 64 * 1024;
+/// Most stdout bytes read in one wake-up.
+const READ_BUDGET: usize = 8 * 1024 * 1024;
+
+/// The agent's output: its pipes, the filter, and where the lines go.
+pub(crate) struct Stream {
+    out: Option<ChildStdout>,
+    err: Option<ChildStderr>,
+    splitter: LineSplitter,
+    stderr_splitter: LineSplitter,
+    filter: Filter,
+    stderr_log: Option<File>,
+    /// The last of stderr (between one and two `STDERR_TAIL`s), for the adapter's report.
+    stderr_tail: Vec<u8>,
+}
+
+/// Where stdout lines go: the adapter decides, the logs keep.
+struct Filter {
+    parser: Box<dyn StreamParser>,
+    events: Option<BufWriter<File>>,
+    stdout_log: Option<BufWriter<File>>,
+}
+
+/// What one wake-up's reads saw.
+#[derive(Default)]
+struct Seen {
+    output: bool,
+    terminal: bool,
+}
+
+impl Stream {
+    pub(crate) fn new(parser: Box<dyn StreamParser>) -> Self {
+        Self {
+            out: None,
+            err: None,
+            splitter: LineSplitter::new(MAX_LINE),
+            stderr_splitter: LineSplitter::new(64 * 1024),
+            filter: Filter {
+                parser,
+                events: None,
+                stdout_log: None,
+            },
+            stderr_log: None,
+            stderr_tail: Vec::new(),
+        }
+    }
+
+    /// The log files, opened before the spawn.
+    pub(crate) fn set_logs(
+        &mut self,
+        events: BufWriter<File>,
+        stdout_log: BufWriter<File>,
+        stderr_log: File,
+    ) {
+        self.filter.events = Some(events);
+        self.filter.stdout_log = Some(stdout_log);
+        self.stderr_log = Some(stderr_log);
+    }
+
+    /// Takes the program's pipes, made non-blocking.
+    pub(crate) fn attach(&mut self, out: Option<ChildStdout>, err: Option<ChildStderr>) {
+        for fd in [
+            out.as_ref().map(|o| o.as_raw_fd()),
+            err.as_ref().map(|e| e.as_raw_fd()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            set_nonblocking(fd);
+        }
+        if let Some(o) = out.as_ref() {
+            // A bigger pipe lets a fast agent write ahead while we parse: fewer wake-ups and
+            // context switches per megabyte (best effort; the default is 64 KiB).
+            // SAFETY: fcntl on a pipe fd we own, integer argument.
+            unsafe { libc::fcntl(o.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+        }
+        self.out = out;
+        self.err = err;
+    }
+
+    /// Both pipes are closed (EOF, an error, or given up on).
+    pub(crate) fn closed(&self) -> bool {
+        self.out.is_none() && self.err.is_none()
+    }
+
+    /// Gives up on the pipes; what holds them open keeps its end, we drop ours.
+    pub(crate) fn close(&mut self) {
+        self.out = None;
+        self.err = None;
+    }
+
+    /// The adapter's report, once the agent is gone.
+    pub(crate) fn report(&mut self) -> AgentReport {
+        self.filter.parser.finish(&self.stderr_tail)
+    }
+
+    /// The program's last line on stderr, to say why it failed.
+    pub(crate) fn last_stderr_line(&self) -> Option<String> {
+        let text = String::from_utf8_lossy(&self.stderr_tail);
+        text.lines()
+            .map(str::trim)
+            .rfind(|l| !l.is_empty())
+            .map(|l| l.chars().take(500).collect())
+    }
+
+    pub(crate) fn flush(&mut self) {
+        for w in [&mut self.filter.events, &mut self.filter.stdout_log]
+            .into_iter()
+            .flatten()
+        {
+            let _ = w.flush();
+        }
+    }
+
+    /// Reads what stdout has now, up to the budget; drops the pipe at EOF.
+    fn read_stdout(
+        &mut self,
+        buf: &mut [u8],
+        pane: &mut Pane,
+        counts: &mut FilterCounts,
+        seen: &mut Seen,
+    ) {
+        let Some(pipe) = self.out.as_mut() else {
+            return;
+        };
+        let mut budget = READ_BUDGET;
+        let eof = loop {
+            match pipe.read(buf) {
+                Ok(0) => break true,
+                Ok(n) => {
+                    seen.output = true;
+                    self.splitter.feed(&buf[..n], &mut |p| {
+                        seen.terminal |= self.filter.on_piece(p, pane, counts)
+                    });
+                    budget = budget.saturating_sub(n);
+                    if budget == 0 {
+                        break false;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break false,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break true,
+            }
+        };
+        if eof {
+            // The last line may lack its newline.
+            self.splitter
+                .finish(&mut |p| seen.terminal |= self.filter.on_piece(p, pane, counts));
+            self.out = None;
+        }
+    }
+
+    /// Reads what stderr has now; drops the pipe at EOF.
+    fn read_stderr(&mut self, buf: &mut [u8], pane: &mut Pane, seen: &mut Seen) {
+        let Some(pipe) = self.err.as_mut() else {
+            return;
+        };
+        loop {
+            match pipe.read(buf) {
+                Ok(0) => {
+                    self.stderr_splitter.finish(&mut |p| {
+                        if let Piece::Line(l) = p {
+                            pane.stderr_line(l)
+                        }
+                    });
+                    break;
+                }
+                Ok(n) => {
+                    seen.output = true;
+                    let chunk = &buf[..n];
+                    if let Some(f) = self.stderr_log.as_mut() {
+                        let _ = f.write_all(chunk);
+                    }
+                    self.stderr_tail.extend_from_slice(chunk);
+                    if self.stderr_tail.len() > 2 * STDERR_TAIL {
+                        let cut = self.stderr_tail.len() - STDERR_TAIL;
+                        self.stderr_tail.drain(..cut);
+                    }
+                    self.stderr_splitter.feed(chunk, &mut |p| {
+                        if let Piece::Line(l) = p {
+                            pane.stderr_line(l)
+                        }
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        self.err = None;
+    }
+}
+
+impl Filter {
+    /// One stdout line through the adapter; `true` when it was the agent's terminal event.
+    fn on_piece(&mut self, p: Piece<'_>, pane: &mut Pane, f: &mut FilterCounts) -> bool {
+        match p {
+            Piece::Oversized { bytes } => {
+                f.oversized_lines += 1;
+                f.dropped_lines += 1;
+                f.dropped_bytes += bytes;
+                pane.line(
+                    Style::Dim,
+                    &format!("… a line of {bytes} bytes was dropped (over the 64 MiB bound)"),
+                );
+                false
+            }
+            Piece::Line(line) => {
+                self.parser.set_pane_room(pane.has_room());
+                let r = self.parser.on_line(line);
+                match &r.action {
+                    LineAction::Keep => {
+                        f.kept_lines += 1;
+                        write_line(&mut self.events, line);
+                    }
+                    LineAction::Replace(b) => {
+                        f.kept_lines += 1;
+                        write_line(&mut self.events, b);
+                    }
+                    LineAction::Drop => {
+                        f.dropped_lines += 1;
+                        f.dropped_bytes += line.len() as u64 + 1;
+                    }
+                    LineAction::Plain => {
+                        f.plain_lines += 1;
+                        write_line(&mut self.stdout_log, line);
+                    }
+                }
+                for item in &r.pane {
+                    pane.item(item);
+                }
+                r.terminal
+            }
+        }
+    }
+}
+
+impl Worker {
+    /// The poll loop: runs until the machine says the agent exited and its pipes closed.
+    pub(crate) fn stream(&mut self) {
+        let mut buf = vec![0u8; 256 * 1024];
+        while !self.life.done() {
+            let timeout = match self.life.next_deadline() {
+                None => PollTimeout::NONE,
+                Some(t) => {
+                    let ms = t.saturating_duration_since(Instant::now()).as_millis();
+                    // Round up so we do not wake a hair early and spin.
+                    PollTimeout::try_from((ms + 1).min(i32::MAX as u128) as i32)
+                        .unwrap_or(PollTimeout::MAX)
+                }
+            };
+            let Some((out_ev, err_ev, sig_ev)) = self.wait(timeout) else {
+                break;
+            };
+            let mut seen = Seen::default();
+            let s = &mut self.stream;
+            if out_ev {
+                s.read_stdout(&mut buf, &mut self.pane, &mut self.facts.filter, &mut seen);
+            }
+            if err_ev {
+                s.read_stderr(&mut buf, &mut self.pane, &mut seen);
+            }
+            s.flush();
+            if seen.output || s.closed() {
+                let now = Instant::now();
+                if seen.output {
+                    self.feed(Event::Output, now);
+                }
+                if seen.terminal {
+                    self.feed(Event::TerminalSeen, now);
+                }
+                if self.stream.closed() {
+                    self.feed(Event::PipesClosed, now);
+                }
+            }
+            if sig_ev {
+                self.handle_signals();
+            }
+            // One write per wake-up, not one per line: under a flood each write to the pane
+            // also costs the tmux server a wake-up and a parse.
+            self.pane.flush();
+            self.feed(Event::Tick, Instant::now());
+        }
+    }
+
+    /// One poll(2); which of stdout, stderr and the signalfd are ready. `None` on an error
+    /// that would repeat (EINTR counts as a wake-up with nothing ready).
+    fn wait(&self, timeout: PollTimeout) -> Option<(bool, bool, bool)> {
+        // SAFETY: fd 1 stays open for the life of the process.
+        let pane_b = unsafe { BorrowedFd::borrow_raw(self.pane.fd()) };
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
+        fds.push(PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN));
+        let oi = self.stream.out.as_ref().map(|o| {
+            fds.push(PollFd::new(o.as_fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
+        let ei = self.stream.err.as_ref().map(|e| {
+            fds.push(PollFd::new(e.as_fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
+        if self.pane.wants_write() {
+            fds.push(PollFd::new(pane_b, PollFlags::POLLOUT));
+        }
+        match poll(&mut fds, timeout) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => return Some((false, false, false)),
+            Err(_) => return None,
+        }
+        let ready =
+            |i: Option<usize>| i.is_some_and(|i| fds[i].revents().is_some_and(|r| !r.is_empty()));
+        Some((ready(oi), ready(ei), ready(Some(0))))
+    }
+
+    fn handle_signals(&mut self) {
+        while let Ok(Some(info)) = self.sfd.read_signal() {
+            match Signal::try_from(info.ssi_signo as i32) {
+                // The only place that reaps while the agent may be alive.
+                Ok(Signal::SIGCHLD) => {
+                    self.reap_now();
+                }
+                Ok(Signal::SIGUSR1) => self.cancel_requested(true),
+                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT) => {
+                    self.cancel_requested(false)
+                }
+                Ok(Signal::SIGHUP) => {
+                    self.pane.set_dead();
+                    self.feed(Event::PaneClosed, Instant::now());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+fn write_line(w: &mut Option<BufWriter<File>>, line: &[u8]) {
+    if let Some(w) = w.as_mut() {
+        let _ = w.write_all(line);
+        let _ = w.write_all(b"\n");
+    }
+}
+
+fn set_nonblocking(fd: i32) {
+    use nix::fcntl::{FcntlArg, OFlag, fcntl};
+    // SAFETY: fd is a pipe we own for the duration of the loop.
+    let b = unsafe { BorrowedFd::borrow_raw(fd) };
+    if let Ok(flags) = fcntl(b, FcntlArg::F_GETFL) {
+        let _ = fcntl(
+            b,
+            FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+        );
+    }
+}
