@@ -30,6 +30,8 @@ impl Worker {
 
     /// Ends what is left of the attempt and gathers every fact into `self.facts`.
     fn collect(&mut self) -> AgentReport {
+        // The proxy serves only this attempt's program, which has ended.
+        self.proxy = None;
         // Nothing of the attempt may outlive it.
         let n = self.kill_descendants();
         self.facts.cleanup.killed_descendants += n;
@@ -42,7 +44,10 @@ impl Worker {
             f.signals_sent = stop.signals_sent();
         }
         f.cleanup.output_held_open = self.life.output_held_open();
-        match self.life.exit() {
+        // A sandbox helper that did not get as far as the program: its own exit says nothing
+        // about the program, which never ran.
+        let program_ran = f.sandbox_error.is_none() && f.spawn_error.is_none();
+        match self.life.exit().filter(|_| program_ran) {
             Some(Exit::Code(code)) => f.exit_code = Some(code),
             Some(Exit::Signal(sig)) => f.signal = Some(sig.as_str().to_owned()),
             None => {}
@@ -67,7 +72,7 @@ impl Worker {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
         let facts = Facts {
-            sandbox_failed: false,
+            sandbox_failed: self.facts.sandbox_error.is_some(),
             spawn_failed: self.facts.spawn_error.is_some(),
             lost: false,
             kill_reason: self.facts.kill_reason,
@@ -82,6 +87,9 @@ impl Worker {
         };
         let outcome = envelope::decide(&facts);
         let mut output = report.output;
+        if let Some(e) = &self.facts.sandbox_error {
+            output.push_error(e.clone());
+        }
         if let Some(e) = &self.facts.spawn_error {
             output.push_error(e.clone());
         }

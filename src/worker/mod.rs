@@ -30,6 +30,7 @@ mod finish;
 mod lines;
 mod pane;
 mod run;
+mod sandboxed;
 mod spawn;
 mod stop;
 mod stream;

@@ -6,6 +6,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use super::pane::{Pane, Style};
+use super::spawn::SpawnError;
 use super::stop::Life;
 use super::stream::Stream;
 use crate::adapter::adapter_for;
@@ -72,6 +73,12 @@ pub(crate) struct Worker {
     pub(crate) life: Life,
     /// The agent's stdout and stderr, and the filter they go through.
     pub(crate) stream: Stream,
+    /// `requested_at` of the cancel requests already acted on.
+    pub(crate) cancels_seen: Vec<String>,
+    /// The egress proxy of a sandbox with an allow list; stopped at the end.
+    pub(crate) proxy: Option<crate::sandbox::proxy::ProxyHandle>,
+    /// The write end of the sandbox helper's report pipe, until the helper has it.
+    pub(crate) report_writer: Option<std::os::fd::OwnedFd>,
 }
 
 impl Worker {
@@ -86,6 +93,9 @@ impl Worker {
         let color = std::env::var_os("NO_COLOR").is_none();
         Self {
             stream: Stream::new(adapter_for(spec.agent).parser()),
+            cancels_seen: Vec::new(),
+            proxy: None,
+            report_writer: None,
             life: Life::new(&spec.limits),
             spec,
             paths,
@@ -128,8 +138,11 @@ impl Worker {
                 }
                 Err(e) => {
                     self.facts.started_at = Some(now_rfc3339());
-                    self.pane.line(Style::Red, &sanitize(e.as_bytes(), 2000));
-                    self.facts.spawn_error = Some(e);
+                    let msg = match e {
+                        SpawnError::Spawn(m) => self.facts.spawn_error.insert(m),
+                        SpawnError::Sandbox(m) => self.facts.sandbox_error.insert(m),
+                    };
+                    self.pane.line(Style::Red, &sanitize(msg.as_bytes(), 2000));
                 }
             }
         }

@@ -62,8 +62,10 @@ impl Worker {
     }
 
     /// Starts the program; on success its pipes are in `self.stream` and the machine runs.
-    /// The error is the spawn failure as the envelope tells it.
-    pub(crate) fn spawn(&mut self) -> Result<(), String> {
+    /// The error says why nothing was started, as the envelope tells it. A sandbox helper
+    /// that started but could not set the sandbox up is a start too (the loop reaps it);
+    /// `facts.sandbox_error` says what failed.
+    pub(crate) fn spawn(&mut self) -> Result<(), SpawnError> {
         self.open_logs()
             .map_err(|e| format!("cannot create the attempt's log files: {e}"))?;
         let env = store::read_env_file(&self.paths.env_file()).map_err(|e| {
@@ -72,11 +74,18 @@ impl Worker {
                 self.paths.env_file().display()
             )
         })?;
-        let argv = &self.spec.argv;
+        let argv = self.spec.argv.clone();
         let program = argv.first().ok_or("the spec has an empty argv")?;
-        let mut cmd = Command::new(program);
-        cmd.args(&argv[1..])
-            .current_dir(&self.spec.cwd)
+        let (mut cmd, report) = if self.spec.sandbox.enabled {
+            self.start_proxy().map_err(SpawnError::Sandbox)?;
+            let (cmd, pipe) = self.sandbox_command(&argv)?;
+            (cmd, Some(pipe))
+        } else {
+            let mut cmd = Command::new(program);
+            cmd.args(&argv[1..]);
+            (cmd, None)
+        };
+        cmd.current_dir(&self.spec.cwd)
             .env_clear()
             .envs(env)
             .env("SUBPANE_RUN_ID", self.spec.run_id.as_str())
@@ -117,8 +126,34 @@ impl Worker {
             pid,
             start_ticks: 0,
         }));
+        drop(cmd);
+        if let Some(pipe) = report {
+            // Set up or not, the helper is our child now: the loop reaps it either way.
+            self.read_sandbox_report(pipe);
+        }
         self.stream.attach(child.stdout.take(), child.stderr.take());
         self.feed(Event::Spawned, started);
         Ok(())
+    }
+}
+
+/// Why nothing was started.
+#[derive(Debug)]
+pub(crate) enum SpawnError {
+    /// The program (or the sandbox helper) could not be started.
+    Spawn(String),
+    /// The sandbox could not be prepared (the egress proxy).
+    Sandbox(String),
+}
+
+impl From<String> for SpawnError {
+    fn from(s: String) -> Self {
+        SpawnError::Spawn(s)
+    }
+}
+
+impl From<&str> for SpawnError {
+    fn from(s: &str) -> Self {
+        SpawnError::Spawn(s.to_owned())
     }
 }

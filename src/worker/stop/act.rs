@@ -64,13 +64,22 @@ impl Worker {
 
     /// A cancel: from `cancel.json` (`from_file`, which may carry its own grace) or a signal
     /// to the worker.
+    ///
+    /// One `cancel.json` is one request, however often it is seen: the worker looks for it
+    /// after writing `worker.json`, and the canceller that read that `worker.json` also
+    /// signals. Only a new request (another `requested_at`) counts as a second cancel.
     pub(crate) fn cancel_requested(&mut self, from_file: bool) {
         let grace_ms = if from_file {
-            store::read_json::<CancelRequest>(&self.paths.cancel())
+            let req = store::read_json::<CancelRequest>(&self.paths.cancel())
                 .ok()
-                .flatten()
-                .map(|c| c.grace_ms)
-                .unwrap_or(self.spec.limits.grace_ms)
+                .flatten();
+            if let Some(r) = &req {
+                if self.cancels_seen.contains(&r.requested_at) {
+                    return;
+                }
+                self.cancels_seen.push(r.requested_at.clone());
+            }
+            req.map(|c| c.grace_ms).unwrap_or(self.spec.limits.grace_ms)
         } else {
             self.spec.limits.grace_ms
         };

@@ -1,0 +1,144 @@
+//! Starting a sandboxed program: the egress proxy (for `allow:`), the command through the
+//! sandbox helper, and the helper's report.
+//!
+//! ```text
+//!  [allow:] proxy::start(proxy.sock, patterns, network.jsonl)       (threads of the worker)
+//!  pipe (report) ─► spawn `subpane __sandbox --policy spec.json --report-fd W -- argv…`
+//!  read the report until EOF (the helper's exec closes it):
+//!     Enforced ─► facts.sandbox        Failed(Exec) ─► spawn error
+//!     Failed(…) ─► facts.sandbox_error (the program never ran)
+//! ```
+//!
+//! Common pitfalls:
+//! * The report's write end must reach the helper without CLOEXEC and must be closed in the
+//!   worker right after the spawn, or the read never sees EOF.
+//! * No fixed fd number: the standard library may use low fds for its own exec-error pipe.
+//! * A helper that never reports is a sandbox failure, never a program run unsandboxed.
+
+use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use super::run::Worker;
+use crate::sandbox::{self, Report, SandboxFailure};
+use crate::spec::Network;
+
+/// How long the helper may take to set the sandbox up before it counts as failed.
+const REPORT_WAIT: Duration = Duration::from_secs(10);
+
+/// The read end of the helper's report pipe.
+pub(crate) struct ReportPipe(OwnedFd);
+
+impl Worker {
+    /// Starts the egress proxy when the policy has an allow list. An error means the
+    /// program must not start.
+    pub(crate) fn start_proxy(&mut self) -> Result<(), String> {
+        let Network::Allow(patterns) = &self.spec.sandbox.network else {
+            return Ok(());
+        };
+        let handle = sandbox::proxy::start(
+            &self.paths.proxy_socket(),
+            patterns.clone(),
+            &self.paths.network_log(),
+        )
+        .map_err(|e| {
+            SandboxFailure::Network {
+                why: format!("the egress proxy could not start: {e}"),
+            }
+            .to_string()
+        })?;
+        self.proxy = Some(handle);
+        Ok(())
+    }
+
+    /// The command that runs `argv` through the sandbox helper, and the pipe it reports on.
+    pub(crate) fn sandbox_command(
+        &mut self,
+        argv: &[String],
+    ) -> Result<(Command, ReportPipe), String> {
+        let exe = std::env::current_exe()
+            .map_err(|e| format!("cannot find the subpane binary for the sandbox: {e}"))?;
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| format!("cannot create the sandbox's report pipe: {e}"))?;
+        let mut cmd = Command::new(exe);
+        cmd.arg("__sandbox")
+            .arg("--policy")
+            .arg(self.paths.spec())
+            .arg("--report-fd")
+            .arg(w.as_raw_fd().to_string());
+        if matches!(self.spec.sandbox.network, Network::Allow(_)) {
+            cmd.arg("--proxy-socket").arg(self.paths.proxy_socket());
+        }
+        cmd.arg("--").args(argv);
+        let raw = w.as_raw_fd();
+        // SAFETY: fcntl on an fd we own, in the child between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::fcntl(raw, libc::F_SETFD, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        // The write end stays open until the spawn is done; the reader drops it.
+        self.report_writer = Some(w);
+        Ok((cmd, ReportPipe(r)))
+    }
+
+    /// Reads the helper's report until its exec closes the pipe, and records it.
+    pub(crate) fn read_sandbox_report(&mut self, pipe: ReportPipe) {
+        // Only the helper may hold the write end now, or EOF never comes.
+        self.report_writer = None;
+        let mut f = std::fs::File::from(pipe.0);
+        let mut buf = Vec::new();
+        let end = Instant::now() + REPORT_WAIT;
+        let mut chunk = [0u8; 4096];
+        let outcome = loop {
+            let left = end.saturating_duration_since(Instant::now());
+            let timeout = PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32)
+                .unwrap_or(PollTimeout::MAX);
+            let mut fds = [PollFd::new(f.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, timeout) {
+                Ok(0) => break Err("the sandbox helper did not report within 10s".to_owned()),
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => break Err(format!("cannot read the sandbox's report: {e}")),
+            }
+            match f.read(&mut chunk) {
+                Ok(0) => break Ok(()),
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(format!("cannot read the sandbox's report: {e}")),
+            }
+            if buf.len() > 64 * 1024 {
+                break Err("the sandbox's report is too long".to_owned());
+            }
+        };
+        let last = buf
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| serde_json::from_slice::<Report>(l).ok())
+            .next_back();
+        match (outcome, last) {
+            (_, Some(Report::Failed(SandboxFailure::Exec { program, why }))) => {
+                self.facts.spawn_error = Some(format!("cannot start {program}: {why}"));
+            }
+            (_, Some(Report::Failed(f))) => self.facts.sandbox_error = Some(f.to_string()),
+            (Ok(()), Some(Report::Enforced(e))) => self.facts.sandbox = Some(e),
+            (Err(why), _) => {
+                // Stuck or broken: it must not go on to run the program.
+                if let Some(pid) = self.agent {
+                    crate::procs::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+                }
+                self.facts.sandbox_error = Some(why);
+            }
+            (Ok(()), None) => {
+                self.facts.sandbox_error =
+                    Some("the sandbox helper ended without saying what it enforced".to_owned())
+            }
+        }
+    }
+}
