@@ -15,6 +15,9 @@ The answer is chosen by a marker in the conversation's user text, `SCENARIO:<nam
   plain             a fixed text, MOCK_TEXT
   tool_write        first call: the CLI's shell tool runs `echo hi > made_by_agent.txt`;
                     once the tool result is in the request: a final text
+  tool_write_outside  like tool_write, and the same command also tries to write the path
+                    given as `OUTSIDE:<path>` in the marker's text (`escaped.txt` there),
+                    ignoring failure: for sandboxes, where that write must fail
   model_error       HTTP 500 (an api_error); the CLIs retry, so configure them to fail fast
   context_overflow  the provider's context-length error (HTTP 400)
   flaky             the first call of each conversation fails with HTTP 500, the next succeeds
@@ -154,19 +157,31 @@ def tool_names(api: str, body: dict) -> list[str]:
     return names
 
 
-def shell_call(api: str, body: dict) -> tuple[str, dict] | None:
-    """The shell tool this CLI offers and arguments that run TOOL_COMMAND."""
+OUTSIDE_RE = re.compile(r"OUTSIDE:(\S+)")
+
+
+def tool_command(scenario: str, text: str) -> str:
+    """The command the shell tool runs in a tool_write* scenario."""
+    if scenario == "tool_write_outside":
+        found = OUTSIDE_RE.findall(text)
+        if found:
+            return f"{TOOL_COMMAND}; (echo escaped > {found[-1]}/escaped.txt) 2>/dev/null; true"
+    return TOOL_COMMAND
+
+
+def shell_call(api: str, body: dict, command: str = TOOL_COMMAND) -> tuple[str, dict] | None:
+    """The shell tool this CLI offers and arguments that run `command`."""
     names = tool_names(api, body)
     if "exec_command" in names:  # codex
-        return "exec_command", {"cmd": TOOL_COMMAND}
+        return "exec_command", {"cmd": command}
     if "shell_command" in names:
-        return "shell_command", {"command": TOOL_COMMAND}
+        return "shell_command", {"command": command}
     if "shell" in names:
-        return "shell", {"command": ["bash", "-lc", TOOL_COMMAND]}
+        return "shell", {"command": ["bash", "-lc", command]}
     if "Bash" in names:  # claude
-        return "Bash", {"command": TOOL_COMMAND, "description": "Write a file"}
+        return "Bash", {"command": command, "description": "Write a file"}
     if "bash" in names:  # pi
-        return "bash", {"command": TOOL_COMMAND}
+        return "bash", {"command": command}
     return None
 
 
@@ -296,8 +311,13 @@ class Handler(BaseHTTPRequestHandler):
             }[api]
             first_chunk()
             return self._stall()
-        call = shell_call(api, body) if scenario == "tool_write" and not answered else None
-        final = TOOL_DONE_TEXT if scenario == "tool_write" else MOCK_TEXT
+        writes = scenario in ("tool_write", "tool_write_outside")
+        call = (
+            shell_call(api, body, tool_command(scenario, text))
+            if writes and not answered
+            else None
+        )
+        final = TOOL_DONE_TEXT if writes else MOCK_TEXT
         stream = body.get("stream", api != "messages")
         {"chat": self._chat, "responses": self._responses, "messages": self._messages}[api](
             final, call, stream
