@@ -828,22 +828,7 @@ fn pane_shows_the_conversation(agent: Agent, usage_line: &str) {
     let (code, v) = run_agent(&env, &mock, None, "pane", agent, &args);
     assert_completed(&env, "pane", agent, code, &v, TOOL_DONE_TEXT, 2);
     let session = v["tmux"]["session"].as_str().unwrap().to_owned();
-    let capture = || {
-        let out = env
-            .tmux()
-            .args([
-                "capture-pane",
-                "-p",
-                "-J",
-                "-S",
-                "-",
-                "-t",
-                &format!("={session}:"),
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let capture = || env.capture_pane(&session);
     // The worker writes its closing lines after result.json.
     let end = Instant::now() + crate::harness::DEADLINE;
     let pane = loop {

@@ -135,6 +135,40 @@ impl TestEnv {
         c
     }
 
+    /// The whole pane of `session` (history included, wrapped lines joined).
+    pub fn capture_pane(&self, session: &str) -> String {
+        let out = self
+            .tmux()
+            .args([
+                "capture-pane",
+                "-p",
+                "-J",
+                "-S",
+                "-",
+                "-t",
+                &format!("={session}:"),
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The title of `session`'s pane (what a program set with an OSC sequence).
+    pub fn pane_title(&self, session: &str) -> String {
+        let out = self
+            .tmux()
+            .args([
+                "display-message",
+                "-p",
+                "-t",
+                &format!("={session}:"),
+                "#{pane_title}",
+            ])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     pub fn has_session(&self, session: &str) -> bool {
         self.tmux()
             .args(["has-session", "-t", &format!("={session}")])

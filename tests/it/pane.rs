@@ -12,20 +12,7 @@ use crate::harness::{
 
 /// The whole pane (history included), wrapped lines joined.
 fn capture(env: &TestEnv, session: &str) -> String {
-    let out = env
-        .tmux()
-        .args([
-            "capture-pane",
-            "-p",
-            "-J",
-            "-S",
-            "-",
-            "-t",
-            &format!("={session}:"),
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    env.capture_pane(session)
 }
 
 /// Waits until the pane shows `needle` (the worker writes its last lines after result.json).
@@ -155,18 +142,7 @@ fn escapes_from_the_program_are_shown_as_text_and_do_nothing() {
     }
     // A lone 0x9b byte is not UTF-8: shown as a replacement character, never as a CSI.
     assert!(s.contains("raw c1 \u{fffd}2J done"), "{s}");
-    let title = env
-        .tmux()
-        .args([
-            "display-message",
-            "-p",
-            "-t",
-            &format!("={session}:"),
-            "#{pane_title}",
-        ])
-        .output()
-        .unwrap();
-    let title = String::from_utf8_lossy(&title.stdout);
+    let title = env.pane_title(&session);
     assert!(
         !title.contains("pwned"),
         "the program retitled the pane: {title:?}"
@@ -479,25 +455,12 @@ fn in_a_terminal(env: &TestEnv, session: &str, args: &[&str]) -> (String, String
     let started = cmd.output().unwrap();
     assert!(started.status.success(), "{started:?}");
     let screen = capture_until(env, session, "visible after the escapes");
-    let title = env
-        .tmux()
-        .args([
-            "display-message",
-            "-p",
-            "-t",
-            &format!("={session}:"),
-            "#{pane_title}",
-        ])
-        .output()
-        .unwrap();
+    let title = env.pane_title(session);
     let _ = env
         .tmux()
         .args(["kill-session", "-t", &format!("={session}")])
         .output();
-    (
-        screen,
-        String::from_utf8_lossy(&title.stdout).trim().to_owned(),
-    )
+    (screen, title)
 }
 
 #[test]
