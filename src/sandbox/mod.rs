@@ -29,6 +29,7 @@
 
 pub mod proxy;
 pub mod relay;
+pub mod seccomp;
 
 use serde::{Deserialize, Serialize};
 
