@@ -27,6 +27,9 @@
 //!   server's socket is hidden by the mount namespace instead.
 //! * Claude Code opens a Unix socket under `/tmp`: hide, do not refuse `AF_UNIX`.
 
+mod landlock;
+mod mounts;
+mod namespaces;
 pub mod proxy;
 pub mod relay;
 pub mod seccomp;
