@@ -12,4 +12,5 @@ mod filter;
 mod lifecycle;
 mod pane;
 mod run;
+mod sandbox_exec;
 mod waiter;
