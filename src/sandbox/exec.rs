@@ -75,10 +75,7 @@ pub fn main(req: Request) -> i32 {
     };
     if let Err(e) = report.send(&Report::Enforced(ready.enforced)) {
         // The caller could not learn what was enforced: do not run.
-        eprintln!(
-            "subpane sandbox: cannot write the report on fd {:?}: {e}",
-            report.0
-        );
+        eprintln!("subpane sandbox: cannot write the report: {e}");
         return EXIT_SANDBOX_FAILED;
     }
     // SAFETY: resetting a disposition to the default is always sound.
