@@ -159,6 +159,7 @@ fn sandbox_seccomp_refuses_new_namespaces_and_mounts() {
 #[test]
 fn sandbox_runs_a_shell_and_node_normally() {
     require_tool("node", &["--version"], "nodejs");
+    require_tool("script", &["--version"], "bsdutils");
     let s = Sbx::new();
     let script = r#"
         head -c 16 /dev/urandom | wc -c
@@ -202,6 +203,7 @@ fn sandbox_runs_a_shell_and_node_normally() {
 #[test]
 fn sandbox_refuses_pushing_keys_into_its_terminal() {
     require_tool("perl", &["-e", "1"], "perl");
+    require_tool("script", &["--version"], "bsdutils");
     let s = Sbx::new();
     // TIOCSTI = 0x5412 on its own terminal would type into it (and the pane's shell after).
     let script = r#"script -qc 'perl -e "open(T, q{+<}, q{/dev/tty}) or die; \$c = q{x}; \$r = ioctl(T, 0x5412, \$c); print \$r ? q{injected} : q{refused errno=}.(\$!+0), qq{\n}"' /dev/null | tr -d '\r'"#;

@@ -8,19 +8,20 @@ fn sandbox_reports_what_was_enforced_and_closes_the_report_fd() {
     // An inherited fd to a directory outside would be a way around the mounts: it must not
     // reach the program either.
     let dir = std::fs::File::open(s.out()).unwrap();
-    let dir_fd = dir.as_raw_fd();
-    // SAFETY: clears FD_CLOEXEC on a descriptor this test owns, so the helper inherits it.
-    unsafe { libc::fcntl(dir_fd, libc::F_SETFD, 0) };
-    let r = s.bash(
-        &s.base(),
-        &format!("for fd in 3 {dir_fd}; do [ -e /proc/self/fd/$fd ] && echo \"$fd open\" || echo \"$fd closed\"; done"),
-    );
-    drop(dir);
-    assert_eq!(
-        lines(&r.stdout),
-        ["3 closed", format!("{dir_fd} closed").as_str()],
-        "{r:#?}"
-    );
+    // SAFETY: F_DUPFD makes an inheritable copy (FD_CLOEXEC is not copied) at 50 or above,
+    // far from the report's fd 3; it is closed below.
+    let dir_fd = unsafe { libc::fcntl(dir.as_raw_fd(), libc::F_DUPFD, 50) };
+    assert!(dir_fd >= 50);
+    let probe =
+        |fd: i32| format!("[ -e /proc/self/fd/{fd} ] && echo '{fd} open' || echo '{fd} closed'");
+    let r = s.bash(&s.base(), &format!("{}; {}", probe(3), probe(dir_fd)));
+    // Control: a program started without the helper inherits it.
+    let c = unsandboxed(&probe(dir_fd));
+    // SAFETY: closes the copy made above, which nothing else uses.
+    unsafe { libc::close(dir_fd) };
+    let closed = format!("{dir_fd} closed");
+    assert_eq!(lines(&r.stdout), ["3 closed", closed.as_str()], "{r:#?}");
+    assert_eq!(c.stdout, format!("{dir_fd} open\n"));
     let e = r.enforced();
     assert!(e["landlock_abi"].as_u64().unwrap() >= 6, "{e}");
     assert_eq!(e["namespaces"], json!(["user", "mount", "net"]));
