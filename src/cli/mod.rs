@@ -16,6 +16,7 @@ mod run;
 mod status;
 mod wait;
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
@@ -65,12 +66,43 @@ pub enum Command {
         /// The attempt directory
         dir: PathBuf,
     },
+    /// Enter the sandbox, then exec the program (internal; the worker runs it)
+    #[command(name = "__sandbox", hide = true)]
+    Sandbox {
+        /// A JSON file with the policy under the key "sandbox" (the attempt's spec.json)
+        #[arg(long, value_name = "FILE")]
+        policy: PathBuf,
+        /// An inherited descriptor for the one-line JSON report
+        #[arg(long, value_name = "N")]
+        report_fd: Option<i32>,
+        /// The egress proxy's Unix socket (network allow)
+        #[arg(long, value_name = "PATH")]
+        proxy_socket: Option<PathBuf>,
+        /// The program and its arguments
+        #[arg(last = true, required = true, value_name = "PROGRAM")]
+        argv: Vec<OsString>,
+    },
 }
 
 /// Runs the parsed command; returns the process exit code.
 pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
-    if let Command::Worker { dir } = &cli.command {
-        return Ok(crate::worker::main(dir));
+    // The hidden helpers run before the home is resolved: they never touch it.
+    match cli.command {
+        Command::Worker { dir } => return Ok(crate::worker::main(&dir)),
+        Command::Sandbox {
+            policy,
+            report_fd,
+            proxy_socket,
+            argv,
+        } => {
+            return Ok(crate::sandbox::exec::main(crate::sandbox::exec::Request {
+                policy,
+                report_fd,
+                proxy_socket,
+                argv,
+            }));
+        }
+        _ => {}
     }
     let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Invalid)?;
     match cli.command {
@@ -82,6 +114,6 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Attach(a) => attach::attach(&home, a),
         Command::Ls(a) => ls::ls(&home, a),
         Command::Gc(a) => gc::gc(&home, a),
-        Command::Worker { .. } => unreachable!("handled above"),
+        Command::Worker { .. } | Command::Sandbox { .. } => unreachable!("handled above"),
     }
 }

@@ -20,15 +20,29 @@
 //! report fd and exits [`EXIT_SANDBOX_FAILED`] without running the program, and the attempt
 //! ends with `failure_kind: "sandbox"`.
 //!
+//! Who owns what in the helper:
+//! * [`exec`]: the order of the steps, the report, and the exec itself;
+//! * `namespaces`: user, mount and network namespaces, and the loopback;
+//! * `mounts`: what the program can see (private `/tmp`, read-only holes, hidden paths);
+//! * `landlock`: what it may write and whom it may signal;
+//! * [`seccomp`]: the system calls it never needs (pure rules, then install).
+//!
 //! Common pitfalls:
 //! * Landlock rules only add rights: a read-only hole in a writable tree (`.git/hooks`) needs
 //!   a read-only bind mount, and a hidden path needs a mount over it.
 //! * Landlock (up to ABI 7) cannot refuse connecting to a pathname Unix socket: the tmux
 //!   server's socket is hidden by the mount namespace instead.
 //! * Claude Code opens a Unix socket under `/tmp`: hide, do not refuse `AF_UNIX`.
+//! * Under `none` the tmux socket would still be reachable: a network namespace does not
+//!   cover pathname Unix sockets (abstract ones, though, are per network namespace).
 
+pub mod exec;
+mod landlock;
+mod mounts;
+mod namespaces;
 pub mod proxy;
 pub mod relay;
+pub mod seccomp;
 
 use serde::{Deserialize, Serialize};
 

@@ -12,5 +12,6 @@ mod filter;
 mod lifecycle;
 mod pane;
 mod run;
+mod sandbox_exec;
 mod sandbox_run;
 mod waiter;

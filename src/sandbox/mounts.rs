@@ -1,0 +1,273 @@
+//! The program's view of the file system, built in the helper's private mount namespace.
+//!
+//! ```text
+//!  1. /            MS_REC|MS_PRIVATE        nothing below propagates back to the host
+//!  2. /tmp/ws …    open_tree(CLONE|RECURSIVE)  writable/read-only trees under /tmp, held by fd
+//!  3. /tmp         fresh tmpfs (1777)        the program's private /tmp
+//!  4. /tmp/ws …    move_mount(fd) back       same path, same files as on the host
+//!  5. read_only    read-only bind over itself   .git/hooks, .git/config in the workspace
+//!  6. hidden       dir: empty read-only tmpfs; file or socket: /dev/null, read-only
+//!  7. /dev/pts     a new devpts instance     the host's terminals are out of reach
+//!  8. chdir(cwd)   the working directory again, resolved in the new view
+//! ```
+//!
+//! Landlock decides what may be written; this module decides what can be seen, and carves
+//! the read-only holes Landlock cannot (its rules only add rights).
+//!
+//! Common pitfalls:
+//! * The helper's working directory still points into the host's view after the mounts:
+//!   `cd ..` from a workspace in `/tmp` would list the host's `/tmp` (and reach a hidden
+//!   socket there). Step 8 resolves it again, and fails closed if it is no longer visible.
+//! * A mount namespace owned by a new user namespace locks the mounts it copied: they can be
+//!   covered but not unmounted or cloned one by one. `open_tree` needs `AT_RECURSIVE`.
+//! * `mount(MS_REMOUNT|MS_BIND|MS_RDONLY)` in a user namespace must repeat the locked flags
+//!   (nosuid, nodev, …) of the mount, or it fails with EPERM; `mount_setattr` on a detached
+//!   clone sets read-only alone.
+//! * A hidden file becomes `/dev/null`: reads are empty, writes vanish, a socket there
+//!   refuses connections. A hidden path that does not exist is skipped (there is nothing
+//!   to see); a read-only path that does not exist fails closed, since the program could
+//!   create it (a new hook would run later, outside the sandbox).
+//! * Reading another terminal (`/dev/pts/N` of the same user) would read the keys typed in
+//!   it: the program gets its own devpts, so the host's terminals are not there at all.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use super::SandboxFailure;
+use crate::spec::SandboxSpec;
+
+const TMP: &str = "/tmp";
+
+/// Builds the view described in the module docs, then changes to `cwd` in it.
+pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
+    let root = Path::new("/");
+    mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(|e| failure(root, "cannot make the mounts private", e))?;
+
+    // Take the trees under /tmp before the fresh tmpfs covers them.
+    let mut held = Vec::new();
+    for path in carried(&spec.writable, &spec.read_only) {
+        let is_dir = std::fs::metadata(&path)
+            .map_err(|e| failure(&path, "cannot keep it visible under the private /tmp", e))?
+            .is_dir();
+        let fd = open_tree(&path).map_err(|e| failure(&path, "cannot take it over /tmp", e))?;
+        held.push((path, fd, is_dir));
+    }
+    let tmp = Path::new(TMP);
+    mount(
+        Some("tmpfs"),
+        tmp,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=1777"),
+    )
+    .map_err(|e| failure(tmp, "cannot mount the private /tmp", e))?;
+    for (path, fd, is_dir) in held {
+        make_mount_point(&path, is_dir)
+            .map_err(|e| failure(&path, "cannot make its place under the private /tmp", e))?;
+        move_mount(&fd, &path).map_err(|e| failure(&path, "cannot put it back under /tmp", e))?;
+    }
+
+    for path in &spec.read_only {
+        if let Err(e) = std::fs::metadata(path) {
+            let why = "a read-only path must exist, or the program could create it";
+            return Err(failure(path, why, e));
+        }
+        bind_read_only(path, path).map_err(|e| failure(path, "cannot make it read-only", e))?;
+    }
+
+    for path in &spec.hidden {
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) if absent(&e) => continue,
+            Err(e) => return Err(failure(path, "cannot look at the path to hide", e)),
+        };
+        let hid = if meta.is_dir() {
+            mount(
+                Some("tmpfs"),
+                path,
+                Some("tmpfs"),
+                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+                Some("mode=0555"),
+            )
+        } else {
+            bind_read_only(Path::new("/dev/null"), path)
+        };
+        hid.map_err(|e| failure(path, "cannot hide it", e))?;
+    }
+
+    let pts = Path::new("/dev/pts");
+    if pts.is_dir() {
+        mount(
+            Some("devpts"),
+            pts,
+            Some("devpts"),
+            libc::MS_NOSUID | libc::MS_NOEXEC,
+            Some("newinstance,ptmxmode=0666,mode=0620"),
+        )
+        .map_err(|e| failure(pts, "cannot mount a private devpts", e))?;
+    }
+
+    std::env::set_current_dir(cwd).map_err(|e| {
+        failure(
+            cwd,
+            "the working directory is not visible in the sandbox",
+            e,
+        )
+    })
+}
+
+/// The trees that must stay visible at their path under the private `/tmp`: writable and
+/// read-only paths strictly below `/tmp`, outermost first, nested ones dropped (they come
+/// along with their parent). Pure.
+pub fn carried(writable: &[PathBuf], read_only: &[PathBuf]) -> Vec<PathBuf> {
+    let mut under: Vec<&PathBuf> = writable
+        .iter()
+        .chain(read_only)
+        .filter(|p| p.starts_with(TMP) && p.as_path() != Path::new(TMP))
+        .collect();
+    under.sort_by_key(|p| p.components().count());
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in under {
+        if !out.iter().any(|kept| p.starts_with(kept)) {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
+fn absent(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR))
+}
+
+fn failure(path: &Path, what: &str, e: io::Error) -> SandboxFailure {
+    SandboxFailure::Mount {
+        path: path.display().to_string(),
+        why: format!("{what}: {e}"),
+    }
+}
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+fn cvt(rc: libc::c_long) -> io::Result<libc::c_long> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn mount(
+    source: Option<&str>,
+    target: &Path,
+    fstype: Option<&str>,
+    flags: libc::c_ulong,
+    data: Option<&str>,
+) -> io::Result<()> {
+    let opt = |s: Option<&str>| s.map(CString::new).transpose().map_err(io::Error::other);
+    let (source, fstype, data) = (opt(source)?, opt(fstype)?, opt(data)?);
+    let target = cstr(target)?;
+    let ptr = |c: &Option<CString>| c.as_ref().map_or(std::ptr::null(), |c| c.as_ptr());
+    // SAFETY: every pointer is a NUL-terminated string alive for the call, or null.
+    let rc = unsafe {
+        libc::mount(
+            ptr(&source),
+            target.as_ptr(),
+            ptr(&fstype),
+            flags,
+            ptr(&data).cast(),
+        )
+    };
+    cvt(rc.into()).map(drop)
+}
+
+/// A detached copy of the mount tree at `path` (with everything mounted below it).
+fn open_tree(path: &Path) -> io::Result<OwnedFd> {
+    let p = cstr(path)?;
+    let flags = libc::OPEN_TREE_CLONE | libc::OPEN_TREE_CLOEXEC | libc::AT_RECURSIVE as u32;
+    // SAFETY: open_tree(2) with a valid path; the result is a new descriptor we own.
+    let fd = cvt(unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, p.as_ptr(), flags) })?;
+    // SAFETY: a fresh descriptor returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Attaches the detached tree `fd` at `target` (following a symlink at `target`).
+fn move_mount(fd: &OwnedFd, target: &Path) -> io::Result<()> {
+    let t = cstr(target)?;
+    let flags = libc::MOVE_MOUNT_F_EMPTY_PATH | libc::MOVE_MOUNT_T_SYMLINKS;
+    // SAFETY: move_mount(2) with a mount fd, an empty source path and a valid target path.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            flags,
+        )
+    })
+    .map(drop)
+}
+
+/// Mounts a read-only copy of `source` over `target`.
+fn bind_read_only(source: &Path, target: &Path) -> io::Result<()> {
+    let fd = open_tree(source)?;
+    let attr = libc::mount_attr {
+        attr_set: libc::MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = libc::AT_EMPTY_PATH | libc::AT_RECURSIVE;
+    // SAFETY: mount_setattr(2) on a mount fd with an empty path and a mount_attr of the size
+    // passed.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            flags as libc::c_uint,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    })?;
+    move_mount(&fd, target)
+}
+
+fn make_mount_point(path: &Path, is_dir: bool) -> io::Result<()> {
+    if is_dir {
+        return std::fs::create_dir_all(path);
+    }
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    std::fs::File::create(path).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths(v: &[&str]) -> Vec<PathBuf> {
+        v.iter().map(PathBuf::from).collect()
+    }
+
+    #[test]
+    fn only_outermost_trees_strictly_under_tmp_are_carried() {
+        let writable = paths(&["/tmp/ws", "/home/u/h/runs/r/attempts/1", "/tmp", "/tmpfoo"]);
+        let read_only = paths(&["/tmp/ws/.git/hooks", "/tmp/other/.git/config"]);
+        assert_eq!(
+            carried(&writable, &read_only),
+            paths(&["/tmp/ws", "/tmp/other/.git/config"])
+        );
+        // A nested tree listed first still comes along with its parent.
+        let writable = paths(&["/tmp/a/b/c", "/tmp/a"]);
+        assert_eq!(carried(&writable, &[]), paths(&["/tmp/a"]));
+        assert!(carried(&paths(&["/src/app"]), &[]).is_empty());
+    }
+}
