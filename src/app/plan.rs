@@ -319,13 +319,27 @@ fn sandbox_policy(
     let mut read_only = Vec::new();
     let git = ctx.cwd.join(".git");
     if sys.is_dir(&git) {
-        for p in [git.join("hooks"), git.join("config")] {
-            if !req
+        // hooks: the launcher creates it when missing, so that it can be made read-only.
+        let config = git.join("config");
+        let config_exists = sys.canonicalize(&config).is_ok();
+        for p in [git.join("hooks"), config] {
+            let named = req
                 .writable
                 .iter()
-                .any(|w| resolve("--writable", w).ok().as_ref() == Some(&p))
-            {
+                .any(|w| resolve("--writable", w).ok().as_ref() == Some(&p));
+            let exists = p.ends_with("hooks") || config_exists;
+            if !named && exists {
                 read_only.push(p);
+            }
+        }
+    }
+    // Sockets that would act outside the sandbox for whoever connects (Landlock cannot refuse
+    // connecting to a pathname Unix socket): the Docker daemon, the D-Bus buses, the user's
+    // runtime directory (session bus, keyrings) and the SSH agent.
+    for p in ctx.escape_sockets {
+        if let Ok(p) = sys.canonicalize(p) {
+            if !hidden.contains(&p) {
+                hidden.push(p);
             }
         }
     }
@@ -348,6 +362,27 @@ struct PolicyContext<'a> {
     tmux_socket: &'a Path,
     /// State directories of the agent CLI (it writes them).
     agent_dirs: Vec<PathBuf>,
+    /// Sockets to hide when they exist (see [`escape_sockets`]).
+    escape_sockets: &'a [PathBuf],
+}
+
+/// Well-known sockets that act for whoever connects, and the caller's own ones.
+fn escape_sockets(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = [
+        "/var/run/docker.sock",
+        "/run/docker.sock",
+        "/run/dbus",
+        "/var/run/dbus",
+    ]
+    .iter()
+    .map(PathBuf::from)
+    .collect();
+    for name in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
+        if let Some(p) = var(name).filter(|p| Path::new(p).is_absolute()) {
+            v.push(PathBuf::from(p));
+        }
+    }
+    v
 }
 
 /// What runs: the adapter, the argv, the task.
@@ -582,6 +617,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
             attempt_dir: paths.dir(),
             tmux_socket: &socket,
             agent_dirs,
+            escape_sockets: &escape_sockets(&caller_var),
         },
         network,
     )?;
@@ -1075,7 +1111,11 @@ mod tests {
     fn the_policy_names_every_path_resolved() {
         let mut sys = Fake::new();
         sys.dirs.push("/work/.git".into());
+        sys.files.insert("/work/.git/config".into(), String::new());
         sys.dirs.push("/data".into());
+        sys.dirs.push("/run/dbus".into());
+        sys.vars
+            .push(("SSH_AUTH_SOCK".into(), "/tmp/ssh-x/agent.1".into()));
         sys.files.insert("/work/secret.txt".into(), String::new());
         let req = RunRequest {
             writable: vec!["/data".into()],
@@ -1094,11 +1134,14 @@ mod tests {
                 PathBuf::from("/data")
             ]
         );
+        // --hide, the tmux socket, and the escape sockets that exist (not the SSH agent's,
+        // which this machine lacks).
         assert_eq!(
             sb.hidden,
             [
                 PathBuf::from("/work/secret.txt"),
-                PathBuf::from("/tmp/tmux-0/subpane")
+                PathBuf::from("/tmp/tmux-0/subpane"),
+                PathBuf::from("/run/dbus")
             ]
         );
         assert_eq!(
