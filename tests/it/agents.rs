@@ -388,6 +388,63 @@ fn tool_write(agent: Agent) {
     env.assert_no_leftovers();
 }
 
+/// The same tool call in `--sandbox` with only the mock's address allowed: the agent reaches
+/// its model through subpane's egress proxy, its tool writes in the workspace, and the same
+/// command's write to a directory outside (visible, not under the private /tmp) fails.
+fn sandboxed_tool_write(agent: Agent) {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let target = env.work.join("made_by_agent.txt");
+    let outside = tempfile::Builder::new()
+        .prefix("agent-outside-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let task = format!(
+        "SCENARIO:tool_write_outside OUTSIDE:{} Write the file.",
+        outside.path().display()
+    );
+    let args = [
+        &[
+            "--sandbox",
+            "--network",
+            "allow:127.0.0.1",
+            "--env-pass",
+            "MOCK_API_KEY",
+        ],
+        agent.tools_args(),
+        &["--task", &task],
+    ]
+    .concat();
+    let (code, v) = run_agent(&env, &mock, None, "sbx", agent, &args);
+    assert_completed(&env, "sbx", agent, code, &v, TOOL_DONE_TEXT, 2);
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("the agent's tool wrote the file in --cwd"),
+        "hi\n"
+    );
+    let escaped = outside.path().join("escaped.txt");
+    assert!(
+        !escaped.exists(),
+        "the sandboxed tool wrote outside the workspace"
+    );
+    // The command did run the write that failed: the mock saw the tool result after it.
+    assert!(mock.request_bodies().len() >= 2);
+    let sb = &v["sandbox"];
+    assert_eq!(sb["enabled"], true, "{sb}");
+    assert!(
+        sb["enforced"]["landlock_abi"].as_u64().unwrap() >= 6,
+        "{sb}"
+    );
+    let log = std::fs::read_to_string(env.attempt_dir("sbx", 1).join("network.jsonl")).unwrap();
+    assert!(
+        log.lines().any(|l| {
+            let e: Value = serde_json::from_str(l).unwrap();
+            e["host"] == "127.0.0.1" && e["decision"] == "allow"
+        }),
+        "the model was not reached through the proxy:\n{log}"
+    );
+    env.assert_no_leftovers();
+}
+
 fn model_error(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
@@ -517,6 +574,18 @@ fn claude_tool_call_writes_a_file() {
 #[test]
 fn codex_tool_call_writes_a_file() {
     tool_write(Agent::Codex);
+}
+#[test]
+fn pi_sandboxed_tool_call_stays_in_the_workspace() {
+    sandboxed_tool_write(Agent::Pi);
+}
+#[test]
+fn claude_sandboxed_tool_call_stays_in_the_workspace() {
+    sandboxed_tool_write(Agent::Claude);
+}
+#[test]
+fn codex_sandboxed_tool_call_stays_in_the_workspace() {
+    sandboxed_tool_write(Agent::Codex);
 }
 #[test]
 fn pi_model_error_fails_though_pi_exits_0() {
