@@ -7,7 +7,8 @@
 //!  start(port, target):
 //!    bind 127.0.0.1:port ─────────── fork ────► PDEATHSIG=SIGKILL, getppid() check
 //!    drop its copy of the listener              fds: 0-2 → /dev/null, 3 = listener, no other
-//!    return; then Landlock, seccomp, exec       serve(listener, target):
+//!    return; then Landlock, seccomp, exec       chdir(target's directory)
+//!                                               serve(listener, target's name):
 //!             │                                   accept ─► thread (64 KiB stack)
 //!          PROGRAM ── HTTP(S)_PROXY=127.0.0.1:port ──►   connect target ─► pipe both ways
 //!             exits ──────────────── SIGKILL ───► relay dies with it
@@ -109,8 +110,13 @@ fn become_relay(listener: TcpListener, target: &Path, parent: libc::pid_t) -> ! 
         }
         TcpListener::from_raw_fd(3)
     };
-    // serve opens what it needs (the directory of a long target path) only now, after the
-    // descriptor table was cleared.
+    // A target past the 107-byte address limit is reached from its directory: the relay is
+    // a process of its own, so its working directory is free to use (no /proc needed in the
+    // sandbox's mount namespace).
+    let target = match (target.parent(), target.file_name()) {
+        (Some(dir), Some(name)) if std::env::set_current_dir(dir).is_ok() => Path::new(name),
+        _ => target,
+    };
     let code = match serve(listener, target) {
         Ok(()) => 0,
         Err(_) => 1,
