@@ -1,6 +1,9 @@
 //! The egress proxy outside the sandbox (`--network allow:…`). (Stub: the interface the
 //! worker calls.)
 
+pub mod decide;
+pub mod log;
+
 use std::path::Path;
 
 use crate::spec::HostPattern;
