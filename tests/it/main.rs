@@ -11,5 +11,7 @@ mod faults;
 mod filter;
 mod lifecycle;
 mod pane;
+mod proxy;
+mod relay;
 mod run;
 mod waiter;
