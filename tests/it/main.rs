@@ -11,6 +11,8 @@ mod faults;
 mod filter;
 mod lifecycle;
 mod pane;
+mod proxy;
+mod relay;
 mod run;
 mod sandbox_exec;
 mod sandbox_run;

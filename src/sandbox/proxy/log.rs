@@ -1,0 +1,139 @@
+//! `network.jsonl`: one JSON line per decision of the egress proxy.
+//!
+//! Common pitfalls:
+//! * Connection threads write at once: each line is one `write(2)` on a file opened with
+//!   `O_APPEND`, so lines never interleave (no lock, no buffered writer that could split a
+//!   line across two writes).
+//! * The worker may hash `network.jsonl` for the envelope once the proxy is stopped: after
+//!   [`DecisionLog::close`] nothing more is appended.
+//! * A log that cannot be written does not change a decision: the policy is enforced by the
+//!   proxy, the log only reports it. A failed write is counted and otherwise ignored.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use serde::{Deserialize, Serialize};
+
+/// One decision of the egress proxy: a line of `network.jsonl`.
+///
+/// ```json
+/// {"at":"2026-11-30T03:39:43.512Z","method":"CONNECT","host":"github.com","port":443,
+///  "decision":"deny","reason":"not listed","address":null}
+/// ```
+///
+/// `host` and `port` are the request's target (`host` lower case, no trailing dot); for a
+/// request that could not be read (400) `host` is as much of it as could be made out and
+/// `port` is `null`. `address` is the IP the proxy connected to; `null` when it did not
+/// connect, with `reason` saying why (`"cannot connect to 203.0.113.9:443: …"` for an
+/// allowed host that did not answer).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkEntry {
+    /// RFC 3339 UTC with milliseconds.
+    pub at: String,
+    pub method: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub decision: Verdict,
+    pub reason: Option<String>,
+    pub address: Option<IpAddr>,
+}
+
+/// What the policy said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Allow,
+    Deny,
+}
+
+/// The open `network.jsonl`.
+#[derive(Debug)]
+pub struct DecisionLog {
+    file: File,
+    failed: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl DecisionLog {
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let file = OpenOptions::new().append(true).create(true).open(path)?;
+        Ok(DecisionLog {
+            file,
+            failed: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Appends one entry as one line (nothing once [`close`](Self::close)d).
+    pub fn append(&self, entry: &NetworkEntry) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut line = match serde_json::to_vec(entry) {
+            Ok(l) => l,
+            Err(_) => return self.note_failure(),
+        };
+        line.push(b'\n');
+        // One write: on a local file system an O_APPEND write of a few hundred bytes is
+        // whole; a short write (a full disk) counts as a failure rather than being finished
+        // by a second write that another thread's line could precede.
+        match (&self.file).write(&line) {
+            Ok(n) if n == line.len() => {}
+            _ => self.note_failure(),
+        }
+    }
+
+    /// Ends the log: the file is final once the proxy has stopped, even if a connection
+    /// thread was still deciding.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
+
+    fn note_failure(&self) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many entries could not be written.
+    pub fn failures(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_are_whole_lines_of_json_even_from_many_threads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("network.jsonl");
+        let log = DecisionLog::open(&path).unwrap();
+        let entry = |i: u16| NetworkEntry {
+            at: "2026-11-30T03:39:43.512Z".into(),
+            method: Some("CONNECT".into()),
+            host: Some(format!("h{i}.example.com\0")),
+            port: Some(i),
+            decision: Verdict::Deny,
+            reason: Some("not listed".into()),
+            address: None,
+        };
+        std::thread::scope(|s| {
+            for t in 0..4u16 {
+                let log = &log;
+                s.spawn(move || (0..200).for_each(|i| log.append(&entry(t * 1000 + i))));
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<NetworkEntry> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 800);
+        assert_eq!(log.failures(), 0);
+        let first = text.lines().next().unwrap();
+        assert!(first.contains(r#""decision":"deny""#) && first.contains(r#"\u0000"#));
+    }
+}
