@@ -347,3 +347,79 @@ fn sandbox_settings_are_checked_before_anything_starts() {
     );
     env.assert_no_leftovers();
 }
+
+#[test]
+fn git_hooks_and_config_of_the_workspace_stay_read_only() {
+    let env = TestEnv::new();
+    let git = env.work.join(".git");
+    std::fs::create_dir_all(git.join("objects")).unwrap();
+    std::fs::write(git.join("config"), "[core]\n").unwrap();
+    let (r, v) = sandboxed(
+        &env,
+        "git",
+        &[],
+        "(echo 'echo pwned' > .git/hooks/pre-commit) 2>/dev/null && echo HOOK_WRITTEN || echo hook-refused; \
+         (echo '[core] hooksPath = x' >> .git/config) 2>/dev/null && echo CONFIG_WRITTEN || echo config-refused; \
+         echo obj > .git/objects/o && echo objects-writable",
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = stdout_of(&env, "git");
+    assert!(
+        out.contains("hook-refused")
+            && out.contains("config-refused")
+            && out.contains("objects-writable"),
+        "{out}"
+    );
+    assert!(!git.join("hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(git.join("config")).unwrap(),
+        "[core]\n"
+    );
+    let ro = v["sandbox"]["policy"]["read_only"].as_array().unwrap();
+    assert_eq!(ro.len(), 2, "{ro:?}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn sandboxed_attempts_run_side_by_side() {
+    let env = TestEnv::new();
+    let flag = env.root.path().join("go");
+    let n = 8;
+    for i in 0..n {
+        // Each waits for the flag, which only the test creates once all of them run.
+        let r = env.sp([
+            "run",
+            "--detach",
+            "--run-id",
+            &format!("par-{i}"),
+            "--sandbox",
+            "--writable",
+            env.root.path().to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            &format!(
+                "echo started; while [ ! -e {} ]; do sleep 0.02; done",
+                shell_quote(&flag.display().to_string())
+            ),
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    // All of them are running sandboxed at the same time.
+    crate::harness::wait_until("every sandboxed attempt to run", || {
+        (0..n)
+            .all(|i| stdout_of(&env, &format!("par-{i}")).contains("started"))
+            .then_some(())
+    });
+    crate::harness::touch(&flag);
+    let runs: Vec<String> = (0..n).map(|i| format!("par-{i}")).collect();
+    let mut args = vec!["wait", "--json"];
+    args.extend(runs.iter().map(String::as_str));
+    let w = env.sp(&args);
+    assert_eq!(w.code, 0, "{w:?}");
+    for e in w.json().as_array().unwrap() {
+        assert_eq!(e["status"], "completed", "{e}");
+        assert!(e["sandbox"]["enforced"]["landlock_abi"].as_u64().is_some());
+    }
+    env.assert_no_leftovers();
+}
