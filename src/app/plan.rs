@@ -13,9 +13,9 @@ use std::time::SystemTime;
 use super::{Error, RunRequest};
 use crate::adapter::{ArgvContext, BASE_ENV, adapter_for, env_allowed};
 use crate::spec::{
-    AgentKind, AttemptRef, AttemptSpec, EnvSpec, Limits, Network, RUN_SCHEMA, RunId, RunRecord,
-    SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis, parse_duration,
-    parse_positive_duration,
+    AgentKind, AttemptRef, AttemptSpec, DEFAULT_MAX_DEPTH, EnvSpec, Limits, Lineage, Network,
+    RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis,
+    parse_duration, parse_positive_duration,
 };
 use crate::store::Home;
 use crate::tmux;
@@ -385,6 +385,53 @@ fn escape_sockets(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     v
 }
 
+/// Where this run sits below the attempt that starts it (from the `SUBPANE_*` variables
+/// every attempt's program gets), and the nesting limit in force: the lower of `max_depth`
+/// and the one inherited. A run deeper than the limit is refused, naming the chain.
+fn lineage(
+    req: &RunRequest,
+    var: &dyn Fn(&str) -> Option<OsString>,
+    run_id: &RunId,
+) -> Result<(Option<Lineage>, u32), Error> {
+    let num =
+        |name: &str| var(name).and_then(|v| v.to_str().and_then(|s| s.trim().parse::<u32>().ok()));
+    let max = match (req.max_depth, num("SUBPANE_MAX_DEPTH")) {
+        (Some(asked), Some(inherited)) => asked.min(inherited),
+        (asked, inherited) => asked.or(inherited).unwrap_or(DEFAULT_MAX_DEPTH),
+    };
+    let Some(parent) = var("SUBPANE_RUN_ID").and_then(|v| v.into_string().ok()) else {
+        return Ok((None, max));
+    };
+    let mut chain: Vec<String> = var("SUBPANE_CHAIN")
+        .and_then(|v| v.into_string().ok())
+        .map(|c| {
+            c.split('/')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if chain.last() != Some(&parent) {
+        chain.push(parent.clone());
+    }
+    let depth = num("SUBPANE_DEPTH").unwrap_or(0) + 1;
+    if depth > max {
+        return Err(Error::invalid(format!(
+            "runs may nest at most {max} deep (--max-depth, inherited through SUBPANE_MAX_DEPTH), and this one would be {depth} deep: {} > {run_id}; finish the work in this run instead of starting another",
+            chain.join(" > ")
+        )));
+    }
+    Ok((
+        Some(Lineage {
+            parent_run: parent,
+            parent_attempt: num("SUBPANE_ATTEMPT").unwrap_or(1),
+            depth,
+            chain,
+        }),
+        max,
+    ))
+}
+
 /// What runs: the adapter, the argv, the task.
 struct Program {
     agent: AgentKind,
@@ -563,6 +610,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         Some(n) if req.sandbox => Network::parse(n).map_err(Error::invalid)?,
         _ => Network::None,
     };
+    let (lineage, max_depth) = lineage(req, &caller_var, &run_id)?;
     let agent_kind = req.agent.unwrap_or(AgentKind::Command);
     let (env, env_spec) = environment(req, sys, agent_kind, &network)?;
     let path_var = env
@@ -642,6 +690,11 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         },
         sandbox,
         created_at: created_at.clone(),
+        group: None,
+        lineage: lineage.clone(),
+        resumed_from: None,
+        worktree: None,
+        max_depth,
     };
     let record = RunRecord {
         schema: RUN_SCHEMA.to_owned(),
@@ -655,6 +708,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
             attempt,
             created_at,
         }],
+        lineage,
     };
     Ok(Plan {
         record,
@@ -1161,5 +1215,44 @@ mod tests {
         let p = plan(&cmd(&["make"]), &home(), &sys).unwrap();
         assert_eq!(p.spec.sandbox, SandboxSpec::default());
         assert!(p.spec.env.inherit && p.spec.env.passed.is_empty());
+    }
+
+    #[test]
+    fn a_run_started_inside_an_attempt_records_its_lineage_and_respects_the_depth_limit() {
+        let mut sys = Fake::new();
+        // Top level: no lineage, the default limit.
+        let p = plan(&cmd(&["make"]), &home(), &sys).unwrap();
+        assert_eq!(p.spec.lineage, None);
+        assert_eq!(p.spec.max_depth, 3);
+        // Inside attempt 2 of `b`, itself started by `a`.
+        sys.vars.push(("SUBPANE_RUN_ID".into(), "b".into()));
+        sys.vars.push(("SUBPANE_ATTEMPT".into(), "2".into()));
+        sys.vars.push(("SUBPANE_DEPTH".into(), "1".into()));
+        sys.vars.push(("SUBPANE_MAX_DEPTH".into(), "2".into()));
+        sys.vars.push(("SUBPANE_CHAIN".into(), "a/b".into()));
+        let mut req = cmd(&["make"]);
+        req.run_id = Some("c".into());
+        let p = plan(&req, &home(), &sys).unwrap();
+        let l = p.spec.lineage.clone().unwrap();
+        assert_eq!(
+            (l.parent_run.as_str(), l.parent_attempt, l.depth),
+            ("b", 2, 2)
+        );
+        assert_eq!(l.chain, ["a", "b"]);
+        assert_eq!(p.record.lineage, Some(l));
+        // A child cannot raise the limit it inherited, only lower it.
+        req.max_depth = Some(10);
+        assert_eq!(plan(&req, &home(), &sys).unwrap().spec.max_depth, 2);
+        req.max_depth = Some(1);
+        let m = refused(&req, &sys);
+        assert!(
+            m.contains("at most 1 deep") && m.contains("a > b > c"),
+            "{m}"
+        );
+        // One more level below the inherited limit is refused too.
+        sys.vars.retain(|(k, _)| k != "SUBPANE_DEPTH");
+        sys.vars.push(("SUBPANE_DEPTH".into(), "2".into()));
+        req.max_depth = None;
+        assert!(refused(&req, &sys).contains("would be 3 deep"));
     }
 }

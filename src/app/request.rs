@@ -64,6 +64,11 @@ pub struct RunRequest {
     pub hide: Vec<PathBuf>,
     /// Variables passed on from the caller's environment into the sandbox.
     pub env_pass: Vec<String>,
+    /// Run in a new git worktree of the `cwd` repository.
+    pub worktree: bool,
+    /// How deep runs started by this run's program (and theirs) may nest; it can only lower
+    /// the limit inherited from an enclosing attempt (default 3).
+    pub max_depth: Option<u32>,
 }
 
 impl std::fmt::Debug for RunRequest {

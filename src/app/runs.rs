@@ -246,6 +246,8 @@ pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
             labels: run.record.labels.clone(),
             correlation_id: run.record.correlation_id.clone(),
             group: run.record.group.clone(),
+            parent_run: run.record.lineage.as_ref().map(|l| l.parent_run.clone()),
+            depth: run.record.lineage.as_ref().map_or(0, |l| l.depth),
             what: what(&spec),
         };
         match attempt_status(&paths, &spec)? {

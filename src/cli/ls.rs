@@ -5,7 +5,7 @@ use clap::{Args, ValueEnum};
 use super::CliError;
 use super::common::{color_stdout, print, print_json};
 use crate::app;
-use crate::envelope::{FailureKind, RunState};
+use crate::envelope::{FailureKind, RunRow, RunState};
 use crate::store::Home;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -50,10 +50,11 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         eprintln!("subpane: no runs in {}", home.runs_dir().display());
         return Ok(0);
     }
+    let rows = as_tree(rows);
     let color = color_stdout();
     let id_w = rows
         .iter()
-        .map(|r| r.run_id.len())
+        .map(|r| r.run_id.len() + 2 * r.depth.min(8) as usize)
         .max()
         .unwrap_or(6)
         .max(6);
@@ -91,7 +92,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
             .unwrap_or_else(|| "-".into());
         out.push_str(&format!(
             "{:id_w$}  {painted}  {:7}  {:20}  {:>9}  {}\n",
-            r.run_id,
+            format!("{}{}", "  ".repeat(r.depth.min(8) as usize), r.run_id),
             r.agent.as_str(),
             started,
             dur,
@@ -100,4 +101,31 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
     }
     print(&out);
     Ok(0)
+}
+
+/// Rows in tree order: each run's children (runs its program started) right below it,
+/// newest first at every level; a child whose parent is not listed stands at the top.
+fn as_tree(rows: Vec<RunRow>) -> Vec<RunRow> {
+    use std::collections::HashMap;
+    let listed: std::collections::HashSet<String> = rows.iter().map(|r| r.run_id.clone()).collect();
+    let mut children: HashMap<String, Vec<RunRow>> = HashMap::new();
+    let mut roots = Vec::new();
+    for r in rows {
+        match r.parent_run.clone().filter(|p| listed.contains(p)) {
+            Some(p) => children.entry(p).or_default().push(r),
+            None => roots.push(r),
+        }
+    }
+    fn walk(r: RunRow, children: &mut HashMap<String, Vec<RunRow>>, out: &mut Vec<RunRow>) {
+        let kids = children.remove(&r.run_id).unwrap_or_default();
+        out.push(r);
+        for k in kids {
+            walk(k, children, out);
+        }
+    }
+    let mut out = Vec::new();
+    for r in roots {
+        walk(r, &mut children, &mut out);
+    }
+    out
 }

@@ -87,6 +87,14 @@ pub struct RunArgs {
     /// Keep the tmux session after the attempt ends, to read the pane (`subpane gc` removes it)
     #[arg(long)]
     pub keep_session: bool,
+    /// Run in a new git worktree of the --cwd repository, made under the subpane home on a
+    /// branch named after the run; its status and diff are stored when the attempt ends
+    #[arg(long)]
+    pub worktree: bool,
+    /// How deep runs started by this run's program may nest (it can only lower the limit an
+    /// enclosing attempt gave) [default: 3]
+    #[arg(long, value_name = "N")]
+    pub max_depth: Option<u32>,
     /// Run the program in a kernel sandbox: it writes only its workspace (--cwd), its attempt
     /// directory, a private /tmp and --writable paths; no network unless --network says so
     #[arg(long, help_heading = "Sandbox")]
@@ -159,6 +167,8 @@ impl RunArgs {
             writable: self.writable.clone(),
             hide: self.hide.clone(),
             env_pass: self.env_pass.clone(),
+            worktree: self.worktree,
+            max_depth: self.max_depth,
         })
     }
 }

@@ -146,7 +146,7 @@ impl From<LiveStatus> for RunState {
 ///  "failure_kind": "exit", "exit_code": 2, "created_at": "2026-11-30T03:39:43.123Z",
 ///  "started_at": "2026-11-30T03:39:43.130Z", "finished_at": "2026-11-30T03:39:45.456Z",
 ///  "duration_ms": 2326, "labels": {}, "correlation_id": null, "group": null,
-///  "what": "make test"}
+///  "parent_run": null, "depth": 0, "what": "make test"}
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRow {
@@ -163,6 +163,10 @@ pub struct RunRow {
     pub labels: BTreeMap<String, String>,
     pub correlation_id: Option<String>,
     pub group: Option<String>,
+    /// The run whose program started this one (`null` for a top-level run).
+    pub parent_run: Option<String>,
+    /// 0 for a top-level run, 1 for a run its program started, and so on.
+    pub depth: u32,
     /// The command line or the start of the task, one line made safe for a terminal.
     pub what: String,
 }

@@ -64,6 +64,11 @@ pub fn build(
             enforced: facts.sandbox.clone(),
         },
         artifacts,
+        group: spec.group.clone(),
+        parent_run: spec.lineage.as_ref().map(|l| l.parent_run.clone()),
+        depth: spec.lineage.as_ref().map(|l| l.depth),
+        resumed_from: spec.resumed_from,
+        worktree: facts.worktree.clone(),
     }
 }
 

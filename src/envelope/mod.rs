@@ -283,6 +283,38 @@ pub struct Envelope {
     pub tmux: TmuxInfo,
     pub sandbox: SandboxInfo,
     pub artifacts: Vec<Artifact>,
+    /// The fan-out group of the run (absent outside a fan-out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// The run whose program started this one (absent for a top-level run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run: Option<String>,
+    /// How deep below a top-level run (absent for a top-level run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u32>,
+    /// The attempt whose agent session this one continued (`retry --resume`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<u32>,
+    /// The git worktree of the attempt (`--worktree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<WorktreeInfo>,
+}
+
+/// The git worktree an attempt ran in, and what became of it.
+///
+/// ```json
+/// {"path": "/h/worktrees/fix-1-1", "branch": "subpane/fix-1", "base": "4b825dc6…",
+///  "kept": true, "branch_kept": true}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreeInfo {
+    pub path: String,
+    pub branch: String,
+    pub base: String,
+    /// The worktree is still there (a failed or cancelled attempt's, for debugging).
+    pub kept: bool,
+    /// The branch is still there (it has commits, or the worktree was kept).
+    pub branch_kept: bool,
 }
 
 impl Envelope {

@@ -82,6 +82,9 @@ pub struct WorkerFacts {
     /// Why the sandbox could not be set up (the program did not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_error: Option<String>,
+    /// What became of the attempt's git worktree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<super::WorktreeInfo>,
 }
 
 /// `cancel.json`: a cancel request. Written before the worker is signalled, so a worker that

@@ -165,6 +165,64 @@ pub struct AttemptSpec {
     pub tmux: TmuxTarget,
     pub sandbox: SandboxSpec,
     pub created_at: String,
+    /// The fan-out group of the run.
+    #[serde(default)]
+    pub group: Option<String>,
+    /// The run and attempt that started this run, when one did (a subagent calling subpane).
+    #[serde(default)]
+    pub lineage: Option<Lineage>,
+    /// The attempt whose agent session this attempt continues (`retry --resume`).
+    #[serde(default)]
+    pub resumed_from: Option<u32>,
+    /// The git worktree the attempt runs in (`--worktree`).
+    #[serde(default)]
+    pub worktree: Option<WorktreeSpec>,
+    /// How deep runs started below this one may nest (given to the program as
+    /// `SUBPANE_MAX_DEPTH`).
+    #[serde(default = "default_max_depth")]
+    pub max_depth: u32,
+}
+
+/// The nesting limit when nobody set one.
+pub const DEFAULT_MAX_DEPTH: u32 = 3;
+
+fn default_max_depth() -> u32 {
+    DEFAULT_MAX_DEPTH
+}
+
+/// Where a run came from: the attempt whose program started it, and how deep it is.
+///
+/// ```json
+/// {"parent_run": "review", "parent_attempt": 1, "depth": 1, "chain": ["review"]}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lineage {
+    pub parent_run: String,
+    pub parent_attempt: u32,
+    /// 1 for a run started by a top-level run's program, 2 below that, and so on.
+    pub depth: u32,
+    /// The run ids from the top down to the parent.
+    pub chain: Vec<String>,
+}
+
+/// A git worktree made for one attempt, outside the repository.
+///
+/// ```json
+/// {"repo": "/src/app", "path": "/h/worktrees/fix-1-1", "branch": "subpane/fix-1",
+///  "base": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "subdir": ""}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorktreeSpec {
+    /// The top of the repository the worktree belongs to.
+    pub repo: PathBuf,
+    /// The worktree's directory (under `$SUBPANE_HOME/worktrees/`).
+    pub path: PathBuf,
+    /// The branch made for it, named after the run.
+    pub branch: String,
+    /// The commit it started from (filled in when it is made).
+    pub base: String,
+    /// Where `--cwd` was inside the repository; the program runs there in the worktree.
+    pub subdir: PathBuf,
 }
 
 /// One entry of `run.json`'s attempt list.
@@ -192,6 +250,9 @@ pub struct RunRecord {
     pub group: Option<String>,
     pub created_at: String,
     pub attempts: Vec<AttemptRef>,
+    /// The attempt that started this run, when one did.
+    #[serde(default)]
+    pub lineage: Option<Lineage>,
 }
 
 /// Current time as RFC 3339 UTC with milliseconds.

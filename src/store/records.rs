@@ -265,6 +265,7 @@ mod tests {
                 attempt: 1,
                 created_at: spec.created_at.clone(),
             }],
+            lineage: None,
         };
         // No run yet: nothing to add to.
         let second = AttemptSpec {
