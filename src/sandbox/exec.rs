@@ -2,11 +2,11 @@
 //! -- PROGRAM [ARGS…]`. It enters the sandbox, then becomes the program (exec, same pid).
 //!
 //! ```text
-//!  read policy ─► user+mount[+net] ns ─► mounts ─► lo up [─► relay] ─► no_new_privs
-//!      │               namespaces.rs      mounts.rs  namespaces.rs      │
-//!      │                                                               ▼
-//!      │          execvp(PROGRAM) ◄─ report {"enforced"} ◄─ fds ≥ 3 CLOEXEC ◄─ seccomp ◄─ Landlock
-//!      │              │ fails: report {"failed": exec}, exit 127        seccomp.rs   landlock.rs
+//!  read policy ─► user+mount[+net] ns ─► mounts ─► lo up ─► no_new_privs ─► Landlock
+//!      │               namespaces.rs      mounts.rs  namespaces.rs           landlock.rs │
+//!      │                                                                                ▼
+//!      │     execvp(PROGRAM) ◄─ report {"enforced"} ◄─ fds ≥ 3 CLOEXEC ◄─ seccomp ◄─ [relay]
+//!      │         │ fails: report {"failed": exec}, exit 127           seccomp.rs
 //!      ▼              ▼
 //!  any step fails: report {"failed": {kind…}}, "subpane sandbox: …" on stderr, exit 125
 //! ```
@@ -136,13 +136,16 @@ fn enter(req: &Request) -> Result<Ready, SandboxFailure> {
     if private_net {
         namespaces::loopback_up()?;
     }
+    set_no_new_privs()?;
+    let landlock = landlock::restrict(&spec.writable)?;
+    // The relay is forked inside the program's Landlock domain: its parent-death signal is
+    // sent by the program as it exits, and the signal scope lets that signal reach only
+    // processes of the same domain. Forked before it, the relay would outlive the program.
     if let Some(socket) = proxy {
         relay::start(PROXY_PORT, socket).map_err(|e| SandboxFailure::Network {
             why: format!("cannot start the relay to the egress proxy: {e}"),
         })?;
     }
-    set_no_new_privs()?;
-    let landlock = landlock::restrict(&spec.writable)?;
     seccomp::install(&filters)?;
     close_inherited_on_exec()?;
     Ok(Ready {

@@ -106,3 +106,40 @@ fn sandbox_network_full_reaches_the_host() {
     assert_eq!(got, "hello\n");
     assert_eq!(r.enforced()["namespaces"], json!(["user", "mount"]));
 }
+
+/// The relay to the egress proxy serves the program and ends with it: a relay left behind
+/// would hold a network namespace and a descriptor of the attempt.
+#[test]
+fn sandbox_relay_ends_with_the_program() {
+    let s = Sbx::new();
+    let mut policy = s.base();
+    policy["network"] = json!({"allow": ["127.0.0.1"]});
+    let socket = s.attempt.join("proxy.sock");
+    let mut argv = s.helper_argv(&policy, &["true".as_ref()]);
+    let at = argv.iter().position(|a| a == "--").unwrap();
+    argv.insert(at, socket.clone().into());
+    argv.insert(at, "--proxy-socket".into());
+    let r = s.run(argv, None);
+    assert_eq!(r.code, 0, "{r:#?}");
+    // A relay is this socket's only user: it names it on its command line (the helper's).
+    let needle = socket.display().to_string();
+    let relays = || -> Vec<i32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+            .filter(|pid| {
+                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+                let zombie = stat
+                    .rsplit(')')
+                    .next()
+                    .is_some_and(|r| r.trim_start().starts_with('Z'));
+                let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                !zombie && String::from_utf8_lossy(&cmd).contains(&needle)
+            })
+            .collect()
+    };
+    crate::harness::wait_until("the relay to end with the program", || {
+        relays().is_empty().then_some(())
+    });
+}
