@@ -21,7 +21,8 @@
 //!   answer; builds on `spec`, never the reverse), [`exit_code`], [`term`] (text made safe
 //!   for a terminal)
 //! * L1 one resource each: [`store`] (files), [`tmux`] (the tmux binary), [`procs`] (the kernel's
-//!   process table)
+//!   process table), [`sandbox`] (the kernel's namespaces, Landlock and seccomp, and the egress
+//!   proxy)
 //! * L2 machinery: [`adapter`] (pure parsing), [`worker`] (runs in the pane), [`supervisor`]
 //!   (waits, observes, cancels)
 //! * L2½ the application layer: [`app`] (requests, plans, starting attempts, queries) that
