@@ -18,7 +18,10 @@ pub use answers::{
 };
 pub use build::{build, duration_between};
 pub use outcome::{Facts, KillReason, Outcome, decide};
-pub use records::{CancelRequest, LaunchRecord, ProcRef, WORKER_SCHEMA, WorkerFacts, WorkerState};
+pub use records::{
+    CancelRequest, LaunchRecord, NetworkEntry, ProcRef, Verdict, WORKER_SCHEMA, WorkerFacts,
+    WorkerState,
+};
 
 use crate::exit_code;
 use crate::spec::AgentKind;

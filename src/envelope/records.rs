@@ -1,5 +1,7 @@
 //! Records written while an attempt runs: `launch.json`, `worker.json`, `cancel.json`.
 
+use std::net::IpAddr;
+
 use serde::{Deserialize, Serialize};
 
 use super::{Cleanup, FilterCounts, KillReason, TmuxInfo};
@@ -97,4 +99,36 @@ pub struct WorkerFacts {
 pub struct CancelRequest {
     pub requested_at: String,
     pub grace_ms: u64,
+}
+
+/// One decision of the egress proxy: a line of `network.jsonl`.
+///
+/// ```json
+/// {"at":"2026-11-30T03:39:43.512Z","method":"CONNECT","host":"github.com","port":443,
+///  "decision":"deny","reason":"not listed","address":null}
+/// ```
+///
+/// `host` and `port` are the request's target (`host` lower case, no trailing dot); for a
+/// request that could not be read (400) `host` is as much of it as could be made out and
+/// `port` is `null`. `address` is the IP the proxy connected to; `null` when it did not
+/// connect, with `reason` saying why (`"cannot connect to 203.0.113.9:443: …"` for an
+/// allowed host that did not answer).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkEntry {
+    /// RFC 3339 UTC with milliseconds.
+    pub at: String,
+    pub method: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub decision: Verdict,
+    pub reason: Option<String>,
+    pub address: Option<IpAddr>,
+}
+
+/// What the policy said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Allow,
+    Deny,
 }
