@@ -102,7 +102,18 @@ fn schema_requires_every_field_the_code_writes() {
         r
     };
     assert_eq!(keys_of(&v), required(&s));
-    assert_eq!(keys_of(&s["properties"]), required(&s));
+    // Every property is required but the optional ones added since v1 (absent when they do
+    // not apply), and each of those says so in its description.
+    let optional = ["depth", "group", "parent_run", "resumed_from", "worktree"];
+    let mut all = required(&s);
+    all.extend(optional.iter().map(|k| (*k).to_owned()));
+    all.sort();
+    assert_eq!(keys_of(&s["properties"]), all);
+    for k in optional {
+        assert!(v.get(k).is_none(), "{k} is written for a plain run: {v}");
+        let d = s["properties"][k]["description"].as_str().unwrap_or("");
+        assert!(d.starts_with("Optional"), "{k}: {d}");
+    }
     for nested in ["output", "filter", "cleanup", "tmux"] {
         assert_eq!(
             keys_of(&v[nested]),
