@@ -722,6 +722,19 @@ mod tests {
             assert_eq!(t.model.as_deref(), Some("m-1"), "task settings are kept");
             assert_eq!(s.resumed_from, Some(1));
             assert_eq!(r.plan.prompt.as_deref(), Some("Which word?"));
+            // The envelope says so.
+            let outcome = Outcome {
+                status: Status::Completed,
+                failure_kind: None,
+            };
+            let e = build(
+                s,
+                &WorkerFacts::default(),
+                Output::default(),
+                outcome,
+                vec![],
+            );
+            assert_eq!((e.attempt, e.resumed_from), (2, Some(1)));
             // The adapter's argv carries the session and the follow-up.
             let argv = s.argv.join(" ");
             let resumed = match kind {
