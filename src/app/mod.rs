@@ -24,11 +24,13 @@
 mod launch;
 mod plan;
 mod request;
+mod retry;
 mod runs;
 
 pub use launch::{Started, start};
 pub use plan::{Plan, RealSystem, System, plan};
 pub use request::{RunRequest, parse_kv};
+pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
 pub use runs::{
     AttemptStatus, CancelOutcome, Found, WaitMode, WaitResult, attempt_status, cancel, find_run,
     gc, list, tmux_for, wait, wait_one,

@@ -123,7 +123,7 @@ fn invalid(e: impl std::fmt::Display) -> Error {
 }
 
 /// Reads `@FILE` or returns the text itself.
-fn text_or_file(sys: &dyn System, flag: &str, v: &str) -> Result<String, Error> {
+pub(super) fn text_or_file(sys: &dyn System, flag: &str, v: &str) -> Result<String, Error> {
     match v.strip_prefix('@') {
         Some(path) => sys
             .read_to_string(Path::new(path))
@@ -195,7 +195,7 @@ fn proxy_url() -> String {
 
 /// The program's environment: the caller's minus tmux's variables (in a sandbox: only what
 /// the adapter needs and `env_pass`), plus `env`, plus what the sandbox sets.
-fn environment(
+pub(super) fn environment(
     req: &RunRequest,
     sys: &dyn System,
     agent: AgentKind,
@@ -367,7 +367,7 @@ struct PolicyContext<'a> {
 }
 
 /// Well-known sockets that act for whoever connects, and the caller's own ones.
-fn escape_sockets(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+pub(super) fn escape_sockets(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = [
         "/var/run/docker.sock",
         "/run/docker.sock",
@@ -538,7 +538,7 @@ fn program(
 
 /// Refuses an argv that the kernel would refuse at exec (E2BIG): better now, with a message,
 /// than as a spawn failure.
-fn check_exec_size(
+pub(super) fn check_exec_size(
     argv: &[String],
     env: &[(OsString, OsString)],
     arg_max: usize,
@@ -719,24 +719,24 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::collections::HashMap;
 
     /// A machine in memory: directories, files, executables, and what `which` finds.
-    struct Fake {
-        cwd: PathBuf,
-        dirs: Vec<PathBuf>,
-        files: HashMap<PathBuf, String>,
+    pub(crate) struct Fake {
+        pub(crate) cwd: PathBuf,
+        pub(crate) dirs: Vec<PathBuf>,
+        pub(crate) files: HashMap<PathBuf, String>,
         /// path → executable?
-        programs: HashMap<PathBuf, bool>,
-        on_path: HashMap<String, PathBuf>,
-        vars: Vec<(OsString, OsString)>,
-        arg_max: usize,
+        pub(crate) programs: HashMap<PathBuf, bool>,
+        pub(crate) on_path: HashMap<String, PathBuf>,
+        pub(crate) vars: Vec<(OsString, OsString)>,
+        pub(crate) arg_max: usize,
     }
 
     impl Fake {
-        fn new() -> Self {
+        pub(crate) fn new() -> Self {
             let mut on_path = HashMap::new();
             on_path.insert("tmux".into(), PathBuf::from("/usr/bin/tmux"));
             on_path.insert("make".into(), PathBuf::from("/usr/bin/make"));
@@ -805,7 +805,7 @@ mod tests {
         }
     }
 
-    fn home() -> Home {
+    pub(crate) fn home() -> Home {
         Home::at("/h".into())
     }
 

@@ -12,6 +12,7 @@ mod interrupt;
 mod logs;
 mod ls;
 mod output;
+mod retry;
 mod run;
 mod status;
 mod wait;
@@ -46,6 +47,8 @@ pub struct Cli {
 pub enum Command {
     /// Start an attempt: an agent with a task, or any program after `--`
     Run(Box<run::RunArgs>),
+    /// Start the next attempt of a finished run; --resume continues the agent's session
+    Retry(retry::RetryArgs),
     /// Show the state of a run; the envelope once it has finished
     Status(status::StatusArgs),
     /// Wait for runs to finish (without polling)
@@ -107,6 +110,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Invalid)?;
     match cli.command {
         Command::Run(a) => run::run(&home, *a),
+        Command::Retry(a) => retry::retry(&home, a),
         Command::Status(a) => status::status(&home, a),
         Command::Wait(a) => wait::wait(&home, a),
         Command::Logs(a) => logs::logs(&home, a),

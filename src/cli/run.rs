@@ -175,7 +175,19 @@ impl RunArgs {
 
 pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
     let plan = app::plan(&a.to_request()?, home, &RealSystem)?;
-    if !a.detach {
+    start_and_report(home, plan, a.detach, a.json)
+}
+
+/// Starts a planned attempt (of `run` or `retry`) and, unless `detach`, waits for it like
+/// `run` does: Ctrl-C cancels it, and its envelope (or a summary) is printed. Returns the
+/// exit code.
+pub(super) fn start_and_report(
+    home: &Home,
+    plan: app::Plan,
+    detach: bool,
+    json: bool,
+) -> Result<i32, CliError> {
+    if !detach {
         // Before the launch: a Ctrl-C during it must queue and then cancel, not kill us.
         interrupt::block();
     }
@@ -186,11 +198,11 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
     if let Some(env) = &started.spawn_failed {
         // The pane never started: the `spawn` envelope is the answer, with or without --detach.
         eprintln!("subpane: error: {}", env.output.errors.join("; "));
-        return Ok(report(env, &started.paths, a.json));
+        return Ok(report(env, &started.paths, json));
     }
     let spec = &started.spec;
-    if a.detach {
-        if a.json {
+    if detach {
+        if json {
             print_json(&started.answer());
         } else {
             print(&format!("{}\n", spec.run_id));
@@ -198,9 +210,14 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
         return Ok(crate::exit_code::COMPLETED);
     }
     use std::io::IsTerminal;
-    if !a.json && std::io::stderr().is_terminal() {
+    if !json && std::io::stderr().is_terminal() {
+        let which = if spec.attempt > 1 {
+            format!(" attempt {}", spec.attempt)
+        } else {
+            String::new()
+        };
         eprintln!(
-            "subpane: run {} started; watch it with `subpane attach {}`",
+            "subpane: run {}{which} started; watch it with `subpane attach {}`",
             spec.run_id, spec.run_id
         );
     }
@@ -210,7 +227,7 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
         spec.limits.grace_ms,
     );
     let env = app::wait_one(&started.paths, spec)?;
-    Ok(report(&env, &started.paths, a.json))
+    Ok(report(&env, &started.paths, json))
 }
 
 /// Prints a finished attempt's envelope (JSON or a summary) and returns its exit code.

@@ -13,7 +13,10 @@ use crate::spec::parse_positive_duration;
 #[command(after_help = "\
 Exit code: with one run, its code (0 completed, 1 failed, 124 timed out, 130 cancelled);
 with --all, the worst of them (1 > 124 > 130 > 0); with --any, the code of the run that
-finished first. 3 when --timeout passed first (the runs go on).")]
+finished first. 3 when --timeout passed first (the runs go on).
+
+Each RUN's latest attempt is waited for; --attempt N waits for attempt N of every RUN given
+(a RUN without attempt N is refused, exit 2).")]
 pub struct WaitArgs {
     /// Run ids
     #[arg(required = true, value_name = "RUN")]
@@ -30,6 +33,9 @@ pub struct WaitArgs {
     /// Print JSON: the envelope of one run, or an array for several
     #[arg(long)]
     pub json: bool,
+    /// Wait for attempt N of each run instead of its latest
+    #[arg(long, value_name = "N")]
+    pub attempt: Option<u32>,
 }
 
 pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
@@ -41,7 +47,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .map_err(|e| CliError::invalid(e.to_string()))?;
     let mut targets = Vec::new();
     for r in &a.runs {
-        let f = app::find_run(home, r, None)?;
+        let f = app::find_run(home, r, a.attempt)?;
         targets.push((f.paths, f.spec));
     }
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };

@@ -880,6 +880,94 @@ fn pi_resume_continues_the_session() {
     resume(Agent::Pi);
 }
 
+/// `retry RUN --resume --task …` makes attempt 2 of the same run, and attempt 2 continues the
+/// session attempt 1 left: the model gets attempt 1's first message in attempt 2's request,
+/// and the session id goes on.
+fn retry_resume(agent: Agent) {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let (code, first) = run_agent(
+        &env,
+        &mock,
+        None,
+        "conv",
+        agent,
+        &["--task", "SCENARIO:plain Remember BANANA-42."],
+    );
+    assert_completed(&env, "conv", agent, code, &first, MOCK_TEXT, 1);
+    let session = first["output"]["session_id"].as_str().unwrap().to_owned();
+    let before = mock.request_bodies().len();
+    let child = mock
+        .subpane(&env, None)
+        .args([
+            "retry",
+            "conv",
+            "--resume",
+            "--json",
+            "--task",
+            "SCENARIO:plain follow up",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run subpane retry");
+    let ran = wait_child_within(child, RUN_LIMIT, "a resumed retry did not finish");
+    let second = ran.json();
+    assert_valid_envelope(&second);
+    let dir2 = env.attempt_dir("conv", 2);
+    assert_eq!(second, env.read_json(&dir2.join("result.json")));
+    assert_eq!(
+        ran.code,
+        0,
+        "{second:#}\nstderr: {}",
+        std::fs::read_to_string(dir2.join("stderr.log")).unwrap_or_default()
+    );
+    assert_eq!(second["status"], "completed", "{second:#}");
+    assert_eq!(second["attempt"], 2);
+    assert_eq!(second["resumed_from"], 1);
+    assert_eq!(second["output"]["final_text"], MOCK_TEXT);
+    assert_eq!(
+        second["output"]["session_id"],
+        session.as_str(),
+        "attempt 2 goes on in attempt 1's session"
+    );
+    let spec = env.read_json(&dir2.join("spec.json"));
+    assert_eq!(spec["task"]["resume_session"], session.as_str());
+    assert_eq!(spec["resumed_from"], 1);
+    let bodies = mock.request_bodies();
+    let new = &bodies[before..];
+    assert!(!new.is_empty(), "attempt 2 made no model request");
+    assert!(
+        requests_carry(new, "SCENARIO:plain follow up"),
+        "the follow-up reached the model"
+    );
+    assert!(
+        requests_carry(new, "Remember BANANA-42."),
+        "attempt 2's request lacks attempt 1's conversation"
+    );
+    assert!(
+        !requests_carry(&bodies[..before], "follow up"),
+        "attempt 1 saw the follow-up"
+    );
+    assert_eq!(env.result("conv"), first, "attempt 1's envelope changed");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn pi_retry_resume_continues_attempt_1s_session() {
+    retry_resume(Agent::Pi);
+}
+
+#[test]
+fn claude_retry_resume_continues_attempt_1s_session() {
+    retry_resume(Agent::Claude);
+}
+
+#[test]
+fn codex_retry_resume_continues_attempt_1s_session() {
+    retry_resume(Agent::Codex);
+}
+
 /// The pane of a kept session shows the answer, the tool call with its name and an argument
 /// summary, and the usage/cost line at the end of the agent's output.
 fn pane_shows_the_conversation(agent: Agent, usage_line: &str) {

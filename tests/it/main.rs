@@ -13,6 +13,7 @@ mod lifecycle;
 mod pane;
 mod proxy;
 mod relay;
+mod retry;
 mod run;
 mod sandbox_exec;
 mod sandbox_run;

@@ -1,0 +1,882 @@
+//! `retry`: attempt *n+1* of a run, planned from its latest attempt's `spec.json`.
+//!
+//! ```text
+//!  run.json ─► latest attempt n ─► spec.json ─┐          result.json of n (must exist)
+//!                                              │                 │ output.session_id
+//!  RetryOptions (resume, task, env) ───────────┼─────────────────┤
+//!  the retrying process (System: vars, PATH) ──┘                 ▼
+//!                          plan_retry ──► Plan { spec: attempt n+1, env values, prompt }
+//!                                             └─► start(home, plan) ─► attempts/<n+1>/
+//! ```
+//!
+//! What is kept from attempt *n*: the program (its resolved argv for a command, the agent CLI
+//! and its task settings for an agent), the cwd, the limits, labels, correlation id, the
+//! sandbox policy, `keep_session`, the fan-out group, the lineage and the nesting limit.
+//! What is made anew: the attempt number, its tmux session, its time, the environment's
+//! values (records hold names only), the agent's argv (its prompt file and attempt directory
+//! changed), and the parts of the sandbox policy that belong to the attempt or the machine.
+//!
+//! The follow-up task: `--task` when given; else, with `--resume`, [`DEFAULT_FOLLOW_UP`];
+//! else the task of attempt *n* again.
+//!
+//! Common pitfalls:
+//! * Attempt *n*'s directory is never written: the plan reads its `spec.json` and
+//!   `result.json`, and [`super::start`] creates `attempts/<n+1>/` exclusively (a concurrent
+//!   retry that picked the same number fails there, with nothing started).
+//! * "Not finished" means "no `result.json`": settle a dead worker into its `lost` envelope
+//!   first ([`prepare_retry`] does), or a crashed attempt could never be retried.
+//! * `spec.env.set` mixes the user's `--env` names with the variables subpane sets for the
+//!   sandbox (`TMPDIR`, the proxy variables): in a sandboxed run the latter are recomputed by
+//!   [`super::plan::environment`], never looked up, or the host's `TMPDIR` would leak in.
+//! * A plain retry of an attempt that itself resumed a session resumes that same session
+//!   again (and keeps its `resumed_from`): it repeats attempt *n*, it does not start over.
+//! * Relative `--writable`/`--hide` paths were resolved against attempt 1's caller: the
+//!   recorded absolute paths are kept, never resolved again from the retrying directory.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::plan::{check_exec_size, environment, escape_sockets, text_or_file};
+use super::{Error, Found, Plan, RunRequest, System, attempt_status, find_run};
+use crate::adapter::{ArgvContext, adapter_for};
+use crate::envelope::Envelope;
+use crate::spec::{
+    AgentKind, AttemptRef, AttemptSpec, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget,
+};
+use crate::store::Home;
+use crate::tmux;
+
+/// The task of `retry --resume` without `--task`.
+pub const DEFAULT_FOLLOW_UP: &str = "Continue where you stopped.";
+
+/// Variables that subpane itself sets for a sandboxed program (see
+/// [`super::plan::environment`]); recomputed for every attempt.
+const SANDBOX_OWN_VARS: [&str; 8] = [
+    "TMPDIR",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "NODE_USE_ENV_PROXY",
+];
+
+/// What `retry` was asked besides the run: the flags of `subpane retry`, or an MCP call's
+/// arguments.
+///
+/// ```json
+/// {"resume": true, "task": "now add the tests", "env": {"API_BASE": "http://127.0.0.1:8080"}}
+/// ```
+///
+/// `env` values are secrets as far as subpane knows: `Debug` shows their names only.
+#[derive(Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RetryOptions {
+    /// Continue the agent session of the latest attempt instead of starting a new one.
+    pub resume: bool,
+    /// The task (text, or `@FILE`): the follow-up message with `resume`, else a new task.
+    pub task: Option<String>,
+    /// Values for variables: those attempt *n* had set (`spec.env.set`) and any new ones.
+    pub env: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for RetryOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryOptions")
+            .field("resume", &self.resume)
+            .field("task", &self.task.as_ref().map(|t| t.len()))
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// A retry made valid and complete: the plan of attempt *n+1*, and what the caller should be
+/// told (variables that could not be given a value).
+#[derive(Clone, Debug)]
+pub struct RetryPlan {
+    pub plan: Plan,
+    pub warnings: Vec<String>,
+}
+
+/// Finds run `run`, settles its latest attempt (a dead worker gets its `lost` envelope), and
+/// plans the next attempt with the real machine's view in `sys`.
+pub fn prepare_retry(
+    home: &Home,
+    run: &str,
+    opts: &RetryOptions,
+    sys: &dyn System,
+) -> Result<RetryPlan, Error> {
+    let found = find_run(home, run, None)?;
+    attempt_status(&found.paths, &found.spec)?;
+    plan_retry(&found, opts, home, sys)
+}
+
+/// Plans attempt *n+1* of `found`'s run from its latest attempt *n*. Reads attempt *n*'s
+/// `result.json` through `sys`; creates nothing.
+pub fn plan_retry(
+    found: &Found,
+    opts: &RetryOptions,
+    home: &Home,
+    sys: &dyn System,
+) -> Result<RetryPlan, Error> {
+    let prev = &found.spec;
+    let run_id = &prev.run_id;
+    let n = prev.attempt;
+    let latest = found
+        .record
+        .attempts
+        .iter()
+        .map(|a| a.attempt)
+        .max()
+        .unwrap_or(n);
+    if latest != n {
+        return Err(Error::invalid(format!(
+            "retry starts from the latest attempt of run `{run_id}` ({latest}), not attempt {n}"
+        )));
+    }
+    let outcome = previous_envelope(found, sys)?;
+    if prev.worktree.is_some() {
+        return Err(Error::invalid(format!(
+            "run `{run_id}` ran in a git worktree; retrying a --worktree run is not supported yet: start a new run"
+        )));
+    }
+    if !sys.is_dir(&prev.cwd) {
+        return Err(Error::invalid(format!(
+            "run `{run_id}` ran in {}, which is no longer a directory",
+            prev.cwd.display()
+        )));
+    }
+    let (task, resumed_from) = next_task(prev, &outcome, opts, sys)?;
+    let mut warnings = Vec::new();
+
+    // The environment: values from this process (or --env), by the recorded names and rules.
+    let (req, missing) = env_request(prev, opts, sys);
+    if !missing.is_empty() {
+        let them = if missing.len() == 1 { "it" } else { "them" };
+        warnings.push(format!(
+            "attempt {n} had {} set, but this environment has no value for {them}: attempt {} runs without {them} (export {them}, or give retry --env NAME=VALUE)",
+            missing.join(", "),
+            n + 1,
+        ));
+    }
+    let (env, env_spec) = environment(&req, sys, prev.agent, &prev.sandbox.network)?;
+    let var = |name: &str| -> Option<OsString> {
+        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    };
+    let caller_vars = sys.vars();
+    let caller_var = |name: &str| -> Option<OsString> {
+        caller_vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    if sys
+        .which("tmux", caller_var("PATH").as_deref(), &prev.cwd)
+        .is_none()
+    {
+        return Err(Error::invalid(
+            "tmux was not found on PATH; install tmux 3.2 or newer",
+        ));
+    }
+
+    let attempt = n + 1;
+    let paths = home.attempt(run_id, attempt);
+    let program = prev.argv.first().ok_or_else(|| {
+        Error::failed(format!(
+            "{} has an empty argv",
+            found.paths.spec().display()
+        ))
+    })?;
+    if sys.executable(Path::new(program)) != Some(true) {
+        let hint = adapter_for(prev.agent)
+            .binary()
+            .map(|_| format!("; {}", adapter_for(prev.agent).install_hint()))
+            .unwrap_or_default();
+        return Err(Error::invalid(format!(
+            "attempt {n} ran `{program}`, which is no longer an executable file{hint}"
+        )));
+    }
+    let (argv, stdin) = match &task {
+        Some(t) => {
+            let ctx = ArgvContext {
+                run_dir: &home.run_dir(run_id),
+                sessions_dir: &home.sessions_dir(prev.agent.as_str()),
+                attempt_dir: paths.dir(),
+                prompt_file: &paths.prompt(),
+            };
+            let launch = adapter_for(prev.agent).launch(program, t, &ctx);
+            (launch.argv, launch.stdin)
+        }
+        None => (prev.argv.clone(), Stdin::Null),
+    };
+    check_exec_size(&argv, &env, sys.arg_max())?;
+
+    let socket = sys.tmux_socket();
+    let sandbox = if prev.sandbox.enabled {
+        let state_dir = adapter_for(prev.agent)
+            .sandbox_needs()
+            .state_dir
+            .filter(|_| task.is_some())
+            .and_then(|(name, default)| {
+                var(name)
+                    .map(PathBuf::from)
+                    .or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(default)))
+            });
+        next_policy(
+            &prev.sandbox,
+            sys,
+            &Moved {
+                attempt_dir: (found.paths.dir(), paths.dir()),
+                tmux_socket: (&prev.tmux.socket, &socket),
+            },
+            state_dir,
+            &escape_sockets(&caller_var),
+        )
+    } else {
+        SandboxSpec::default()
+    };
+
+    let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
+    let spec = AttemptSpec {
+        schema: SPEC_SCHEMA.to_owned(),
+        attempt,
+        argv,
+        stdin,
+        env: env_spec,
+        task: task.clone(),
+        tmux: TmuxTarget {
+            socket,
+            session: tmux::session_name(run_id.as_str(), attempt),
+        },
+        sandbox,
+        created_at: created_at.clone(),
+        resumed_from,
+        worktree: None,
+        ..prev.clone()
+    };
+    // `start` adds the attempt to the run.json on disk; this copy says the same.
+    let mut record = found.record.clone();
+    record.attempts.push(AttemptRef {
+        attempt,
+        created_at,
+    });
+    Ok(RetryPlan {
+        plan: Plan {
+            record,
+            spec,
+            env,
+            prompt: task.map(|t| t.prompt),
+        },
+        warnings,
+    })
+}
+
+/// The envelope of the latest attempt; an attempt without one has not finished.
+fn previous_envelope(found: &Found, sys: &dyn System) -> Result<Envelope, Error> {
+    let (id, n) = (&found.spec.run_id, found.spec.attempt);
+    let path = found.paths.result();
+    match sys.read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| {
+            Error::failed(format!(
+                "{} cannot be read ({e}); the run's record is damaged",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::invalid(format!(
+            "attempt {n} of run `{id}` has not finished: wait for it (`subpane wait {id}`) or cancel it (`subpane cancel {id}`), then retry"
+        ))),
+        Err(e) => Err(Error::failed(format!(
+            "cannot read {}: {e}",
+            path.display()
+        ))),
+    }
+}
+
+/// The task of the next attempt and the attempt whose session it continues.
+fn next_task(
+    prev: &AttemptSpec,
+    outcome: &Envelope,
+    opts: &RetryOptions,
+    sys: &dyn System,
+) -> Result<(Option<TaskSpec>, Option<u32>), Error> {
+    let (id, n) = (&prev.run_id, prev.attempt);
+    let Some(old) = prev
+        .task
+        .as_ref()
+        .filter(|_| prev.agent != AgentKind::Command)
+    else {
+        if opts.resume {
+            return Err(Error::invalid(format!(
+                "--resume continues an agent's session, and run `{id}` is a command: retry it without --resume"
+            )));
+        }
+        if opts.task.is_some() {
+            return Err(Error::invalid(format!(
+                "--task is for agents, and run `{id}` is a command: retry it without --task"
+            )));
+        }
+        return Ok((None, None));
+    };
+    let prompt = match &opts.task {
+        Some(raw) => {
+            let p = text_or_file(sys, "--task", raw)?;
+            if p.trim().is_empty() {
+                return Err(Error::invalid(
+                    "--task is empty; say what the agent should do",
+                ));
+            }
+            p
+        }
+        None if opts.resume => DEFAULT_FOLLOW_UP.to_owned(),
+        None => old.prompt.clone(),
+    };
+    let (resume_session, resumed_from) = if opts.resume {
+        let session = outcome
+            .output
+            .session_id
+            .clone()
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "attempt {n} of run `{id}` recorded no agent session (output.session_id is null), so there is nothing to resume: retry without --resume to start over"
+                ))
+            })?;
+        (Some(session), Some(n))
+    } else {
+        (old.resume_session.clone(), prev.resumed_from)
+    };
+    Ok((
+        Some(TaskSpec {
+            prompt,
+            resume_session,
+            ..old.clone()
+        }),
+        resumed_from,
+    ))
+}
+
+/// The request [`environment`] builds the next attempt's environment from, and the recorded
+/// `set` names that got no value.
+fn env_request(
+    prev: &AttemptSpec,
+    opts: &RetryOptions,
+    sys: &dyn System,
+) -> (RunRequest, Vec<String>) {
+    let sandboxed = prev.sandbox.enabled;
+    let vars = sys.vars();
+    let mut env = BTreeMap::new();
+    let mut missing = Vec::new();
+    for name in &prev.env.set {
+        if sandboxed && SANDBOX_OWN_VARS.contains(&name.as_str()) {
+            continue;
+        }
+        if let Some(v) = opts.env.get(name) {
+            env.insert(name.clone(), v.clone());
+            continue;
+        }
+        match vars.iter().find(|(k, _)| k == name.as_str()) {
+            Some((_, v)) => match v.to_str() {
+                Some(v) => {
+                    env.insert(name.clone(), v.to_owned());
+                }
+                // Inherited as it is; in a sandbox it cannot be passed by name and value.
+                None if !sandboxed => {}
+                None => missing.push(format!("{name} (not UTF-8)")),
+            },
+            None => missing.push(name.clone()),
+        }
+    }
+    for (k, v) in &opts.env {
+        env.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    // In a sandbox: what attempt n was given from its caller, and what it was told to pass.
+    let mut env_pass: Vec<String> = Vec::new();
+    if sandboxed {
+        for name in prev.env.passed.iter().chain(&prev.sandbox.env_pass) {
+            if !env_pass.contains(name) {
+                env_pass.push(name.clone());
+            }
+        }
+    }
+    let req = RunRequest {
+        sandbox: sandboxed,
+        env_pass,
+        env,
+        ..RunRequest::default()
+    };
+    (req, missing)
+}
+
+/// What moved between attempt *n* and *n+1*: `(before, after)`.
+struct Moved<'a> {
+    attempt_dir: (&'a Path, &'a Path),
+    tmux_socket: (&'a Path, &'a Path),
+}
+
+/// The sandbox policy of the next attempt: attempt *n*'s, with its own attempt directory
+/// and the tmux socket swapped for the new ones, the agent's state directory as this
+/// environment names it, and the escape sockets that exist now hidden as well.
+fn next_policy(
+    prev: &SandboxSpec,
+    sys: &dyn System,
+    moved: &Moved<'_>,
+    state_dir: Option<PathBuf>,
+    escape_sockets: &[PathBuf],
+) -> SandboxSpec {
+    let swap = |p: &PathBuf, (from, to): (&Path, &Path)| -> PathBuf {
+        if p == from {
+            to.to_path_buf()
+        } else {
+            p.clone()
+        }
+    };
+    let mut writable: Vec<PathBuf> = prev
+        .writable
+        .iter()
+        .map(|p| swap(p, moved.attempt_dir))
+        .collect();
+    if !writable.iter().any(|p| p == moved.attempt_dir.1) {
+        writable.push(moved.attempt_dir.1.to_path_buf());
+    }
+    if let Some(d) = state_dir {
+        if !writable.contains(&d) {
+            writable.push(d);
+        }
+    }
+    let mut hidden: Vec<PathBuf> = prev
+        .hidden
+        .iter()
+        .map(|p| swap(p, moved.tmux_socket))
+        .collect();
+    if !hidden.iter().any(|p| p == moved.tmux_socket.1) {
+        hidden.push(moved.tmux_socket.1.to_path_buf());
+    }
+    for p in escape_sockets {
+        if let Ok(p) = sys.canonicalize(p) {
+            if !hidden.contains(&p) {
+                hidden.push(p);
+            }
+        }
+    }
+    SandboxSpec {
+        writable,
+        hidden,
+        ..prev.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::plan;
+    use crate::app::plan::tests::{Fake, home};
+    use crate::envelope::{FailureKind, Outcome, Output, Status, WorkerFacts, build};
+    use crate::spec::{Network, RunRecord};
+
+    /// Attempt 1 of `req` as if it had ended with `session` (and `status`), its result.json
+    /// readable through `sys`.
+    fn ended(req: &RunRequest, sys: &mut Fake, session: Option<&str>) -> Found {
+        let p = plan(req, &home(), sys).unwrap();
+        let found = found_of(p.record, p.spec);
+        finish(&found, sys, session);
+        found
+    }
+
+    fn found_of(record: RunRecord, spec: AttemptSpec) -> Found {
+        Found {
+            paths: home().attempt(&spec.run_id, spec.attempt),
+            record,
+            spec,
+        }
+    }
+
+    fn finish(found: &Found, sys: &mut Fake, session: Option<&str>) {
+        let output = Output {
+            session_id: session.map(str::to_owned),
+            ..Output::default()
+        };
+        let outcome = Outcome {
+            status: Status::Failed,
+            failure_kind: Some(FailureKind::Exit),
+        };
+        let env = build(
+            &found.spec,
+            &WorkerFacts::default(),
+            output,
+            outcome,
+            vec![],
+        );
+        sys.files
+            .insert(found.paths.result(), serde_json::to_string(&env).unwrap());
+    }
+
+    fn cmd(argv: &[&str]) -> RunRequest {
+        RunRequest {
+            argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+            ..RunRequest::default()
+        }
+    }
+
+    fn agent(kind: AgentKind, task: &str) -> RunRequest {
+        RunRequest {
+            agent: Some(kind),
+            task: Some(task.into()),
+            ..RunRequest::default()
+        }
+    }
+
+    fn fake_with_clis() -> Fake {
+        let mut sys = Fake::new();
+        for cli in ["pi", "claude", "codex"] {
+            let p = PathBuf::from(format!("/usr/bin/{cli}"));
+            sys.on_path.insert(cli.into(), p.clone());
+            sys.programs.insert(p, true);
+        }
+        sys.programs.insert("/usr/bin/make".into(), true);
+        sys
+    }
+
+    fn refused(found: &Found, opts: &RetryOptions, sys: &Fake) -> String {
+        match plan_retry(found, opts, &home(), sys) {
+            Err(Error::Invalid(m)) => m,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    fn value<'a>(env: &'a [(OsString, OsString)], k: &str) -> Option<&'a str> {
+        env.iter()
+            .find(|(ek, _)| ek == k)
+            .and_then(|(_, v)| v.to_str())
+    }
+
+    #[test]
+    fn a_command_is_retried_as_the_next_attempt_with_everything_kept() {
+        let mut sys = fake_with_clis();
+        let mut req = cmd(&["make", "test"]);
+        req.labels.insert("team".into(), "core".into());
+        req.correlation_id = Some("c-1".into());
+        req.timeout = Some("10m".into());
+        req.keep_session = true;
+        let found = ended(&req, &mut sys, None);
+        let r = plan_retry(&found, &RetryOptions::default(), &home(), &sys).unwrap();
+        let (old, new) = (&found.spec, &r.plan.spec);
+        assert_eq!(new.attempt, 2);
+        assert_eq!(new.tmux.session, "generated-1-2");
+        assert_eq!(new.argv, ["/usr/bin/make", "test"]);
+        assert_eq!(new.cwd, old.cwd);
+        assert_eq!(new.limits, old.limits);
+        assert_eq!(new.labels, old.labels);
+        assert_eq!(new.correlation_id.as_deref(), Some("c-1"));
+        assert!(new.keep_session);
+        assert_eq!((new.group.clone(), new.lineage.clone()), (None, None));
+        assert_eq!(new.resumed_from, None);
+        assert_eq!(new.task, None);
+        assert_eq!(r.plan.prompt, None);
+        let listed: Vec<u32> = r.plan.record.attempts.iter().map(|a| a.attempt).collect();
+        assert_eq!(listed, [1, 2]);
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        // Attempt 3 follows attempt 2, once 2 has finished.
+        let mut sys2 = sys;
+        let second = found_of(r.plan.record.clone(), r.plan.spec.clone());
+        finish(&second, &mut sys2, None);
+        let r3 = plan_retry(&second, &RetryOptions::default(), &home(), &sys2).unwrap();
+        assert_eq!(r3.plan.spec.attempt, 3);
+        assert_eq!(r3.plan.spec.tmux.session, "generated-1-3");
+        // Only from the latest: attempt 1 of a run that has attempt 2 is refused.
+        let stale = Found {
+            record: r.plan.record.clone(),
+            ..found
+        };
+        let m = refused(&stale, &RetryOptions::default(), &sys2);
+        assert!(m.contains("latest attempt") && m.contains("(2)"), "{m}");
+    }
+
+    #[test]
+    fn environment_values_come_from_the_retrying_process() {
+        let mut sys = fake_with_clis();
+        let mut req = cmd(&["make"]);
+        req.env.insert("API_BASE".into(), "http://old".into());
+        req.env.insert("TOKEN".into(), "old-secret".into());
+        sys.vars.push(("GONE_LATER".into(), "1".into()));
+        let found = ended(&req, &mut sys, None);
+        assert_eq!(found.spec.env.set, ["API_BASE", "TOKEN"]);
+        // The retrying process has API_BASE but not TOKEN, and its own other variables.
+        sys.vars.retain(|(k, _)| k != "GONE_LATER");
+        sys.vars.push(("API_BASE".into(), "http://new".into()));
+        sys.vars.push(("EDITOR".into(), "vi".into()));
+        let r = plan_retry(&found, &RetryOptions::default(), &home(), &sys).unwrap();
+        let env = &r.plan.env;
+        assert_eq!(value(env, "API_BASE"), Some("http://new"));
+        assert_eq!(value(env, "TOKEN"), None, "never the recorded value");
+        assert_eq!(value(env, "EDITOR"), Some("vi"), "inherited");
+        assert_eq!(value(env, "GONE_LATER"), None);
+        assert_eq!(value(env, "TMUX"), None, "removed as the record says");
+        assert_eq!(r.plan.spec.env.set, ["API_BASE"]);
+        assert!(r.plan.spec.env.inherit);
+        assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+        assert!(
+            r.warnings[0].contains("TOKEN") && !r.warnings[0].contains("API_BASE"),
+            "{:?}",
+            r.warnings
+        );
+        assert!(
+            r.warnings[0].contains("--env NAME=VALUE"),
+            "{:?}",
+            r.warnings
+        );
+        // --env gives a value (and may add a name); no record or Debug string holds one.
+        let opts = RetryOptions {
+            env: [
+                ("TOKEN".into(), "new-secret".into()),
+                ("MORE".into(), "m".into()),
+            ]
+            .into(),
+            ..RetryOptions::default()
+        };
+        let r = plan_retry(&found, &opts, &home(), &sys).unwrap();
+        assert_eq!(value(&r.plan.env, "TOKEN"), Some("new-secret"));
+        assert_eq!(value(&r.plan.env, "MORE"), Some("m"));
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        assert_eq!(r.plan.spec.env.set, ["API_BASE", "MORE", "TOKEN"]);
+        let shown = format!(
+            "{:?} {opts:?} {}",
+            r.plan,
+            serde_json::to_string(&r.plan.spec).unwrap()
+        );
+        assert!(
+            !shown.contains("new-secret") && !shown.contains("http://new"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn unfinished_attempts_and_impossible_resumes_are_refused() {
+        let mut sys = fake_with_clis();
+        // No result.json: still running (or starting).
+        let p = plan(&cmd(&["make"]), &home(), &sys).unwrap();
+        let running = found_of(p.record, p.spec);
+        let m = refused(&running, &RetryOptions::default(), &sys);
+        assert!(
+            m.contains("attempt 1 of run `generated-1` has not finished"),
+            "{m}"
+        );
+        assert!(m.contains("subpane wait generated-1"), "{m}");
+        // A command has no session, and takes no task.
+        finish(&running, &mut sys, None);
+        let resume = RetryOptions {
+            resume: true,
+            ..RetryOptions::default()
+        };
+        let m = refused(&running, &resume, &sys);
+        assert!(
+            m.contains("is a command") && m.contains("without --resume"),
+            "{m}"
+        );
+        let task = RetryOptions {
+            task: Some("again".into()),
+            ..RetryOptions::default()
+        };
+        assert!(refused(&running, &task, &sys).contains("--task is for agents"));
+        // An agent whose attempt recorded no session has nothing to resume.
+        let no_session = ended(&agent(AgentKind::Claude, "hi"), &mut sys, None);
+        let m = refused(&no_session, &resume, &sys);
+        assert!(m.contains("recorded no agent session"), "{m}");
+        // A program or directory that is gone.
+        let found = ended(&cmd(&["make"]), &mut sys, None);
+        sys.programs.insert("/usr/bin/make".into(), false);
+        let m = refused(&found, &RetryOptions::default(), &sys);
+        assert!(m.contains("no longer an executable file"), "{m}");
+        sys.programs.insert("/usr/bin/make".into(), true);
+        sys.dirs.retain(|d| d != Path::new("/work"));
+        assert!(refused(&found, &RetryOptions::default(), &sys).contains("no longer a directory"));
+        // An empty follow-up.
+        sys.dirs.push("/work".into());
+        let found = ended(&agent(AgentKind::Pi, "hi"), &mut sys, Some("s-1"));
+        let empty = RetryOptions {
+            resume: true,
+            task: Some(" ".into()),
+            ..RetryOptions::default()
+        };
+        assert!(refused(&found, &empty, &sys).contains("--task is empty"));
+    }
+
+    #[test]
+    fn resume_continues_the_previous_attempts_session() {
+        for kind in [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex] {
+            let mut sys = fake_with_clis();
+            let mut req = agent(kind, "Remember BANANA-42.");
+            req.model = Some("m-1".into());
+            let found = ended(&req, &mut sys, Some("sess-7"));
+            let opts = RetryOptions {
+                resume: true,
+                task: Some("Which word?".into()),
+                ..RetryOptions::default()
+            };
+            let r = plan_retry(&found, &opts, &home(), &sys).unwrap();
+            let s = &r.plan.spec;
+            let t = s.task.as_ref().unwrap();
+            assert_eq!(t.resume_session.as_deref(), Some("sess-7"), "{kind:?}");
+            assert_eq!(t.prompt, "Which word?");
+            assert_eq!(t.model.as_deref(), Some("m-1"), "task settings are kept");
+            assert_eq!(s.resumed_from, Some(1));
+            assert_eq!(r.plan.prompt.as_deref(), Some("Which word?"));
+            // The envelope says so.
+            let outcome = Outcome {
+                status: Status::Completed,
+                failure_kind: None,
+            };
+            let e = build(
+                s,
+                &WorkerFacts::default(),
+                Output::default(),
+                outcome,
+                vec![],
+            );
+            assert_eq!((e.attempt, e.resumed_from), (2, Some(1)));
+            // The adapter's argv carries the session and the follow-up.
+            let argv = s.argv.join(" ");
+            let resumed = match kind {
+                AgentKind::Pi => "--session sess-7",
+                AgentKind::Claude => "--resume=sess-7",
+                _ => "resume sess-7",
+            };
+            assert!(argv.contains(resumed), "{kind:?}: {argv}");
+            assert!(argv.contains("Which word?"), "{argv}");
+            assert!(!argv.contains("BANANA"), "{argv}");
+            // Without --task: the default follow-up.
+            let bare = RetryOptions {
+                resume: true,
+                ..RetryOptions::default()
+            };
+            let r = plan_retry(&found, &bare, &home(), &sys).unwrap();
+            assert_eq!(r.plan.prompt.as_deref(), Some(DEFAULT_FOLLOW_UP));
+        }
+    }
+
+    #[test]
+    fn a_plain_retry_repeats_the_task_in_a_new_session() {
+        let mut sys = fake_with_clis();
+        sys.files
+            .insert("/work/next.md".into(), "do it better".into());
+        let found = ended(&agent(AgentKind::Claude, "do it"), &mut sys, Some("sess-1"));
+        let r = plan_retry(&found, &RetryOptions::default(), &home(), &sys).unwrap();
+        let t = r.plan.spec.task.as_ref().unwrap();
+        assert_eq!(
+            (t.prompt.as_str(), t.resume_session.as_deref()),
+            ("do it", None)
+        );
+        assert_eq!(r.plan.spec.resumed_from, None);
+        // --task @FILE replaces the task.
+        let opts = RetryOptions {
+            task: Some("@next.md".into()),
+            ..RetryOptions::default()
+        };
+        let r = plan_retry(&found, &opts, &home(), &sys).unwrap();
+        assert_eq!(r.plan.prompt.as_deref(), Some("do it better"));
+        // A retry of attempt 2, which resumed attempt 1, resumes the same session again.
+        let opts = RetryOptions {
+            resume: true,
+            ..RetryOptions::default()
+        };
+        let second = plan_retry(&found, &opts, &home(), &sys).unwrap().plan;
+        let second = found_of(second.record, second.spec);
+        finish(&second, &mut sys, Some("sess-1"));
+        let third = plan_retry(&second, &RetryOptions::default(), &home(), &sys).unwrap();
+        let s = &third.plan.spec;
+        assert_eq!(s.attempt, 3);
+        assert_eq!(s.resumed_from, Some(1));
+        assert_eq!(
+            s.task.as_ref().unwrap().resume_session.as_deref(),
+            Some("sess-1")
+        );
+        assert_eq!(third.plan.prompt.as_deref(), Some(DEFAULT_FOLLOW_UP));
+    }
+
+    #[test]
+    fn the_sandbox_is_recomputed_for_the_new_attempt() {
+        let mut sys = fake_with_clis();
+        sys.dirs.push("/data".into());
+        sys.vars.push(("ANTHROPIC_API_KEY".into(), "k1".into()));
+        sys.vars.push(("GITHUB_TOKEN".into(), "gh1".into()));
+        sys.vars.push(("SECRET".into(), "s".into()));
+        sys.vars.push(("TMPDIR".into(), "/host/tmp".into()));
+        let mut req = agent(AgentKind::Claude, "hi");
+        req.sandbox = true;
+        req.network = Some("allow:api.example.com".into());
+        req.writable = vec!["/data".into()];
+        req.env_pass = vec!["GITHUB_TOKEN".into()];
+        req.env.insert("MODE".into(), "ci".into());
+        let found = ended(&req, &mut sys, Some("s"));
+        assert!(found.spec.env.set.contains(&"TMPDIR".to_owned()));
+        // The retrying process: new key values, another TMPDIR, a new escape socket, and
+        // claude's state directory moved.
+        sys.vars
+            .retain(|(k, _)| k != "ANTHROPIC_API_KEY" && k != "GITHUB_TOKEN");
+        sys.vars.push(("ANTHROPIC_API_KEY".into(), "k2".into()));
+        sys.vars.push(("GITHUB_TOKEN".into(), "gh2".into()));
+        sys.vars.push(("MODE".into(), "ci2".into()));
+        sys.vars
+            .push(("CLAUDE_CONFIG_DIR".into(), "/cfg/claude".into()));
+        sys.vars
+            .push(("SSH_AUTH_SOCK".into(), "/run/ssh/agent".into()));
+        sys.files.insert("/run/ssh/agent".into(), String::new());
+        let r = plan_retry(&found, &RetryOptions::default(), &home(), &sys).unwrap();
+        let env = &r.plan.env;
+        assert_eq!(value(env, "ANTHROPIC_API_KEY"), Some("k2"));
+        assert_eq!(value(env, "GITHUB_TOKEN"), Some("gh2"));
+        assert_eq!(value(env, "MODE"), Some("ci2"));
+        assert_eq!(
+            value(env, "TMPDIR"),
+            Some("/tmp"),
+            "recomputed, not the host's"
+        );
+        let url = format!("http://127.0.0.1:{}", crate::sandbox::PROXY_PORT);
+        assert_eq!(value(env, "HTTPS_PROXY"), Some(url.as_str()));
+        assert_eq!(value(env, "SECRET"), None, "not passed into the sandbox");
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        let (old, new) = (&found.spec.sandbox, &r.plan.spec.sandbox);
+        assert!(new.enabled && !r.plan.spec.env.inherit);
+        assert_eq!(
+            new.network,
+            Network::parse("allow:api.example.com").unwrap()
+        );
+        assert_eq!(new.env_pass, ["GITHUB_TOKEN"]);
+        assert!(
+            new.writable
+                .contains(&"/h/runs/generated-1/attempts/2".into())
+        );
+        assert!(
+            !new.writable
+                .contains(&"/h/runs/generated-1/attempts/1".into())
+        );
+        for kept in ["/work", "/data"] {
+            assert!(
+                new.writable.contains(&kept.into()),
+                "{kept}: {:?}",
+                new.writable
+            );
+        }
+        assert!(
+            new.writable.contains(&"/cfg/claude".into()),
+            "{:?}",
+            new.writable
+        );
+        assert_eq!(new.read_only, old.read_only);
+        assert!(new.hidden.contains(&"/tmp/tmux-0/subpane".into()));
+        assert!(
+            new.hidden.contains(&"/run/ssh/agent".into()),
+            "{:?}",
+            new.hidden
+        );
+        assert!(
+            r.plan.spec.env.passed.contains(&"GITHUB_TOKEN".to_owned())
+                && r.plan
+                    .spec
+                    .env
+                    .passed
+                    .contains(&"ANTHROPIC_API_KEY".to_owned())
+        );
+    }
+}

@@ -1,0 +1,69 @@
+//! `subpane retry RUN`: flags → [`RetryOptions`] → plan attempt n+1 → start → (unless
+//! `--detach`) wait and print, exactly as `run` does.
+
+use clap::Args;
+
+use super::CliError;
+use super::run::start_and_report;
+use crate::app::{self, RealSystem, RetryOptions, parse_kv};
+use crate::store::Home;
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Attempt n+1 runs what attempt n ran: the same program or agent and its settings, cwd, limits,
+labels, sandbox policy and --keep-session. Records keep variable names only, so the values
+come from this shell: variables set with `run --env` take their value from here (or from
+retry --env); a name with no value is reported and left out. Attempt n's directory is never
+changed.
+
+--resume continues the agent's conversation of attempt n (its output.session_id): pi
+--session, claude --resume, codex exec resume. The follow-up message is --task, by default
+\"Continue where you stopped.\". Without --resume the agent starts a new session with the same
+task (or --task).
+
+Examples:
+  subpane retry build-42
+  subpane retry review-1 --resume --task 'Now add tests for it.'
+  subpane retry review-1 --detach --json
+
+Exit codes as run; 2 (nothing started) when attempt n has not finished, or --resume has no
+session to continue.")]
+pub struct RetryArgs {
+    /// The run id
+    pub run: String,
+    /// Continue the agent session of the latest attempt (agents only; needs its session id)
+    #[arg(long)]
+    pub resume: bool,
+    /// The task: with --resume the follow-up message [default: "Continue where you stopped."],
+    /// else a new task for a fresh session [default: the latest attempt's task]. Text, or @FILE
+    #[arg(long, value_name = "TEXT|@FILE")]
+    pub task: Option<String>,
+    /// Give variable K the value V (repeatable): for names the run set with --env that this
+    /// shell lacks, or new ones; records keep the name only
+    #[arg(long = "env", value_name = "K=V")]
+    pub envs: Vec<String>,
+    /// Return at once with the run id; the attempt runs on and its limits still hold
+    #[arg(long)]
+    pub detach: bool,
+    /// Print exactly one JSON document: the envelope (or, with --detach, the run id and attempt)
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
+    let mut env = std::collections::BTreeMap::new();
+    for e in &a.envs {
+        let (k, v) = parse_kv("--env", e)?;
+        env.insert(k, v);
+    }
+    let opts = RetryOptions {
+        resume: a.resume,
+        task: a.task.clone(),
+        env,
+    };
+    let planned = app::prepare_retry(home, &a.run, &opts, &RealSystem)?;
+    for w in &planned.warnings {
+        eprintln!("subpane: warning: {w}");
+    }
+    start_and_report(home, planned.plan, a.detach, a.json)
+}
