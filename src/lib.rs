@@ -20,8 +20,8 @@
 //! * L0 pure types: [`spec`] (what to run), [`envelope`] (how it went, and every other JSON
 //!   answer; builds on `spec`, never the reverse), [`exit_code`], [`term`] (text made safe
 //!   for a terminal)
-//! * L1 one resource each: [`store`] (files), [`tmux`] (the tmux binary), [`procs`] (the kernel's
-//!   process table)
+//! * L1 one resource each: [`store`] (files), [`tmux`] (the tmux binary), [`git`] (the git
+//!   binary), [`procs`] (the kernel's process table)
 //! * L2 machinery: [`adapter`] (pure parsing), [`worker`] (runs in the pane), [`supervisor`]
 //!   (waits, observes, cancels)
 //! * L2½ the application layer: [`app`] (requests, plans, starting attempts, queries) that
@@ -33,6 +33,7 @@ pub mod app;
 pub mod cli;
 pub mod envelope;
 pub mod exit_code;
+pub mod git;
 pub mod procs;
 pub mod sandbox;
 pub mod spec;
