@@ -25,6 +25,7 @@ mod launch;
 mod plan;
 mod request;
 mod runs;
+pub mod worktree;
 
 pub use launch::{Started, start};
 pub use plan::{Plan, RealSystem, System, plan};
