@@ -16,7 +16,8 @@ pub struct GcArgs {
     /// Say what would be removed, remove nothing
     #[arg(long)]
     pub dry_run: bool,
-    /// Print a JSON summary: dry_run, removed_runs, closed_sessions, running, server_stopped
+    /// Print a JSON summary: dry_run, removed_runs, closed_sessions, running, server_stopped,
+    /// removed_worktrees
     #[arg(long)]
     pub json: bool,
 }
@@ -29,8 +30,12 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
         print_json(&report);
     } else {
         let verb = if a.dry_run { "would remove" } else { "removed" };
+        let worktrees = match report.removed_worktrees.len() {
+            0 => String::new(),
+            n => format!(" and {n} kept worktree(s)"),
+        };
         print(&format!(
-            "{verb} {} run(s), closed {} session(s){}; {} run(s) still running were kept\n",
+            "{verb} {} run(s){worktrees}, closed {} session(s){}; {} run(s) still running were kept\n",
             report.removed_runs.len(),
             report.closed_sessions.len(),
             if report.server_stopped {
