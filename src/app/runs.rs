@@ -332,7 +332,7 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
         }
     }
     if !dry_run {
-        worktree::prune_all(&repos);
+        worktree::prune_all(home, &repos);
     }
     // The private server stays up between attempts; with no session left it is stopped.
     let server = Tmux::new(Socket::from_env(), home.tmux_conf());

@@ -196,8 +196,11 @@ pub(super) fn create(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpe
             ))
         })?;
     }
+    let lock = git::worktree::Lock::for_worktree(&wt.path)
+        .map_err(|e| git_failed("cannot take the worktree lock", e))?;
     let git_dir = git::worktree::add(&wt.repo, &wt.common_dir, &wt.path, &wt.branch, &base)
         .map_err(|e| git_failed(&format!("cannot create `{}`", wt.path.display()), e))?;
+    drop(lock);
     let made = WorktreeSpec {
         base,
         git_dir,
@@ -216,6 +219,7 @@ pub(super) fn create(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpe
 
 /// Takes back a worktree made by [`create`] for an attempt that did not start after all.
 pub(super) fn discard(wt: &WorktreeSpec) {
+    let _lock = git::worktree::Lock::for_worktree(&wt.path);
     let _ = git::worktree::dispose(wt);
     if wt.path.symlink_metadata().is_ok() {
         let _ = std::fs::remove_dir_all(&wt.path);
@@ -234,6 +238,8 @@ pub(super) fn collect(home: &Home, wt: &WorktreeSpec, dry_run: bool) -> Result<b
     if dry_run {
         return Ok(true);
     }
+    let _lock = git::worktree::Lock::for_worktree(&wt.path)
+        .map_err(|e| Error::failed(format!("cannot take the worktree lock: {e}")))?;
     match git::worktree::remove(&wt.common_dir, &wt.path) {
         Ok(()) => {
             let _ = git::worktree::delete_branch_unless_ahead(wt);
@@ -257,7 +263,11 @@ pub(super) fn collect(home: &Home, wt: &WorktreeSpec, dry_run: bool) -> Result<b
 }
 
 /// `gc`: forgets worktrees whose directories are gone, in each repository once.
-pub(super) fn prune_all(common_dirs: &[PathBuf]) {
+pub(super) fn prune_all(home: &Home, common_dirs: &[PathBuf]) {
+    if common_dirs.is_empty() {
+        return;
+    }
+    let _lock = git::worktree::Lock::acquire(&home.worktrees_dir());
     let mut seen: Vec<&PathBuf> = Vec::new();
     for d in common_dirs {
         if !seen.contains(&d) && d.is_dir() {

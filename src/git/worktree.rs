@@ -20,15 +20,54 @@
 //! * A program may lock its worktree: removal forces twice, as `git worktree remove` asks.
 //! * Branch deletion compares and deletes in one step (`update-ref -d REF OLD`), so a commit
 //!   that lands between the count and the deletion is never lost.
+//! * git does not make or remove a worktree atomically: `worktree add` reads every other
+//!   worktree's record, and one being made or removed beside it makes it fail ("failed to
+//!   read .git/worktrees/…/commondir"). Attempts started together do exactly that, so adding,
+//!   removing and pruning hold [`Lock`], one lock file in the directory the worktrees are
+//!   made in.
 
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
 
 use super::{Cmd, GitError, branch_tip};
 use crate::spec::WorktreeSpec;
 
+/// Held while worktrees are made, removed or pruned (see the module doc); released on drop.
+pub struct Lock {
+    _file: Flock<std::fs::File>,
+}
+
+impl Lock {
+    /// Waits for the lock of the worktrees made in `dir` (`$SUBPANE_HOME/worktrees`). The
+    /// holders only run git's bookkeeping, so the wait is short.
+    pub fn acquire(dir: &Path) -> Result<Self, GitError> {
+        let path = dir.join(".lock");
+        let write_err = |source| GitError::Write {
+            path: path.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(write_err)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(write_err)?;
+        let file = Flock::lock(file, FlockArg::LockExclusive)
+            .map_err(|(_, e)| write_err(std::io::Error::from(e)))?;
+        Ok(Self { _file: file })
+    }
+
+    /// The lock for the worktree at `path` (in its parent directory).
+    pub fn for_worktree(path: &Path) -> Result<Self, GitError> {
+        Self::acquire(path.parent().unwrap_or(Path::new("/")))
+    }
+}
+
 /// Makes the worktree at `path` on the new branch `branch` from the commit `base`, and returns
-/// its private git directory. The caller makes sure `path` does not exist. On failure nothing
-/// of it is left.
+/// its private git directory. The caller makes sure `path` does not exist, and holds [`Lock`].
+/// On failure nothing of it is left.
 pub fn add(
     toplevel: &Path,
     common_dir: &Path,
@@ -110,7 +149,7 @@ pub fn delete_branch_unless_ahead(wt: &WorktreeSpec) -> Result<bool, GitError> {
 }
 
 /// Removes the worktree, then its branch unless it has new commits. Returns whether the
-/// branch is still there.
+/// branch is still there. The caller holds [`Lock`].
 pub fn dispose(wt: &WorktreeSpec) -> Result<bool, GitError> {
     remove(&wt.common_dir, &wt.path)?;
     delete_branch_unless_ahead(wt)

@@ -46,7 +46,9 @@ impl Worker {
             recorded = false;
         }
         let (kept, branch_kept) = if status == Status::Completed && recorded {
-            match git::worktree::dispose(&wt) {
+            let disposed = git::worktree::Lock::for_worktree(&wt.path)
+                .and_then(|_lock| git::worktree::dispose(&wt));
+            match disposed {
                 Ok(branch_kept) => (false, branch_kept),
                 Err(e) => {
                     output.push_error(format!(
