@@ -17,3 +17,4 @@ mod run;
 mod sandbox_exec;
 mod sandbox_run;
 mod waiter;
+mod worktree;

@@ -1,0 +1,555 @@
+//! `run --worktree` end to end: each test makes its own repository in its work directory, runs
+//! attempts in worktrees of it, and checks what was stored, what was removed or kept, and
+//! that the repository's own working tree and HEAD were never touched.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::harness::{Ran, TestEnv, assert_valid_envelope, fixture};
+
+/// Long enough for a loaded 2-core machine; a run that takes longer has hung.
+const LIMIT: Duration = Duration::from_secs(60);
+const HANG: &str = "a --worktree run did not end";
+
+/// Bytes that no text diff could carry: NULs, a lone CR, invalid UTF-8.
+const BINARY: &[u8] = b"\x00\x01\x02\r\xff\xfe bin\x00";
+
+/// `git ARGS` in `dir`, which must succeed; its stdout.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?} in {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository at `work/repo` with one commit: `a.txt`, `sub/b.txt` and a binary file.
+fn make_repo(env: &TestEnv) -> PathBuf {
+    let repo = env.work.join("repo");
+    std::fs::create_dir_all(repo.join("sub")).unwrap();
+    git(&repo, &["init", "-q", "-b", "main"]);
+    for (k, v) in [
+        ("user.name", "Test"),
+        ("user.email", "test@example.com"),
+        ("commit.gpgsign", "false"),
+    ] {
+        git(&repo, &["config", k, v]);
+    }
+    std::fs::write(repo.join("a.txt"), "one\n").unwrap();
+    std::fs::write(repo.join("sub/b.txt"), "bee\n").unwrap();
+    std::fs::write(repo.join("data.bin"), BINARY).unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-q", "-m", "base"]);
+    repo
+}
+
+/// What must not change in the repository: HEAD, its working tree's status, its files.
+#[derive(Debug, PartialEq)]
+struct RepoState {
+    head: String,
+    status: String,
+    a: String,
+}
+
+fn state(repo: &Path) -> RepoState {
+    RepoState {
+        head: git(repo, &["rev-parse", "HEAD"]).trim().to_owned(),
+        status: git(repo, &["status", "--porcelain=v1", "--untracked-files=all"]),
+        a: std::fs::read_to_string(repo.join("a.txt")).unwrap(),
+    }
+}
+
+fn branches(repo: &Path) -> Vec<String> {
+    git(repo, &["branch", "--format=%(refname:short)"])
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn worktree_count(repo: &Path) -> usize {
+    git(repo, &["worktree", "list", "--porcelain"])
+        .lines()
+        .filter(|l| l.starts_with("worktree "))
+        .count()
+}
+
+fn run_json(env: &TestEnv, args: &[&str]) -> (Ran, Value) {
+    let r = env.sp_within(LIMIT, HANG, args);
+    let v = r.json();
+    assert_valid_envelope(&v);
+    (r, v)
+}
+
+fn artifact<'a>(v: &'a Value, kind: &str) -> &'a Value {
+    v["artifacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} artifact in {}", v["artifacts"]))
+}
+
+/// Applies `patch` to a fresh clone of `repo` checked out at `base`; the clone's directory.
+fn apply_to_fresh_checkout(env: &TestEnv, repo: &Path, base: &str, patch: &Path) -> PathBuf {
+    let fresh = env.root.path().join(format!("fresh-{}", &base[..8]));
+    let out = Command::new("git")
+        .args(["clone", "-q", "--no-checkout"])
+        .arg(repo)
+        .arg(&fresh)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    git(&fresh, &["checkout", "-q", "--detach", base]);
+    let applied = Command::new("git")
+        .arg("-C")
+        .arg(&fresh)
+        .args(["apply", "--binary", "--whitespace=nowarn"])
+        .arg(patch)
+        .output()
+        .unwrap();
+    assert!(
+        applied.status.success(),
+        "the stored patch does not apply to a checkout of base: {}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+    fresh
+}
+
+#[test]
+fn a_completed_run_stores_status_and_a_patch_that_reproduces_its_files_then_goes() {
+    let env = TestEnv::new();
+    let repo = make_repo(&env);
+    let before = state(&repo);
+    // Runs in sub/ of the worktree: changes a tracked file above it, adds an untracked binary
+    // file, and changes the committed binary file.
+    let script = r#"echo "where=$PWD" && echo two >> ../a.txt && printf '\000\001new\377' > new.bin && printf 'x\000y' > ../data.bin"#;
+    let cwd = repo.join("sub");
+    let (r, v) = run_json(
+        &env,
+        &[
+            "run",
+            "--json",
+            "--worktree",
+            "--run-id",
+            "wt-done",
+            "--cwd",
+            cwd.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            script,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(v["status"], "completed");
+    let path = env.home.join("worktrees/wt-done-1");
+    let wt = &v["worktree"];
+    assert_eq!(wt["path"], path.display().to_string(), "{wt}");
+    assert_eq!(wt["branch"], "subpane/wt-done");
+    assert_eq!(wt["base"], before.head.as_str());
+    assert_eq!(
+        (&wt["kept"], &wt["branch_kept"]),
+        (&false.into(), &false.into())
+    );
+    // It ran at the same place in the worktree as --cwd is in the repository.
+    assert_eq!(v["cwd"], path.join("sub").display().to_string());
+    let dir = env.attempt_dir("wt-done", 1);
+    let stdout = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+    assert!(
+        stdout.contains(&format!("where={}", path.join("sub").display())),
+        "{stdout}"
+    );
+    // Status and diff are stored and listed.
+    let status = std::fs::read_to_string(dir.join("worktree.status.txt")).unwrap();
+    let mut lines: Vec<&str> = status.lines().collect();
+    lines.sort();
+    assert_eq!(
+        lines,
+        [" M a.txt", " M data.bin", "?? sub/new.bin"],
+        "{status}"
+    );
+    for (kind, file) in [
+        ("worktree_status", "worktree.status.txt"),
+        ("worktree_diff", "worktree.diff.patch"),
+    ] {
+        let a = artifact(&v, kind);
+        assert_eq!(a["path"], file);
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        assert_eq!(a["bytes"], bytes.len() as u64, "{kind}");
+    }
+    assert!(
+        !dir.join(".worktree.index").exists(),
+        "the scratch index is removed"
+    );
+    // The patch reproduces the files on a fresh checkout of base.
+    let patch = dir.join("worktree.diff.patch");
+    let fresh = apply_to_fresh_checkout(&env, &repo, &before.head, &patch);
+    assert_eq!(
+        std::fs::read_to_string(fresh.join("a.txt")).unwrap(),
+        "one\ntwo\n"
+    );
+    assert_eq!(
+        std::fs::read(fresh.join("sub/new.bin")).unwrap(),
+        b"\x00\x01new\xff"
+    );
+    assert_eq!(std::fs::read(fresh.join("data.bin")).unwrap(), b"x\x00y");
+    // The worktree and its branch are gone; the repository is as it was.
+    assert!(!path.exists(), "a completed attempt's worktree is removed");
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(branches(&repo), ["main"]);
+    assert_eq!(state(&repo), before);
+    assert_eq!(std::fs::read(repo.join("data.bin")).unwrap(), BINARY);
+    assert!(!repo.join("sub/new.bin").exists());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_branch_with_commits_is_kept_when_the_worktree_goes() {
+    let env = TestEnv::new();
+    let repo = make_repo(&env);
+    let before = state(&repo);
+    let (r, v) = run_json(
+        &env,
+        &[
+            "run",
+            "--json",
+            "--worktree",
+            "--run-id",
+            "wt-commit",
+            "--cwd",
+            repo.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            "echo cee > c.txt && git add c.txt && git commit -q -m 'add c' && echo dirty >> a.txt",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let wt = &v["worktree"];
+    assert_eq!(
+        (&wt["kept"], &wt["branch_kept"]),
+        (&false.into(), &true.into()),
+        "{wt}"
+    );
+    assert!(!env.home.join("worktrees/wt-commit-1").exists());
+    assert_eq!(branches(&repo), ["main", "subpane/wt-commit"]);
+    // The branch holds the program's commit on top of base.
+    let parent = git(&repo, &["rev-parse", "subpane/wt-commit^"]);
+    assert_eq!(parent.trim(), before.head);
+    let msg = git(&repo, &["log", "-1", "--format=%s", "subpane/wt-commit"]);
+    assert_eq!(msg.trim(), "add c");
+    // The diff is everything since base: the commit and the uncommitted change.
+    let patch = env.attempt_dir("wt-commit", 1).join("worktree.diff.patch");
+    let text = std::fs::read_to_string(&patch).unwrap();
+    assert!(text.contains("+cee") && text.contains("+dirty"), "{text}");
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(state(&repo), before);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn failed_and_cancelled_worktrees_are_kept_until_gc() {
+    let env = TestEnv::new();
+    let repo = make_repo(&env);
+    let before = state(&repo);
+    let (r, v) = run_json(
+        &env,
+        &[
+            "run",
+            "--json",
+            "--worktree",
+            "--run-id",
+            "wt-fail",
+            "--cwd",
+            repo.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            "echo half > half.txt; exit 3",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(v["status"], "failed");
+    let failed = env.home.join("worktrees/wt-fail-1");
+    let wt = &v["worktree"];
+    assert_eq!(wt["path"], failed.display().to_string());
+    assert_eq!(
+        (&wt["kept"], &wt["branch_kept"]),
+        (&true.into(), &true.into()),
+        "{wt}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(failed.join("half.txt")).unwrap(),
+        "half\n",
+        "the kept worktree holds what the program left"
+    );
+    artifact(&v, "worktree_diff");
+    let status =
+        std::fs::read_to_string(env.attempt_dir("wt-fail", 1).join("worktree.status.txt")).unwrap();
+    assert_eq!(status, "?? half.txt\n");
+    // A cancelled attempt's worktree is kept too.
+    let started = env.sp_within(
+        LIMIT,
+        HANG,
+        [
+            "run",
+            "--detach",
+            "--worktree",
+            "--run-id",
+            "wt-cancel",
+            "--cwd",
+            repo.to_str().unwrap(),
+            "--",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([fixture("never_exits.sh").display().to_string()]),
+    );
+    assert_eq!(started.code, 0, "{started:?}");
+    let c = env.sp_within(LIMIT, HANG, ["cancel", "wt-cancel", "--json"]);
+    assert_eq!(c.code, 0, "{c:?}");
+    let cv = c.json();
+    assert_eq!(cv["status"], "cancelled");
+    assert_eq!(cv["worktree"]["kept"], true, "{}", cv["worktree"]);
+    let cancelled = env.home.join("worktrees/wt-cancel-1");
+    assert!(cancelled.is_dir());
+    assert_eq!(worktree_count(&repo), 3);
+    assert_eq!(state(&repo), before);
+    // gc: a dry run names them and removes nothing; then they go with their runs.
+    let dry = env.sp(["gc", "--older-than", "0s", "--dry-run", "--json"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    assert_eq!(dry.json()["removed_worktrees"].as_array().unwrap().len(), 2);
+    assert!(failed.is_dir() && cancelled.is_dir());
+    let gc = env.sp(["gc", "--older-than", "0s", "--json"]);
+    assert_eq!(gc.code, 0, "{gc:?}");
+    let mut removed: Vec<String> = gc.json()["removed_worktrees"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect();
+    removed.sort();
+    assert_eq!(
+        removed,
+        [
+            cancelled.display().to_string(),
+            failed.display().to_string()
+        ]
+    );
+    assert!(!failed.exists() && !cancelled.exists());
+    assert!(!env.run_dir("wt-fail").exists());
+    assert_eq!(worktree_count(&repo), 1, "gc prunes the repository's list");
+    assert_eq!(branches(&repo), ["main"], "branches without commits go too");
+    assert_eq!(state(&repo), before);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn parallel_writers_of_one_file_each_get_their_own_worktree() {
+    let env = TestEnv::new();
+    let repo = make_repo(&env);
+    let before = state(&repo);
+    // Each writes a.txt, waits for the other to have written too, and reads its own back.
+    let script = "echo \"$SUBPANE_RUN_ID\" > a.txt && sleep 1 && echo \"read=$(cat a.txt)\"";
+    let children: Vec<_> = ["par-1", "par-2"]
+        .iter()
+        .map(|id| {
+            env.cmd()
+                .args(["run", "--detach", "--worktree", "--run-id", id, "--cwd"])
+                .arg(&repo)
+                .args(["--", "bash", "-c", script])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let r = crate::harness::wait_child_within(c, LIMIT, HANG);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let w = env.sp_within(
+        LIMIT,
+        HANG,
+        ["wait", "par-1", "par-2", "--json", "--timeout", "60s"],
+    );
+    assert_eq!(w.code, 0, "{w:?}");
+    let both = w.json();
+    let mut patches = Vec::new();
+    for (i, id) in ["par-1", "par-2"].iter().enumerate() {
+        let v = &both[i];
+        assert_valid_envelope(v);
+        assert_eq!(v["status"], "completed", "{v}");
+        let dir = env.attempt_dir(id, 1);
+        let out = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+        assert!(out.contains(&format!("read={id}")), "{id} saw: {out}");
+        let patch = std::fs::read_to_string(dir.join("worktree.diff.patch")).unwrap();
+        assert!(
+            patch.contains(&format!("+{id}")) && patch.contains("-one"),
+            "{patch}"
+        );
+        patches.push(patch);
+    }
+    assert_ne!(patches[0], patches[1]);
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(branches(&repo), ["main"]);
+    assert_eq!(state(&repo), before);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn outside_a_repository_or_without_a_commit_nothing_is_made() {
+    let env = TestEnv::new();
+    let plain = env.work.join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let r = env.sp([
+        "run",
+        "--worktree",
+        "--cwd",
+        plain.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("--worktree needs --cwd inside a git work tree"),
+        "{}",
+        r.stderr
+    );
+    assert!(!env.home.join("runs").exists() && !env.home.join("worktrees").exists());
+    // A repository without a commit has no HEAD to start from.
+    let empty = env.work.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    git(&empty, &["init", "-q", "-b", "main"]);
+    let r = env.sp([
+        "run",
+        "--worktree",
+        "--run-id",
+        "no-commit",
+        "--cwd",
+        empty.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("has no commit yet"), "{}", r.stderr);
+    assert!(!env.run_dir("no-commit").exists());
+    // --help says what the flag does.
+    let h = env.sp(["run", "--help"]);
+    assert!(h.stdout.contains("--worktree"), "{}", h.stdout);
+}
+
+#[test]
+fn when_git_cannot_make_the_worktree_nothing_is_left_behind() {
+    let env = TestEnv::new();
+    let repo = make_repo(&env);
+    let before = state(&repo);
+    // A post-checkout hook that fails makes `git worktree add` fail after it has made the
+    // branch and the checkout.
+    let hook = repo.join(".git/hooks/post-checkout");
+    std::fs::write(&hook, "#!/bin/sh\necho 'hook says no' >&2\nexit 1\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let r = env.sp([
+        "run",
+        "--worktree",
+        "--run-id",
+        "refused",
+        "--cwd",
+        repo.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("hook says no") && r.stderr.contains("nothing was started"),
+        "{}",
+        r.stderr
+    );
+    assert!(!env.run_dir("refused").exists());
+    assert!(!env.home.join("worktrees/refused-1").exists());
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(branches(&repo), ["main"]);
+    assert_eq!(state(&repo), before);
+    // A branch of that name already there: refused before anything is made.
+    std::fs::remove_file(&hook).unwrap();
+    git(&repo, &["branch", "subpane/taken"]);
+    let r = env.sp([
+        "run",
+        "--worktree",
+        "--run-id",
+        "taken",
+        "--cwd",
+        repo.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("`subpane/taken` already exists"),
+        "{}",
+        r.stderr
+    );
+    assert!(!env.run_dir("taken").exists());
+    assert_eq!(worktree_count(&repo), 1);
+}
+
+#[test]
+fn a_sandboxed_program_commits_in_its_worktree_but_cannot_plant_a_hook() {
+    let env = TestEnv::new();
+    let repo = make_repo(&env);
+    let before = state(&repo);
+    let script = "echo sand > s.txt && git add s.txt && git commit -q -m sandboxed && echo committed; \
+                  (echo evil > \"$(git rev-parse --git-common-dir)/hooks/pre-commit\") 2>/dev/null || echo hook-refused; \
+                  (echo '[core]' >> \"$(git rev-parse --git-common-dir)/config\") 2>/dev/null || echo config-refused; \
+                  echo x > \"$(git rev-parse --git-common-dir)/../outside.txt\" 2>/dev/null; true";
+    let (r, v) = run_json(
+        &env,
+        &[
+            "run",
+            "--json",
+            "--sandbox",
+            "--worktree",
+            "--run-id",
+            "wt-sand",
+            "--cwd",
+            repo.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            script,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let out = std::fs::read_to_string(env.attempt_dir("wt-sand", 1).join("stdout.log")).unwrap();
+    for want in ["committed", "hook-refused", "config-refused"] {
+        assert!(out.contains(want), "{want} missing:\n{out}");
+    }
+    assert_eq!(v["worktree"]["branch_kept"], true, "{}", v["worktree"]);
+    let msg = git(&repo, &["log", "-1", "--format=%s", "subpane/wt-sand"]);
+    assert_eq!(msg.trim(), "sandboxed");
+    assert!(!repo.join(".git/hooks/pre-commit").exists());
+    // The repository's own working tree is not the workspace: a write there stays in the
+    // sandbox's private view (under its private /tmp here) and never reaches it.
+    assert!(!repo.join("outside.txt").exists());
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(state(&repo), before);
+    env.assert_no_leftovers();
+}
