@@ -55,9 +55,7 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
         prompt,
     } = plan;
     // The worktree comes first: the pane starts in it, and spec.json records its base.
-    if let Some(wt) = spec.worktree.take() {
-        spec.worktree = Some(worktree::create(&spec, wt)?);
-    }
+    worktree::create(&mut spec)?;
     let created = if spec.attempt == 1 {
         store::create_run(home, &record, &spec, &env, prompt.as_deref())
     } else {

@@ -160,9 +160,47 @@ fn git_failed(what: &str, e: GitError) -> Error {
     Error::invalid(format!("--worktree: {what}: {e}; nothing was started"))
 }
 
-/// Makes the attempt's worktree from the repository's current HEAD: `base` and `git_dir`
-/// filled in. Runs before any file of the attempt exists; on failure nothing was made.
-pub(super) fn create(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpec, Error> {
+/// Makes the worktree of `spec` from the repository's current HEAD and fills in its `base`
+/// and `git_dir` (sandboxed: the worktree's own config file joins the read-only paths). Runs
+/// before any file of the attempt exists; on failure nothing was made.
+pub(super) fn create(spec: &mut AttemptSpec) -> Result<(), Error> {
+    let Some(wt) = spec.worktree.take() else {
+        return Ok(());
+    };
+    let made = make(spec, wt)?;
+    if spec.sandbox.enabled {
+        if let Err(e) = protect_worktree_config(&made, &mut spec.sandbox) {
+            discard(&made);
+            return Err(e);
+        }
+    }
+    spec.worktree = Some(made);
+    Ok(())
+}
+
+/// With `extensions.worktreeConfig` on, git reads `config.worktree` in the worktree's own git
+/// directory, which lies in the writable git directory: a program that wrote a
+/// `core.fsmonitor` there would run it at the worker's `git status`, outside the sandbox. An
+/// empty one made read-only changes nothing else (git ignores it with the extension off).
+fn protect_worktree_config(wt: &WorktreeSpec, sandbox: &mut SandboxSpec) -> Result<(), Error> {
+    let p = wt.git_dir.join("config.worktree");
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&p)
+        .map_err(|e| {
+            Error::invalid(format!(
+                "--worktree: cannot create {}: {e}; nothing was started",
+                p.display()
+            ))
+        })?;
+    if !sandbox.writable.contains(&p) && !sandbox.read_only.contains(&p) {
+        sandbox.read_only.push(p);
+    }
+    Ok(())
+}
+
+fn make(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpec, Error> {
     let base = git::head_commit(&wt.repo)
         .map_err(|e| git_failed("cannot read the repository's HEAD", e))?
         .ok_or_else(|| {

@@ -515,11 +515,20 @@ fn when_git_cannot_make_the_worktree_nothing_is_left_behind() {
 fn a_sandboxed_program_commits_in_its_worktree_but_cannot_plant_a_hook() {
     let env = TestEnv::new();
     let repo = make_repo(&env);
+    // Per-worktree config files are read (a program's own would be read by the worker's git).
+    git(&repo, &["config", "core.repositoryformatversion", "1"]);
+    git(&repo, &["config", "extensions.worktreeConfig", "true"]);
     let before = state(&repo);
-    let script = "echo sand > s.txt && git add s.txt && git commit -q -m sandboxed && echo committed; \
+    let pwned = env.root.path().join("pwned");
+    let script = format!(
+        "echo sand > s.txt && git add s.txt && git commit -q -m sandboxed && echo committed; \
                   (echo evil > \"$(git rev-parse --git-common-dir)/hooks/pre-commit\") 2>/dev/null || echo hook-refused; \
+                  (printf '[core]\\n\\tfsmonitor = \\\"touch {}\\\"\\n' >> \"$(git rev-parse --git-dir)/config.worktree\") 2>/dev/null || echo worktree-config-refused; \
+                  echo probe > \"$(git rev-parse --git-dir)/probe\" && echo gitdir-writable; \
                   (echo '[core]' >> \"$(git rev-parse --git-common-dir)/config\") 2>/dev/null || echo config-refused; \
-                  echo x > \"$(git rev-parse --git-common-dir)/../outside.txt\" 2>/dev/null; true";
+                  echo x > \"$(git rev-parse --git-common-dir)/../outside.txt\" 2>/dev/null; true",
+        pwned.display()
+    );
     let (r, v) = run_json(
         &env,
         &[
@@ -534,15 +543,52 @@ fn a_sandboxed_program_commits_in_its_worktree_but_cannot_plant_a_hook() {
             "--",
             "bash",
             "-c",
-            script,
+            &script,
         ],
     );
     assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        !pwned.exists(),
+        "a config written by the program ran outside the sandbox"
+    );
     let out = std::fs::read_to_string(env.attempt_dir("wt-sand", 1).join("stdout.log")).unwrap();
-    for want in ["committed", "hook-refused", "config-refused"] {
+    for want in [
+        "committed",
+        "hook-refused",
+        "config-refused",
+        "worktree-config-refused",
+        "gitdir-writable",
+    ] {
         assert!(out.contains(want), "{want} missing:\n{out}");
     }
     assert_eq!(v["worktree"]["branch_kept"], true, "{}", v["worktree"]);
+    let policy = &v["sandbox"]["policy"];
+    let git_dir = repo.join(".git").canonicalize().unwrap();
+    let read_only: Vec<&str> = policy["read_only"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    for want in [
+        git_dir.join("hooks"),
+        git_dir.join("config"),
+        git_dir.join("worktrees/wt-sand-1/config.worktree"),
+    ] {
+        assert!(
+            read_only.contains(&want.to_str().unwrap()),
+            "{} not read-only: {policy}",
+            want.display()
+        );
+    }
+    assert!(
+        policy["writable"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p == git_dir.to_str().unwrap()),
+        "{policy}"
+    );
     let msg = git(&repo, &["log", "-1", "--format=%s", "subpane/wt-sand"]);
     assert_eq!(msg.trim(), "sandboxed");
     assert!(!repo.join(".git/hooks/pre-commit").exists());
