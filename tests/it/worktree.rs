@@ -599,3 +599,53 @@ fn a_sandboxed_program_commits_in_its_worktree_but_cannot_plant_a_hook() {
     assert_eq!(state(&repo), before);
     env.assert_no_leftovers();
 }
+
+#[test]
+fn a_lost_attempts_worktree_is_kept_and_named_until_gc() {
+    let env = TestEnv::new();
+    let repo = make_repo(&env);
+    let before = state(&repo);
+    let r = env.sp_within(
+        LIMIT,
+        HANG,
+        [
+            "run",
+            "--detach",
+            "--worktree",
+            "--run-id",
+            "wt-lost",
+            "--cwd",
+            repo.to_str().unwrap(),
+            "--",
+            "bash",
+            "-c",
+            "echo started; echo left > left.txt; exec sleep 600",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    crate::harness::wait_for_text(&env.attempt_dir("wt-lost", 1).join("stdout.log"), "started");
+    let worker = env.worker_pid("wt-lost");
+    crate::harness::send_signal(worker, libc::SIGKILL);
+    crate::harness::wait_pid_gone(worker);
+    // The observer that writes `lost` names the worktree the worker never got to remove.
+    let s = env.sp_within(LIMIT, HANG, ["status", "wt-lost", "--json"]);
+    assert_eq!(s.code, 1, "{s:?}");
+    let v = s.json();
+    assert_valid_envelope(&v);
+    assert_eq!(v["failure_kind"], "lost");
+    let path = env.home.join("worktrees/wt-lost-1");
+    assert_eq!(v["worktree"]["path"], path.display().to_string());
+    assert_eq!(v["worktree"]["kept"], true);
+    assert!(path.join("left.txt").exists());
+    let gc = env.sp(["gc", "--older-than", "0s", "--json"]);
+    assert_eq!(gc.code, 0, "{gc:?}");
+    assert_eq!(
+        gc.json()["removed_worktrees"],
+        serde_json::json!([path.display().to_string()])
+    );
+    assert!(!path.exists());
+    assert_eq!(worktree_count(&repo), 1);
+    assert_eq!(branches(&repo), ["main"]);
+    assert_eq!(state(&repo), before);
+    env.assert_no_leftovers();
+}
