@@ -116,6 +116,25 @@ pub(super) fn plan(
     })
 }
 
+/// The worktree of a later attempt of the same run (a retry): the same repository and place
+/// in it, its own directory and branch; [`super::start`] makes it from the repository's HEAD
+/// of that moment. The attempt's `cwd` is [`program_dir`] of it; a sandbox policy made for
+/// the earlier attempt names the earlier worktree and must be made again.
+pub fn for_attempt(
+    home: &Home,
+    prev: &WorktreeSpec,
+    run_id: &RunId,
+    attempt: u32,
+) -> Result<WorktreeSpec, Error> {
+    Ok(WorktreeSpec {
+        path: home.worktree(run_id, attempt),
+        branch: branch_name(run_id, attempt)?,
+        base: String::new(),
+        git_dir: PathBuf::new(),
+        ..prev.clone()
+    })
+}
+
 /// Where the program runs: the same place in the worktree as `--cwd` was in the repository.
 pub fn program_dir(wt: &WorktreeSpec) -> PathBuf {
     if wt.subdir.as_os_str().is_empty() {
@@ -417,6 +436,34 @@ mod tests {
             req.worktree = false;
             assert!(plan_run(&req, &home(), &sys).is_ok(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_later_attempt_gets_its_own_directory_and_branch_in_the_same_place() {
+        let sys = in_repo();
+        let first = plan_run(&worktree(&["make"]), &home(), &sys)
+            .unwrap()
+            .spec
+            .worktree
+            .unwrap();
+        let made = WorktreeSpec {
+            base: "abc".into(),
+            git_dir: "/src/.git/worktrees/generated-1-1".into(),
+            ..first.clone()
+        };
+        let id = RunId::parse("generated-1").unwrap();
+        let second = for_attempt(&home(), &made, &id, 2).unwrap();
+        assert_eq!(second.path, Path::new("/h/worktrees/generated-1-2"));
+        assert_eq!(second.branch, "subpane/generated-1-2");
+        assert_eq!(
+            (second.base.as_str(), second.git_dir.as_os_str()),
+            ("", OsStr::new(""))
+        );
+        assert_eq!((&second.repo, &second.subdir), (&first.repo, &first.subdir));
+        assert_eq!(
+            program_dir(&second),
+            Path::new("/h/worktrees/generated-1-2/app/sub")
+        );
     }
 
     #[test]

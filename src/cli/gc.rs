@@ -10,7 +10,8 @@ use crate::store::Home;
 
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Remove runs that finished longer ago than this (e.g. 12h, 7d)
+    /// Remove runs that finished longer ago than this (e.g. 12h, 7d), with the git
+    /// worktrees they kept (`run --worktree`)
     #[arg(long, value_name = "DUR", default_value = "7d")]
     pub older_than: String,
     /// Say what would be removed, remove nothing
