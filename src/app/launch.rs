@@ -1,7 +1,8 @@
 //! Starting attempt *n* of a run: its files, its pane, `launch.json`.
 //!
 //! ```text
-//!  Plan ─► tmux.conf ─► runs/<id>/run.json + attempts/<n>/{spec.json, .env, prompt.txt, done.fifo}
+//!  Plan ─► tmux.conf ─► (--worktree: git worktree add, see worktree.rs)
+//!       ─► runs/<id>/run.json + attempts/<n>/{spec.json, .env, prompt.txt, done.fifo}
 //!                                  (all or nothing)
 //!       ─► tmux new-session -d … subpane __worker attempts/<n>
 //!       ─► launch.json (the worker's pid, so observers know it before it writes anything)
@@ -12,7 +13,7 @@
 
 use std::ffi::OsString;
 
-use super::{Error, Plan, tmux_for};
+use super::{Error, Plan, tmux_for, worktree};
 use crate::envelope::{self, Envelope, Facts, LaunchRecord, LiveStatus};
 use crate::spec::{AttemptSpec, now_rfc3339};
 use crate::store::{self, AttemptPaths, CreateError, Home};
@@ -49,18 +50,25 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
     ensure_tmux_conf(home)?;
     let Plan {
         record,
-        spec,
+        mut spec,
         env,
         prompt,
     } = plan;
+    // The worktree comes first: the pane starts in it, and spec.json records its base.
+    worktree::create(&mut spec)?;
     let created = if spec.attempt == 1 {
         store::create_run(home, &record, &spec, &env, prompt.as_deref())
     } else {
         store::add_attempt(home, &spec, &env, prompt.as_deref())
     };
-    let paths = created.map_err(|e| match e {
-        CreateError::Exists(_) | CreateError::NoRun(_) => Error::invalid(e.to_string()),
-        CreateError::Store(s) => Error::invalid(format!("nothing was started: {s}")),
+    let paths = created.map_err(|e| {
+        if let Some(wt) = &spec.worktree {
+            worktree::discard(wt);
+        }
+        match e {
+            CreateError::Exists(_) | CreateError::NoRun(_) => Error::invalid(e.to_string()),
+            CreateError::Store(s) => Error::invalid(format!("nothing was started: {s}")),
+        }
     })?;
     let mut warnings = Vec::new();
     if spec.sandbox.enabled {

@@ -26,6 +26,7 @@ mod plan;
 mod request;
 mod retry;
 mod runs;
+pub mod worktree;
 
 pub use launch::{Started, start};
 pub use plan::{Plan, RealSystem, System, plan};

@@ -10,8 +10,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{Error, RunRequest};
+use super::{Error, RunRequest, worktree};
 use crate::adapter::{ArgvContext, BASE_ENV, adapter_for, env_allowed};
+use crate::git::{REPO_VARS, RepoDirs};
 use crate::spec::{
     AgentKind, AttemptRef, AttemptSpec, DEFAULT_MAX_DEPTH, EnvSpec, Limits, Lineage, Network,
     RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis,
@@ -47,6 +48,9 @@ pub trait System {
     fn new_run_id(&self) -> RunId;
     /// The kernel's limit on argv and environment together (`ARG_MAX`).
     fn arg_max(&self) -> usize;
+    /// The git work tree `dir` is in (its top and the repository's git directory), or
+    /// `None` outside one.
+    fn git_repo(&self, dir: &Path) -> Option<RepoDirs>;
 }
 
 /// The real machine.
@@ -92,6 +96,9 @@ impl System for RealSystem {
             .ok()
             .filter(|n| *n > 0)
             .unwrap_or(128 * 1024)
+    }
+    fn git_repo(&self, dir: &Path) -> Option<RepoDirs> {
+        crate::git::discover(dir).ok().flatten()
     }
 }
 
@@ -211,7 +218,8 @@ pub(super) fn environment(
     let needs = adapter_for(agent).sandbox_needs();
     let keep = |k: &OsStr| -> bool {
         let Some(k) = k.to_str() else { return false };
-        if REMOVED_VARS.contains(&k) {
+        // A `--worktree` program's git must find the worktree, not a caller's GIT_DIR.
+        if REMOVED_VARS.contains(&k) || (req.worktree && REPO_VARS.contains(&k)) {
             return false;
         }
         !req.sandbox
@@ -267,7 +275,11 @@ pub(super) fn environment(
     let spec = EnvSpec {
         inherit: !req.sandbox,
         set,
-        removed: REMOVED_VARS.iter().map(|s| (*s).to_owned()).collect(),
+        removed: REMOVED_VARS
+            .iter()
+            .chain(if req.worktree { REPO_VARS } else { &[] })
+            .map(|s| (*s).to_owned())
+            .collect(),
         passed,
     };
     Ok((env, spec))
@@ -606,6 +618,10 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
             .map(|(_, v)| v.clone())
     };
     let caller_path = caller_var("PATH");
+    let worktree = req
+        .worktree
+        .then(|| worktree::plan(sys, home, &run_id, 1, &cwd, caller_path.as_deref()))
+        .transpose()?;
     let network = match &req.network {
         Some(n) if req.sandbox => Network::parse(n).map_err(Error::invalid)?,
         _ => Network::None,
@@ -617,7 +633,14 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         .iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone());
-    let Program { agent, argv, task } = program(req, sys, &cwd, path_var.as_deref())?;
+    let Program {
+        agent,
+        mut argv,
+        task,
+    } = program(req, sys, &cwd, path_var.as_deref())?;
+    if let (Some(wt), Some(given)) = (&worktree, req.argv.first()) {
+        argv[0] = worktree::rebase_program(given, &argv[0], wt);
+    }
     if sys.which("tmux", caller_path.as_deref(), &cwd).is_none() {
         return Err(Error::invalid(
             "tmux was not found on PATH; install tmux 3.2 or newer",
@@ -656,12 +679,14 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         }
     }
     let caller_dir = sys.current_dir().unwrap_or_else(|_| cwd.clone());
-    let sandbox = sandbox_policy(
+    // With --worktree, the worktree is the workspace.
+    let workspace = worktree.as_ref().map_or(&cwd, |wt| &wt.path);
+    let mut sandbox = sandbox_policy(
         req,
         sys,
         &PolicyContext {
             caller_dir: &caller_dir,
-            cwd: &cwd,
+            cwd: workspace,
             attempt_dir: paths.dir(),
             tmux_socket: &socket,
             agent_dirs,
@@ -669,6 +694,9 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         },
         network,
     )?;
+    if let (Some(wt), true) = (&worktree, req.sandbox) {
+        worktree::sandbox_git(sys, wt, &mut sandbox);
+    }
     let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
     let spec = AttemptSpec {
         schema: SPEC_SCHEMA.to_owned(),
@@ -676,7 +704,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         attempt,
         agent,
         argv,
-        cwd,
+        cwd: worktree.as_ref().map_or(cwd, worktree::program_dir),
         stdin,
         labels: req.labels.clone(),
         correlation_id: req.correlation_id.clone(),
@@ -693,7 +721,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         group: None,
         lineage: lineage.clone(),
         resumed_from: None,
-        worktree: None,
+        worktree,
         max_depth,
     };
     let record = RunRecord {
@@ -723,7 +751,8 @@ pub(super) mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    /// A machine in memory: directories, files, executables, and what `which` finds.
+    /// A machine in memory: directories, files, executables, what `which` finds, and git
+    /// repositories. (Also used by the tests of `worktree.rs`.)
     pub(crate) struct Fake {
         pub(crate) cwd: PathBuf,
         pub(crate) dirs: Vec<PathBuf>,
@@ -733,6 +762,7 @@ pub(super) mod tests {
         pub(crate) on_path: HashMap<String, PathBuf>,
         pub(crate) vars: Vec<(OsString, OsString)>,
         pub(crate) arg_max: usize,
+        pub(crate) repos: Vec<RepoDirs>,
     }
 
     impl Fake {
@@ -752,6 +782,7 @@ pub(super) mod tests {
                     ("TMUX".into(), "/tmp/tmux-0/default,1,0".into()),
                 ],
                 arg_max: 2 * 1024 * 1024,
+                repos: Vec::new(),
             }
         }
     }
@@ -803,20 +834,26 @@ pub(super) mod tests {
         fn arg_max(&self) -> usize {
             self.arg_max
         }
+        fn git_repo(&self, dir: &Path) -> Option<RepoDirs> {
+            self.repos
+                .iter()
+                .find(|r| dir.starts_with(&r.toplevel))
+                .cloned()
+        }
     }
 
     pub(crate) fn home() -> Home {
         Home::at("/h".into())
     }
 
-    fn cmd(argv: &[&str]) -> RunRequest {
+    pub(crate) fn cmd(argv: &[&str]) -> RunRequest {
         RunRequest {
             argv: argv.iter().map(|s| (*s).to_owned()).collect(),
             ..RunRequest::default()
         }
     }
 
-    fn refused(req: &RunRequest, sys: &Fake) -> String {
+    pub(crate) fn refused(req: &RunRequest, sys: &Fake) -> String {
         match plan(req, &home(), sys) {
             Err(Error::Invalid(m)) => m,
             other => panic!("expected a refusal, got {other:?}"),

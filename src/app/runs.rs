@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::Error;
+use super::{Error, worktree};
 use crate::envelope::{
     CancelRequested, Envelope, GcReport, LiveStatus, RunRow, RunState, STATUS_SCHEMA, StatusDoc,
     TmuxInfo,
@@ -272,7 +272,7 @@ pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
 }
 
 /// Closes the kept sessions of finished attempts, removes runs whose attempts all finished
-/// longer than `older_than` ago, and stops the private tmux server when no session is left.
+/// longer than `older_than` ago (with their kept `--worktree` worktrees), and stops the private tmux server when no session is left.
 /// Unfinished runs are never touched. `dry_run` only reports.
 pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, Error> {
     let cutoff = SystemTime::now()
@@ -282,14 +282,17 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
         dry_run,
         ..GcReport::default()
     };
+    let mut repos = Vec::new();
     for run in store::list_runs(home) {
         let mut all_done = true;
         let mut newest_end: Option<SystemTime> = None;
+        let mut worktrees = Vec::new();
         for at in &run.record.attempts {
             let paths = home.attempt(&run.id, at.attempt);
             let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else {
                 continue;
             };
+            worktrees.extend(spec.worktree.clone());
             match observe(&paths, &spec)? {
                 AttemptState::Finished(env) => {
                     let end = env
@@ -313,6 +316,13 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
             continue;
         }
         if newest_end.unwrap_or(SystemTime::UNIX_EPOCH) <= cutoff || older_than.is_zero() {
+            // Kept worktrees go with their runs, before the records that name them.
+            for wt in &worktrees {
+                if worktree::collect(home, wt, dry_run)? {
+                    report.removed_worktrees.push(wt.path.display().to_string());
+                    repos.push(wt.common_dir.clone());
+                }
+            }
             if !dry_run {
                 std::fs::remove_dir_all(&run.dir).map_err(|e| {
                     Error::failed(format!("cannot remove {}: {e}", run.dir.display()))
@@ -320,6 +330,9 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
             }
             report.removed_runs.push(run.id.to_string());
         }
+    }
+    if !dry_run {
+        worktree::prune_all(home, &repos);
     }
     // The private server stays up between attempts; with no session left it is stopped.
     let server = Tmux::new(Socket::from_env(), home.tmux_conf());

@@ -10,13 +10,15 @@ use crate::store::Home;
 
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Remove runs that finished longer ago than this (e.g. 12h, 7d)
+    /// Remove runs that finished longer ago than this (e.g. 12h, 7d), with the git
+    /// worktrees they kept (`run --worktree`)
     #[arg(long, value_name = "DUR", default_value = "7d")]
     pub older_than: String,
     /// Say what would be removed, remove nothing
     #[arg(long)]
     pub dry_run: bool,
-    /// Print a JSON summary: dry_run, removed_runs, closed_sessions, running, server_stopped
+    /// Print a JSON summary: dry_run, removed_runs, closed_sessions, running, server_stopped,
+    /// removed_worktrees
     #[arg(long)]
     pub json: bool,
 }
@@ -29,8 +31,12 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
         print_json(&report);
     } else {
         let verb = if a.dry_run { "would remove" } else { "removed" };
+        let worktrees = match report.removed_worktrees.len() {
+            0 => String::new(),
+            n => format!(" and {n} kept worktree(s)"),
+        };
         print(&format!(
-            "{verb} {} run(s), closed {} session(s){}; {} run(s) still running were kept\n",
+            "{verb} {} run(s){worktrees}, closed {} session(s){}; {} run(s) still running were kept\n",
             report.removed_runs.len(),
             report.closed_sessions.len(),
             if report.server_stopped {

@@ -87,15 +87,19 @@ pub struct RunArgs {
     /// Keep the tmux session after the attempt ends, to read the pane (`subpane gc` removes it)
     #[arg(long)]
     pub keep_session: bool,
-    /// Run in a new git worktree of the --cwd repository, made under the subpane home on a
-    /// branch named after the run; its status and diff are stored when the attempt ends
+    /// Run in a new git worktree of the --cwd repository: made from HEAD under
+    /// $SUBPANE_HOME/worktrees/RUN-N on branch subpane/RUN, at --cwd's place in the repository.
+    /// At the end its status and diff go to the attempt directory; a completed attempt's
+    /// worktree is removed (its branch too unless it has commits), a failed or cancelled one
+    /// is kept until `subpane gc`. Outside a git work tree: refused (exit 2)
     #[arg(long)]
     pub worktree: bool,
     /// How deep runs started by this run's program may nest (it can only lower the limit an
     /// enclosing attempt gave) [default: 3]
     #[arg(long, value_name = "N")]
     pub max_depth: Option<u32>,
-    /// Run the program in a kernel sandbox: it writes only its workspace (--cwd), its attempt
+    /// Run the program in a kernel sandbox: it writes only its workspace (--cwd, or the
+    /// worktree with its repository's git directory but not its hooks or config), its attempt
     /// directory, a private /tmp and --writable paths; no network unless --network says so
     #[arg(long, help_heading = "Sandbox")]
     pub sandbox: bool,

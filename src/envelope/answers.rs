@@ -175,7 +175,8 @@ pub struct RunRow {
 ///
 /// ```json
 /// {"dry_run": false, "removed_runs": ["build-41"], "closed_sessions": ["review-1-1"],
-///  "running": ["build-42"], "server_stopped": false}
+///  "running": ["build-42"], "server_stopped": false,
+///  "removed_worktrees": ["/h/worktrees/build-41-1"]}
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcReport {
@@ -188,6 +189,9 @@ pub struct GcReport {
     pub running: Vec<String>,
     /// The private tmux server had no session left and was stopped.
     pub server_stopped: bool,
+    /// Kept git worktrees (`run --worktree`) removed with their runs.
+    #[serde(default)]
+    pub removed_worktrees: Vec<String>,
 }
 
 #[cfg(test)]

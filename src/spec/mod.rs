@@ -209,7 +209,8 @@ pub struct Lineage {
 ///
 /// ```json
 /// {"repo": "/src/app", "path": "/h/worktrees/fix-1-1", "branch": "subpane/fix-1",
-///  "base": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "subdir": ""}
+///  "base": "4b825dc642cb6eb9a060e54bf8d69288fbee4904", "subdir": "",
+///  "common_dir": "/src/app/.git", "git_dir": "/src/app/.git/worktrees/fix-1-1"}
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorktreeSpec {
@@ -223,6 +224,15 @@ pub struct WorktreeSpec {
     pub base: String,
     /// Where `--cwd` was inside the repository; the program runs there in the worktree.
     pub subdir: PathBuf,
+    /// The repository's own git directory (`git rev-parse --git-common-dir`), shared by
+    /// all its worktrees.
+    #[serde(default)]
+    pub common_dir: PathBuf,
+    /// The worktree's private git directory (`<common_dir>/worktrees/<name>`, filled in when
+    /// it is made). Git is pointed at it explicitly at the end rather than through the
+    /// worktree's `.git` file, which the program could have rewritten.
+    #[serde(default)]
+    pub git_dir: PathBuf,
 }
 
 /// One entry of `run.json`'s attempt list.

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::layout::{ARTIFACT_FILES, AttemptPaths};
+use super::layout::{ARTIFACT_FILES, AttemptPaths, WORKTREE_ARTIFACT_FILES};
 use crate::envelope::Artifact;
 
 /// Hex SHA-256 and size of a file.
@@ -29,7 +29,16 @@ pub fn sha256_file(path: &Path) -> std::io::Result<(u64, String)> {
 
 /// Every artifact file that exists, in a fixed order.
 pub fn collect_artifacts(paths: &AttemptPaths) -> Vec<Artifact> {
-    ARTIFACT_FILES
+    collect_named(paths, ARTIFACT_FILES)
+}
+
+/// The worktree's status and diff, when they exist (`--worktree` attempts).
+pub fn collect_worktree_artifacts(paths: &AttemptPaths) -> Vec<Artifact> {
+    collect_named(paths, WORKTREE_ARTIFACT_FILES)
+}
+
+fn collect_named(paths: &AttemptPaths, files: &[(&str, &str)]) -> Vec<Artifact> {
+    files
         .iter()
         .filter_map(|(kind, name)| {
             let p = paths.dir().join(name);

@@ -62,6 +62,14 @@ impl Home {
     pub fn tmux_conf(&self) -> PathBuf {
         self.root.join("tmux.conf")
     }
+    /// Where `--worktree` attempts get their git worktrees (outside every repository).
+    pub fn worktrees_dir(&self) -> PathBuf {
+        self.root.join("worktrees")
+    }
+    /// The git worktree of attempt `n` of a `--worktree` run.
+    pub fn worktree(&self, id: &RunId, n: u32) -> PathBuf {
+        self.worktrees_dir().join(format!("{id}-{n}"))
+    }
 }
 
 /// The files of one attempt directory.
@@ -112,6 +120,11 @@ impl AttemptPaths {
     file!(done_fifo, "done.fifo");
     // The one-shot environment file: read and removed by the worker before the agent starts.
     file!(env_file, ".env");
+    // `--worktree`: the worktree's `git status` and its diff from the base commit.
+    file!(worktree_status, "worktree.status.txt");
+    file!(worktree_diff, "worktree.diff.patch");
+    // The scratch index the diff is taken through (removed right after).
+    file!(worktree_index, ".worktree.index");
 }
 
 /// Names of the files listed as artifacts, with their kinds.
@@ -124,4 +137,11 @@ pub const ARTIFACT_FILES: &[(&str, &str)] = &[
     ("output", "output.txt"),
     ("worker", "worker.json"),
     ("network", "network.jsonl"),
+];
+
+/// The artifacts of a `--worktree` attempt, listed after [`ARTIFACT_FILES`] (only for such
+/// attempts, so that other attempts look for no more files at their end).
+pub const WORKTREE_ARTIFACT_FILES: &[(&str, &str)] = &[
+    ("worktree_status", "worktree.status.txt"),
+    ("worktree_diff", "worktree.diff.patch"),
 ];

@@ -7,6 +7,8 @@
 //!   runs/<run-id>/attempts/<n>/       one attempt: spec.json, launch.json, worker.json,
 //!                                     events.jsonl, stdout.log, stderr.log, output.txt,
 //!                                     cancel.json, result.json
+//!                                     (--worktree: worktree.status.txt, worktree.diff.patch)
+//!   worktrees/<run-id>-<n>/           the git worktree of a --worktree attempt
 //! ```
 //!
 //! Every JSON file is written to a temporary file in the same directory, fsynced, then
@@ -17,7 +19,7 @@ mod atomic;
 mod layout;
 mod records;
 
-pub use artifacts::{collect_artifacts, sha256_file};
+pub use artifacts::{collect_artifacts, collect_worktree_artifacts, sha256_file};
 pub use atomic::{
     read_json, write_atomic, write_atomic_dir_synced_later, write_json_atomic,
     write_json_dir_synced_later, write_json_new,

@@ -6,8 +6,8 @@ use std::ffi::OsStr;
 use nix::sys::signal::Signal;
 
 use super::SuperviseError;
-use crate::envelope::WorkerFacts;
 use crate::envelope::{self, Envelope, Facts, Output};
+use crate::envelope::{WorkerFacts, WorktreeInfo};
 use crate::procs;
 use crate::spec::{AttemptSpec, now_rfc3339};
 use crate::store::{self, AttemptPaths};
@@ -64,13 +64,22 @@ pub fn write_unfinished(
     let mut output = Output::default();
     output.push_error(why);
     let outcome = envelope::decide(&decided);
-    let env = envelope::build(
-        spec,
-        &facts,
-        output,
-        outcome,
-        store::collect_artifacts(paths),
-    );
+    let mut artifacts = store::collect_artifacts(paths);
+    if let Some(wt) = &spec.worktree {
+        // The worker did not get to its end: the worktree stays for `subpane gc`.
+        artifacts.extend(store::collect_worktree_artifacts(paths));
+        if facts.worktree.is_none() {
+            let kept = wt.path.exists();
+            facts.worktree = Some(WorktreeInfo {
+                path: wt.path.display().to_string(),
+                branch: wt.branch.clone(),
+                base: wt.base.clone(),
+                kept,
+                branch_kept: kept,
+            });
+        }
+    }
+    let env = envelope::build(spec, &facts, output, outcome, artifacts);
     let written = store::write_result(paths, &env)?;
     if written {
         Ok(env)

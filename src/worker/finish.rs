@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  kill what is left, reap, flush ─► collect: machine (stop, exit, leak) + adapter report
-//!    ─► worker.json, output.txt ─► envelope::decide ─► envelope::build ─► result.json (last)
+//!    ─► envelope::decide ─► (--worktree: status, diff, remove or keep; worktree.rs)
+//!    ─► worker.json, output.txt ─► envelope::build ─► result.json (last)
 //!    ─► the end line in the pane
 //! ```
 //!
@@ -61,16 +62,9 @@ impl Worker {
         report
     }
 
-    /// Writes `worker.json` and `output.txt`, decides, and writes `result.json`.
+    /// Decides, ends the worktree (if any), writes `output.txt` and `worker.json`, and
+    /// writes `result.json`.
     fn decide_and_write(&mut self, report: AgentReport) -> (Envelope, Result<bool, StoreError>) {
-        // Both are renamed before result.json, whose write fsyncs the directory once for all
-        // three: two directory fsyncs fewer between the agent's exit and the envelope.
-        if let Some(text) = &report.output.final_text {
-            let _ = store::write_atomic_dir_synced_later(&self.paths.output(), text.as_bytes());
-        }
-        if let Err(e) = store::write_json_dir_synced_later(&self.paths.worker(), &self.facts) {
-            self.pane.line(Style::Red, &format!("subpane: {e}"));
-        }
         let facts = Facts {
             sandbox_failed: self.facts.sandbox_error.is_some(),
             spawn_failed: self.facts.spawn_error.is_some(),
@@ -102,7 +96,20 @@ impl Worker {
                 output.push_error(format!("stderr: {last}"));
             }
         }
-        let artifacts = store::collect_artifacts(&self.paths);
+        // Before worker.json: what became of the worktree is one of the worker's facts.
+        self.end_worktree(outcome.status, &mut output);
+        // Both are renamed before result.json, whose write fsyncs the directory once for all
+        // three: two directory fsyncs fewer between the agent's exit and the envelope.
+        if let Some(text) = &output.final_text {
+            let _ = store::write_atomic_dir_synced_later(&self.paths.output(), text.as_bytes());
+        }
+        if let Err(e) = store::write_json_dir_synced_later(&self.paths.worker(), &self.facts) {
+            self.pane.line(Style::Red, &format!("subpane: {e}"));
+        }
+        let mut artifacts = store::collect_artifacts(&self.paths);
+        if self.spec.worktree.is_some() {
+            artifacts.extend(store::collect_worktree_artifacts(&self.paths));
+        }
         let env = envelope::build(&self.spec, &self.facts, output, outcome, artifacts);
         let write = store::write_result(&self.paths, &env);
         (env, write)

@@ -9,6 +9,7 @@
 //!                  │    SIGCHLD ─► reap;  SIGUSR1/TERM/INT ─► cancel;  SIGHUP ─► pane closed
 //!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants  stop/
 //!                  ▼
+//!  (--worktree: status, diff, remove or keep the worktree)                          worktree.rs
 //!  worker.json (facts) ─► output.txt ─► result.json (atomic, written last)            finish.rs
 //! ```
 //!
@@ -34,6 +35,7 @@ mod sandboxed;
 mod spawn;
 mod stop;
 mod stream;
+mod worktree;
 
 pub use lines::{LineSplitter, MAX_LINE, Piece};
 pub use run::main;

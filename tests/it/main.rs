@@ -18,3 +18,4 @@ mod run;
 mod sandbox_exec;
 mod sandbox_run;
 mod waiter;
+mod worktree;

@@ -1,0 +1,219 @@
+//! The git binary: one command at a time, argv only (never a shell), with git's own message
+//! kept for the error.
+//!
+//! ```text
+//!  caller ─► git::repo / git::worktree (what to ask) ─► Cmd (argv + a clean environment)
+//!                                                          │ stdin /dev/null
+//!                                                          ├─► stdout: a String, or straight into a file
+//!                                                          └─► stderr: kept for GitError::Failed
+//! ```
+//!
+//! Two kinds of call, and the difference matters:
+//! * **Trusted places** (the user's repository, before anything ran): `git -C DIR …`, letting
+//!   git find the repository as it always does.
+//! * **The attempt's worktree, after the program ran**: the program may have rewritten the
+//!   worktree's `.git` file (or a gitdir's `commondir` file) to point git at a config of its
+//!   own, whose `core.fsmonitor` would then run outside any sandbox. So git is told every
+//!   location (`GIT_DIR`, `GIT_COMMON_DIR`, `GIT_WORK_TREE`) from the spec and discovers
+//!   nothing there.
+//!
+//! Common pitfalls:
+//! * Variables inherited from a caller that runs inside git (a hook sets `GIT_DIR`, `GIT_INDEX_FILE`,
+//!   …) would point every command at the wrong repository: [`REPO_VARS`] are removed first.
+//! * A diff can be large and binary: it goes straight from git's stdout into its file, never
+//!   through memory or a `String`.
+//! * git may wait for a password on a terminal: `GIT_TERMINAL_PROMPT=0` and stdin `/dev/null`.
+
+mod repo;
+pub mod worktree;
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub use repo::{RepoDirs, branch_tip, discover, head_commit};
+
+/// Variables that choose the repository, the work tree or the index: removed from every git
+/// command (and from the program of a `--worktree` attempt), so git looks where it is told.
+pub const REPO_VARS: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_PREFIX",
+];
+
+/// Why a git command did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("cannot run git: {0}; install git (2.31 or newer) or put it on PATH")]
+    Spawn(std::io::Error),
+    #[error("`git {args}` failed: {message}")]
+    Failed { args: String, message: String },
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// One git command being built.
+pub(crate) struct Cmd {
+    cmd: Command,
+    args: Vec<String>,
+}
+
+impl Cmd {
+    /// `git -C dir …`: git finds the repository from `dir` (trusted places only).
+    pub(crate) fn in_dir(dir: &Path) -> Self {
+        let mut c = Self::bare();
+        c.cmd.current_dir(dir);
+        c
+    }
+
+    /// A command on the repository's own git directory, with no work tree.
+    pub(crate) fn on_git_dir(common_dir: &Path) -> Self {
+        let mut c = Self::bare();
+        c.cmd.current_dir(common_dir).env("GIT_DIR", common_dir);
+        c
+    }
+
+    /// A command in a worktree whose every location is given (see the module doc).
+    pub(crate) fn in_worktree(work_tree: &Path, git_dir: &Path, common_dir: &Path) -> Self {
+        let mut c = Self::bare();
+        c.cmd
+            .current_dir(work_tree)
+            .env("GIT_DIR", git_dir)
+            .env("GIT_COMMON_DIR", common_dir)
+            .env("GIT_WORK_TREE", work_tree);
+        c
+    }
+
+    fn bare() -> Self {
+        let mut cmd = Command::new("git");
+        for v in REPO_VARS {
+            cmd.env_remove(v);
+        }
+        cmd.env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+        Self {
+            cmd,
+            args: Vec::new(),
+        }
+    }
+
+    pub(crate) fn env(mut self, k: &str, v: impl AsRef<OsStr>) -> Self {
+        self.cmd.env(k, v);
+        self
+    }
+
+    pub(crate) fn arg(mut self, a: impl AsRef<OsStr>) -> Self {
+        self.args.push(a.as_ref().to_string_lossy().into_owned());
+        self.cmd.arg(a);
+        self
+    }
+
+    pub(crate) fn args<I: IntoIterator<Item = S>, S: AsRef<OsStr>>(mut self, v: I) -> Self {
+        for a in v {
+            self = self.arg(a);
+        }
+        self
+    }
+
+    /// Runs it; its stdout, trimmed. A non-zero exit is [`GitError::Failed`].
+    pub(crate) fn read(mut self) -> Result<String, GitError> {
+        let out = self
+            .cmd
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(GitError::Spawn)?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        } else {
+            Err(self.failed(&out.stderr, out.status))
+        }
+    }
+
+    /// Runs it; whether it exited 0 (stderr dropped). For questions git answers with its
+    /// exit code (`rev-parse --verify --quiet`).
+    pub(crate) fn read_if_ok(mut self) -> Result<Option<String>, GitError> {
+        let out = self
+            .cmd
+            .stderr(Stdio::null())
+            .output()
+            .map_err(GitError::Spawn)?;
+        Ok(out
+            .status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
+    }
+
+    /// Runs it with stdout going straight into the file at `path` (created or truncated).
+    pub(crate) fn write_to(mut self, path: &Path) -> Result<(), GitError> {
+        let file = std::fs::File::create(path).map_err(|source| GitError::Write {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let out = self
+            .cmd
+            .stdout(file)
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(GitError::Spawn)?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(self.failed(&out.stderr, out.status))
+        }
+    }
+
+    fn failed(&self, stderr: &[u8], status: std::process::ExitStatus) -> GitError {
+        GitError::Failed {
+            args: self.args.join(" "),
+            message: message(stderr, status),
+        }
+    }
+}
+
+/// git's own words from its stderr: its hints and progress lines dropped, bounded.
+fn message(stderr: &[u8], status: std::process::ExitStatus) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("hint:") && !l.starts_with("Preparing "))
+        .collect();
+    if lines.is_empty() {
+        return format!("git exited with {status}");
+    }
+    let mut m = lines.join("; ");
+    if m.len() > 2000 {
+        let mut cut = 2000;
+        while !m.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        m.truncate(cut);
+        m.push('…');
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn messages_keep_what_git_said_and_drop_its_hints() {
+        let st = std::process::ExitStatus::from_raw(128 << 8);
+        let m = message(
+            b"Preparing worktree (new branch 'x')\nfatal: 'x' is not a valid branch name\nhint: See `man git check-ref-format`\n",
+            st,
+        );
+        assert_eq!(m, "fatal: 'x' is not a valid branch name");
+        assert!(message(b"", st).contains("128"));
+        assert!(message("é".repeat(3000).as_bytes(), st).len() <= 2004);
+    }
+}
