@@ -1,0 +1,100 @@
+//! The program's environment: what passes, what subpane sets, names only in records.
+
+use super::*;
+
+pub(in crate::app) fn valid_env_name(k: &str) -> bool {
+    let mut b = k.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// The proxy as the sandboxed program reaches it (the relay in its network namespace).
+pub(in crate::app) fn proxy_url() -> String {
+    format!("http://127.0.0.1:{}", crate::sandbox::PROXY_PORT)
+}
+
+/// The program's environment: the caller's minus tmux's variables (in a sandbox: only what
+/// the adapter needs and `env_pass`), plus `env`, plus what the sandbox sets.
+pub(in crate::app) fn environment(
+    req: &RunRequest,
+    sys: &dyn System,
+    agent: AgentKind,
+    network: &Network,
+) -> Result<(Vec<(OsString, OsString)>, EnvSpec), Error> {
+    for name in &req.env_pass {
+        if !valid_env_name(name) {
+            return Err(Error::invalid(format!(
+                "--env-pass name `{name}` is not a valid variable name"
+            )));
+        }
+    }
+    let needs = adapter_for(agent).sandbox_needs();
+    let keep = |k: &OsStr| -> bool {
+        let Some(k) = k.to_str() else { return false };
+        // A `--worktree` program's git must find the worktree, not a caller's GIT_DIR.
+        if REMOVED_VARS.contains(&k) || (req.worktree && REPO_VARS.contains(&k)) {
+            return false;
+        }
+        !req.sandbox
+            || env_allowed(BASE_ENV, k)
+            || env_allowed(needs.env, k)
+            || req.env_pass.iter().any(|p| p == k)
+    };
+    let mut env: Vec<(OsString, OsString)> =
+        sys.vars().into_iter().filter(|(k, _)| keep(k)).collect();
+    let mut passed: Vec<String> = Vec::new();
+    if req.sandbox {
+        passed = env
+            .iter()
+            .filter_map(|(k, _)| k.to_str().map(str::to_owned))
+            .collect();
+        passed.sort();
+    }
+    let mut set = Vec::new();
+    let mut put = |env: &mut Vec<(OsString, OsString)>, k: &str, v: &str| {
+        env.retain(|(ek, _)| ek.as_bytes() != k.as_bytes());
+        env.push((k.into(), v.into()));
+        if !set.iter().any(|s| s == k) {
+            set.push(k.to_owned());
+        }
+    };
+    if req.sandbox {
+        // The private /tmp of the sandbox.
+        put(&mut env, "TMPDIR", "/tmp");
+        if matches!(network, Network::Allow(_)) {
+            let url = proxy_url();
+            for k in [
+                "HTTP_PROXY",
+                "HTTPS_PROXY",
+                "ALL_PROXY",
+                "http_proxy",
+                "https_proxy",
+                "all_proxy",
+            ] {
+                put(&mut env, k, &url);
+            }
+            // Node honours the variables only when asked to.
+            put(&mut env, "NODE_USE_ENV_PROXY", "1");
+        }
+    }
+    for (k, v) in &req.env {
+        if !valid_env_name(k) {
+            return Err(Error::invalid(format!(
+                "--env name `{k}` is not a valid variable name"
+            )));
+        }
+        put(&mut env, k, v);
+    }
+    let spec = EnvSpec {
+        inherit: !req.sandbox,
+        set,
+        removed: REMOVED_VARS
+            .iter()
+            .chain(if req.worktree { REPO_VARS } else { &[] })
+            .map(|s| (*s).to_owned())
+            .collect(),
+        passed,
+    };
+    Ok((env, spec))
+}

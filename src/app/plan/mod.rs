@@ -1,0 +1,262 @@
+//! From a [`RunRequest`] to a [`Plan`]: every rule of valid input, in one function.
+//!
+//! The plan looks at the world only through [`System`] (the current directory, files named
+//! with `@FILE` or `--cwd`, `PATH` lookups, the clock), so each rule has a unit test with a
+//! fake system and no tmux server. Nothing is created here.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use super::{Error, RunRequest, worktree};
+use crate::adapter::{ArgvContext, BASE_ENV, adapter_for, env_allowed};
+use crate::git::{REPO_VARS, RepoDirs};
+use crate::spec::{
+    AgentKind, AttemptRef, AttemptSpec, DEFAULT_MAX_DEPTH, EnvSpec, Limits, Lineage, Network,
+    RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis,
+    parse_duration, parse_positive_duration,
+};
+use crate::store::Home;
+use crate::tmux;
+
+/// Variables removed from the program's environment: it must not talk to the user's tmux.
+const REMOVED_VARS: [&str; 2] = ["TMUX", "TMUX_PANE"];
+
+/// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, with its NUL).
+pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
+
+mod env;
+mod lineage;
+mod policy;
+mod program;
+mod system;
+#[cfg(test)]
+pub(super) mod tests;
+
+pub(in crate::app) use env::environment;
+pub(in crate::app) use policy::escape_sockets;
+pub(in crate::app) use program::{check_exec_size, text_or_file};
+pub use system::{RealSystem, System};
+
+use lineage::lineage;
+use policy::{PolicyContext, sandbox_policy};
+use program::{Program, program};
+
+/// A request made valid and complete: the launcher needs nothing else.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// `run.json` of a new run.
+    pub record: RunRecord,
+    /// `spec.json` of the attempt.
+    pub spec: AttemptSpec,
+    /// The program's environment. Values: only ever written to the one-shot environment file.
+    pub env: Vec<(OsString, OsString)>,
+    /// The task, written to `prompt.txt`.
+    pub prompt: Option<String>,
+}
+
+impl std::fmt::Debug for Plan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Plan")
+            .field("record", &self.record)
+            .field("spec", &self.spec)
+            .field("env", &self.env.iter().map(|(k, _)| k).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(in crate::app) fn invalid(e: impl std::fmt::Display) -> Error {
+    Error::invalid(e.to_string())
+}
+
+pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
+    let positive = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
+        v.as_deref()
+            .map(|t| {
+                parse_positive_duration(flag, t)
+                    .map(millis)
+                    .map_err(invalid)
+            })
+            .transpose()
+    };
+    let any = |flag: &str, v: &Option<String>, default: u64| -> Result<u64, Error> {
+        v.as_deref()
+            .map(|t| parse_duration(flag, t).map(millis).map_err(invalid))
+            .transpose()
+            .map(|v| v.unwrap_or(default))
+    };
+    let d = Limits::default();
+    Ok(Limits {
+        timeout_ms: positive("--timeout", &req.timeout)?,
+        idle_timeout_ms: positive("--idle-timeout", &req.idle_timeout)?,
+        linger_ms: any("--linger", &req.linger, d.linger_ms)?,
+        grace_ms: any("--grace", &req.grace, d.grace_ms)?,
+    })
+}
+
+/// Checks and completes a request for attempt 1 of a new run. Creates nothing.
+pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Error> {
+    let run_id = match &req.run_id {
+        Some(r) => RunId::parse(r).map_err(invalid)?,
+        None => sys.new_run_id(),
+    };
+    let limits = limits(req)?;
+    let cwd_raw = match &req.cwd {
+        Some(c) => c.clone(),
+        None => sys.current_dir().map_err(|e| {
+            Error::invalid(format!(
+                "cannot read the current directory: {e}; pass --cwd"
+            ))
+        })?,
+    };
+    let cwd = sys.canonicalize(&cwd_raw).map_err(|e| {
+        Error::invalid(format!("--cwd `{}` cannot be used: {e}", cwd_raw.display()))
+    })?;
+    if !sys.is_dir(&cwd) {
+        return Err(Error::invalid(format!(
+            "--cwd `{}` is not a directory",
+            cwd.display()
+        )));
+    }
+    for k in req.labels.keys() {
+        if k.is_empty() {
+            return Err(Error::invalid("--label needs a name: KEY=VALUE"));
+        }
+    }
+    let caller_vars = sys.vars();
+    let caller_var = |name: &str| {
+        caller_vars
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let caller_path = caller_var("PATH");
+    let worktree = req
+        .worktree
+        .then(|| worktree::plan(sys, home, &run_id, 1, &cwd, caller_path.as_deref()))
+        .transpose()?;
+    let network = match &req.network {
+        Some(n) if req.sandbox => Network::parse(n).map_err(Error::invalid)?,
+        _ => Network::None,
+    };
+    let (lineage, max_depth) = lineage(req, &caller_var, &run_id)?;
+    let agent_kind = req.agent.unwrap_or(AgentKind::Command);
+    let (env, env_spec) = environment(req, sys, agent_kind, &network)?;
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let Program {
+        agent,
+        mut argv,
+        task,
+    } = program(req, sys, &cwd, path_var.as_deref())?;
+    if let (Some(wt), Some(given)) = (&worktree, req.argv.first()) {
+        argv[0] = worktree::rebase_program(given, &argv[0], wt);
+    }
+    if sys.which("tmux", caller_path.as_deref(), &cwd).is_none() {
+        return Err(Error::invalid(
+            "tmux was not found on PATH; install tmux 3.2 or newer",
+        ));
+    }
+    let attempt = 1;
+    let paths = home.attempt(&run_id, attempt);
+    // Agents: the adapter builds the argv now that the attempt's paths are known.
+    let (argv, stdin) = match &task {
+        Some(t) => {
+            let ctx = ArgvContext {
+                run_dir: &home.run_dir(&run_id),
+                sessions_dir: &home.sessions_dir(agent.as_str()),
+                attempt_dir: paths.dir(),
+                prompt_file: &paths.prompt(),
+            };
+            let launch = adapter_for(agent).launch(&argv[0], t, &ctx);
+            (launch.argv, launch.stdin)
+        }
+        None => (argv, Stdin::Null),
+    };
+    check_exec_size(&argv, &env, sys.arg_max())?;
+    let socket = sys.tmux_socket();
+    let mut agent_dirs = Vec::new();
+    if req.sandbox && task.is_some() {
+        if agent == AgentKind::Pi {
+            agent_dirs.push(home.sessions_dir(agent.as_str()));
+        }
+        if let Some((var, default)) = adapter_for(agent).sandbox_needs().state_dir {
+            let dir = env
+                .iter()
+                .find(|(k, _)| k == var)
+                .map(|(_, v)| PathBuf::from(v))
+                .or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(default)));
+            agent_dirs.extend(dir);
+        }
+    }
+    let caller_dir = sys.current_dir().unwrap_or_else(|_| cwd.clone());
+    // With --worktree, the worktree is the workspace.
+    let workspace = worktree.as_ref().map_or(&cwd, |wt| &wt.path);
+    let mut sandbox = sandbox_policy(
+        req,
+        sys,
+        &PolicyContext {
+            caller_dir: &caller_dir,
+            cwd: workspace,
+            attempt_dir: paths.dir(),
+            tmux_socket: &socket,
+            agent_dirs,
+            escape_sockets: &escape_sockets(&caller_var),
+        },
+        network,
+    )?;
+    if let (Some(wt), true) = (&worktree, req.sandbox) {
+        worktree::sandbox_git(sys, wt, &mut sandbox);
+    }
+    let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
+    let spec = AttemptSpec {
+        schema: SPEC_SCHEMA.to_owned(),
+        run_id: run_id.clone(),
+        attempt,
+        agent,
+        argv,
+        cwd: worktree.as_ref().map_or(cwd, worktree::program_dir),
+        stdin,
+        labels: req.labels.clone(),
+        correlation_id: req.correlation_id.clone(),
+        limits,
+        env: env_spec,
+        task: task.clone(),
+        keep_session: req.keep_session,
+        tmux: TmuxTarget {
+            socket,
+            session: tmux::session_name(run_id.as_str(), attempt),
+        },
+        sandbox,
+        created_at: created_at.clone(),
+        group: None,
+        lineage: lineage.clone(),
+        resumed_from: None,
+        worktree,
+        max_depth,
+    };
+    let record = RunRecord {
+        schema: RUN_SCHEMA.to_owned(),
+        run_id,
+        agent,
+        labels: req.labels.clone(),
+        correlation_id: req.correlation_id.clone(),
+        group: None,
+        created_at: created_at.clone(),
+        attempts: vec![AttemptRef {
+            attempt,
+            created_at,
+        }],
+        lineage,
+    };
+    Ok(Plan {
+        record,
+        spec,
+        env,
+        prompt: task.map(|t| t.prompt),
+    })
+}

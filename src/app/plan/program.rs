@@ -1,0 +1,174 @@
+//! What runs: the program or agent CLI, its task, and what the kernel would refuse.
+
+use super::*;
+
+/// Reads `@FILE` or returns the text itself.
+pub(in crate::app) fn text_or_file(sys: &dyn System, flag: &str, v: &str) -> Result<String, Error> {
+    match v.strip_prefix('@') {
+        Some(path) => sys
+            .read_to_string(Path::new(path))
+            .map_err(|e| Error::invalid(format!("cannot read {flag} file `{path}`: {e}"))),
+        None => Ok(v.to_owned()),
+    }
+}
+
+/// Finds `program` the way a shell in `cwd` with `path` would.
+pub(in crate::app) fn resolve_program(
+    sys: &dyn System,
+    program: &str,
+    cwd: &Path,
+    path: Option<&OsStr>,
+) -> Result<PathBuf, Error> {
+    if program.contains('/') {
+        let p = cwd.join(program);
+        return match sys.executable(&p) {
+            Some(true) => Ok(p),
+            Some(false) => Err(Error::invalid(format!(
+                "`{program}` is not an executable file"
+            ))),
+            None => Err(Error::invalid(format!(
+                "`{program}` does not exist (looked in {})",
+                cwd.display()
+            ))),
+        };
+    }
+    sys.which(program, path, cwd)
+        .ok_or_else(|| Error::invalid(format!("program `{program}` was not found on PATH")))
+}
+
+/// What runs: the adapter, the argv, the task.
+pub(in crate::app) struct Program {
+    pub(in crate::app) agent: AgentKind,
+    pub(in crate::app) argv: Vec<String>,
+    pub(in crate::app) task: Option<TaskSpec>,
+}
+
+pub(in crate::app) fn program(
+    req: &RunRequest,
+    sys: &dyn System,
+    cwd: &Path,
+    path: Option<&OsStr>,
+) -> Result<Program, Error> {
+    let agent = req.agent.filter(|a| *a != AgentKind::Command);
+    let agent_only = [
+        ("--model", req.model.is_some()),
+        ("--system-prompt", req.system_prompt.is_some()),
+        ("--tools", !req.tools.is_empty()),
+        ("--thinking", req.thinking.is_some()),
+        ("--resume", req.resume.is_some()),
+    ];
+    match (agent, req.argv.is_empty()) {
+        (Some(_), false) => Err(Error::invalid(
+            "give either --agent with --task, or a program after `--`, not both",
+        )),
+        (None, true) => Err(Error::invalid(
+            "nothing to run: give a program after `--` (e.g. `subpane run -- make test`) or --agent with --task",
+        )),
+        (None, false) => {
+            if req.task.is_some() {
+                return Err(Error::invalid(
+                    "--task needs --agent; a program after `--` takes its own arguments",
+                ));
+            }
+            if let Some((flag, _)) = agent_only.iter().find(|(_, given)| *given) {
+                return Err(Error::invalid(format!(
+                    "{flag} is for agents: it needs --agent pi|claude|codex"
+                )));
+            }
+            let mut argv = req.argv.clone();
+            let program = resolve_program(sys, &argv[0], cwd, path)?;
+            argv[0] = program.display().to_string();
+            Ok(Program {
+                agent: AgentKind::Command,
+                argv,
+                task: None,
+            })
+        }
+        (Some(kind), true) => {
+            let adapter = adapter_for(kind);
+            let Some(task_raw) = req.task.as_deref() else {
+                return Err(Error::invalid(format!(
+                    "--agent {} needs --task: say what the agent should do",
+                    kind.as_str()
+                )));
+            };
+            let prompt = text_or_file(sys, "--task", task_raw)?;
+            if prompt.trim().is_empty() {
+                return Err(Error::invalid(
+                    "--task is empty; say what the agent should do",
+                ));
+            }
+            let system_prompt = req
+                .system_prompt
+                .as_deref()
+                .map(|s| text_or_file(sys, "--system-prompt", s))
+                .transpose()?;
+            if let Some(s) = &system_prompt {
+                if s.len() > MAX_ARG_BYTES {
+                    return Err(Error::invalid(format!(
+                        "--system-prompt is {} KiB; it is passed as one argument, and Linux allows at most 128 KiB in one: shorten it, or move the long part into --task",
+                        s.len() / 1024
+                    )));
+                }
+            }
+            let binary = adapter.binary().unwrap_or("?");
+            let program = sys.which(binary, path, cwd).ok_or_else(|| {
+                Error::invalid(format!(
+                    "the {} CLI `{binary}` was not found on PATH; install it with `{}`",
+                    kind.as_str(),
+                    adapter.install_hint()
+                ))
+            })?;
+            Ok(Program {
+                agent: kind,
+                argv: vec![program.display().to_string()],
+                task: Some(TaskSpec {
+                    prompt,
+                    model: req.model.clone(),
+                    system_prompt,
+                    tools: req
+                        .tools
+                        .iter()
+                        .map(|t| t.trim().to_owned())
+                        .filter(|t| !t.is_empty())
+                        .collect(),
+                    thinking: req.thinking.clone(),
+                    resume_session: req.resume.clone(),
+                }),
+            })
+        }
+    }
+}
+
+/// Refuses an argv that the kernel would refuse at exec (E2BIG): better now, with a message,
+/// than as a spawn failure.
+pub(in crate::app) fn check_exec_size(
+    argv: &[String],
+    env: &[(OsString, OsString)],
+    arg_max: usize,
+) -> Result<(), Error> {
+    if let Some((i, a)) = argv
+        .iter()
+        .enumerate()
+        .find(|(_, a)| a.len() > MAX_ARG_BYTES)
+    {
+        return Err(Error::invalid(format!(
+            "argument {i} of the program is {} KiB; Linux allows at most 128 KiB in one argument",
+            a.len() / 1024
+        )));
+    }
+    let ptr = std::mem::size_of::<usize>();
+    let total: usize = argv.iter().map(|a| a.len() + 1 + ptr).sum::<usize>()
+        + env
+            .iter()
+            .map(|(k, v)| k.len() + v.len() + 2 + ptr)
+            .sum::<usize>();
+    if total > arg_max {
+        return Err(Error::invalid(format!(
+            "the program's arguments and environment take {} KiB; the system allows {} KiB: pass less on the command line (a long task goes to the agent by file)",
+            total / 1024,
+            arg_max / 1024
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,78 @@
+//! What the plan may ask of the machine, and the real machine.
+
+use super::*;
+
+/// What the plan may ask of the world.
+pub trait System {
+    /// The caller's current directory (the default `--cwd`).
+    fn current_dir(&self) -> std::io::Result<PathBuf>;
+    /// An absolute path with links resolved; an error when it does not exist.
+    fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf>;
+    fn is_dir(&self, p: &Path) -> bool;
+    /// Reads a file named with `@FILE`.
+    fn read_to_string(&self, p: &Path) -> std::io::Result<String>;
+    /// The caller's environment.
+    fn vars(&self) -> Vec<(OsString, OsString)>;
+    /// Finds `program` on `path`, as a shell in `cwd` would.
+    fn which(&self, program: &str, path: Option<&OsStr>, cwd: &Path) -> Option<PathBuf>;
+    /// `None` when nothing is at `p`; else whether it is an executable file.
+    fn executable(&self, p: &Path) -> Option<bool>;
+    /// The private tmux server's socket path.
+    fn tmux_socket(&self) -> PathBuf;
+    fn now(&self) -> SystemTime;
+    fn new_run_id(&self) -> RunId;
+    /// The kernel's limit on argv and environment together (`ARG_MAX`).
+    fn arg_max(&self) -> usize;
+    /// The git work tree `dir` is in (its top and the repository's git directory), or
+    /// `None` outside one.
+    fn git_repo(&self, dir: &Path) -> Option<RepoDirs>;
+}
+
+/// The real machine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RealSystem;
+
+impl System for RealSystem {
+    fn current_dir(&self) -> std::io::Result<PathBuf> {
+        std::env::current_dir()
+    }
+    fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf> {
+        std::fs::canonicalize(p)
+    }
+    fn is_dir(&self, p: &Path) -> bool {
+        p.is_dir()
+    }
+    fn read_to_string(&self, p: &Path) -> std::io::Result<String> {
+        std::fs::read_to_string(p)
+    }
+    fn vars(&self) -> Vec<(OsString, OsString)> {
+        std::env::vars_os().collect()
+    }
+    fn which(&self, program: &str, path: Option<&OsStr>, cwd: &Path) -> Option<PathBuf> {
+        which::which_in(program, path, cwd).ok()
+    }
+    fn executable(&self, p: &Path) -> Option<bool> {
+        let m = std::fs::metadata(p).ok()?;
+        Some(m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    fn tmux_socket(&self) -> PathBuf {
+        tmux::Socket::from_env().path()
+    }
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+    fn new_run_id(&self) -> RunId {
+        RunId::generate()
+    }
+    fn arg_max(&self) -> usize {
+        // SAFETY: sysconf with a constant name has no preconditions.
+        let n = unsafe { libc::sysconf(libc::_SC_ARG_MAX) };
+        usize::try_from(n)
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or(128 * 1024)
+    }
+    fn git_repo(&self, dir: &Path) -> Option<RepoDirs> {
+        crate::git::discover(dir).ok().flatten()
+    }
+}

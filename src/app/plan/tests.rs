@@ -1,0 +1,546 @@
+//! The rules of the plan, each over a fake machine.
+
+use super::*;
+use std::collections::HashMap;
+
+/// A machine in memory: directories, files, executables, what `which` finds, and git
+/// repositories. (Also used by the tests of `worktree.rs`.)
+pub(crate) struct Fake {
+    pub(crate) cwd: PathBuf,
+    pub(crate) dirs: Vec<PathBuf>,
+    pub(crate) files: HashMap<PathBuf, String>,
+    /// path → executable?
+    pub(crate) programs: HashMap<PathBuf, bool>,
+    pub(crate) on_path: HashMap<String, PathBuf>,
+    pub(crate) vars: Vec<(OsString, OsString)>,
+    pub(crate) arg_max: usize,
+    pub(crate) repos: Vec<RepoDirs>,
+}
+
+impl Fake {
+    pub(crate) fn new() -> Self {
+        let mut on_path = HashMap::new();
+        on_path.insert("tmux".into(), PathBuf::from("/usr/bin/tmux"));
+        on_path.insert("make".into(), PathBuf::from("/usr/bin/make"));
+        Self {
+            cwd: "/work".into(),
+            dirs: vec!["/work".into(), "/src".into()],
+            files: HashMap::new(),
+            programs: HashMap::new(),
+            on_path,
+            vars: vec![
+                ("PATH".into(), "/usr/bin".into()),
+                ("HOME".into(), "/root".into()),
+                ("TMUX".into(), "/tmp/tmux-0/default,1,0".into()),
+            ],
+            arg_max: 2 * 1024 * 1024,
+            repos: Vec::new(),
+        }
+    }
+}
+
+impl System for Fake {
+    fn current_dir(&self) -> std::io::Result<PathBuf> {
+        Ok(self.cwd.clone())
+    }
+    fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf> {
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            self.cwd.join(p)
+        };
+        if self.dirs.contains(&p) || self.files.contains_key(&p) {
+            Ok(p)
+        } else {
+            Err(std::io::Error::from(std::io::ErrorKind::NotFound))
+        }
+    }
+    fn is_dir(&self, p: &Path) -> bool {
+        self.dirs.iter().any(|d| d == p)
+    }
+    fn read_to_string(&self, p: &Path) -> std::io::Result<String> {
+        self.files
+            .get(&self.cwd.join(p))
+            .cloned()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+    fn vars(&self) -> Vec<(OsString, OsString)> {
+        self.vars.clone()
+    }
+    fn which(&self, program: &str, path: Option<&OsStr>, _cwd: &Path) -> Option<PathBuf> {
+        path?;
+        self.on_path.get(program).cloned()
+    }
+    fn executable(&self, p: &Path) -> Option<bool> {
+        self.programs.get(p).copied()
+    }
+    fn tmux_socket(&self) -> PathBuf {
+        "/tmp/tmux-0/subpane".into()
+    }
+    fn now(&self) -> SystemTime {
+        SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000)
+    }
+    fn new_run_id(&self) -> RunId {
+        RunId::parse("generated-1").unwrap()
+    }
+    fn arg_max(&self) -> usize {
+        self.arg_max
+    }
+    fn git_repo(&self, dir: &Path) -> Option<RepoDirs> {
+        self.repos
+            .iter()
+            .find(|r| dir.starts_with(&r.toplevel))
+            .cloned()
+    }
+}
+
+pub(crate) fn home() -> Home {
+    Home::at("/h".into())
+}
+
+pub(crate) fn cmd(argv: &[&str]) -> RunRequest {
+    RunRequest {
+        argv: argv.iter().map(|s| (*s).to_owned()).collect(),
+        ..RunRequest::default()
+    }
+}
+
+pub(crate) fn refused(req: &RunRequest, sys: &Fake) -> String {
+    match plan(req, &home(), sys) {
+        Err(Error::Invalid(m)) => m,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_command_is_resolved_and_recorded_without_values() {
+    let sys = Fake::new();
+    let mut req = cmd(&["make", "test"]);
+    req.env.insert("SECRET".into(), "hunter2".into());
+    req.labels.insert("team".into(), "core".into());
+    let p = plan(&req, &home(), &sys).unwrap();
+    assert_eq!(p.spec.argv, ["/usr/bin/make", "test"]);
+    assert_eq!(p.spec.run_id.as_str(), "generated-1");
+    assert_eq!(p.spec.cwd, Path::new("/work"));
+    assert_eq!(p.spec.attempt, 1);
+    assert_eq!(p.spec.tmux.session, "generated-1-1");
+    assert_eq!(p.spec.created_at, "2027-01-15T08:00:00.000Z");
+    assert_eq!(p.record.labels["team"], "core");
+    // tmux's variables are gone, --env is set, and no record holds a value.
+    assert!(!p.env.iter().any(|(k, _)| k == "TMUX"));
+    assert!(p.env.contains(&("SECRET".into(), "hunter2".into())));
+    assert_eq!(p.spec.env.set, ["SECRET"]);
+    let records = serde_json::to_string(&(&p.spec, &p.record)).unwrap();
+    assert!(!records.contains("hunter2"), "{records}");
+    assert!(!format!("{p:?}").contains("hunter2"));
+}
+
+#[test]
+fn bad_run_ids_are_refused() {
+    let sys = Fake::new();
+    for bad in ["", "..", "a/b", "-x", &"x".repeat(129)] {
+        let mut req = cmd(&["make"]);
+        req.run_id = Some(bad.to_owned());
+        let m = refused(&req, &sys);
+        assert!(m.contains("run id"), "{bad}: {m}");
+    }
+}
+
+#[test]
+fn durations_need_a_unit_and_timeouts_a_length() {
+    let sys = Fake::new();
+    for (field, value, says) in [
+        ("timeout", "10", "invalid duration"),
+        ("timeout", "0s", "greater than zero"),
+        ("idle_timeout", "soon", "invalid duration"),
+        ("grace", "", "it is empty"),
+    ] {
+        let mut req = cmd(&["make"]);
+        let v = Some(value.to_owned());
+        match field {
+            "timeout" => req.timeout = v,
+            "idle_timeout" => req.idle_timeout = v,
+            _ => req.grace = v,
+        }
+        let m = refused(&req, &sys);
+        assert!(m.contains(says), "{field}={value}: {m}");
+    }
+    let mut req = cmd(&["make"]);
+    req.grace = Some("0s".into());
+    req.timeout = Some("1m30s".into());
+    let p = plan(&req, &home(), &sys).unwrap();
+    assert_eq!(p.spec.limits.grace_ms, 0);
+    assert_eq!(p.spec.limits.timeout_ms, Some(90_000));
+    assert_eq!(p.spec.limits.linger_ms, 5000);
+}
+
+#[test]
+fn at_file_tasks_are_read_and_missing_ones_refused() {
+    let mut sys = Fake::new();
+    sys.on_path.insert("pi".into(), "/usr/bin/pi".into());
+    sys.files
+        .insert("/work/task.md".into(), "fix the test".into());
+    let req = RunRequest {
+        agent: Some(AgentKind::Pi),
+        task: Some("@task.md".into()),
+        ..RunRequest::default()
+    };
+    let p = plan(&req, &home(), &sys).unwrap();
+    assert_eq!(p.prompt.as_deref(), Some("fix the test"));
+    assert_eq!(p.spec.argv[0], "/usr/bin/pi");
+    assert!(p.spec.argv.contains(&"fix the test".to_owned()));
+    let req = RunRequest {
+        task: Some("@nope.md".into()),
+        ..req
+    };
+    let m = refused(&req, &sys);
+    assert!(m.contains("cannot read --task file `nope.md`"), "{m}");
+    let req = RunRequest {
+        task: Some("  \n".into()),
+        ..req
+    };
+    assert!(refused(&req, &sys).contains("--task is empty"));
+}
+
+#[test]
+fn a_missing_agent_cli_says_how_to_install_it() {
+    let sys = Fake::new();
+    let req = RunRequest {
+        agent: Some(AgentKind::Claude),
+        task: Some("hi".into()),
+        ..RunRequest::default()
+    };
+    let m = refused(&req, &sys);
+    assert!(m.contains("`claude` was not found on PATH"), "{m}");
+    assert!(m.contains("npm"), "{m}");
+}
+
+#[test]
+fn programs_are_found_like_a_shell_would() {
+    let mut sys = Fake::new();
+    assert!(refused(&cmd(&["nope"]), &sys).contains("`nope` was not found on PATH"));
+    assert!(refused(&cmd(&["./gone.sh"]), &sys).contains("does not exist"));
+    sys.programs.insert("/work/./data.txt".into(), false);
+    assert!(refused(&cmd(&["./data.txt"]), &sys).contains("not an executable file"));
+    sys.programs.insert("/work/./ok.sh".into(), true);
+    let p = plan(&cmd(&["./ok.sh"]), &home(), &sys).unwrap();
+    assert_eq!(p.spec.argv[0], "/work/./ok.sh");
+    // --env PATH=… is the PATH the program is looked up on.
+    let mut req = cmd(&["make"]);
+    req.env.insert("PATH".into(), "".into());
+    sys.on_path.remove("make");
+    assert!(refused(&req, &sys).contains("not found"));
+}
+
+#[test]
+fn what_to_run_must_be_one_thing() {
+    let mut sys = Fake::new();
+    sys.on_path.insert("pi".into(), "/usr/bin/pi".into());
+    let both = RunRequest {
+        agent: Some(AgentKind::Pi),
+        task: Some("hi".into()),
+        argv: vec!["make".into()],
+        ..RunRequest::default()
+    };
+    assert!(refused(&both, &sys).contains("not both"));
+    assert!(refused(&RunRequest::default(), &sys).contains("nothing to run"));
+    let mut task_for_command = cmd(&["make"]);
+    task_for_command.task = Some("hi".into());
+    assert!(refused(&task_for_command, &sys).contains("--task needs --agent"));
+    let mut model_for_command = cmd(&["make"]);
+    model_for_command.model = Some("m".into());
+    assert!(refused(&model_for_command, &sys).contains("--model is for agents"));
+    let no_task = RunRequest {
+        agent: Some(AgentKind::Pi),
+        ..RunRequest::default()
+    };
+    assert!(refused(&no_task, &sys).contains("needs --task"));
+}
+
+#[test]
+fn cwd_must_be_an_existing_directory() {
+    let mut sys = Fake::new();
+    let mut req = cmd(&["make"]);
+    req.cwd = Some("/missing".into());
+    assert!(refused(&req, &sys).contains("--cwd `/missing` cannot be used"));
+    sys.files.insert("/work/f".into(), String::new());
+    req.cwd = Some("f".into());
+    assert!(refused(&req, &sys).contains("is not a directory"));
+    req.cwd = Some("/src".into());
+    assert_eq!(
+        plan(&req, &home(), &sys).unwrap().spec.cwd,
+        Path::new("/src")
+    );
+}
+
+#[test]
+fn env_names_must_be_variable_names() {
+    let sys = Fake::new();
+    for bad in ["1X", "A-B", "A B", ""] {
+        let mut req = cmd(&["make"]);
+        req.env.insert(bad.into(), "v".into());
+        assert!(
+            refused(&req, &sys).contains("not a valid variable name"),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn tmux_must_be_installed() {
+    let mut sys = Fake::new();
+    sys.on_path.remove("tmux");
+    assert!(refused(&cmd(&["make"]), &sys).contains("tmux was not found"));
+}
+
+#[test]
+fn arguments_the_kernel_would_refuse_are_refused_first() {
+    let mut sys = Fake::new();
+    let big = "x".repeat(MAX_ARG_BYTES + 1);
+    assert!(refused(&cmd(&["make", &big]), &sys).contains("at most 128 KiB in one argument"));
+    sys.on_path
+        .insert("claude".into(), "/usr/bin/claude".into());
+    let req = RunRequest {
+        agent: Some(AgentKind::Claude),
+        task: Some("hi".into()),
+        system_prompt: Some(big.clone()),
+        ..RunRequest::default()
+    };
+    assert!(refused(&req, &sys).contains("--system-prompt is 128 KiB"));
+    // Many arguments, each small, past ARG_MAX.
+    sys.arg_max = 64 * 1024;
+    let many: Vec<String> = (0..100).map(|_| "y".repeat(1000)).collect();
+    let mut argv = vec!["make"];
+    argv.extend(many.iter().map(String::as_str));
+    assert!(refused(&cmd(&argv), &sys).contains("the system allows 64 KiB"));
+    // A long task is no problem: it goes to the agent by file.
+    sys.arg_max = 2 * 1024 * 1024;
+    let req = RunRequest {
+        agent: Some(AgentKind::Claude),
+        task: Some("z".repeat(3 * 1024 * 1024)),
+        ..RunRequest::default()
+    };
+    assert!(plan(&req, &home(), &sys).is_ok());
+}
+
+fn sandboxed(argv: &[&str]) -> RunRequest {
+    RunRequest {
+        sandbox: true,
+        ..cmd(argv)
+    }
+}
+
+#[test]
+fn sandbox_settings_need_the_sandbox() {
+    let sys = Fake::new();
+    for (req, flag) in [
+        (
+            RunRequest {
+                network: Some("none".into()),
+                ..cmd(&["make"])
+            },
+            "--network",
+        ),
+        (
+            RunRequest {
+                writable: vec!["/src".into()],
+                ..cmd(&["make"])
+            },
+            "--writable",
+        ),
+        (
+            RunRequest {
+                hide: vec!["/src".into()],
+                ..cmd(&["make"])
+            },
+            "--hide",
+        ),
+        (
+            RunRequest {
+                env_pass: vec!["X".into()],
+                ..cmd(&["make"])
+            },
+            "--env-pass",
+        ),
+    ] {
+        let m = refused(&req, &sys);
+        assert!(m.contains(flag) && m.contains("add --sandbox"), "{m}");
+    }
+}
+
+#[test]
+fn network_patterns_are_checked_before_anything_starts() {
+    let sys = Fake::new();
+    for (policy, says) in [
+        ("allow:*", "every host"),
+        ("allow:*.com", "public suffix"),
+        ("allow:https://x.example.com", "is a URL"),
+        ("allow:x.example.com:443", "has a port"),
+        ("allow:", "is empty"),
+        ("everything", "not a policy"),
+    ] {
+        let req = RunRequest {
+            network: Some(policy.into()),
+            ..sandboxed(&["make"])
+        };
+        let m = refused(&req, &sys);
+        assert!(m.contains(says), "{policy}: {m}");
+    }
+}
+
+#[test]
+fn a_sandboxed_program_gets_only_the_variables_it_needs() {
+    let mut sys = Fake::new();
+    sys.vars.push(("SECRET".into(), "s3".into()));
+    sys.vars.push(("GITHUB_TOKEN".into(), "gh".into()));
+    sys.vars.push(("LC_ALL".into(), "C.UTF-8".into()));
+    let mut req = sandboxed(&["make"]);
+    req.env_pass = vec!["GITHUB_TOKEN".into()];
+    req.env.insert("MODE".into(), "ci".into());
+    let p = plan(&req, &home(), &sys).unwrap();
+    let names: Vec<&str> = p.env.iter().filter_map(|(k, _)| k.to_str()).collect();
+    for want in ["PATH", "HOME", "LC_ALL", "GITHUB_TOKEN", "MODE", "TMPDIR"] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    for gone in ["SECRET", "TMUX", "HTTP_PROXY"] {
+        assert!(!names.contains(&gone), "{gone} passed: {names:?}");
+    }
+    assert!(!p.spec.env.inherit);
+    assert_eq!(
+        p.spec.env.passed,
+        ["GITHUB_TOKEN", "HOME", "LC_ALL", "PATH"]
+    );
+    assert_eq!(p.spec.env.set, ["TMPDIR", "MODE"]);
+    // With an allow list the proxy is announced the usual ways.
+    req.network = Some("allow:api.example.com,127.0.0.1".into());
+    let p = plan(&req, &home(), &sys).unwrap();
+    let url = format!("http://127.0.0.1:{}", crate::sandbox::PROXY_PORT);
+    for k in ["HTTP_PROXY", "https_proxy", "ALL_PROXY"] {
+        assert!(p.env.contains(&(k.into(), url.clone().into())), "{k}");
+    }
+    assert!(p.env.contains(&("NODE_USE_ENV_PROXY".into(), "1".into())));
+    let records = serde_json::to_string(&p.spec).unwrap();
+    assert!(!records.contains("\"gh\""), "{records}");
+    assert!(!records.contains("s3"), "{records}");
+    // An agent keeps its own keys and configuration.
+    sys.on_path
+        .insert("claude".into(), "/usr/bin/claude".into());
+    sys.vars.push(("ANTHROPIC_API_KEY".into(), "k".into()));
+    sys.vars.push(("OPENAI_API_KEY".into(), "o".into()));
+    let req = RunRequest {
+        agent: Some(AgentKind::Claude),
+        task: Some("hi".into()),
+        sandbox: true,
+        ..RunRequest::default()
+    };
+    let p = plan(&req, &home(), &sys).unwrap();
+    let names: Vec<&str> = p.env.iter().filter_map(|(k, _)| k.to_str()).collect();
+    assert!(names.contains(&"ANTHROPIC_API_KEY") && !names.contains(&"OPENAI_API_KEY"));
+    // Claude's state directory (default under HOME) is writable.
+    assert!(
+        p.spec
+            .sandbox
+            .writable
+            .contains(&PathBuf::from("/root/.claude"))
+    );
+    let bad = RunRequest {
+        env_pass: vec!["A-B".into()],
+        ..sandboxed(&["make"])
+    };
+    assert!(refused(&bad, &sys).contains("--env-pass name `A-B`"));
+}
+
+#[test]
+fn the_policy_names_every_path_resolved() {
+    let mut sys = Fake::new();
+    sys.dirs.push("/work/.git".into());
+    sys.files.insert("/work/.git/config".into(), String::new());
+    sys.dirs.push("/data".into());
+    sys.dirs.push("/run/dbus".into());
+    sys.vars
+        .push(("SSH_AUTH_SOCK".into(), "/tmp/ssh-x/agent.1".into()));
+    sys.files.insert("/work/secret.txt".into(), String::new());
+    let req = RunRequest {
+        writable: vec!["/data".into()],
+        hide: vec!["secret.txt".into()],
+        ..sandboxed(&["make"])
+    };
+    let p = plan(&req, &home(), &sys).unwrap();
+    let sb = &p.spec.sandbox;
+    assert!(sb.enabled);
+    assert_eq!(sb.network, Network::None);
+    assert_eq!(
+        sb.writable,
+        [
+            PathBuf::from("/work"),
+            PathBuf::from("/h/runs/generated-1/attempts/1"),
+            PathBuf::from("/data")
+        ]
+    );
+    // --hide, the tmux socket, and the escape sockets that exist (not the SSH agent's,
+    // which this machine lacks).
+    assert_eq!(
+        sb.hidden,
+        [
+            PathBuf::from("/work/secret.txt"),
+            PathBuf::from("/tmp/tmux-0/subpane"),
+            PathBuf::from("/run/dbus")
+        ]
+    );
+    assert_eq!(
+        sb.read_only,
+        [
+            PathBuf::from("/work/.git/hooks"),
+            PathBuf::from("/work/.git/config")
+        ]
+    );
+    // Paths that do not exist are refused, not ignored.
+    let req = RunRequest {
+        hide: vec!["/nope".into()],
+        ..sandboxed(&["make"])
+    };
+    assert!(refused(&req, &sys).contains("--hide `/nope` cannot be used"));
+    // Without --sandbox the policy is off and the environment inherited.
+    let p = plan(&cmd(&["make"]), &home(), &sys).unwrap();
+    assert_eq!(p.spec.sandbox, SandboxSpec::default());
+    assert!(p.spec.env.inherit && p.spec.env.passed.is_empty());
+}
+
+#[test]
+fn a_run_started_inside_an_attempt_records_its_lineage_and_respects_the_depth_limit() {
+    let mut sys = Fake::new();
+    // Top level: no lineage, the default limit.
+    let p = plan(&cmd(&["make"]), &home(), &sys).unwrap();
+    assert_eq!(p.spec.lineage, None);
+    assert_eq!(p.spec.max_depth, 3);
+    // Inside attempt 2 of `b`, itself started by `a`.
+    sys.vars.push(("SUBPANE_RUN_ID".into(), "b".into()));
+    sys.vars.push(("SUBPANE_ATTEMPT".into(), "2".into()));
+    sys.vars.push(("SUBPANE_DEPTH".into(), "1".into()));
+    sys.vars.push(("SUBPANE_MAX_DEPTH".into(), "2".into()));
+    sys.vars.push(("SUBPANE_CHAIN".into(), "a/b".into()));
+    let mut req = cmd(&["make"]);
+    req.run_id = Some("c".into());
+    let p = plan(&req, &home(), &sys).unwrap();
+    let l = p.spec.lineage.clone().unwrap();
+    assert_eq!(
+        (l.parent_run.as_str(), l.parent_attempt, l.depth),
+        ("b", 2, 2)
+    );
+    assert_eq!(l.chain, ["a", "b"]);
+    assert_eq!(p.record.lineage, Some(l));
+    // A child cannot raise the limit it inherited, only lower it.
+    req.max_depth = Some(10);
+    assert_eq!(plan(&req, &home(), &sys).unwrap().spec.max_depth, 2);
+    req.max_depth = Some(1);
+    let m = refused(&req, &sys);
+    assert!(
+        m.contains("at most 1 deep") && m.contains("a > b > c"),
+        "{m}"
+    );
+    // One more level below the inherited limit is refused too.
+    sys.vars.retain(|(k, _)| k != "SUBPANE_DEPTH");
+    sys.vars.push(("SUBPANE_DEPTH".into(), "2".into()));
+    req.max_depth = None;
+    assert!(refused(&req, &sys).contains("would be 3 deep"));
+}
