@@ -3,6 +3,19 @@
 //! The plan looks at the world only through [`System`] (the current directory, files named
 //! with `@FILE` or `--cwd`, `PATH` lookups, the clock), so each rule has a unit test with a
 //! fake system and no tmux server. Nothing is created here.
+//!
+//! ```text
+//!  RunRequest ─► run id, limits, cwd ─► lineage.rs (depth, chain) ─► env.rs (what passes)
+//!             ─► program.rs (program or agent CLI on PATH, @FILE, E2BIG) ─► worktree
+//!             ─► adapter argv (paths of attempt n) ─► policy.rs (sandbox) ─► Plan
+//! ```
+//!
+//! Common pitfalls:
+//! * The program is looked up on the PATH it will run with (after `--env PATH=…`); tmux on
+//!   the caller's own.
+//! * Paths in the sandbox policy must exist when the helper applies them: refuse missing
+//!   `--writable`/`--hide` here, and leave creating an agent's state directory to the
+//!   launcher.
 
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
