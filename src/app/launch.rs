@@ -78,7 +78,7 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
 /// Makes the paths the sandbox policy names exist, so they can be ruled on: an agent's state
 /// directory that it would create on first use, and an empty `.git/hooks` (a hooks directory
 /// created later inside the writable workspace would not be read-only).
-fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
+pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
     let hooks = spec
         .sandbox
         .read_only
@@ -94,7 +94,7 @@ fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
 }
 
 /// Writes the private server's config if it is missing or different.
-fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
+pub(super) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
     let p = home.tmux_conf();
     if std::fs::read(&p).ok().as_deref() != Some(tmux::CONFIG.as_bytes()) {
         std::fs::create_dir_all(home.root()).map_err(|e| {
@@ -111,7 +111,7 @@ fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
 
 /// Starts the attempt's pane and records where it is. A failure to start is an outcome: the
 /// attempt gets a `spawn` envelope, which is returned.
-fn start_pane(
+pub(super) fn start_pane(
     home: &Home,
     paths: &AttemptPaths,
     spec: &AttemptSpec,
