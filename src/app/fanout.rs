@@ -212,6 +212,7 @@ impl<'h> Fanout<'h> {
         on_event: &mut dyn FnMut(&Event<'_>, &Progress),
     ) -> Result<FanoutReport, Error> {
         self.t0 = Instant::now();
+        self.next_tick = self.opts.tick.map(|t| self.t0 + t);
         loop {
             self.take_interrupts(on_event);
             if !self.stopping {
