@@ -2,16 +2,21 @@
 //!
 //! ```text
 //!  plans ─► tmux.conf (once)
-//!        ─► attempt dirs + records          FILE_THREADS threads (fsyncs overlap in the journal)
-//!        ─► tmux batches per socket         one client per ≤ 15 KiB of arguments (≈ 50 panes)
-//!             └ not printed after an error ─► the one-by-one path of `start` (retries, `spawn`
-//!                                             envelope), then the rest batched again
-//!        ─► launch.json                     FILE_THREADS threads
+//!        ─► job queue ─► FILE_THREADS threads: attempt dir + records      (fsyncs overlap in
+//!                   ▲                          launch.json                 the journal)
+//!                   │      │ created
+//!                   │      ▼
+//!                   │   main thread: per socket, once BATCH are ready (or all are made):
+//!                   │     tmux new-session … \; new-session …  (one client per ≤ 15 KiB)
+//!                   │       └ not printed after an error ─► the one-by-one path of `start`
+//!                   └──────── made: write launch.json        (retries, `spawn` envelope);
+//!                                                            the rest batched again
 //! ```
 //!
 //! Each attempt ends up exactly as [`super::start`] leaves it: the same files, the same pane,
 //! the same `spawn` envelope when its pane cannot start. Only the order of the work differs:
-//! phase by phase for all plans instead of plan by plan.
+//! the files of later attempts are written while tmux starts the panes of earlier ones (the
+//! disk waits, the tmux server works), and a tmux client serves many panes.
 //!
 //! Common pitfalls:
 //! * A plan that is not a plain attempt 1 (a further attempt, a worktree) goes through
@@ -19,10 +24,10 @@
 //! * After a failed batch, an unprinted session may exist anyway (the server raced its exit):
 //!   it is looked up before it is started again, never started twice.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::PathBuf;
+use std::sync::{Mutex, mpsc};
 
 use super::launch::{ensure_tmux_conf, prepare_sandbox, start_pane};
 use super::{Error, Plan, Started, start, tmux_for};
@@ -34,6 +39,10 @@ use crate::tmux::{self, Pane, SessionReq};
 /// Threads that create attempt files: fsync waits on the disk, not the CPU, and the journal
 /// commits concurrent fsyncs together.
 const FILE_THREADS: usize = 8;
+
+/// Attempts whose files are ready are sent to tmux once this many wait (or no more will
+/// come): tmux work overlaps the file work, and a client still serves many panes.
+const BATCH: usize = 16;
 
 /// Starts every plan, batching the tmux work; one result per plan, in order. Errors mean that
 /// plan's attempt was not started (as with [`super::start`]); a pane that could not start is
@@ -52,68 +61,127 @@ pub fn start_many(home: &Home, plans: Vec<Plan>) -> Vec<Result<Started, Error>> 
             return plans.iter().map(|_| Err(e.clone())).collect();
         }
     };
-    // Attempt files, in parallel. `start` itself for what is not a plain first attempt.
-    let created: Vec<Result<Created, Error>> = par_map(plans, |plan| {
-        if plan.spec.attempt != 1 || plan.spec.worktree.is_some() {
-            return start(home, plan).map(Created::Done);
-        }
-        create(home, plan).map(Created::Files)
-    });
-    let mut results: Vec<Option<Result<Started, Error>>> = Vec::with_capacity(created.len());
-    let mut todo: Vec<(usize, Pending)> = Vec::new();
-    for (i, c) in created.into_iter().enumerate() {
-        match c {
-            Ok(Created::Files(p)) => {
-                results.push(None);
-                todo.push((i, p));
-            }
-            Ok(Created::Done(s)) => results.push(Some(Ok(s))),
-            Err(e) => results.push(Some(Err(e))),
-        }
+    let n = plans.len();
+    let mut results: Vec<Option<Result<Started, Error>>> = (0..n).map(|_| None).collect();
+    let (job_tx, job_rx) = mpsc::channel::<Job>();
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    for (i, plan) in plans.into_iter().enumerate() {
+        let _ = job_tx.send(Job::Create(i, Box::new(plan)));
     }
-    ensure_socket_dirs(todo.iter().map(|(_, p)| &p.spec));
-    // Panes, batched per socket.
-    let mut by_socket: HashMap<std::path::PathBuf, Vec<(usize, Pending)>> = HashMap::new();
-    for (i, p) in todo {
-        by_socket
-            .entry(p.spec.tmux.socket.clone())
-            .or_default()
-            .push((i, p));
-    }
-    let mut launched: Vec<(usize, Pending, Pane)> = Vec::new();
-    for (_, group) in by_socket {
-        for (i, mut p, outcome) in start_panes(home, &exe, group) {
-            match outcome {
-                PaneOutcome::Made(pane) => launched.push((i, p, pane)),
-                PaneOutcome::Single(Ok(spawn_failed)) => {
-                    results[i] = Some(Ok(Started {
-                        paths: p.paths,
-                        spec: p.spec,
-                        spawn_failed,
-                        warnings: std::mem::take(&mut p.warnings),
+    let job_rx = Mutex::new(job_rx);
+    std::thread::scope(|s| {
+        for _ in 0..FILE_THREADS.min(n) {
+            let done_tx = done_tx.clone();
+            let job_rx = &job_rx;
+            s.spawn(move || file_thread(home, job_rx, &done_tx));
+        }
+        drop(done_tx);
+        let mut job_tx = Some(job_tx);
+        let mut created = 0;
+        let mut waiting: HashMap<PathBuf, Vec<(usize, Pending)>> = HashMap::new();
+        let mut dirs_made: HashSet<PathBuf> = HashSet::new();
+        let mut left = n;
+        while left > 0 {
+            let Ok(done) = done_rx.recv() else { break };
+            match done {
+                Done::Created(i, Ok(Created::Files(p))) => {
+                    created += 1;
+                    let socket = p.spec.tmux.socket.clone();
+                    waiting.entry(socket).or_default().push((i, *p));
+                }
+                Done::Created(i, other) => {
+                    created += 1;
+                    left -= 1;
+                    results[i] = Some(other.map(|c| match c {
+                        Created::Done(s) => s,
+                        Created::Files(p) => (*p).started(None),
                     }));
                 }
-                PaneOutcome::Single(Err(e)) => results[i] = Some(Err(e)),
+                Done::Recorded(i, p) => {
+                    left -= 1;
+                    results[i] = Some(Ok((*p).started(None)));
+                }
+            }
+            // A batch when it is worth a tmux client, or when no more files will come.
+            let all_created = created == n;
+            let ready: Vec<PathBuf> = waiting
+                .iter()
+                .filter(|(_, v)| !v.is_empty() && (all_created || v.len() >= BATCH))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for socket in ready {
+                let batch = waiting.remove(&socket).unwrap_or_default();
+                ensure_socket_dir(&socket, &mut dirs_made);
+                for (i, p, outcome) in start_panes(home, &exe, batch) {
+                    match outcome {
+                        PaneOutcome::Made(pane) => {
+                            if let Some(tx) = &job_tx {
+                                let _ = tx.send(Job::Record(i, Box::new(p), pane));
+                            }
+                        }
+                        PaneOutcome::Single(Ok(spawn_failed)) => {
+                            left -= 1;
+                            results[i] = Some(Ok(p.started(spawn_failed)));
+                        }
+                        PaneOutcome::Single(Err(e)) => {
+                            left -= 1;
+                            results[i] = Some(Err(e));
+                        }
+                    }
+                }
+            }
+            if all_created && waiting.values().all(Vec::is_empty) {
+                // Nothing more to queue: the threads end once the queue is empty.
+                job_tx = None;
             }
         }
-    }
-    // launch.json, in parallel.
-    let recorded = par_map(launched, |(i, mut p, pane)| {
-        record_launch(&p.paths, &p.spec, &pane, &mut p.warnings);
-        (i, p)
+        drop(job_tx);
     });
-    for (i, p) in recorded {
-        results[i] = Some(Ok(Started {
-            paths: p.paths,
-            spec: p.spec,
-            spawn_failed: None,
-            warnings: p.warnings,
-        }));
-    }
     results
         .into_iter()
         .map(|r| r.unwrap_or_else(|| Err(Error::failed("the attempt was not started"))))
         .collect()
+}
+
+/// Work for the file threads.
+enum Job {
+    Create(usize, Box<Plan>),
+    Record(usize, Box<Pending>, Pane),
+}
+
+/// What the file threads did.
+enum Done {
+    Created(usize, Result<Created, Error>),
+    Recorded(usize, Box<Pending>),
+}
+
+/// Takes jobs until the queue is closed and empty.
+fn file_thread(home: &Home, jobs: &Mutex<mpsc::Receiver<Job>>, done: &mpsc::Sender<Done>) {
+    loop {
+        let job = match jobs.lock() {
+            Ok(rx) => rx.recv(),
+            Err(_) => return,
+        };
+        let Ok(job) = job else { return };
+        let d = match job {
+            Job::Create(i, plan) => {
+                // `start` itself for what is not a plain first attempt.
+                let r = if plan.spec.attempt != 1 || plan.spec.worktree.is_some() {
+                    start(home, *plan).map(Created::Done)
+                } else {
+                    create(home, *plan).map(|p| Created::Files(Box::new(p)))
+                };
+                Done::Created(i, r)
+            }
+            Job::Record(i, mut p, pane) => {
+                record_launch(&p.paths, &p.spec, &pane, &mut p.warnings);
+                Done::Recorded(i, p)
+            }
+        };
+        if done.send(d).is_err() {
+            return;
+        }
+    }
 }
 
 /// An attempt whose files exist and whose pane is still to start.
@@ -123,8 +191,19 @@ struct Pending {
     warnings: Vec<String>,
 }
 
+impl Pending {
+    fn started(self, spawn_failed: Option<Box<crate::envelope::Envelope>>) -> Started {
+        Started {
+            paths: self.paths,
+            spec: self.spec,
+            spawn_failed,
+            warnings: self.warnings,
+        }
+    }
+}
+
 enum Created {
-    Files(Pending),
+    Files(Box<Pending>),
     /// Started by `start` (not a plain first attempt).
     Done(Started),
 }
@@ -161,17 +240,14 @@ fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
 }
 
 /// tmux creates the directory of a `-L` socket but not of a `-S` one; we always use `-S`.
-fn ensure_socket_dirs<'a>(specs: impl Iterator<Item = &'a AttemptSpec>) {
-    let mut seen = std::collections::HashSet::new();
-    for spec in specs {
-        if let Some(dir) = spec.tmux.socket.parent() {
-            if seen.insert(dir.to_path_buf()) && !dir.exists() {
-                use std::os::unix::fs::DirBuilderExt;
-                let _ = std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir);
-            }
+fn ensure_socket_dir(socket: &std::path::Path, made: &mut HashSet<PathBuf>) {
+    if let Some(dir) = socket.parent() {
+        if made.insert(dir.to_path_buf()) && !dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
         }
     }
 }
@@ -264,53 +340,5 @@ fn record_launch(
     };
     if let Err(e) = store::write_json_dir_synced_later(&paths.launch(), &rec) {
         warnings.push(e.to_string());
-    }
-}
-
-/// `f` over `items` on up to [`FILE_THREADS`] threads; results in the order of `items`.
-fn par_map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) -> Vec<R> {
-    let n = items.len();
-    let threads = FILE_THREADS.min(n);
-    if threads <= 1 {
-        return items.into_iter().map(f).collect();
-    }
-    let inputs: Vec<Mutex<Option<T>>> = items.into_iter().map(|t| Mutex::new(Some(t))).collect();
-    let outputs: Vec<Mutex<Option<R>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
-    std::thread::scope(|s| {
-        for _ in 0..threads {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n {
-                        break;
-                    }
-                    let item = inputs[i].lock().ok().and_then(|mut g| g.take());
-                    if let Some(item) = item {
-                        let r = f(item);
-                        if let Ok(mut g) = outputs[i].lock() {
-                            *g = Some(r);
-                        }
-                    }
-                }
-            });
-        }
-    });
-    outputs
-        .into_iter()
-        .filter_map(|m| m.into_inner().ok().flatten())
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn par_map_keeps_the_order() {
-        let v: Vec<usize> = (0..100).collect();
-        let out = par_map(v, |x| x * 2);
-        assert_eq!(out, (0..100).map(|x| x * 2).collect::<Vec<_>>());
-        assert!(par_map(Vec::<u8>::new(), |x| x).is_empty());
     }
 }
