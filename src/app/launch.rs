@@ -140,10 +140,10 @@ pub(super) fn start_pane(
                 worker: crate::procs::proc_ref(pane.pane_pid),
                 launched_at: now_rfc3339(),
             };
-            // Best effort, and its directory is synced by the worker's later writes: the pane
-            // runs now and the worker names itself in worker.json, so an attempt that started
-            // is never given up on for want of this file.
-            if let Err(e) = store::write_json_dir_synced_later(&paths.launch(), &rec) {
+            // Best effort and not fsynced: the pane runs now and the worker names itself in
+            // worker.json, so an attempt that started is never given up on for want of this
+            // file, and after a crash its pids mean nothing.
+            if let Err(e) = store::write_json_unsynced(&paths.launch(), &rec) {
                 warnings.push(e.to_string());
             }
             Ok(None)

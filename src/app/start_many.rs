@@ -93,7 +93,7 @@ pub fn start_many(home: &Home, plans: Vec<Plan>) -> Vec<Result<Started, Error>> 
                     created += 1;
                     left -= 1;
                     results[i] = Some(other.map(|c| match c {
-                        Created::Done(s) => s,
+                        Created::Done(s) => *s,
                         Created::Files(p) => (*p).started(None),
                     }));
                 }
@@ -167,7 +167,7 @@ fn file_thread(home: &Home, jobs: &Mutex<mpsc::Receiver<Job>>, done: &mpsc::Send
             Job::Create(i, plan) => {
                 // `start` itself for what is not a plain first attempt.
                 let r = if plan.spec.attempt != 1 || plan.spec.worktree.is_some() {
-                    start(home, *plan).map(Created::Done)
+                    start(home, *plan).map(|s| Created::Done(Box::new(s)))
                 } else {
                     create(home, *plan).map(|p| Created::Files(Box::new(p)))
                 };
@@ -205,7 +205,7 @@ impl Pending {
 enum Created {
     Files(Box<Pending>),
     /// Started by `start` (not a plain first attempt).
-    Done(Started),
+    Done(Box<Started>),
 }
 
 enum PaneOutcome {
@@ -338,7 +338,7 @@ fn record_launch(
         worker: crate::procs::proc_ref(pane.pane_pid),
         launched_at: now_rfc3339(),
     };
-    if let Err(e) = store::write_json_dir_synced_later(&paths.launch(), &rec) {
+    if let Err(e) = store::write_json_unsynced(&paths.launch(), &rec) {
         warnings.push(e.to_string());
     }
 }
