@@ -33,7 +33,8 @@ pub struct WaitArgs {
     /// Stop waiting after this long; the runs go on (exit 3)
     #[arg(long, value_name = "DUR")]
     pub timeout: Option<String>,
-    /// Print JSON: the envelope of one run, or an array for several
+    /// Print JSON: the envelope of one run, or an array for several (always an array with
+    /// --group)
     #[arg(long)]
     pub json: bool,
 }
