@@ -23,8 +23,10 @@
 //! * A skipped task never had a run: its `attempt_dir` is `null`, and nothing on disk knows
 //!   it. Only this report does.
 
+mod events;
 mod tasks;
 
+pub use events::{Event, Interrupter, Progress, StopReason};
 pub use tasks::{Task, new_group_id, plan_tasks};
 
 use std::collections::{HashMap, VecDeque};
@@ -36,7 +38,7 @@ use super::{Error, Found, Plan, Started, cancel, start_many};
 use crate::envelope::{Envelope, FanoutReport, FanoutTask, TaskStatus};
 use crate::spec::RunRecord;
 use crate::store::Home;
-use crate::supervisor::{Token, WaitEvent, Waiter, Waker};
+use crate::supervisor::{Token, WaitEvent, Waiter};
 
 /// How a fan-out runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,75 +51,6 @@ pub struct Options {
     pub cancel_siblings: bool,
     /// Report [`Event::Tick`] this often (for a clock); `None`: only real events.
     pub tick: Option<Duration>,
-}
-
-/// What happened, for a reporter.
-#[derive(Debug)]
-pub enum Event<'a> {
-    /// Task `task` (an index into the tasks given) runs.
-    Started { task: usize, started: &'a Started },
-    /// Task `task` ended (its run finished, or it could not start).
-    Finished {
-        task: usize,
-        outcome: &'a FanoutTask,
-    },
-    /// Task `task` will not start.
-    Skipped {
-        task: usize,
-        outcome: &'a FanoutTask,
-    },
-    /// The fan-out stops starting tasks.
-    Stopping(StopReason),
-    /// Something went wrong that does not stop the fan-out (a record that could not be
-    /// written, a cancel that could not be delivered).
-    Warning(String),
-    /// [`Options::tick`] passed.
-    Tick,
-}
-
-/// Why a fan-out stops starting tasks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// `--fail-fast`: this task did not complete.
-    Failed { task: usize, cancel_siblings: bool },
-    /// The first interrupt: running tasks are cancelled (with their grace).
-    Interrupted,
-    /// A further interrupt: running tasks are killed at once.
-    KillNow,
-}
-
-/// The counts at the time of an event.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
-    pub queued: usize,
-    pub running: usize,
-    pub completed: usize,
-    pub failed: usize,
-    pub cancelled: usize,
-    pub skipped: usize,
-    pub elapsed: Duration,
-}
-
-impl Progress {
-    /// Tasks whose run has ended.
-    pub fn done(&self) -> usize {
-        self.completed + self.failed + self.cancelled
-    }
-}
-
-/// Interrupts a running fan-out from another thread (a signal handler's thread).
-#[derive(Clone, Debug)]
-pub struct Interrupter {
-    hits: Arc<AtomicU32>,
-    waker: Waker,
-}
-
-impl Interrupter {
-    /// The first call stops the fan-out and cancels what runs; later calls kill what runs.
-    pub fn interrupt(&self) {
-        self.hits.fetch_add(1, Ordering::SeqCst);
-        self.waker.wake();
-    }
 }
 
 enum State {
@@ -199,10 +132,7 @@ impl<'h> Fanout<'h> {
     }
 
     pub fn interrupter(&self) -> Interrupter {
-        Interrupter {
-            hits: self.hits.clone(),
-            waker: self.waiter.waker(),
-        }
+        Interrupter::new(self.hits.clone(), self.waiter.waker())
     }
 
     /// Runs every task (or stops, as the options and interrupts say) and reports each event

@@ -81,7 +81,9 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
     let stop = fan.interrupter();
     interrupt::on_interrupt(move |n| {
         if n == 1 {
-            eprintln!("\nsubpane: cancelling the running tasks (Ctrl-C again to kill at once)");
+            // Below the progress line, which stays as it was.
+            let nl = if tty { "\n" } else { "" };
+            eprintln!("{nl}subpane: cancelling the running tasks (Ctrl-C again to kill at once)");
         }
         stop.interrupt();
     });
