@@ -8,7 +8,7 @@ use super::{Error, Found, find_run, list};
 use crate::envelope::{RunRow, RunState};
 use crate::store::{self, Home};
 
-/// The runs of `group`, oldest first (the order the fan-out started them, up to runs created
+/// The runs of `group` that exist now, oldest first (the order the fan-out started them, up to runs created
 /// in the same millisecond, which go by id). An unknown group is an error.
 pub fn group_runs(home: &Home, group: &str) -> Result<Vec<Found>, Error> {
     let mut runs: Vec<_> = store::list_runs(home)

@@ -56,6 +56,8 @@ pub fn plan_tasks(
 ) -> Result<Vec<Task>, Error> {
     let mut errors: Vec<String> = Vec::new();
     let mut requests: Vec<(usize, RunRequest)> = Vec::new();
+    // A byte order mark some editors write is not part of the first task.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
         let line = i + 1;
         let trimmed = raw.trim();
@@ -171,8 +173,7 @@ mod tests {
     #[test]
     fn every_line_is_planned_with_the_group() {
         let (_d, h) = home();
-        let text =
-            "# a comment\n\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"]}\n";
+        let text = "\u{feff}# a comment\r\n\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"]}\n";
         let tasks = plan_tasks(text, &h, &RealSystem, "g-x").unwrap();
         assert_eq!(tasks.len(), 2);
         assert_eq!((tasks[0].line, tasks[1].line), (3, 4));
