@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::harness::{
-    BIN, DEADLINE, Ran, TestEnv, fixture, pid_alive, require_tool, send_signal, touch,
-    wait_for_text, wait_until,
+    BIN, DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, pid_alive, require_tool,
+    send_signal, touch, wait_for_text, wait_until,
 };
 
 /// How long a fan-out here may take before the test fails instead of hanging.
@@ -227,7 +227,9 @@ fn every_line_runs_in_one_group_that_ls_and_wait_find() {
     for t in doc["tasks"].as_array().unwrap() {
         let dir = PathBuf::from(t["attempt_dir"].as_str().unwrap());
         assert_eq!(read(&dir.join("spec.json"))["group"], g.as_str());
-        assert_eq!(read(&dir.join("result.json"))["group"], g.as_str());
+        let env = read(&dir.join("result.json"));
+        assert_valid_envelope(&env);
+        assert_eq!(env["group"], g.as_str());
         assert_eq!(read(&dir.join("../../run.json"))["group"], g.as_str());
     }
     assert_eq!(env.result("j1")["labels"], json!({"k": "v"}));
