@@ -12,3 +12,21 @@ pub const STILL_RUNNING: i32 = 3;
 pub const TIMED_OUT: i32 = 124;
 /// The attempt was cancelled.
 pub const CANCELLED: i32 = 130;
+
+/// The worst of several exit codes: failed (1) > timed out (124) > cancelled (130) >
+/// still running (3) > completed (0). Codes outside this list rank between failed and timed
+/// out.
+pub fn worst(codes: impl IntoIterator<Item = i32>) -> i32 {
+    let rank = |c: i32| match c {
+        FAILED => 5,
+        TIMED_OUT => 4,
+        CANCELLED => 3,
+        STILL_RUNNING => 2,
+        COMPLETED => 0,
+        _ => 1,
+    };
+    codes
+        .into_iter()
+        .max_by_key(|c| rank(*c))
+        .unwrap_or(COMPLETED)
+}

@@ -3,6 +3,14 @@
 use clap::Parser;
 
 fn main() {
+    // The worker starts once per attempt, hundreds at a time under `fanout`: it skips clap,
+    // whose command tree costs about a millisecond to build.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let [_, verb, dir] = args.as_slice() {
+        if verb == "__worker" {
+            std::process::exit(subpane::worker::main(std::path::Path::new(dir)));
+        }
+    }
     let cli = subpane::cli::Cli::parse();
     let code = match subpane::cli::dispatch(cli) {
         Ok(code) => code,

@@ -86,7 +86,7 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
 /// Makes the paths the sandbox policy names exist, so they can be ruled on: an agent's state
 /// directory that it would create on first use, and an empty `.git/hooks` (a hooks directory
 /// created later inside the writable workspace would not be read-only).
-fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
+pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
     let hooks = spec
         .sandbox
         .read_only
@@ -102,7 +102,7 @@ fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
 }
 
 /// Writes the private server's config if it is missing or different.
-fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
+pub(super) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
     let p = home.tmux_conf();
     if std::fs::read(&p).ok().as_deref() != Some(tmux::CONFIG.as_bytes()) {
         std::fs::create_dir_all(home.root()).map_err(|e| {
@@ -119,7 +119,7 @@ fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
 
 /// Starts the attempt's pane and records where it is. A failure to start is an outcome: the
 /// attempt gets a `spawn` envelope, which is returned.
-fn start_pane(
+pub(super) fn start_pane(
     home: &Home,
     paths: &AttemptPaths,
     spec: &AttemptSpec,
@@ -148,10 +148,10 @@ fn start_pane(
                 worker: crate::procs::proc_ref(pane.pane_pid),
                 launched_at: now_rfc3339(),
             };
-            // Best effort, and its directory is synced by the worker's later writes: the pane
-            // runs now and the worker names itself in worker.json, so an attempt that started
-            // is never given up on for want of this file.
-            if let Err(e) = store::write_json_dir_synced_later(&paths.launch(), &rec) {
+            // Best effort and not fsynced: the pane runs now and the worker names itself in
+            // worker.json, so an attempt that started is never given up on for want of this
+            // file, and after a crash its pids mean nothing.
+            if let Err(e) = store::write_json_unsynced(&paths.launch(), &rec) {
                 warnings.push(e.to_string());
             }
             Ok(None)

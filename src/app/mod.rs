@@ -21,13 +21,17 @@
 //! * Environment values reach only the one-shot environment file: never a record, never a
 //!   `Debug` string (see [`RunRequest`]'s and [`Plan`]'s `Debug`).
 
+pub mod fanout;
+mod group;
 mod launch;
 mod plan;
 mod request;
 mod retry;
 mod runs;
+mod start_many;
 pub mod worktree;
 
+pub use group::{group_runs, list_group};
 pub use launch::{Started, start};
 pub use plan::{Plan, RealSystem, System, plan};
 pub use request::{RunRequest, parse_kv};
@@ -36,6 +40,7 @@ pub use runs::{
     AttemptStatus, CancelOutcome, Found, WaitMode, WaitResult, attempt_status, cancel, find_run,
     gc, list, tmux_for, wait, wait_one,
 };
+pub use start_many::start_many;
 
 use crate::exit_code;
 

@@ -199,7 +199,7 @@ pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Err
 }
 
 /// The command line or the start of the task, as one line safe for a terminal.
-fn what(spec: &AttemptSpec) -> String {
+pub(super) fn what(spec: &AttemptSpec) -> String {
     let s = match &spec.task {
         Some(t) => t.prompt.clone(),
         None => spec

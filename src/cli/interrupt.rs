@@ -4,7 +4,8 @@
 //! This is the command line's policy, not the waiter's: the signals are blocked before the
 //! attempt is launched (so one that arrives during the launch queues instead of killing
 //! `run` half-way), and a thread takes them with `sigwait` and asks the worker to cancel.
-//! The waiter just sees the attempt end.
+//! The waiter just sees the attempt end. `fanout` takes the same signals through
+//! [`on_interrupt`] and hands them to its loop (stop and cancel, then kill).
 
 use nix::sys::signal::{SigSet, Signal};
 
@@ -40,6 +41,21 @@ pub fn cancel_on_interrupt(run_id: String, paths: AttemptPaths, grace_ms: u64) {
                     0
                 };
                 let _ = request_cancel(&paths, grace);
+            }
+        });
+}
+
+/// Starts the thread that calls `on_signal(n)` for the n-th interrupt (1, 2, …): the policy
+/// for anything beyond one attempt (`fanout` stops, cancels, then kills). Call [`block`] first.
+pub fn on_interrupt(mut on_signal: impl FnMut(u32) + Send + 'static) {
+    let _ = std::thread::Builder::new()
+        .name("interrupts".into())
+        .spawn(move || {
+            let set = interrupts();
+            let mut seen = 0u32;
+            while set.wait().is_ok() {
+                seen += 1;
+                on_signal(seen);
             }
         });
 }

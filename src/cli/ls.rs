@@ -26,6 +26,9 @@ pub struct LsArgs {
     /// Only runs in this state
     #[arg(long, value_enum, value_name = "S")]
     pub status: Option<StatusFilter>,
+    /// Only the runs of this fan-out group
+    #[arg(long, value_name = "G")]
+    pub group: Option<String>,
 }
 
 impl From<StatusFilter> for RunState {
@@ -41,13 +44,19 @@ impl From<StatusFilter> for RunState {
 }
 
 pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
-    let rows = app::list(home, a.status.map(RunState::from))?;
+    let rows = app::list_group(home, a.status.map(RunState::from), a.group.as_deref())?;
     if a.json {
         print_json(&rows);
         return Ok(0);
     }
     if rows.is_empty() {
-        eprintln!("subpane: no runs in {}", home.runs_dir().display());
+        match &a.group {
+            Some(g) => eprintln!(
+                "subpane: no runs of group {g} in {}",
+                home.runs_dir().display()
+            ),
+            None => eprintln!("subpane: no runs in {}", home.runs_dir().display()),
+        }
         return Ok(0);
     }
     let rows = as_tree(rows);

@@ -7,6 +7,7 @@
 mod attach;
 mod cancel;
 mod common;
+mod fanout;
 mod gc;
 mod interrupt;
 mod logs;
@@ -53,6 +54,8 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Wait for runs to finish (without polling)
     Wait(wait::WaitArgs),
+    /// Start one run per line of a JSON Lines file, at most N at a time, and wait for them
+    Fanout(fanout::FanoutArgs),
     /// Print a run's output files; -f follows until the attempt ends
     Logs(logs::LogsArgs),
     /// Cancel a run: SIGTERM to its process group, SIGKILL after the grace period
@@ -113,6 +116,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Retry(a) => retry::retry(&home, a),
         Command::Status(a) => status::status(&home, a),
         Command::Wait(a) => wait::wait(&home, a),
+        Command::Fanout(a) => fanout::fanout(&home, a),
         Command::Logs(a) => logs::logs(&home, a),
         Command::Cancel(a) => cancel::cancel(&home, a),
         Command::Attach(a) => attach::attach(&home, a),

@@ -115,18 +115,7 @@ pub fn human_running(doc: &StatusDoc) -> String {
 /// The worst of several exit codes: failed (1) > timed out (124) > cancelled (130) >
 /// still running (3) > completed (0).
 pub fn worst_code(codes: impl IntoIterator<Item = i32>) -> i32 {
-    let rank = |c: i32| match c {
-        exit_code::FAILED => 5,
-        exit_code::TIMED_OUT => 4,
-        exit_code::CANCELLED => 3,
-        exit_code::STILL_RUNNING => 2,
-        exit_code::COMPLETED => 0,
-        _ => 1,
-    };
-    codes
-        .into_iter()
-        .max_by_key(|c| rank(*c))
-        .unwrap_or(exit_code::COMPLETED)
+    exit_code::worst(codes)
 }
 
 #[cfg(test)]

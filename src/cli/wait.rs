@@ -16,11 +16,16 @@ with --all, the worst of them (1 > 124 > 130 > 0); with --any, the code of the r
 finished first. 3 when --timeout passed first (the runs go on).
 
 Each RUN's latest attempt is waited for; --attempt N waits for attempt N of every RUN given
-(a RUN without attempt N is refused, exit 2).")]
+(a RUN without attempt N is refused, exit 2).
+--group G waits for every run of a fan-out group (with RUN arguments too, if given); with
+--json it always prints an array, however many runs the group has.")]
 pub struct WaitArgs {
     /// Run ids
-    #[arg(required = true, value_name = "RUN")]
+    #[arg(required_unless_present = "group", value_name = "RUN")]
     pub runs: Vec<String>,
+    /// Also every run of this fan-out group (its id is printed by `fanout`)
+    #[arg(long, value_name = "G")]
+    pub group: Option<String>,
     /// Return as soon as one run finishes (printing that one)
     #[arg(long, conflicts_with = "all")]
     pub any: bool,
@@ -30,7 +35,8 @@ pub struct WaitArgs {
     /// Stop waiting after this long; the runs go on (exit 3)
     #[arg(long, value_name = "DUR")]
     pub timeout: Option<String>,
-    /// Print JSON: the envelope of one run, or an array for several
+    /// Print JSON: the envelope of one run, or an array for several (always an array with
+    /// --group)
     #[arg(long)]
     pub json: bool,
     /// Wait for attempt N of each run instead of its latest
@@ -46,22 +52,32 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .transpose()
         .map_err(|e| CliError::invalid(e.to_string()))?;
     let mut targets = Vec::new();
+    let mut names: Vec<String> = Vec::new();
     for r in &a.runs {
         let f = app::find_run(home, r, a.attempt)?;
+        names.push(r.clone());
         targets.push((f.paths, f.spec));
+    }
+    if let Some(g) = &a.group {
+        for f in app::group_runs(home, g)? {
+            if !targets.iter().any(|(p, _)| *p == f.paths) {
+                names.push(f.spec.run_id.to_string());
+                targets.push((f.paths, f.spec));
+            }
+        }
     }
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
-        let names: Vec<&str> = a.runs.iter().map(String::as_str).take(5).collect();
-        let more = if a.runs.len() > 5 {
-            format!(" and {} more", a.runs.len() - 5)
+        let shown: Vec<&str> = names.iter().map(String::as_str).take(5).collect();
+        let more = if names.len() > 5 {
+            format!(" and {} more", names.len() - 5)
         } else {
             String::new()
         };
         eprintln!(
             "subpane: waiting for {}{more} (Ctrl-C stops waiting; the runs go on)",
-            names.join(", ")
+            shown.join(", ")
         );
     }
     let out = app::wait(&targets, mode, timeout)?;
@@ -93,7 +109,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         }
     }
     if a.json {
-        if docs.len() == 1 {
+        if docs.len() == 1 && a.group.is_none() {
             print_json(&docs[0]);
         } else {
             print_json(&docs);

@@ -194,6 +194,147 @@ pub struct GcReport {
     pub removed_worktrees: Vec<String>,
 }
 
+/// What became of one task of a fan-out: its run's status, or `skipped` when it never
+/// started (after `--fail-fast` stopped the fan-out, or an interrupt).
+///
+/// ```json
+/// "skipped"
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Completed,
+    Failed,
+    Cancelled,
+    Skipped,
+}
+
+impl TaskStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+            TaskStatus::Skipped => "skipped",
+        }
+    }
+}
+
+impl From<Status> for TaskStatus {
+    fn from(s: Status) -> Self {
+        match s {
+            Status::Completed => TaskStatus::Completed,
+            Status::Failed => TaskStatus::Failed,
+            Status::Cancelled => TaskStatus::Cancelled,
+        }
+    }
+}
+
+/// One task of `fanout --json`: a line of the file and what became of its run.
+/// `attempt_dir` is `null` for a task that never started; `error` says why a task could not
+/// start (its run was not created, or its pane failed: `failure_kind: "spawn"`).
+///
+/// ```json
+/// {"line": 3, "run_id": "lint-1", "status": "failed", "failure_kind": "exit",
+///  "exit_code": 2, "duration_ms": 1520,
+///  "attempt_dir": "/home/u/.local/state/subpane/runs/lint-1/attempts/1",
+///  "what": "make lint", "error": null}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanoutTask {
+    /// The line of the file (1-based, counting blank and comment lines).
+    pub line: usize,
+    pub run_id: String,
+    pub status: TaskStatus,
+    pub failure_kind: Option<FailureKind>,
+    pub exit_code: Option<i32>,
+    pub duration_ms: Option<u64>,
+    pub attempt_dir: Option<PathBuf>,
+    /// The command line or the start of the task, one line made safe for a terminal.
+    pub what: String,
+    pub error: Option<String>,
+}
+
+impl FanoutTask {
+    /// The task's share of the fan-out's exit code: its run's code, and `130` (cancelled)
+    /// for a skipped task. A task is only ever skipped after a failure or an interrupt, so
+    /// this never hides a worse code.
+    pub fn code(&self) -> i32 {
+        match self.status {
+            TaskStatus::Completed => crate::exit_code::COMPLETED,
+            TaskStatus::Skipped | TaskStatus::Cancelled => crate::exit_code::CANCELLED,
+            TaskStatus::Failed => super::code_for(Status::Failed, self.failure_kind),
+        }
+    }
+}
+
+/// The counts of `fanout --json`, and its exit code (the worst of the tasks').
+///
+/// ```json
+/// {"total": 20, "completed": 17, "failed": 1, "cancelled": 0, "skipped": 2,
+///  "concurrency": 4, "duration_ms": 9120, "exit_code": 1}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanoutSummary {
+    pub total: usize,
+    pub completed: usize,
+    pub failed: usize,
+    pub cancelled: usize,
+    pub skipped: usize,
+    pub concurrency: usize,
+    /// From the first start to the last end.
+    pub duration_ms: u64,
+    pub exit_code: i32,
+}
+
+/// `fanout --json`: the group id, every task in the order of the file, and the counts.
+///
+/// ```json
+/// {"group": "g-20261130-033943-a1b2c3",
+///  "tasks": [{"line": 1, "run_id": "lint-1", "status": "completed", "failure_kind": null,
+///             "exit_code": 0, "duration_ms": 1520,
+///             "attempt_dir": "/home/u/.local/state/subpane/runs/lint-1/attempts/1",
+///             "what": "make lint", "error": null},
+///            {"line": 2, "run_id": "test-1", "status": "skipped", "failure_kind": null,
+///             "exit_code": null, "duration_ms": null, "attempt_dir": null,
+///             "what": "make test", "error": null}],
+///  "summary": {"total": 2, "completed": 1, "failed": 0, "cancelled": 0, "skipped": 1,
+///              "concurrency": 4, "duration_ms": 1604, "exit_code": 130}}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FanoutReport {
+    pub group: String,
+    pub tasks: Vec<FanoutTask>,
+    pub summary: FanoutSummary,
+}
+
+impl FanoutReport {
+    /// A report of `tasks`, counted.
+    pub fn new(
+        group: String,
+        tasks: Vec<FanoutTask>,
+        concurrency: usize,
+        duration_ms: u64,
+    ) -> Self {
+        let count = |s: TaskStatus| tasks.iter().filter(|t| t.status == s).count();
+        let summary = FanoutSummary {
+            total: tasks.len(),
+            completed: count(TaskStatus::Completed),
+            failed: count(TaskStatus::Failed),
+            cancelled: count(TaskStatus::Cancelled),
+            skipped: count(TaskStatus::Skipped),
+            concurrency,
+            duration_ms,
+            exit_code: crate::exit_code::worst(tasks.iter().map(FanoutTask::code)),
+        };
+        Self {
+            group,
+            tasks,
+            summary,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,5 +369,56 @@ mod tests {
                 "attempt_dir": "/h/runs/r/attempts/1",
                 "tmux": {"socket": "/tmp/s", "session": "r-1"}})
         );
+    }
+
+    #[test]
+    fn a_fanout_report_counts_and_takes_the_worst_code() {
+        let task = |line, status, kind| FanoutTask {
+            line,
+            run_id: format!("r{line}"),
+            status,
+            failure_kind: kind,
+            exit_code: None,
+            duration_ms: None,
+            attempt_dir: None,
+            what: "true".into(),
+            error: None,
+        };
+        let r = FanoutReport::new(
+            "g-1".into(),
+            vec![
+                task(1, TaskStatus::Completed, None),
+                task(2, TaskStatus::Skipped, None),
+            ],
+            4,
+            10,
+        );
+        assert_eq!((r.summary.completed, r.summary.skipped), (1, 1));
+        assert_eq!(r.summary.exit_code, 130, "skipped counts as cancelled");
+        let r = FanoutReport::new(
+            "g-1".into(),
+            vec![
+                task(1, TaskStatus::Failed, Some(FailureKind::Timeout)),
+                task(2, TaskStatus::Skipped, None),
+                task(3, TaskStatus::Failed, Some(FailureKind::Exit)),
+            ],
+            4,
+            10,
+        );
+        assert_eq!(r.summary.exit_code, 1);
+        assert_eq!(r.tasks[0].code(), 124);
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["tasks"][1]["status"], "skipped");
+        for k in ["group", "tasks", "summary"] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        for s in [
+            TaskStatus::Completed,
+            TaskStatus::Failed,
+            TaskStatus::Cancelled,
+            TaskStatus::Skipped,
+        ] {
+            assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
+        }
     }
 }

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use answers::{
-    CancelRequested, GcReport, LiveStatus, RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc,
+    CancelRequested, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus, RunRow,
+    RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus,
 };
 pub use build::{build, duration_between};
 pub use outcome::{Facts, KillReason, Outcome, decide};

@@ -54,6 +54,28 @@ pub fn write_atomic_dir_synced_later(path: &Path, bytes: &[u8]) -> Result<(), St
     Ok(())
 }
 
+/// Temp file and rename without any fsync: a reader still never sees a partial file, but a
+/// crash may leave the file empty. Only for files worth nothing after a crash, which every
+/// attempt's worker dies in: the one-shot environment file (read and removed by the worker
+/// moments later, and better never written back to disk at all: it holds the values) and
+/// `launch.json` (pids of a live pane, superseded by `worker.json`). Under `fanout` each fsync
+/// here was a disk flush and a VM exit per attempt.
+pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| write_err(path, e))?;
+    tmp.write_all(bytes).map_err(|e| write_err(path, e))?;
+    tmp.persist(path).map_err(|e| write_err(path, e.error))?;
+    Ok(())
+}
+
+/// [`write_atomic_unsynced`] of `value` as JSON.
+pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
+    write_atomic_unsynced(path, &to_json(value))
+}
+
 /// [`write_atomic_dir_synced_later`] of `value` as JSON.
 pub fn write_json_dir_synced_later<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
     write_atomic_dir_synced_later(path, &to_json(value))

@@ -21,8 +21,8 @@ mod records;
 
 pub use artifacts::{collect_artifacts, collect_worktree_artifacts, sha256_file};
 pub use atomic::{
-    read_json, write_atomic, write_atomic_dir_synced_later, write_json_atomic,
-    write_json_dir_synced_later, write_json_new,
+    read_json, write_atomic, write_atomic_dir_synced_later, write_atomic_unsynced,
+    write_json_atomic, write_json_dir_synced_later, write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
 pub use records::{

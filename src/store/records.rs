@@ -5,7 +5,10 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 
 use super::StoreError;
-use super::atomic::{read_json, write_atomic_dir_synced_later, write_json_atomic, write_json_new};
+use super::atomic::{
+    read_json, write_atomic_dir_synced_later, write_atomic_unsynced, write_json_atomic,
+    write_json_new,
+};
 use super::layout::{AttemptPaths, Home};
 use crate::envelope::Envelope;
 use crate::spec::{AttemptSpec, RunId, RunRecord};
@@ -140,9 +143,9 @@ pub fn write_env_file(
         buf.extend_from_slice(v.as_bytes());
         buf.push(0);
     }
-    // Read and removed by the worker moments later: its directory is synced by spec.json's
-    // write, which follows.
-    write_atomic_dir_synced_later(path, &buf)
+    // Read and removed by the worker moments later, and useless after a crash: no fsync, so
+    // the values most likely never reach the disk at all.
+    write_atomic_unsynced(path, &buf)
 }
 
 /// Writes the attempt's envelope (once: an existing `result.json` stands, and `false` is

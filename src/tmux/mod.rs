@@ -11,6 +11,10 @@
 //!   environment from a file, never from the pane.
 //! * `TMUX` in our own environment would make tmux think it is nested: it is removed.
 
+mod batch;
+
+pub use batch::{BatchResult, SessionReq, batchable, chunks};
+
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@ mod bad_input;
 mod commands;
 mod envelope;
 mod examples;
+mod fanout;
 mod faults;
 mod filter;
 mod lifecycle;

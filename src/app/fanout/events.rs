@@ -1,0 +1,101 @@
+//! What a fan-out tells its reporter, and how another thread interrupts it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use super::super::Started;
+use crate::envelope::FanoutTask;
+use crate::supervisor::Waker;
+
+/// What happened, for a reporter.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// Task `task` (an index into the tasks given) runs.
+    Started { task: usize, started: &'a Started },
+    /// Task `task` ended (its run finished, or it could not start).
+    Finished {
+        task: usize,
+        outcome: &'a FanoutTask,
+    },
+    /// Task `task` will not start.
+    Skipped {
+        task: usize,
+        outcome: &'a FanoutTask,
+    },
+    /// The fan-out stops starting tasks.
+    Stopping(StopReason),
+    /// Something went wrong that does not stop the fan-out (a record that could not be
+    /// written, a cancel that could not be delivered).
+    Warning(String),
+    /// [`Options::tick`] passed.
+    Tick,
+}
+
+/// Why a fan-out stops starting tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// `--fail-fast`: this task did not complete.
+    Failed { task: usize, cancel_siblings: bool },
+    /// The first interrupt: running tasks are cancelled (with their grace).
+    Interrupted,
+    /// A further interrupt: running tasks are killed at once.
+    KillNow,
+}
+
+/// The counts at the time of an event.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub queued: usize,
+    pub running: usize,
+    pub completed: usize,
+    pub failed: usize,
+    pub cancelled: usize,
+    pub skipped: usize,
+    pub elapsed: Duration,
+}
+
+impl Progress {
+    /// Tasks whose run has ended.
+    pub fn done(&self) -> usize {
+        self.completed + self.failed + self.cancelled
+    }
+}
+
+/// Interrupts a running fan-out from another thread (a signal handler's thread).
+#[derive(Clone, Debug)]
+pub struct Interrupter {
+    hits: Arc<AtomicU32>,
+    waker: Waker,
+}
+
+impl Interrupter {
+    pub(super) fn new(hits: Arc<AtomicU32>, waker: Waker) -> Self {
+        Self { hits, waker }
+    }
+
+    /// The first call stops the fan-out and cancels what runs; later calls kill what runs.
+    pub fn interrupt(&self) {
+        self.hits.fetch_add(1, Ordering::SeqCst);
+        self.waker.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn done_counts_the_ended_runs_only() {
+        let p = Progress {
+            queued: 1,
+            running: 2,
+            completed: 3,
+            failed: 4,
+            cancelled: 5,
+            skipped: 6,
+            elapsed: Duration::ZERO,
+        };
+        assert_eq!(p.done(), 12);
+    }
+}

@@ -1,0 +1,230 @@
+//! A fan-out file: one [`RunRequest`] per JSON line, every line planned before anything
+//! starts.
+//!
+//! ```text
+//!  text ─► lines (blank and `#` lines skipped) ─► serde RunRequest ─► plan ─► Task
+//!                                                  run ids: unique in the file, new on disk
+//!                                                  group: set on run.json and spec.json
+//! ```
+//!
+//! Common pitfalls:
+//! * Line numbers count every line of the file, skipped ones too: they are what an editor
+//!   shows.
+//! * Generated run ids have the second and 24 random bits: 200 tasks in one second collide
+//!   about once in a thousand fan-outs, so a clash with an earlier task is planned again
+//!   rather than reported.
+
+use std::collections::HashMap;
+
+use super::super::{Error, Plan, RunRequest, System, plan, runs::what};
+use crate::spec::RunId;
+use crate::store::Home;
+
+/// One line of a fan-out file, planned.
+#[derive(Debug)]
+pub struct Task {
+    /// The line of the file, 1-based.
+    pub line: usize,
+    pub plan: Plan,
+}
+
+impl Task {
+    pub fn run_id(&self) -> &str {
+        self.plan.spec.run_id.as_str()
+    }
+    /// The command line or the start of the task, as `ls` shows it.
+    pub fn what(&self) -> String {
+        what(&self.plan.spec)
+    }
+}
+
+/// A fresh group id: `g-` and a generated run id (`g-20261130-033943-a1b2c3`).
+pub fn new_group_id() -> String {
+    format!("g-{}", RunId::generate())
+}
+
+/// At most this many bad lines are named in the error.
+const MAX_REPORTED: usize = 20;
+
+/// Parses and plans every task of a fan-out file, setting `group` on each. Any bad line makes
+/// the whole file invalid (nothing may start): the error names each one as `line N: …`.
+pub fn plan_tasks(
+    text: &str,
+    home: &Home,
+    sys: &dyn System,
+    group: &str,
+) -> Result<Vec<Task>, Error> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut requests: Vec<(usize, RunRequest)> = Vec::new();
+    // A byte order mark some editors write is not part of the first task.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let trimmed = raw.trim();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        match serde_json::from_str::<RunRequest>(trimmed) {
+            Ok(r) => requests.push((line, r)),
+            Err(e) => errors.push(format!("line {line}: {}", json_message(&e))),
+        }
+    }
+    // Explicit ids first, so a generated one never takes an id a later line asks for.
+    let mut taken: HashMap<String, usize> = HashMap::new();
+    for (line, r) in &requests {
+        let Some(id) = &r.run_id else { continue };
+        if let Some(first) = taken.get(id) {
+            errors.push(format!(
+                "line {line}: run id `{id}` is also on line {first}; each task needs its own"
+            ));
+        } else {
+            taken.insert(id.clone(), *line);
+        }
+    }
+    let mut tasks = Vec::with_capacity(requests.len());
+    for (line, r) in &requests {
+        match plan_one(r, home, sys, group, &taken) {
+            Ok(p) => {
+                if r.run_id.is_none() {
+                    taken.insert(p.spec.run_id.to_string(), *line);
+                }
+                tasks.push(Task {
+                    line: *line,
+                    plan: p,
+                });
+            }
+            Err(e) => errors.push(format!("line {line}: {e}")),
+        }
+    }
+    if errors.is_empty() {
+        return Ok(tasks);
+    }
+    errors.sort_by_key(|e| line_of(e));
+    let more = errors.len().saturating_sub(MAX_REPORTED);
+    errors.truncate(MAX_REPORTED);
+    if more > 0 {
+        errors.push(format!("… and {more} more"));
+    }
+    Err(Error::invalid(format!(
+        "{}\nnothing was started",
+        errors.join("\n")
+    )))
+}
+
+/// Plans one request with the group set; a generated id that clashes is drawn again.
+fn plan_one(
+    r: &RunRequest,
+    home: &Home,
+    sys: &dyn System,
+    group: &str,
+    taken: &HashMap<String, usize>,
+) -> Result<Plan, Error> {
+    let mut tries = 0;
+    let mut p = loop {
+        let p = plan(r, home, sys)?;
+        let id = p.spec.run_id.as_str();
+        let clash = taken.contains_key(id) && r.run_id.is_none();
+        tries += 1;
+        if !clash || tries >= 8 {
+            break p;
+        }
+    };
+    if home.run_dir(&p.spec.run_id).exists() {
+        return Err(Error::invalid(format!(
+            "run id `{}` already exists; choose another run_id, or leave it out to get a fresh one",
+            p.spec.run_id
+        )));
+    }
+    p.record.group = Some(group.to_owned());
+    p.spec.group = Some(group.to_owned());
+    Ok(p)
+}
+
+/// serde_json's message without its "at line 1 column 7" (each task is one line: the column
+/// is what helps).
+fn json_message(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    let msg = s.rfind(" at line ").map_or(s.as_str(), |i| &s[..i]);
+    match e.classify() {
+        serde_json::error::Category::Eof => format!("{msg} (the line ends early)"),
+        _ => format!("{msg} (column {})", e.column()),
+    }
+}
+
+/// The N of "line N: …", for sorting.
+fn line_of(e: &str) -> usize {
+    e.strip_prefix("line ")
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(usize::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::app::RealSystem;
+
+    fn home() -> (tempfile::TempDir, Home) {
+        let d = tempfile::tempdir().unwrap();
+        let h = Home::at(d.path().join("home"));
+        (d, h)
+    }
+
+    #[test]
+    fn every_line_is_planned_with_the_group() {
+        let (_d, h) = home();
+        let text = "\u{feff}# a comment\r\n\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"]}\n";
+        let tasks = plan_tasks(text, &h, &RealSystem, "g-x").unwrap();
+        assert_eq!(tasks.len(), 2);
+        assert_eq!((tasks[0].line, tasks[1].line), (3, 4));
+        assert_eq!(tasks[0].run_id(), "a");
+        for t in &tasks {
+            assert_eq!(t.plan.record.group.as_deref(), Some("g-x"));
+            assert_eq!(t.plan.spec.group.as_deref(), Some("g-x"));
+        }
+        assert_eq!(tasks[1].what(), "true");
+    }
+
+    #[test]
+    fn bad_lines_are_named_and_nothing_is_planned() {
+        let (_d, h) = home();
+        let text = "{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"], \"timeuot\": \"1s\"}\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\nnot json\n{\"argv\": [\"true\"], \"timeout\": \"5\"}\n";
+        let e = plan_tasks(text, &h, &RealSystem, "g").unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let m = e.to_string();
+        assert!(m.contains("line 2: unknown field `timeuot`"), "{m}");
+        assert!(m.contains("line 3: run id `a` is also on line 1"), "{m}");
+        assert!(m.contains("line 4: "), "{m}");
+        assert!(m.contains("line 5: "), "{m}");
+        assert!(!m.contains("at line 1 column"), "{m}");
+        let lines: Vec<usize> = m.lines().map(line_of).collect();
+        assert!(lines.windows(2).all(|w| w[0] <= w[1]), "{m}");
+    }
+
+    #[test]
+    fn an_existing_run_id_is_refused() {
+        let (_d, h) = home();
+        std::fs::create_dir_all(h.runs_dir().join("old")).unwrap();
+        let e = plan_tasks(
+            "{\"argv\": [\"true\"], \"run_id\": \"old\"}",
+            &h,
+            &RealSystem,
+            "g",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("line 1: run id `old` already exists"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_file_has_no_tasks() {
+        let (_d, h) = home();
+        assert!(
+            plan_tasks("\n# nothing\n", &h, &RealSystem, "g")
+                .unwrap()
+                .is_empty()
+        );
+        assert!(new_group_id().starts_with("g-"));
+        assert!(RunId::parse(&new_group_id()).is_ok());
+    }
+}

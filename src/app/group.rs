@@ -1,0 +1,46 @@
+//! The runs of a fan-out group (`ls --group`, `wait --group`), found by the `group` of each
+//! `run.json`.
+//!
+//! A group exists only as that field: there is no group file to go stale, and a fan-out that
+//! was killed leaves exactly the runs it started.
+
+use super::{Error, Found, find_run, list};
+use crate::envelope::{RunRow, RunState};
+use crate::store::{self, Home};
+
+/// The runs of `group` that exist now, oldest first (the order the fan-out started them, up to runs created
+/// in the same millisecond, which go by id). An unknown group is an error.
+pub fn group_runs(home: &Home, group: &str) -> Result<Vec<Found>, Error> {
+    let mut runs: Vec<_> = store::list_runs(home)
+        .into_iter()
+        .filter(|r| r.record.group.as_deref() == Some(group))
+        .collect();
+    if runs.is_empty() {
+        return Err(Error::invalid(format!(
+            "no runs in group `{group}` in {}; `subpane ls --json` shows each run's group",
+            home.runs_dir().display()
+        )));
+    }
+    runs.sort_by(|a, b| {
+        a.record
+            .created_at
+            .cmp(&b.record.created_at)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    runs.iter()
+        .map(|r| find_run(home, r.id.as_str(), None))
+        .collect()
+}
+
+/// [`list`], keeping only the runs of `group` when one is given.
+pub fn list_group(
+    home: &Home,
+    only: Option<RunState>,
+    group: Option<&str>,
+) -> Result<Vec<RunRow>, Error> {
+    let mut rows = list(home, only)?;
+    if let Some(g) = group {
+        rows.retain(|r| r.group.as_deref() == Some(g));
+    }
+    Ok(rows)
+}

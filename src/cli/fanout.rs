@@ -1,0 +1,254 @@
+//! `subpane fanout FILE|-`: one run per JSON line, at most N at a time.
+//!
+//! The work is [`crate::app::fanout`]; this verb reads the file, takes Ctrl-C, and reports:
+//! a progress line on a terminal (redrawn on each event and once a second for the clock),
+//! then a table, or one JSON document with `--json`.
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::CliError;
+use super::common::{color_stdout, print, print_json};
+use super::interrupt;
+use crate::app::RealSystem;
+use crate::app::fanout::{Event, Fanout, Options, Progress, StopReason, new_group_id, plan_tasks};
+use crate::envelope::{FailureKind, FanoutReport, TaskStatus};
+use crate::store::Home;
+
+#[derive(Debug, Args)]
+#[command(after_help = "\
+Each line is a JSON object with the fields of `run`'s options: argv (a program and its
+arguments) or agent and task, and run_id, cwd, model, system_prompt, tools, thinking, resume,
+labels (an object), correlation_id, timeout, idle_timeout, linger, grace, env (an object),
+keep_session, sandbox, network, writable, hide, env_pass, max_depth. Blank lines and lines
+starting with # are skipped. Relative paths (cwd, @FILE) are relative to the current directory.
+
+  {\"argv\": [\"make\", \"test\"], \"cwd\": \"svc/api\", \"timeout\": \"10m\"}
+  {\"agent\": \"claude\", \"task\": \"@tasks/review.md\", \"run_id\": \"review-1\"}
+
+Every line is checked before anything starts: a bad one is reported as `line N: …` and
+nothing starts (exit 2). The runs share a group id (printed on stderr, recorded in run.json,
+spec.json and each envelope): `subpane ls --group G`, `subpane wait --group G`. If fanout
+itself is killed, the started runs go on and `wait --group G` finds them.
+
+Ctrl-C (or SIGTERM) cancels the running tasks and skips the rest; a second one kills at once.
+
+Exit code: the worst of the tasks (1 failed > 124 timed out > 130 cancelled > 0); a skipped
+task counts as cancelled (130). 2: invalid input, nothing started.")]
+pub struct FanoutArgs {
+    /// A file of tasks, one JSON object per line, or - to read them from stdin
+    #[arg(value_name = "FILE|-")]
+    pub file: PathBuf,
+    /// Run at most N tasks at once
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub concurrency: u32,
+    /// Start no new task after the first one that does not complete (failed, timed out,
+    /// cancelled); the running ones finish, the rest are skipped
+    #[arg(long)]
+    pub fail_fast: bool,
+    /// With the first task that does not complete, also cancel the running ones (implies
+    /// --fail-fast)
+    #[arg(long)]
+    pub cancel_siblings: bool,
+    /// Print one JSON document: {"group", "tasks": [{"line", "run_id", "status", …}],
+    /// "summary"}; status is completed, failed, cancelled or skipped
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
+    let (text, name) = read_tasks(&a.file)?;
+    let group = new_group_id();
+    let tasks = plan_tasks(&text, home, &RealSystem, &group)?;
+    let total = tasks.len();
+    if total == 0 {
+        eprintln!("subpane: {name} has no tasks; nothing to do");
+    }
+    let tty = std::io::stderr().is_terminal();
+    let opts = Options {
+        concurrency: a.concurrency as usize,
+        fail_fast: a.fail_fast,
+        cancel_siblings: a.cancel_siblings,
+        tick: tty.then_some(Duration::from_secs(1)),
+    };
+    // Before the first start: a Ctrl-C during the starts must queue, not kill us half-way.
+    interrupt::block();
+    let fan = Fanout::new(home, group.clone(), tasks, opts)?;
+    let stop = fan.interrupter();
+    interrupt::on_interrupt(move |n| {
+        if n == 1 {
+            // Below the progress line, which stays as it was.
+            let nl = if tty { "\n" } else { "" };
+            eprintln!("{nl}subpane: cancelling the running tasks (Ctrl-C again to kill at once)");
+        }
+        stop.interrupt();
+    });
+    if total > 0 {
+        eprintln!(
+            "subpane: group {group}: {total} task{}, at most {} at once",
+            if total == 1 { "" } else { "s" },
+            a.concurrency
+        );
+    }
+    let mut line = ProgressLine { tty, drawn: false };
+    let report = fan.run(&mut |ev, p| line.event(ev, p, total))?;
+    line.clear();
+    if a.json {
+        print_json(&report);
+    } else if total > 0 {
+        print(&table(&report));
+    }
+    Ok(report.summary.exit_code)
+}
+
+/// The tasks' text, and how to name where it came from.
+fn read_tasks(file: &std::path::Path) -> Result<(String, String), CliError> {
+    if file.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .map_err(|e| CliError::invalid(format!("cannot read the tasks from stdin: {e}")))?;
+        return Ok((s, "stdin".into()));
+    }
+    let s = std::fs::read_to_string(file)
+        .map_err(|e| CliError::invalid(format!("cannot read {}: {e}", file.display())))?;
+    Ok((s, file.display().to_string()))
+}
+
+/// The one progress line on a terminal's stderr; messages are printed above it.
+struct ProgressLine {
+    tty: bool,
+    drawn: bool,
+}
+
+impl ProgressLine {
+    fn event(&mut self, ev: &Event<'_>, p: &Progress, total: usize) {
+        let message = match ev {
+            Event::Warning(w) => Some(format!("subpane: warning: {w}")),
+            Event::Stopping(StopReason::Failed {
+                task: _,
+                cancel_siblings,
+            }) => Some(format!(
+                "subpane: a task did not complete: starting no more{}",
+                if *cancel_siblings {
+                    ", cancelling the running ones"
+                } else {
+                    ""
+                }
+            )),
+            Event::Stopping(StopReason::KillNow) => {
+                Some("subpane: killing the running tasks".to_owned())
+            }
+            Event::Finished { outcome, .. } => outcome
+                .error
+                .as_ref()
+                .map(|e| format!("subpane: line {}: {e}", outcome.line)),
+            _ => None,
+        };
+        if let Some(m) = message {
+            self.clear();
+            eprintln!("{m}");
+        }
+        if self.tty {
+            self.draw(p, total);
+        }
+    }
+
+    fn draw(&mut self, p: &Progress, total: usize) {
+        let secs = p.elapsed.as_secs();
+        let mut s = format!("\r\x1b[2K{} running, {}/{total} done", p.running, p.done());
+        if p.failed > 0 {
+            s.push_str(&format!(", {} failed", p.failed));
+        }
+        if p.cancelled > 0 {
+            s.push_str(&format!(", {} cancelled", p.cancelled));
+        }
+        if p.skipped > 0 {
+            s.push_str(&format!(", {} skipped", p.skipped));
+        }
+        s.push_str(&format!(
+            ", {} queued  {}:{:02}",
+            p.queued,
+            secs / 60,
+            secs % 60
+        ));
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(s.as_bytes());
+        let _ = err.flush();
+        self.drawn = true;
+    }
+
+    fn clear(&mut self) {
+        if self.drawn {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(b"\r\x1b[2K");
+            let _ = err.flush();
+            self.drawn = false;
+        }
+    }
+}
+
+/// The table of every task, and a line of counts.
+fn table(r: &FanoutReport) -> String {
+    let color = color_stdout();
+    let id_w = r
+        .tasks
+        .iter()
+        .map(|t| t.run_id.len())
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    let mut out = format!(
+        "{:>5}  {:id_w$}  {:12}  {:>9}  {}\n",
+        "LINE", "RUN", "STATUS", "DURATION", "WHAT"
+    );
+    for t in &r.tasks {
+        // A failure says its kind, unless it is the plain one (the program failed).
+        let status = match (t.failure_kind, t.status) {
+            (Some(k), TaskStatus::Failed) if k != FailureKind::Exit => k.as_str(),
+            _ => t.status.as_str(),
+        };
+        let painted = if color {
+            let c = match t.status {
+                TaskStatus::Completed => "32",
+                TaskStatus::Failed => "31",
+                TaskStatus::Cancelled | TaskStatus::Skipped => "33",
+            };
+            format!("\x1b[{c}m{status:12}\x1b[0m")
+        } else {
+            format!("{status:12}")
+        };
+        let dur = t
+            .duration_ms
+            .map(|d| format!("{:.1}s", d as f64 / 1000.0))
+            .unwrap_or_else(|| "-".into());
+        out.push_str(&format!(
+            "{:>5}  {:id_w$}  {painted}  {dur:>9}  {}\n",
+            t.line, t.run_id, t.what
+        ));
+    }
+    let s = &r.summary;
+    let mut counts = vec![format!("{} completed", s.completed)];
+    for (n, what) in [
+        (s.failed, "failed"),
+        (s.cancelled, "cancelled"),
+        (s.skipped, "skipped"),
+    ] {
+        if n > 0 {
+            counts.push(format!("{n} {what}"));
+        }
+    }
+    out.push_str(&format!(
+        "\ngroup {}: {} task{}: {} in {:.1}s\n",
+        r.group,
+        s.total,
+        if s.total == 1 { "" } else { "s" },
+        counts.join(", "),
+        s.duration_ms as f64 / 1000.0
+    ));
+    out
+}

@@ -1,0 +1,606 @@
+//! `subpane fanout`: many runs from a JSON Lines file, the group they share (`ls --group`,
+//! `wait --group`), concurrency, --fail-fast, --cancel-siblings, Ctrl-C, and a fan-out
+//! killed half-way.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{
+    BIN, DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, pid_alive, require_tool,
+    send_signal, touch, wait_for_text, wait_until,
+};
+
+/// How long a fan-out here may take before the test fails instead of hanging.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// One task line: `argv`, and a run id when given.
+fn task(argv: &[&str], run_id: Option<&str>) -> String {
+    let mut v = json!({ "argv": argv });
+    if let Some(id) = run_id {
+        v["run_id"] = json!(id);
+    }
+    v.to_string()
+}
+
+fn write_tasks(env: &TestEnv, lines: &[String]) -> PathBuf {
+    let p = env.root.path().join("tasks.jsonl");
+    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+    p
+}
+
+/// A running `subpane fanout` whose stderr is read line by line as it comes.
+struct Fan {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+    seen: Vec<String>,
+    stdout: std::thread::JoinHandle<String>,
+}
+
+impl Fan {
+    fn spawn(env: &TestEnv, args: &[&str]) -> Fan {
+        let mut child = env
+            .cmd()
+            .arg("fanout")
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run subpane fanout");
+        let err = child.stderr.take().unwrap();
+        let mut out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdout = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = out.read_to_string(&mut s);
+            s
+        });
+        Fan {
+            child,
+            lines,
+            seen: Vec::new(),
+            stdout,
+        }
+    }
+
+    /// Waits for a stderr line containing `needle`; returns it.
+    fn line_with(&mut self, needle: &str) -> String {
+        if let Some(l) = self.seen.iter().find(|l| l.contains(needle)) {
+            return l.clone();
+        }
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if l.contains(needle) {
+                        return l;
+                    }
+                }
+                Err(_) => panic!("no stderr line with {needle:?}; seen: {:?}", self.seen),
+            }
+        }
+    }
+
+    /// The group id from the line fanout prints when it starts.
+    fn group(&mut self) -> String {
+        let l = self.line_with("subpane: group g-");
+        l.trim_start_matches("subpane: group ")
+            .split(':')
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+
+    fn finish(mut self) -> Ran {
+        let end = Instant::now() + LIMIT;
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() >= end {
+                let _ = self.child.kill();
+                panic!(
+                    "fanout did not end within {LIMIT:?}; stderr: {:?}",
+                    self.seen
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        self.seen.extend(self.lines.try_iter());
+        // The reader thread may still be draining: take what is left.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_millis(200)) {
+            self.seen.push(l);
+        }
+        Ran {
+            code: status.code().unwrap_or(-1),
+            stdout: self.stdout.join().unwrap(),
+            stderr: self.seen.join("\n"),
+        }
+    }
+}
+
+/// The tasks of a `--json` document, by line.
+fn statuses(doc: &Value) -> Vec<(u64, String)> {
+    doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["line"].as_u64().unwrap(),
+                t["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn read(p: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .unwrap()
+}
+
+#[test]
+fn every_line_runs_in_one_group_that_ls_and_wait_find() {
+    let env = TestEnv::new();
+    let other = env.sp(["run", "--run-id", "other", "--", "true"]);
+    assert_eq!(other.code, 0, "{other:?}");
+    let text = [
+        "# tasks, with a blank line".to_owned(),
+        r#"{"argv": ["true"], "run_id": "j1", "labels": {"k": "v"}}"#.to_owned(),
+        String::new(),
+        task(&["sh", "-c", "exit 3"], Some("j2")),
+        task(&["sh", "-c", "echo hi"], None),
+    ]
+    .join("\n");
+    let mut child = env
+        .cmd()
+        .args(["fanout", "-", "--json"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let r = crate::harness::wait_child_within(child, LIMIT, "fanout did not end");
+    assert_eq!(r.code, 1, "the worst of the tasks: {r:?}");
+    let doc = r.json();
+    let g = doc["group"].as_str().unwrap().to_owned();
+    assert!(g.starts_with("g-"), "{doc}");
+    assert!(r.stderr.contains(&g), "the group id is on stderr: {r:?}");
+    assert_eq!(
+        statuses(&doc),
+        [
+            (2, "completed".to_owned()),
+            (4, "failed".to_owned()),
+            (5, "completed".to_owned())
+        ]
+    );
+    let t = &doc["tasks"][1];
+    assert_eq!(
+        (
+            t["run_id"].as_str(),
+            t["failure_kind"].as_str(),
+            t["exit_code"].as_i64()
+        ),
+        (Some("j2"), Some("exit"), Some(3))
+    );
+    assert_eq!(t["what"], "sh -c 'exit 3'");
+    let keys: Vec<&str> = t.as_object().unwrap().keys().map(String::as_str).collect();
+    for k in [
+        "line",
+        "run_id",
+        "status",
+        "failure_kind",
+        "exit_code",
+        "duration_ms",
+        "attempt_dir",
+        "what",
+        "error",
+    ] {
+        assert!(keys.contains(&k), "{k} missing from {t}");
+    }
+    assert_eq!(
+        doc["summary"],
+        json!({"total": 3, "completed": 2, "failed": 1, "cancelled": 0, "skipped": 0,
+               "concurrency": 4, "duration_ms": doc["summary"]["duration_ms"], "exit_code": 1})
+    );
+    // The group is in every record of every run.
+    let generated = doc["tasks"][2]["run_id"].as_str().unwrap().to_owned();
+    for t in doc["tasks"].as_array().unwrap() {
+        let dir = PathBuf::from(t["attempt_dir"].as_str().unwrap());
+        assert_eq!(read(&dir.join("spec.json"))["group"], g.as_str());
+        let env = read(&dir.join("result.json"));
+        assert_valid_envelope(&env);
+        assert_eq!(env["group"], g.as_str());
+        assert_eq!(read(&dir.join("../../run.json"))["group"], g.as_str());
+    }
+    assert_eq!(env.result("j1")["labels"], json!({"k": "v"}));
+    // ls --group: only the group's runs.
+    let ls = env.sp(["ls", "--json", "--group", &g]);
+    assert_eq!(ls.code, 0, "{ls:?}");
+    let mut ids: Vec<String> = ls
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    let mut want = vec!["j1".to_owned(), "j2".to_owned(), generated];
+    want.sort();
+    assert_eq!(ids, want);
+    let text = env.sp(["ls", "--group", &g]).stdout;
+    assert!(text.contains("j2") && !text.contains("other"), "{text}");
+    // wait --group: every run of the group, always an array; RUN arguments add to it.
+    let w = env.sp(["wait", "--json", "--group", &g]);
+    assert_eq!(w.code, 1, "{w:?}");
+    assert_eq!(w.json().as_array().unwrap().len(), 3);
+    let w = env.sp(["wait", "--json", "--group", &g, "other", "j1"]);
+    let ids: Vec<String> = w
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 4, "j1 once, plus other: {ids:?}");
+    assert_eq!(&ids[..2], ["other", "j1"]);
+    let none = env.sp(["wait", "--group", "g-nothing"]);
+    assert_eq!(none.code, 2, "{none:?}");
+    assert!(none.stderr.contains("no runs in group"), "{none:?}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn concurrency_is_never_exceeded_by_the_tasks_own_count() {
+    let env = TestEnv::new();
+    let dir = env.root.path().join("count");
+    std::fs::create_dir_all(&dir).unwrap();
+    let counter = fixture("counts_overlap.sh");
+    let (c, d) = (counter.to_str().unwrap(), dir.to_str().unwrap());
+    let lines: Vec<String> = (0..24).map(|_| task(&[c, d, "0.3"], None)).collect();
+    let file = write_tasks(&env, &lines);
+    let r = env.sp_within(
+        LIMIT,
+        "fanout did not end",
+        ["fanout", file.to_str().unwrap(), "--concurrency", "3"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let n = |name: &str| -> u32 {
+        std::fs::read_to_string(dir.join(name))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(n("running"), 0, "every task counted itself out");
+    // Never more than 3, and 3 at some point: the limit is used, not just kept.
+    assert_eq!(n("max"), 3, "the most tasks that ran at once");
+    // The table: one row per task and the counts.
+    assert_eq!(
+        r.stdout.lines().filter(|l| l.contains("completed")).count(),
+        25
+    );
+    assert!(
+        r.stdout.contains(": 24 tasks: 24 completed in "),
+        "{}",
+        r.stdout
+    );
+    env.assert_no_leftovers();
+}
+
+/// 20 tasks for four slots: 1-8 end at once, 9-11 wait for `gate`, 12 fails at once (so it
+/// starts only once 9-11 run, and fails while they still do), 13-20 end at once.
+fn failing_in_the_middle(env: &TestEnv) -> (PathBuf, PathBuf) {
+    let gate = env.root.path().join("gate");
+    let waits = fixture("waits_for_flag.sh");
+    let (w, g) = (waits.to_str().unwrap(), gate.to_str().unwrap());
+    let lines: Vec<String> = (1..=20)
+        .map(|i| {
+            let id = format!("t{i}");
+            match i {
+                9..=11 => task(&[w, g], Some(&id)),
+                12 => task(&["sh", "-c", "exit 3"], Some(&id)),
+                _ => task(&["true"], Some(&id)),
+            }
+        })
+        .collect();
+    (write_tasks(env, &lines), gate)
+}
+
+#[test]
+fn a_failure_in_the_middle_does_not_stop_the_others_by_default() {
+    let env = TestEnv::new();
+    let (file, gate) = failing_in_the_middle(&env);
+    let fan = Fan::spawn(
+        &env,
+        &[file.to_str().unwrap(), "--json", "--concurrency", "4"],
+    );
+    wait_until("t20's result", || {
+        env.attempt_dir("t20", 1)
+            .join("result.json")
+            .exists()
+            .then_some(())
+    });
+    touch(&gate);
+    let r = fan.finish();
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    for (line, status) in statuses(&doc) {
+        let want = if line == 12 { "failed" } else { "completed" };
+        assert_eq!(status, want, "line {line}");
+    }
+    assert_eq!(doc["summary"]["completed"], 19);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn fail_fast_lets_the_running_finish_and_skips_the_rest() {
+    let env = TestEnv::new();
+    let (file, gate) = failing_in_the_middle(&env);
+    let mut fan = Fan::spawn(
+        &env,
+        &[
+            file.to_str().unwrap(),
+            "--json",
+            "--concurrency",
+            "4",
+            "--fail-fast",
+        ],
+    );
+    fan.line_with("starting no more");
+    // 9-11 still wait: they finish normally once let through.
+    for id in ["t9", "t10", "t11"] {
+        assert!(!env.attempt_dir(id, 1).join("result.json").exists(), "{id}");
+    }
+    touch(&gate);
+    let r = fan.finish();
+    assert_eq!(r.code, 1, "failed beats skipped: {r:?}");
+    let doc = r.json();
+    for (line, status) in statuses(&doc) {
+        let want = match line {
+            12 => "failed",
+            13.. => "skipped",
+            _ => "completed",
+        };
+        assert_eq!(status, want, "line {line}: {doc}");
+    }
+    for t in &doc["tasks"].as_array().unwrap()[12..] {
+        assert_eq!(t["attempt_dir"], Value::Null);
+        let id = t["run_id"].as_str().unwrap();
+        assert!(!env.run_dir(id).exists(), "skipped {id} has a run");
+    }
+    assert_eq!(doc["summary"]["skipped"], 8);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn cancel_siblings_cancels_the_running_and_skips_the_rest() {
+    let env = TestEnv::new();
+    let (file, _gate) = failing_in_the_middle(&env);
+    let r = env.sp_within(
+        LIMIT,
+        "the siblings were not cancelled",
+        [
+            "fanout",
+            file.to_str().unwrap(),
+            "--json",
+            "--concurrency",
+            "4",
+            "--cancel-siblings",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    for (line, status) in statuses(&doc) {
+        let want = match line {
+            9..=11 => "cancelled",
+            12 => "failed",
+            13.. => "skipped",
+            _ => "completed",
+        };
+        assert_eq!(status, want, "line {line}: {doc}");
+    }
+    assert_eq!(env.result("t10")["failure_kind"], "cancelled");
+    assert_eq!(
+        (
+            doc["summary"]["cancelled"].as_u64(),
+            doc["summary"]["skipped"].as_u64()
+        ),
+        (Some(3), Some(8))
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn ctrl_c_cancels_the_running_tasks_and_skips_the_queued_ones() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("never");
+    let waits = fixture("waits_for_flag.sh");
+    let lines: Vec<String> = (1..=8)
+        .map(|i| {
+            task(
+                &[waits.to_str().unwrap(), gate.to_str().unwrap()],
+                Some(&format!("c{i}")),
+            )
+        })
+        .collect();
+    let file = write_tasks(&env, &lines);
+    let mut fan = Fan::spawn(
+        &env,
+        &[file.to_str().unwrap(), "--json", "--concurrency", "3"],
+    );
+    for id in ["c1", "c2", "c3"] {
+        wait_for_text(&env.attempt_dir(id, 1).join("stdout.log"), "waiting for");
+    }
+    send_signal(fan.child.id() as i32, libc::SIGINT);
+    fan.line_with("cancelling the running tasks");
+    let r = fan.finish();
+    assert_eq!(r.code, 130, "{r:?}");
+    let doc = r.json();
+    for (line, status) in statuses(&doc) {
+        let want = if line <= 3 { "cancelled" } else { "skipped" };
+        assert_eq!(status, want, "line {line}: {doc}");
+    }
+    assert!(!env.run_dir("c4").exists());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_bad_line_is_named_and_nothing_starts() {
+    let env = TestEnv::new();
+    let lines = [
+        task(&["true"], Some("b1")),
+        "# fine".to_owned(),
+        r#"{"argv": ["true"], "timeuot": "1s"}"#.to_owned(),
+        task(&["true"], Some("b1")),
+        "{not json".to_owned(),
+        task(&["no-such-program-here"], None),
+    ];
+    let file = write_tasks(&env, &lines);
+    let r = env.sp(["fanout", file.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    for want in [
+        "line 3: unknown field `timeuot`",
+        "line 4: run id `b1` is also on line 1",
+        "line 5: ",
+        "line 6: program `no-such-program-here` was not found",
+        "nothing was started",
+    ] {
+        assert!(r.stderr.contains(want), "{want:?} in {}", r.stderr);
+    }
+    assert!(!env.run_dir("b1").exists());
+    let runs = std::fs::read_dir(env.home.join("runs")).map_or(0, |d| d.count());
+    assert_eq!(runs, 0, "a run was created");
+    assert!(!env.server_alive(), "tmux was started");
+    // A run id that exists already, and a concurrency of 0.
+    assert_eq!(env.sp(["run", "--run-id", "b1", "--", "true"]).code, 0);
+    let file = write_tasks(&env, &[task(&["true"], Some("b1"))]);
+    let r = env.sp(["fanout", file.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("line 1: run id `b1` already exists"),
+        "{r:?}"
+    );
+    let r = env.sp(["fanout", file.to_str().unwrap(), "--concurrency", "0"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_killed_fanout_loses_nothing_and_wait_group_finds_every_started_run() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let waits = fixture("waits_for_flag.sh");
+    let lines: Vec<String> = (1..=10)
+        .map(|i| {
+            task(
+                &[waits.to_str().unwrap(), gate.to_str().unwrap()],
+                Some(&format!("k{i}")),
+            )
+        })
+        .collect();
+    let file = write_tasks(&env, &lines);
+    let mut fan = Fan::spawn(&env, &[file.to_str().unwrap(), "--concurrency", "4"]);
+    let g = fan.group();
+    for id in ["k1", "k2", "k3", "k4"] {
+        wait_for_text(&env.attempt_dir(id, 1).join("stdout.log"), "waiting for");
+    }
+    fan.child.kill().unwrap(); // SIGKILL
+    let _ = fan.child.wait();
+    let workers: Vec<i32> = ["k1", "k2", "k3", "k4"]
+        .iter()
+        .map(|id| env.worker_pid(id))
+        .collect();
+    assert!(
+        workers.iter().all(|p| pid_alive(*p)),
+        "a run died with fanout"
+    );
+    let ls = env.sp(["ls", "--json", "--group", &g]).json();
+    assert_eq!(ls.as_array().unwrap().len(), 4, "{ls}");
+    let waiter = env
+        .cmd()
+        .args(["wait", "--json", "--group", &g])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    touch(&gate);
+    let w = crate::harness::wait_child_within(waiter, LIMIT, "wait --group did not end");
+    assert_eq!(w.code, 0, "{w:?}");
+    let ids: Vec<String> = w
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            assert_eq!(e["status"], "completed");
+            e["run_id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    assert_eq!(ids, ["k1", "k2", "k3", "k4"]);
+    assert!(
+        !env.run_dir("k5").exists(),
+        "a queued task started after the kill"
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn on_a_terminal_a_progress_line_then_a_table() {
+    // script(1) gives fanout a terminal on stderr.
+    require_tool("script", &["--version"], "bsdutils");
+    let env = TestEnv::new();
+    let lines = [
+        task(&["sleep", "1.3"], Some("p1")),
+        task(&["sh", "-c", "exit 4"], Some("p2")),
+    ];
+    let file = write_tasks(&env, &lines);
+    let cmd = format!("{BIN} fanout {}", file.display());
+    let r: Ran = env
+        .cmd_raw(Path::new("script"))
+        .args(["-qec", &cmd, "/dev/null"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 1, "{r:?}");
+    let out = r.stdout.replace('\r', "");
+    // Redrawn in place on each event, and on the clock once a second.
+    assert!(
+        out.contains("\x1b[2K1 running, 1/2 done, 1 failed"),
+        "{out:?}"
+    );
+    // No event comes between 1 s and 1.3 s: only the clock draws this.
+    assert!(
+        out.contains("\x1b[2K1 running, 1/2 done, 1 failed, 0 queued  0:01"),
+        "the clock ticked: {out:?}"
+    );
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("    2  p2") && l.contains("failed")),
+        "{out:?}"
+    );
+    assert!(
+        out.contains(": 2 tasks: 1 completed, 1 failed in "),
+        "{out:?}"
+    );
+    env.assert_no_leftovers();
+}
