@@ -65,10 +65,7 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
         if let Some(wt) = &spec.worktree {
             worktree::discard(wt);
         }
-        match e {
-            CreateError::Exists(_) | CreateError::NoRun(_) => Error::invalid(e.to_string()),
-            CreateError::Store(s) => Error::invalid(format!("nothing was started: {s}")),
-        }
+        not_created(e)
     })?;
     let mut warnings = Vec::new();
     if spec.sandbox.enabled {
@@ -171,5 +168,13 @@ pub(super) fn start_pane(
                 &why,
             )?))
         }
+    }
+}
+
+/// Why an attempt's records could not be made, as the caller is told (nothing started).
+pub(super) fn not_created(e: CreateError) -> Error {
+    match e {
+        CreateError::Exists(_) | CreateError::NoRun(_) => Error::invalid(e.to_string()),
+        CreateError::Store(s) => Error::invalid(format!("nothing was started: {s}")),
     }
 }

@@ -37,7 +37,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::plan::{check_exec_size, environment, escape_sockets, text_or_file};
+use super::plan::{check_exec_size, environment, escape_sockets, set_by_sandbox, text_or_file};
 use super::{Error, Found, Plan, RunRequest, System, attempt_status, find_run};
 use crate::adapter::{ArgvContext, adapter_for};
 use crate::envelope::Envelope;
@@ -49,19 +49,6 @@ use crate::tmux;
 
 /// The task of `retry --resume` without `--task`.
 pub const DEFAULT_FOLLOW_UP: &str = "Continue where you stopped.";
-
-/// Variables that subpane itself sets for a sandboxed program (see
-/// [`super::plan::environment`]); recomputed for every attempt.
-const SANDBOX_OWN_VARS: [&str; 8] = [
-    "TMPDIR",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-    "NODE_USE_ENV_PROXY",
-];
 
 /// What `retry` was asked besides the run: the flags of `subpane retry`, or an MCP call's
 /// arguments.
@@ -369,7 +356,7 @@ fn env_request(
     let mut env = BTreeMap::new();
     let mut missing = Vec::new();
     for name in &prev.env.set {
-        if sandboxed && SANDBOX_OWN_VARS.contains(&name.as_str()) {
+        if sandboxed && set_by_sandbox(name) {
             continue;
         }
         if let Some(v) = opts.env.get(name) {

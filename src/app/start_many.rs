@@ -29,11 +29,11 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::{Mutex, mpsc};
 
-use super::launch::{ensure_tmux_conf, prepare_sandbox, start_pane};
+use super::launch::{ensure_tmux_conf, not_created, prepare_sandbox, start_pane};
 use super::{Error, Plan, Started, start, tmux_for};
 use crate::envelope::LaunchRecord;
 use crate::spec::{AttemptSpec, now_rfc3339};
-use crate::store::{self, AttemptPaths, CreateError, Home};
+use crate::store::{self, AttemptPaths, Home};
 use crate::tmux::{self, Pane, SessionReq};
 
 /// Threads that create attempt files: fsync waits on the disk, not the CPU, and the journal
@@ -224,10 +224,7 @@ fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
         prompt,
     } = plan;
     let paths =
-        store::create_run(home, &record, &spec, &env, prompt.as_deref()).map_err(|e| match e {
-            CreateError::Exists(_) | CreateError::NoRun(_) => Error::invalid(e.to_string()),
-            CreateError::Store(s) => Error::invalid(format!("nothing was started: {s}")),
-        })?;
+        store::create_run(home, &record, &spec, &env, prompt.as_deref()).map_err(not_created)?;
     let mut warnings = Vec::new();
     if spec.sandbox.enabled {
         prepare_sandbox(&spec, &mut warnings);

@@ -27,22 +27,15 @@ pub fn block() {
 
 /// Starts the thread that turns interrupts into cancels of this attempt. Call [`block`] first.
 pub fn cancel_on_interrupt(run_id: String, paths: AttemptPaths, grace_ms: u64) {
-    let _ = std::thread::Builder::new()
-        .name("interrupts".into())
-        .spawn(move || {
-            let set = interrupts();
-            let mut seen = 0u32;
-            while set.wait().is_ok() {
-                seen += 1;
-                let grace = if seen == 1 {
-                    eprintln!("subpane: cancelling {run_id} (Ctrl-C again to kill at once)");
-                    grace_ms
-                } else {
-                    0
-                };
-                let _ = request_cancel(&paths, grace);
-            }
-        });
+    on_interrupt(move |seen| {
+        let grace = if seen == 1 {
+            eprintln!("subpane: cancelling {run_id} (Ctrl-C again to kill at once)");
+            grace_ms
+        } else {
+            0
+        };
+        let _ = request_cancel(&paths, grace);
+    });
 }
 
 /// Starts the thread that calls `on_signal(n)` for the n-th interrupt (1, 2, …): the policy

@@ -9,6 +9,22 @@ pub(in crate::app) fn valid_env_name(k: &str) -> bool {
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
 }
 
+/// The variables that point a sandboxed program at the egress proxy.
+const PROXY_VARS: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
+/// Whether subpane itself sets `name` for a sandboxed program (recomputed for every attempt,
+/// never taken from a caller).
+pub(in crate::app) fn set_by_sandbox(name: &str) -> bool {
+    name == "TMPDIR" || name == "NODE_USE_ENV_PROXY" || PROXY_VARS.contains(&name)
+}
+
 /// The proxy as the sandboxed program reaches it (the relay in its network namespace).
 pub(in crate::app) fn proxy_url() -> String {
     format!("http://127.0.0.1:{}", crate::sandbox::PROXY_PORT)
@@ -64,14 +80,7 @@ pub(in crate::app) fn environment(
         put(&mut env, "TMPDIR", "/tmp");
         if matches!(network, Network::Allow(_)) {
             let url = proxy_url();
-            for k in [
-                "HTTP_PROXY",
-                "HTTPS_PROXY",
-                "ALL_PROXY",
-                "http_proxy",
-                "https_proxy",
-                "all_proxy",
-            ] {
+            for k in PROXY_VARS {
                 put(&mut env, k, &url);
             }
             // Node honours the variables only when asked to.

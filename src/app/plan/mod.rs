@@ -48,7 +48,7 @@ mod system;
 #[cfg(test)]
 pub(super) mod tests;
 
-pub(in crate::app) use env::environment;
+pub(in crate::app) use env::{environment, set_by_sandbox};
 pub(in crate::app) use policy::escape_sockets;
 pub(in crate::app) use program::{check_exec_size, text_or_file};
 pub use system::{RealSystem, System};
