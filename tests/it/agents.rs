@@ -395,10 +395,7 @@ fn sandboxed_tool_write(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
     let target = env.work.join("made_by_agent.txt");
-    let outside = tempfile::Builder::new()
-        .prefix("agent-outside-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap();
+    let outside = crate::harness::outside_the_sandbox("agent-outside-");
     let task = format!(
         "SCENARIO:tool_write_outside OUTSIDE:{} Write the file.",
         outside.path().display()

@@ -480,3 +480,13 @@ pub fn start_waiting(env: &TestEnv, id: &str, code: i32) -> PathBuf {
 pub fn touch(p: &Path) {
     std::fs::write(p, "").unwrap();
 }
+
+/// A new directory that a sandboxed program can see but must not write: outside `/tmp` (which
+/// the sandbox makes private) and outside the checkout (which may itself sit under `/tmp`).
+/// Removed on drop.
+pub fn outside_the_sandbox(prefix: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/var/tmp")
+        .expect("these tests need a writable /var/tmp (a directory outside /tmp)")
+}

@@ -13,10 +13,7 @@ use crate::harness::{Ran, TestEnv, assert_valid_envelope, require_tool};
 /// A directory the sandboxed program can see (it is not under /tmp, which the sandbox makes
 /// private) but must not write.
 fn visible_outside() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("sandbox-outside-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-        .unwrap()
+    crate::harness::outside_the_sandbox("sandbox-outside-")
 }
 
 fn sandboxed(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> (Ran, Value) {

@@ -219,6 +219,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
             tmux_socket: &socket,
             agent_dirs,
             escape_sockets: &escape_sockets(&caller_var),
+            program: argv.first().map(Path::new),
         },
         network,
     )?;

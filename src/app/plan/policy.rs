@@ -72,6 +72,13 @@ pub(in crate::app) fn sandbox_policy(
             }
         }
     }
+    // A program installed under /tmp would vanish behind the sandbox's private /tmp: its tree
+    // is carried in, read-only (unless a writable tree has it anyway).
+    if let Some(tree) = ctx.program.and_then(|p| program_tree(sys, p)) {
+        if !writable.iter().any(|w| tree.starts_with(w)) && !read_only.contains(&tree) {
+            read_only.push(tree);
+        }
+    }
     writable.dedup();
     Ok(SandboxSpec {
         enabled: true,
@@ -93,6 +100,27 @@ pub(in crate::app) struct PolicyContext<'a> {
     pub(in crate::app) agent_dirs: Vec<PathBuf>,
     /// Sockets to hide when they exist (see [`escape_sockets`]).
     pub(in crate::app) escape_sockets: &'a [PathBuf],
+    /// The program that runs (`argv[0]`, resolved).
+    pub(in crate::app) program: Option<&'a Path>,
+}
+
+/// The tree a program under `/tmp` needs to run: its directory, or for a program inside a
+/// `node_modules` tree (an npm-installed CLI, whose dependencies sit beside it) the directory
+/// holding the outermost `node_modules`. `None` for a program outside `/tmp`.
+pub(in crate::app) fn program_tree(sys: &dyn System, program: &Path) -> Option<PathBuf> {
+    let real = sys.canonicalize(program).ok()?;
+    if !real.starts_with("/tmp") {
+        return None;
+    }
+    let outermost = real
+        .ancestors()
+        .filter(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+        .last();
+    match outermost {
+        Some(nm) => nm.parent().map(Path::to_path_buf),
+        None => real.parent().map(Path::to_path_buf),
+    }
+    .filter(|t| t != Path::new("/tmp"))
 }
 
 /// Well-known sockets that act for whoever connects, and the caller's own ones.

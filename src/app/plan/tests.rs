@@ -544,3 +544,32 @@ fn a_run_started_inside_an_attempt_records_its_lineage_and_respects_the_depth_li
     req.max_depth = None;
     assert!(refused(&req, &sys).contains("would be 3 deep"));
 }
+
+#[test]
+fn a_program_installed_under_tmp_is_carried_into_the_sandbox_read_only() {
+    let mut sys = Fake::new();
+    let cli = PathBuf::from("/tmp/ck/tools/node_modules/@x/cli/node_modules/dep/bin.js");
+    sys.files.insert(cli.clone(), String::new());
+    sys.on_path.insert("cli".into(), cli);
+    let p = plan(&sandboxed(&["cli"]), &home(), &sys).unwrap();
+    // The outermost node_modules' directory: the CLI's dependencies sit beside it.
+    assert_eq!(p.spec.sandbox.read_only, [PathBuf::from("/tmp/ck/tools")]);
+    // A plain program: its directory. Outside /tmp, or inside a writable tree: nothing.
+    let tool = PathBuf::from("/tmp/ck/bin/tool");
+    sys.files.insert(tool.clone(), String::new());
+    sys.on_path.insert("tool".into(), tool);
+    let p = plan(&sandboxed(&["tool"]), &home(), &sys).unwrap();
+    assert_eq!(p.spec.sandbox.read_only, [PathBuf::from("/tmp/ck/bin")]);
+    let p = plan(&sandboxed(&["make"]), &home(), &sys).unwrap();
+    assert!(p.spec.sandbox.read_only.is_empty());
+    let mine = PathBuf::from("/tmp/ws/build.sh");
+    sys.dirs.push("/tmp/ws".into());
+    sys.files.insert(mine.clone(), String::new());
+    sys.programs.insert("/tmp/ws/./build.sh".into(), true);
+    let req = RunRequest {
+        cwd: Some("/tmp/ws".into()),
+        ..sandboxed(&["./build.sh"])
+    };
+    let p = plan(&req, &home(), &sys).unwrap();
+    assert!(p.spec.sandbox.read_only.is_empty(), "{:?}", p.spec.sandbox);
+}

@@ -74,10 +74,7 @@ impl Sbx {
         let ws = env.work.clone();
         let attempt = env.root.path().join("attempt");
         std::fs::create_dir_all(&attempt).unwrap();
-        let outside = tempfile::Builder::new()
-            .prefix("sbx-out-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
-            .unwrap();
+        let outside = crate::harness::outside_the_sandbox("sbx-out-");
         Sbx {
             env,
             ws,
