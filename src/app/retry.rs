@@ -124,12 +124,34 @@ pub fn plan_retry(
         )));
     }
     let outcome = previous_envelope(found, sys)?;
-    if prev.worktree.is_some() {
-        return Err(Error::invalid(format!(
-            "run `{run_id}` ran in a git worktree; retrying a --worktree run is not supported yet: start a new run"
-        )));
-    }
-    if !sys.is_dir(&prev.cwd) {
+    // A --worktree run gets a worktree of its own for the new attempt, made from the
+    // repository's HEAD of this moment; attempt n's (kept or removed) is left as it is.
+    let worktree = match &prev.worktree {
+        Some(wt) => Some(super::worktree::for_attempt(home, wt, run_id, n + 1)?),
+        None => None,
+    };
+    let rebase = |p: &Path| -> PathBuf {
+        match (&prev.worktree, &worktree) {
+            (Some(old), Some(new)) => match p.strip_prefix(&old.path) {
+                Ok(rest) if rest.as_os_str().is_empty() => new.path.clone(),
+                Ok(rest) => new.path.join(rest),
+                Err(_) => p.to_path_buf(),
+            },
+            _ => p.to_path_buf(),
+        }
+    };
+    let cwd = match &worktree {
+        Some(wt) => super::worktree::program_dir(wt),
+        None => prev.cwd.clone(),
+    };
+    if let Some(wt) = &prev.worktree {
+        if !sys.is_dir(&wt.repo) {
+            return Err(Error::invalid(format!(
+                "run `{run_id}` ran in a worktree of {}, which is no longer a directory",
+                wt.repo.display()
+            )));
+        }
+    } else if !sys.is_dir(&prev.cwd) {
         return Err(Error::invalid(format!(
             "run `{run_id}` ran in {}, which is no longer a directory",
             prev.cwd.display()
@@ -170,13 +192,26 @@ pub fn plan_retry(
 
     let attempt = n + 1;
     let paths = home.attempt(run_id, attempt);
-    let program = prev.argv.first().ok_or_else(|| {
+    let prev_argv: Vec<String> = prev
+        .argv
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match i {
+            0 => rebase(Path::new(a)).display().to_string(),
+            _ => a.clone(),
+        })
+        .collect();
+    let program = prev_argv.first().ok_or_else(|| {
         Error::failed(format!(
             "{} has an empty argv",
             found.paths.spec().display()
         ))
     })?;
-    if sys.executable(Path::new(program)) != Some(true) {
+    // A program inside a worktree is checked out again with the new one.
+    let in_new_worktree = worktree
+        .as_ref()
+        .is_some_and(|wt| Path::new(program).starts_with(&wt.path));
+    if !in_new_worktree && sys.executable(Path::new(program)) != Some(true) {
         let hint = adapter_for(prev.agent)
             .binary()
             .map(|_| format!("; {}", adapter_for(prev.agent).install_hint()))
@@ -196,7 +231,7 @@ pub fn plan_retry(
             let launch = adapter_for(prev.agent).launch(program, t, &ctx);
             (launch.argv, launch.stdin)
         }
-        None => (prev.argv.clone(), Stdin::Null),
+        None => (prev_argv.clone(), Stdin::Null),
     };
     check_exec_size(&argv, &env, sys.arg_max())?;
 
@@ -217,6 +252,7 @@ pub fn plan_retry(
             &Moved {
                 attempt_dir: (found.paths.dir(), paths.dir()),
                 tmux_socket: (&prev.tmux.socket, &socket),
+                worktree: &rebase,
             },
             state_dir,
             &escape_sockets(&caller_var),
@@ -224,6 +260,15 @@ pub fn plan_retry(
     } else {
         SandboxSpec::default()
     };
+    let mut sandbox = sandbox;
+    if let Some(old) = prev
+        .worktree
+        .as_ref()
+        .filter(|w| !w.git_dir.as_os_str().is_empty())
+    {
+        // Attempt n's own git files go with its worktree; `start` protects the new one's.
+        sandbox.read_only.retain(|p| !p.starts_with(&old.git_dir));
+    }
 
     let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
     let spec = AttemptSpec {
@@ -240,7 +285,8 @@ pub fn plan_retry(
         sandbox,
         created_at: created_at.clone(),
         resumed_from,
-        worktree: None,
+        cwd,
+        worktree,
         ..prev.clone()
     };
     // `start` adds the attempt to the run.json on disk; this copy says the same.
@@ -400,6 +446,8 @@ fn env_request(
 struct Moved<'a> {
     attempt_dir: (&'a Path, &'a Path),
     tmux_socket: (&'a Path, &'a Path),
+    /// Paths in attempt n's worktree, moved to attempt n+1's (the identity without one).
+    worktree: &'a dyn Fn(&Path) -> PathBuf,
 }
 
 /// The sandbox policy of the next attempt: attempt *n*'s, with its own attempt directory
@@ -422,7 +470,7 @@ fn next_policy(
     let mut writable: Vec<PathBuf> = prev
         .writable
         .iter()
-        .map(|p| swap(p, moved.attempt_dir))
+        .map(|p| (moved.worktree)(&swap(p, moved.attempt_dir)))
         .collect();
     if !writable.iter().any(|p| p == moved.attempt_dir.1) {
         writable.push(moved.attempt_dir.1.to_path_buf());
@@ -447,8 +495,10 @@ fn next_policy(
             }
         }
     }
+    let read_only = prev.read_only.iter().map(|p| (moved.worktree)(p)).collect();
     SandboxSpec {
         writable,
+        read_only,
         hidden,
         ..prev.clone()
     }

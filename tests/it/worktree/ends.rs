@@ -337,3 +337,53 @@ fn parallel_writers_of_one_file_each_get_their_own_worktree() {
     assert_eq!(state(&repo), before);
     env.assert_no_leftovers();
 }
+
+/// A retried --worktree run gets a worktree of its own from the repository's HEAD; attempt
+/// 1's kept worktree is left as it is. Sandboxed too, where the policy follows the new one.
+#[test]
+fn a_retry_gets_its_own_worktree_and_leaves_the_kept_one() {
+    for sandboxed in [false, true] {
+        let env = TestEnv::new();
+        let repo = make_repo(&env);
+        let before = state(&repo);
+        let flag = env.root.path().join("second-time");
+        let script = format!(
+            "echo try >> a.txt; if [ -e {} ]; then exit 0; else exit 3; fi",
+            flag.display()
+        );
+        let mut args = vec!["run", "--json", "--worktree", "--run-id", "wt-again"];
+        let root = env.root.path().display().to_string();
+        if sandboxed {
+            // The flag lives outside the workspace: visible to the program.
+            args.extend(["--sandbox", "--writable", &root]);
+        }
+        args.extend(["--cwd", repo.to_str().unwrap(), "--", "bash", "-c", &script]);
+        let (r, v) = run_json(&env, &args);
+        assert_eq!(r.code, 1, "{r:?}");
+        assert_eq!(v["worktree"]["kept"], true, "{v}");
+        std::fs::write(&flag, "").unwrap();
+        let (r, v2) = run_json(&env, &["retry", "--json", "wt-again"]);
+        assert_eq!(r.code, 0, "sandboxed={sandboxed}: {r:?}");
+        assert_eq!(v2["attempt"], 2);
+        let second = env.home.join("worktrees/wt-again-2");
+        assert_eq!(v2["worktree"]["path"], second.display().to_string());
+        assert_eq!(v2["worktree"]["kept"], false, "{v2}");
+        assert_eq!(v2["cwd"], second.display().to_string());
+        // Attempt 2 started from HEAD, not from attempt 1's leftovers: one "try" line.
+        let patch =
+            std::fs::read_to_string(env.attempt_dir("wt-again", 2).join("worktree.diff.patch"))
+                .unwrap();
+        assert_eq!(patch.matches("+try").count(), 1, "{patch}");
+        // Attempt 1's worktree is still there, as it was left.
+        let first = env.home.join("worktrees/wt-again-1");
+        assert_eq!(
+            std::fs::read_to_string(first.join("a.txt")).unwrap(),
+            "one\ntry\n"
+        );
+        assert_eq!(state(&repo), before);
+        let gc = env.sp(["gc", "--older-than", "0s"]);
+        assert_eq!(gc.code, 0, "{gc:?}");
+        assert!(!first.exists());
+        env.assert_no_leftovers();
+    }
+}
