@@ -15,6 +15,8 @@
 //! What is made anew: the attempt number, its tmux session, its time, the environment's
 //! values (records hold names only), the agent's argv (its prompt file and attempt directory
 //! changed), and the parts of the sandbox policy that belong to the attempt or the machine.
+//! A `--worktree` run's attempt *n+1* gets its own worktree from the repository's HEAD of the
+//! moment; the cwd, a program inside the worktree and the sandbox's paths follow it.
 //!
 //! The follow-up task: `--task` when given; else, with `--resume`, [`DEFAULT_FOLLOW_UP`];
 //! else the task of attempt *n* again.
