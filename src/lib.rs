@@ -35,6 +35,7 @@ pub mod cli;
 pub mod envelope;
 pub mod exit_code;
 pub mod git;
+pub mod mcp;
 pub mod procs;
 pub mod sandbox;
 pub mod spec;

@@ -27,7 +27,7 @@ mod events;
 mod tasks;
 
 pub use events::{Event, Interrupter, Progress, StopReason};
-pub use tasks::{Task, new_group_id, plan_tasks};
+pub use tasks::{Task, new_group_id, plan_tasks, plan_values};
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;

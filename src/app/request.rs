@@ -23,48 +23,64 @@ use crate::spec::AgentKind;
 ///
 /// `env` values are secrets as far as subpane knows: `Debug` shows their names only, and
 /// records keep names only.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// The field documentation below is also the JSON Schema of the MCP `run` tool (through
+/// `schemars`), so it is written for whoever fills the fields in, a model included.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunRequest {
-    /// `pi`, `claude` or `codex` (with `task`); `command` or absent for `argv`.
+    /// The agent CLI to run with `task`: "pi", "claude" or "codex". Leave it out (or
+    /// "command") to run `argv` instead.
     pub agent: Option<AgentKind>,
-    /// The agent's task: text, or `@FILE`.
+    /// The agent's task: text, or "@FILE" to read it from a file.
     pub task: Option<String>,
-    /// A program and its arguments (the `command` adapter).
+    /// A program and its arguments, e.g. ["make", "test"] (not a shell line: use
+    /// ["sh", "-c", "..."] for one). Give either this or `agent` with `task`.
     pub argv: Vec<String>,
-    /// The run id; generated when absent.
+    /// The run id (letters, digits, `.`, `_`, `-`); generated when absent. Must be new.
     pub run_id: Option<String>,
-    /// Where the program runs; the caller's current directory when absent.
+    /// The directory the program runs in; the server's current directory when absent.
     pub cwd: Option<PathBuf>,
+    /// The agent's model, as the agent CLI names it.
     pub model: Option<String>,
-    /// The agent's system prompt: text, or `@FILE`.
+    /// The agent's system prompt: text, or "@FILE".
     pub system_prompt: Option<String>,
+    /// Tools the agent may use (claude: pre-approved with --allowedTools).
     pub tools: Vec<String>,
+    /// The agent's thinking level.
     pub thinking: Option<String>,
-    /// An agent session to continue.
+    /// An agent session to continue (an earlier envelope's output.session_id).
     pub resume: Option<String>,
+    /// Labels recorded in run.json and the envelope, e.g. {"team": "core"}.
     pub labels: BTreeMap<String, String>,
+    /// An id of the caller's, recorded as is.
     pub correlation_id: Option<String>,
+    /// Stop the attempt after this long, with a unit: "30s", "10m", "2h".
     pub timeout: Option<String>,
+    /// Stop the attempt after this long without output, e.g. "5m".
     pub idle_timeout: Option<String>,
-    /// Default `5s`.
+    /// How long an agent may stay alive after its final event (default "5s").
     pub linger: Option<String>,
-    /// Default `3s`.
+    /// Time between SIGTERM and SIGKILL when stopping (default "3s").
     pub grace: Option<String>,
-    /// Variables set for the program (values are never recorded).
+    /// Variables set for the program; records keep their names only, never the values.
     pub env: BTreeMap<String, String>,
+    /// Keep the tmux session after the attempt ends, to read its pane.
     pub keep_session: bool,
-    /// Run the program in the kernel sandbox.
+    /// Run the program in the kernel sandbox: it writes only its workspace (`cwd`), its
+    /// attempt directory, a private /tmp and `writable` paths; no network unless `network`
+    /// says so.
     pub sandbox: bool,
-    /// `none` (the default when sandboxed), `full`, or `allow:HOST,…`.
+    /// Network of a sandboxed program: "none" (the default), "full", or
+    /// "allow:HOST,..." (host names, IP literals or *.example.com).
     pub network: Option<String>,
-    /// More trees the sandboxed program may write.
+    /// More files or trees the sandboxed program may write.
     pub writable: Vec<PathBuf>,
     /// Paths the sandboxed program cannot see.
     pub hide: Vec<PathBuf>,
-    /// Variables passed on from the caller's environment into the sandbox.
+    /// Names of variables passed on from the caller's environment into the sandbox.
     pub env_pass: Vec<String>,
-    /// Run in a new git worktree of the `cwd` repository.
+    /// Run in a new git worktree of the `cwd` repository (its diff is stored at the end).
     pub worktree: bool,
     /// How deep runs started by this run's program (and theirs) may nest; it can only lower
     /// the limit inherited from an enclosing attempt (default 3).

@@ -12,6 +12,7 @@ mod gc;
 mod interrupt;
 mod logs;
 mod ls;
+mod mcp;
 mod output;
 mod retry;
 mod run;
@@ -66,6 +67,9 @@ pub enum Command {
     Ls(ls::LsArgs),
     /// Remove finished sessions and old run directories
     Gc(gc::GcArgs),
+    /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
+    /// logs, cancel, list, fanout)
+    Mcp(mcp::McpArgs),
     /// The worker that runs inside the pane (internal)
     #[command(name = "__worker", hide = true)]
     Worker {
@@ -122,6 +126,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Attach(a) => attach::attach(&home, a),
         Command::Ls(a) => ls::ls(&home, a),
         Command::Gc(a) => gc::gc(&home, a),
+        Command::Mcp(a) => mcp::mcp(&home, a),
         Command::Worker { .. } | Command::Sandbox { .. } => unreachable!("handled above"),
     }
 }

@@ -11,6 +11,7 @@ mod fanout;
 mod faults;
 mod filter;
 mod lifecycle;
+mod mcp;
 mod pane;
 mod proxy;
 mod relay;

@@ -69,13 +69,44 @@ pub fn plan_tasks(
             Err(e) => errors.push(format!("line {line}: {}", json_message(&e))),
         }
     }
+    plan_numbered(requests, errors, home, sys, group, "line")
+}
+
+/// Like [`plan_tasks`], for requests given as JSON values (an MCP `fanout` call's `tasks`):
+/// errors name them `task N` (1-based), and [`Task::line`] is N.
+pub fn plan_values(
+    values: Vec<serde_json::Value>,
+    home: &Home,
+    sys: &dyn System,
+    group: &str,
+) -> Result<Vec<Task>, Error> {
+    let mut errors: Vec<String> = Vec::new();
+    let mut requests: Vec<(usize, RunRequest)> = Vec::new();
+    for (i, v) in values.into_iter().enumerate() {
+        match serde_json::from_value::<RunRequest>(v) {
+            Ok(r) => requests.push((i + 1, r)),
+            Err(e) => errors.push(format!("task {}: {}", i + 1, value_message(&e))),
+        }
+    }
+    plan_numbered(requests, errors, home, sys, group, "task")
+}
+
+/// Plans numbered requests (`unit` N names each in errors), all or none.
+fn plan_numbered(
+    requests: Vec<(usize, RunRequest)>,
+    mut errors: Vec<String>,
+    home: &Home,
+    sys: &dyn System,
+    group: &str,
+    unit: &str,
+) -> Result<Vec<Task>, Error> {
     // Explicit ids first, so a generated one never takes an id a later line asks for.
     let mut taken: HashMap<String, usize> = HashMap::new();
     for (line, r) in &requests {
         let Some(id) = &r.run_id else { continue };
         if let Some(first) = taken.get(id) {
             errors.push(format!(
-                "line {line}: run id `{id}` is also on line {first}; each task needs its own"
+                "{unit} {line}: run id `{id}` is also on {unit} {first}; each task needs its own"
             ));
         } else {
             taken.insert(id.clone(), *line);
@@ -93,13 +124,13 @@ pub fn plan_tasks(
                     plan: p,
                 });
             }
-            Err(e) => errors.push(format!("line {line}: {e}")),
+            Err(e) => errors.push(format!("{unit} {line}: {e}")),
         }
     }
     if errors.is_empty() {
         return Ok(tasks);
     }
-    errors.sort_by_key(|e| line_of(e));
+    errors.sort_by_key(|e| number_of(e, unit));
     let more = errors.len().saturating_sub(MAX_REPORTED);
     errors.truncate(MAX_REPORTED);
     if more > 0 {
@@ -151,9 +182,17 @@ fn json_message(e: &serde_json::Error) -> String {
     }
 }
 
-/// The N of "line N: …", for sorting.
-fn line_of(e: &str) -> usize {
-    e.strip_prefix("line ")
+/// serde_json's message for a JSON value (no position to give).
+fn value_message(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    s.rfind(" at line ")
+        .map_or(s.clone(), |i| s[..i].to_owned())
+}
+
+/// The N of "line N: …" (or "task N: …"), for sorting.
+fn number_of(e: &str, unit: &str) -> usize {
+    e.strip_prefix(unit)
+        .and_then(|r| r.strip_prefix(' '))
         .and_then(|r| r.split(':').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(usize::MAX)
@@ -186,6 +225,28 @@ mod tests {
     }
 
     #[test]
+    fn json_values_are_numbered_as_tasks() {
+        let (_d, h) = home();
+        let ok = vec![
+            serde_json::json!({"argv": ["true"], "run_id": "a"}),
+            serde_json::json!({"argv": ["true"]}),
+        ];
+        let tasks = plan_values(ok, &h, &RealSystem, "g").unwrap();
+        assert_eq!((tasks[0].line, tasks[1].line), (1, 2));
+        let bad = vec![
+            serde_json::json!({"argv": ["true"], "run_id": "a"}),
+            serde_json::json!({"argv": ["true"], "run_id": "a"}),
+            serde_json::json!({"argv": "true"}),
+        ];
+        let m = plan_values(bad, &h, &RealSystem, "g")
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("task 2: run id `a` is also on task 1"), "{m}");
+        assert!(m.contains("task 3: invalid type"), "{m}");
+        assert!(m.ends_with("nothing was started"), "{m}");
+    }
+
+    #[test]
     fn bad_lines_are_named_and_nothing_is_planned() {
         let (_d, h) = home();
         let text = "{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"], \"timeuot\": \"1s\"}\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\nnot json\n{\"argv\": [\"true\"], \"timeout\": \"5\"}\n";
@@ -197,7 +258,7 @@ mod tests {
         assert!(m.contains("line 4: "), "{m}");
         assert!(m.contains("line 5: "), "{m}");
         assert!(!m.contains("at line 1 column"), "{m}");
-        let lines: Vec<usize> = m.lines().map(line_of).collect();
+        let lines: Vec<usize> = m.lines().map(|l| number_of(l, "line")).collect();
         assert!(lines.windows(2).all(|w| w[0] <= w[1]), "{m}");
     }
 

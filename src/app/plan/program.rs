@@ -62,7 +62,7 @@ pub(in crate::app) fn program(
             "give either --agent with --task, or a program after `--`, not both",
         )),
         (None, true) => Err(Error::invalid(
-            "nothing to run: give a program after `--` (e.g. `subpane run -- make test`) or --agent with --task",
+            "nothing to run: give a program after `--` (e.g. `subpane run -- make test`; `argv` in a request) or --agent with --task (`agent` and `task`)",
         )),
         (None, false) => {
             if req.task.is_some() {

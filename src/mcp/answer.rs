@@ -1,0 +1,303 @@
+//! What a tool call returns: bounded structured content and the short text a model reads
+//! first. Pure functions over the contract documents, so every bound has a unit test.
+//!
+//! Common pitfalls:
+//! * Bounds are in bytes of UTF-8 and cut on a character boundary; a cut says so, with the
+//!   size and the file that has all of it.
+//! * Agent and program output can hold anything (escape sequences, other control
+//!   characters): it reaches the text through [`crate::term::sanitize_lines`].
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::envelope::{Envelope, FanoutReport, RunRow, StatusDoc};
+
+/// The most bytes of an agent's final text (or a program's output) in one answer.
+pub const MAX_TEXT: usize = 8 * 1024;
+/// The most bytes of one argument of `argv` kept in an answer (an agent's task travels there).
+const MAX_ARG: usize = 512;
+/// The most bytes of a structured document; a larger envelope becomes a summary.
+pub const MAX_DOC: usize = 48 * 1024;
+/// The most runs one `list` or `fanout` answer names in its text.
+const MAX_TEXT_ROWS: usize = 30;
+
+/// `s` cut to at most `max` bytes on a character boundary; whether it was cut.
+pub fn cut(s: &str, max: usize) -> (&str, bool) {
+    if s.len() <= max {
+        return (s, false);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&s[..end], true)
+}
+
+/// `s` bounded to `max` bytes, with a note naming `whole` (the file with all of it) when cut.
+pub fn bounded(s: &str, max: usize, whole: &Path) -> String {
+    match cut(s, max) {
+        (all, false) => all.to_owned(),
+        (head, true) => format!(
+            "{head}… [cut at {max} of {} bytes; all of it is in {}]",
+            s.len(),
+            whole.display()
+        ),
+    }
+}
+
+/// The envelope as structured content: the final text and every `argv` entry bounded, and
+/// the whole replaced by a summary (with the path of `result.json`) if it is still too large.
+pub fn envelope_doc(env: &Envelope, attempt_dir: &Path) -> Value {
+    let mut e = env.clone();
+    if let Some(t) = &e.output.final_text {
+        e.output.final_text = Some(bounded(t, MAX_TEXT, &attempt_dir.join("output.txt")));
+    }
+    for a in &mut e.argv {
+        if a.len() > MAX_ARG {
+            *a = bounded(a, MAX_ARG, &attempt_dir.join("spec.json"));
+        }
+    }
+    let v = serde_json::to_value(&e).unwrap_or(Value::Null);
+    if serde_json::to_string(&v).map_or(0, |s| s.len()) <= MAX_DOC {
+        return v;
+    }
+    json!({
+        "schema": e.schema,
+        "run_id": e.run_id,
+        "attempt": e.attempt,
+        "agent": e.agent,
+        "status": e.status,
+        "failure_kind": e.failure_kind,
+        "exit_code": e.exit_code,
+        "duration_ms": e.duration_ms,
+        "final_text": e.output.final_text,
+        "errors": e.output.errors.iter().take(3).collect::<Vec<_>>(),
+        "truncated": true,
+        "result_path": attempt_dir.join("result.json"),
+    })
+}
+
+/// One line of how an attempt ended: `run R (attempt 1) completed: exit 0 after 1.2s`.
+pub fn ended_line(env: &Envelope) -> String {
+    let how = match (env.exit_code, &env.signal) {
+        (Some(c), _) => format!("exit {c}"),
+        (None, Some(sig)) => format!("killed by {sig}"),
+        _ => "no exit status".into(),
+    };
+    let kind = env
+        .failure_kind
+        .map(|k| format!(" ({})", k.as_str()))
+        .unwrap_or_default();
+    let after = env
+        .duration_ms
+        .map(|d| format!(" after {:.3}s", d as f64 / 1000.0))
+        .unwrap_or_default();
+    format!(
+        "run {} (attempt {}) {}{kind}: {how}{after}",
+        env.run_id,
+        env.attempt,
+        env.status.as_str()
+    )
+}
+
+/// The text of a finished attempt: how it ended, its errors, the agent's final text (or the
+/// tail of a program's output, given as `output_tail`), and where its files are.
+pub fn envelope_text(env: &Envelope, attempt_dir: &Path, output_tail: Option<&str>) -> String {
+    let mut s = ended_line(env);
+    s.push('\n');
+    for e in env.output.errors.iter().take(3) {
+        s.push_str(&format!(
+            "error: {}\n",
+            crate::term::sanitize(e.as_bytes(), 300)
+        ));
+    }
+    if let Some(t) = &env.output.final_text {
+        let t = crate::term::sanitize_lines(t.as_bytes());
+        s.push_str("final text:\n");
+        s.push_str(&bounded(&t, MAX_TEXT, &attempt_dir.join("output.txt")));
+        s.push('\n');
+    } else if let Some(tail) = output_tail.filter(|t| !t.is_empty()) {
+        s.push_str("output (end of stdout):\n");
+        s.push_str(tail);
+        if !tail.ends_with('\n') {
+            s.push('\n');
+        }
+    }
+    if let Some(wt) = env.worktree.as_ref().filter(|w| w.kept) {
+        s.push_str(&format!("worktree kept: {}\n", wt.path));
+    }
+    s.push_str(&format!(
+        "result: {}",
+        attempt_dir.join("result.json").display()
+    ));
+    s
+}
+
+/// The text of an attempt that has not finished.
+pub fn live_text(doc: &StatusDoc) -> String {
+    let since = doc
+        .started_at
+        .as_deref()
+        .map(|t| format!(" since {t}"))
+        .unwrap_or_default();
+    format!(
+        "run {} (attempt {}) is {}{since}; attempt directory {}",
+        doc.run_id,
+        doc.attempt,
+        doc.status.as_str(),
+        doc.attempt_dir.display()
+    )
+}
+
+/// The text of a `list` answer: one line per run (at most [`MAX_TEXT_ROWS`]).
+pub fn rows_text(rows: &[RunRow], total: usize) -> String {
+    if rows.is_empty() {
+        return "no runs match".into();
+    }
+    let mut s = format!("{total} run{}:\n", if total == 1 { "" } else { "s" });
+    for r in rows.iter().take(MAX_TEXT_ROWS) {
+        s.push_str(&format!(
+            "{} (attempt {}) {}{} {}\n",
+            r.run_id,
+            r.attempt,
+            r.status.as_str(),
+            r.failure_kind
+                .map(|k| format!("/{}", k.as_str()))
+                .unwrap_or_default(),
+            r.what
+        ));
+    }
+    if total > rows.len().min(MAX_TEXT_ROWS) {
+        s.push_str(&format!(
+            "… {} more in the structured content or `list` with a filter\n",
+            total - rows.len().min(MAX_TEXT_ROWS)
+        ));
+    }
+    s.trim_end().to_owned()
+}
+
+/// The text of a fan-out report: the summary, then one line per task that did not complete.
+pub fn fanout_text(r: &FanoutReport) -> String {
+    let m = &r.summary;
+    let mut s = format!(
+        "group {}: {} task{}, {} completed, {} failed, {} cancelled, {} skipped in {:.1}s\n",
+        r.group,
+        m.total,
+        if m.total == 1 { "" } else { "s" },
+        m.completed,
+        m.failed,
+        m.cancelled,
+        m.skipped,
+        m.duration_ms as f64 / 1000.0
+    );
+    let mut shown = 0;
+    for t in r.tasks.iter() {
+        if t.status == crate::envelope::TaskStatus::Completed {
+            continue;
+        }
+        if shown == MAX_TEXT_ROWS {
+            s.push_str("… more in the structured content\n");
+            break;
+        }
+        shown += 1;
+        s.push_str(&format!(
+            "task {}: {} {}{}{}\n",
+            t.line,
+            t.run_id,
+            t.status.as_str(),
+            t.failure_kind
+                .map(|k| format!(" ({})", k.as_str()))
+                .unwrap_or_default(),
+            t.error
+                .as_deref()
+                .map(|e| format!(": {}", crate::term::sanitize(e.as_bytes(), 200)))
+                .unwrap_or_default()
+        ));
+    }
+    s.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::{FailureKind, Status};
+
+    fn envelope() -> Envelope {
+        serde_json::from_value(json!({
+            "schema": "subpane.result/v1", "run_id": "r1", "attempt": 2, "agent": "pi",
+            "argv": ["pi", "-p", "x".repeat(5000)], "cwd": "/w", "labels": {},
+            "correlation_id": null, "status": "failed", "failure_kind": "timeout",
+            "exit_code": null, "signal": "SIGTERM", "signals_sent": ["SIGTERM"],
+            "started_at": null, "finished_at": null, "duration_ms": 1500,
+            "terminal_event": null, "lingered": false,
+            "output": {"final_text": "é".repeat(10_000), "session_id": null, "model": null,
+                       "usage": null, "cost_usd": null, "turns": null, "tool_calls": null,
+                       "errors": ["took too long \u{1b}[31m"], "context_length_exceeded": false},
+            "filter": {"kept_lines": 0, "dropped_lines": 0, "dropped_bytes": 0,
+                       "oversized_lines": 0, "plain_lines": 0},
+            "cleanup": {"output_held_open": false, "killed_descendants": 0},
+            "tmux": {"socket": null, "session": null, "pane_id": null},
+            "sandbox": {"enabled": false}, "artifacts": []
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn cuts_fall_on_character_boundaries() {
+        assert_eq!(cut("abc", 5), ("abc", false));
+        assert_eq!(cut("éé", 3), ("é", true));
+        let b = bounded(&"é".repeat(10), 5, Path::new("/a/output.txt"));
+        assert!(b.starts_with("éé… [cut at 5 of 20 bytes"), "{b}");
+        assert!(b.ends_with("/a/output.txt]"), "{b}");
+    }
+
+    #[test]
+    fn the_envelope_is_bounded_and_names_its_files() {
+        let env = envelope();
+        let v = envelope_doc(&env, Path::new("/h/runs/r1/attempts/2"));
+        let ft = v["output"]["final_text"].as_str().unwrap();
+        assert!(ft.len() < MAX_TEXT + 200, "{}", ft.len());
+        assert!(ft.contains("/h/runs/r1/attempts/2/output.txt"));
+        assert!(v["argv"][2].as_str().unwrap().len() < MAX_ARG + 200);
+        assert_eq!(v["status"], "failed");
+        assert_eq!(v["attempt"], 2);
+    }
+
+    #[test]
+    fn an_envelope_too_large_still_becomes_a_summary() {
+        let mut env = envelope();
+        env.output.errors = vec!["e".repeat(2000); 20];
+        env.argv = vec!["a".repeat(400); 200];
+        let v = envelope_doc(&env, Path::new("/d"));
+        assert_eq!(v["truncated"], true);
+        assert_eq!(v["result_path"], "/d/result.json");
+        assert_eq!(v["status"], "failed");
+        assert!(serde_json::to_string(&v).unwrap().len() <= MAX_DOC);
+    }
+
+    #[test]
+    fn the_text_says_how_it_ended_first() {
+        let mut env = envelope();
+        let t = envelope_text(&env, Path::new("/d"), None);
+        assert!(
+            t.starts_with("run r1 (attempt 2) failed (timeout): killed by SIGTERM after 1.500s\n"),
+            "{t}"
+        );
+        assert!(t.contains("error: took too long ^[[31m"), "{t}");
+        assert!(t.contains("final text:\néé"), "{t}");
+        assert!(t.ends_with("result: /d/result.json"), "{t}");
+        env.output.final_text = None;
+        env.status = Status::Completed;
+        env.failure_kind = None;
+        env.exit_code = Some(0);
+        env.output.errors.clear();
+        let t = envelope_text(&env, Path::new("/d"), Some("sub-42"));
+        assert!(
+            t.starts_with("run r1 (attempt 2) completed: exit 0 after 1.500s\n"),
+            "{t}"
+        );
+        assert!(t.contains("output (end of stdout):\nsub-42\n"), "{t}");
+        let _ = FailureKind::Exit;
+    }
+}

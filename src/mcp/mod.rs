@@ -1,0 +1,59 @@
+//! `subpane mcp`: the Model Context Protocol over stdio, so parent agents start and watch
+//! subagents through tools instead of shell lines.
+//!
+//! ```text
+//!  client ──stdin──► rmcp (tokio, this module only) ──► Server::call_tool
+//!                                                          │ parse args → RunRequest / *Args
+//!                                                          │ app layer on a blocking thread
+//!                                                          │   (plan, start, wait_with, Fanout)
+//!  client ◄─stdout── result: text + structured content ◄───┘
+//!         ◄───────── notifications/progress (Reporter)
+//!  notifications/cancelled ──► Cancels ──► Waker::wake / Interrupter / app::cancel
+//! ```
+//!
+//! The async runtime lives here and nowhere else: the worker and every other command stay
+//! synchronous. stdout carries protocol messages only; diagnostics go to stderr.
+//!
+//! Common pitfalls:
+//! * A blocking call (a wait) must never run on the runtime's threads: every call of the
+//!   application layer goes through [`call::blocking`], so one long `wait` never holds up
+//!   another call on the same connection.
+//! * When the client goes away, waits in progress are abandoned, never cancelled: the runs
+//!   they watch go on, and another client (or `subpane wait`) may pick them up.
+
+mod answer;
+mod call;
+mod server;
+mod tools;
+
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+
+use crate::app::Error;
+use crate::store::Home;
+
+pub use server::Server;
+
+/// Serves one client on stdin/stdout until it closes the connection. Returns the exit code.
+pub fn serve(home: Home) -> Result<i32, Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("subpane-mcp")
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed(format!("cannot start the MCP server's runtime: {e}")))?;
+    let out = rt.block_on(async {
+        let service = Server::new(home)
+            .serve(rmcp::transport::stdio_pipes())
+            .await
+            .map_err(|e| Error::failed(format!("the MCP client did not initialize: {e}")))?;
+        service
+            .waiting()
+            .await
+            .map_err(|e| Error::failed(format!("the MCP server stopped: {e}")))
+    });
+    // Waits still in progress are abandoned; the runs they watched go on.
+    rt.shutdown_timeout(Duration::from_millis(200));
+    out.map(|_| 0)
+}

@@ -1,0 +1,583 @@
+//! The tool calls: arguments in, the application layer, bounded answers out.
+//!
+//! Each call parses its arguments into the same types the command line builds (a bad one is
+//! a tool error with the CLI's message, never a protocol error or a crash), runs the
+//! application layer on a blocking thread, and answers with structured content plus a short
+//! text. An outcome is not an error: a run that failed is a successful call whose text says
+//! `failed`; `isError` means the call itself did not do what was asked.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
+    ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::answer::{self, MAX_TEXT};
+use super::call::{Call, Cancels, Reporter, blocking};
+use super::tools::{
+    self, CancelArgs, FanoutArgs, ListArgs, LogFile, LogsArgs, Mode, StatusArgs, WaitArgs,
+};
+use crate::app::fanout::{Event, Fanout, Options, new_group_id, plan_values};
+use crate::app::{
+    self, AttemptStatus, CancelOutcome, Error, RealSystem, RunRequest, WaitMode, WaitOptions,
+    WaitProgress,
+};
+use crate::envelope::{Envelope, RunState};
+use crate::spec::{AgentKind, AttemptSpec, parse_duration, parse_positive_duration};
+use crate::store::{AttemptPaths, Home};
+use crate::supervisor::Waiter;
+
+/// How often a long call reports progress while nothing else happens.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+/// `logs`: default and largest `max_bytes`.
+const LOGS_DEFAULT: u64 = 16 * 1024;
+const LOGS_MAX: u64 = 256 * 1024;
+/// The end of a program's stdout (and stderr, when it failed) shown in a `run` answer.
+const TAIL: u64 = 2 * 1024;
+/// `list`: default and largest `limit`.
+const LIST_DEFAULT: usize = 50;
+const LIST_MAX: usize = 500;
+
+/// The MCP server of one subpane home.
+#[derive(Clone)]
+pub struct Server {
+    home: Arc<Home>,
+    cancels: Cancels,
+}
+
+type Answer = Result<CallToolResult, Error>;
+
+impl Server {
+    pub fn new(home: Home) -> Self {
+        Self {
+            home: Arc::new(home),
+            cancels: Cancels::default(),
+        }
+    }
+
+    async fn dispatch(&self, name: &str, args: Value, call: &Call) -> Result<Answer, McpError> {
+        Ok(match name {
+            tools::RUN => self.run(args, call).await,
+            tools::STATUS => self.status(args).await,
+            tools::WAIT => self.wait(args, call).await,
+            tools::LOGS => self.logs(args).await,
+            tools::CANCEL => self.cancel(args).await,
+            tools::LIST => self.list(args).await,
+            tools::FANOUT => self.fanout(args, call).await,
+            other => {
+                return Err(McpError::invalid_params(
+                    format!(
+                        "no tool `{other}`; the tools are run, status, wait, logs, cancel, list and fanout"
+                    ),
+                    None,
+                ));
+            }
+        })
+    }
+
+    async fn run(&self, mut args: Value, call: &Call) -> Answer {
+        let wait = match args.as_object_mut().and_then(|o| o.remove("wait")) {
+            None | Some(Value::Null) => true,
+            Some(Value::Bool(b)) => b,
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "invalid arguments for `run`: `wait` must be true or false, not {other}"
+                )));
+            }
+        };
+        let req: RunRequest = parse(tools::RUN, args)?;
+        let home = self.home.clone();
+        let started = blocking(move || {
+            let plan = app::plan(&req, &home, &RealSystem)?;
+            app::start(&home, plan)
+        })
+        .await?;
+        let (paths, spec) = (started.paths.clone(), started.spec.clone());
+        if let Some(env) = &started.spawn_failed {
+            return Ok(finished(env, &paths, &spec));
+        }
+        let mut text = format!(
+            "run {} (attempt {}) started; attempt directory {}; a human can watch it with \
+             `subpane attach {}`",
+            spec.run_id,
+            spec.attempt,
+            paths.dir().display(),
+            spec.run_id
+        );
+        for w in &started.warnings {
+            text.push_str(&format!("\nwarning: {w}"));
+        }
+        if !wait {
+            text.push_str("\nuse the `wait` or `status` tool with this run_id for its result");
+            return Ok(result(text, to_value(&started.answer())));
+        }
+        let reporter = call.reporter();
+        reporter.say(text);
+        let targets = vec![(paths.clone(), spec.clone())];
+        let (res, _) = self.wait_on(targets, WaitMode::All, None, call).await?;
+        if res.stopped {
+            // The client gave up on this call: the run it started stops too.
+            let home = self.home.clone();
+            let id = spec.run_id.to_string();
+            let n = spec.attempt;
+            blocking(move || {
+                let found = app::find_run(&home, &id, Some(n))?;
+                app::cancel(&found, None).map(|_| ())
+            })
+            .await?;
+            return Err(Error::failed(format!(
+                "cancelled by the client: run {} was asked to stop",
+                spec.run_id
+            )));
+        }
+        match res.results.into_iter().next().flatten() {
+            Some(env) => Ok(finished(&env, &paths, &spec)),
+            None => Err(Error::failed("the attempt ended without an envelope")),
+        }
+    }
+
+    /// Waits for `targets` on a blocking thread, reporting progress, until the mode is met,
+    /// the timeout passes, or the client cancels the call (`stopped`).
+    async fn wait_on(
+        &self,
+        targets: Vec<(AttemptPaths, AttemptSpec)>,
+        mode: WaitMode,
+        timeout: Option<Duration>,
+        call: &Call,
+    ) -> Result<(app::WaitResult, Vec<(AttemptPaths, AttemptSpec)>), Error> {
+        let mut waiter = Waiter::new()?;
+        let waker = waiter.waker();
+        call.on_cancel(move || waker.wake());
+        let stop = call.cancelled_flag();
+        let reporter = call.reporter();
+        blocking(move || {
+            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, &targets, p);
+            let res = app::wait_with(
+                &mut waiter,
+                &targets,
+                mode,
+                timeout,
+                WaitOptions {
+                    heartbeat: Some(HEARTBEAT),
+                    on_progress: Some(&mut report),
+                    stop: Some(stop),
+                },
+            )?;
+            Ok((res, targets))
+        })
+        .await
+    }
+
+    async fn status(&self, args: Value) -> Answer {
+        let a: StatusArgs = parse(tools::STATUS, args)?;
+        let home = self.home.clone();
+        blocking(move || {
+            let f = app::find_run(&home, &a.run_id, a.attempt)?;
+            Ok(match app::attempt_status(&f.paths, &f.spec)? {
+                AttemptStatus::Finished(env) => finished(&env, &f.paths, &f.spec),
+                AttemptStatus::Live(doc) => result(answer::live_text(&doc), to_value(&doc)),
+            })
+        })
+        .await
+    }
+
+    async fn wait(&self, args: Value, call: &Call) -> Answer {
+        let a: WaitArgs = parse(tools::WAIT, args)?;
+        let timeout = a
+            .timeout
+            .as_deref()
+            .map(|t| parse_positive_duration("timeout", t))
+            .transpose()
+            .map_err(|e| Error::invalid(e.to_string()))?;
+        if a.run_ids.is_empty() && a.group.is_none() {
+            return Err(Error::invalid(
+                "give `run_ids` (a list of run ids) or `group` (a fan-out group id)",
+            ));
+        }
+        let home = self.home.clone();
+        let targets = blocking(move || {
+            let mut targets: Vec<(AttemptPaths, AttemptSpec)> = Vec::new();
+            for r in &a.run_ids {
+                let f = app::find_run(&home, r, a.attempt)?;
+                targets.push((f.paths, f.spec));
+            }
+            if let Some(g) = &a.group {
+                for f in app::group_runs(&home, g)? {
+                    if !targets.iter().any(|(p, _)| *p == f.paths) {
+                        targets.push((f.paths, f.spec));
+                    }
+                }
+            }
+            Ok(targets)
+        })
+        .await?;
+        let mode = match a.mode {
+            Mode::Any => WaitMode::Any,
+            Mode::All => WaitMode::All,
+        };
+        let (res, targets) = self.wait_on(targets, mode, timeout, call).await?;
+        if res.stopped {
+            return Err(Error::failed("cancelled by the client; the runs go on"));
+        }
+        let timed_out = res.timed_out;
+        blocking(move || {
+            // Each run's share of the text, so many runs stay within one bound.
+            let share = (MAX_TEXT / targets.len().max(1)).max(512);
+            let mut docs = Vec::with_capacity(targets.len());
+            let mut text = String::new();
+            let mut first = None;
+            for ((paths, spec), env) in targets.iter().zip(res.results) {
+                let status = match env {
+                    Some(e) => AttemptStatus::Finished(e),
+                    None => app::attempt_status(paths, spec)?,
+                };
+                match &status {
+                    AttemptStatus::Finished(env) => {
+                        first.get_or_insert_with(|| env.run_id.clone());
+                        let t = finished_text(env, paths, spec);
+                        text.push_str(answer::cut(&t, share).0);
+                        docs.push(answer::envelope_doc(env, paths.dir()));
+                    }
+                    AttemptStatus::Live(doc) => {
+                        text.push_str(&answer::live_text(doc));
+                        docs.push(to_value(doc));
+                    }
+                }
+                text.push('\n');
+            }
+            if timed_out {
+                text.push_str("the timeout passed first; the runs that have not finished go on");
+            }
+            let doc = json!({"timed_out": timed_out, "first_finished": first, "runs": docs});
+            Ok(result(text.trim_end().to_owned(), doc))
+        })
+        .await
+    }
+
+    async fn logs(&self, args: Value) -> Answer {
+        let a: LogsArgs = parse(tools::LOGS, args)?;
+        let max = a.max_bytes.unwrap_or(LOGS_DEFAULT).clamp(1, LOGS_MAX);
+        let home = self.home.clone();
+        blocking(move || {
+            let f = app::find_run(&home, &a.run_id, a.attempt)?;
+            let file = a.file.unwrap_or(if f.spec.agent == AgentKind::Command {
+                LogFile::Stdout
+            } else {
+                LogFile::Events
+            });
+            let path = match file {
+                LogFile::Events => f.paths.events(),
+                LogFile::Stderr => f.paths.stderr_log(),
+                LogFile::Output => f.paths.output(),
+                LogFile::Stdout => f.paths.stdout_log(),
+            };
+            let Some((tail, size)) = read_tail(&path, max)? else {
+                let text = format!("{} does not exist (yet)", path.display());
+                let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
+                                 "path": path, "exists": false, "size": 0, "truncated": false,
+                                 "text": ""});
+                return Ok(result(text, doc));
+            };
+            let truncated = size > max;
+            let header = if truncated {
+                format!("(the last {max} of {size} bytes of {})\n", path.display())
+            } else {
+                format!("({size} bytes of {})\n", path.display())
+            };
+            let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
+                             "path": path, "exists": true, "size": size,
+                             "truncated": truncated, "text": tail});
+            Ok(result(format!("{header}{tail}"), doc))
+        })
+        .await
+    }
+
+    async fn cancel(&self, args: Value) -> Answer {
+        let a: CancelArgs = parse(tools::CANCEL, args)?;
+        let grace_ms = a
+            .grace
+            .as_deref()
+            .map(|g| parse_duration("grace", g))
+            .transpose()
+            .map_err(|e| Error::invalid(e.to_string()))?
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let home = self.home.clone();
+        blocking(move || {
+            let f = app::find_run(&home, &a.run_id, a.attempt)?;
+            Ok(match app::cancel(&f, grace_ms)? {
+                CancelOutcome::AlreadyFinished(env) => {
+                    let mut r = finished(&env, &f.paths, &f.spec);
+                    prepend(&mut r, "already finished; nothing to cancel\n");
+                    r
+                }
+                CancelOutcome::Requested(c) => result(
+                    format!(
+                        "cancel requested for run {} (attempt {}); `wait` shows it end",
+                        c.run_id, c.attempt
+                    ),
+                    to_value(&c),
+                ),
+            })
+        })
+        .await
+    }
+
+    async fn list(&self, args: Value) -> Answer {
+        let a: ListArgs = if args.as_object().is_some_and(|o| o.is_empty()) || args.is_null() {
+            ListArgs::default()
+        } else {
+            parse(tools::LIST, args)?
+        };
+        let limit = a.limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX);
+        let home = self.home.clone();
+        blocking(move || {
+            let only = a.status.map(|s| match s {
+                tools::StateFilter::Starting => RunState::Starting,
+                tools::StateFilter::Running => RunState::Running,
+                tools::StateFilter::Completed => RunState::Completed,
+                tools::StateFilter::Failed => RunState::Failed,
+                tools::StateFilter::Cancelled => RunState::Cancelled,
+            });
+            let mut rows = app::list(&home, only)?;
+            rows.retain(|r| {
+                a.group.as_ref().is_none_or(|g| r.group.as_ref() == Some(g))
+                    && a.labels.iter().all(|(k, v)| r.labels.get(k) == Some(v))
+            });
+            let total = rows.len();
+            rows.truncate(limit);
+            let text = answer::rows_text(&rows, total);
+            let doc = json!({"total": total, "truncated": total > rows.len(), "runs": rows});
+            Ok(result(text, doc))
+        })
+        .await
+    }
+
+    async fn fanout(&self, args: Value, call: &Call) -> Answer {
+        let a: FanoutArgs = parse(tools::FANOUT, args)?;
+        if a.tasks.is_empty() {
+            return Err(Error::invalid(
+                "`tasks` is empty: give at least one request",
+            ));
+        }
+        let opts = Options {
+            concurrency: a.concurrency.unwrap_or(4),
+            fail_fast: a.fail_fast,
+            cancel_siblings: a.cancel_siblings,
+            tick: Some(HEARTBEAT),
+        };
+        let home = self.home.clone();
+        let reporter = call.reporter();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let work = blocking(move || {
+            let group = new_group_id();
+            let tasks = plan_values(a.tasks, &home, &RealSystem, &group)?;
+            let total = tasks.len();
+            let fan = Fanout::new(&home, group.clone(), tasks, opts)?;
+            let _ = tx.send(fan.interrupter());
+            reporter.say(format!("group {group}: {total} tasks"));
+            let report = fan.run(&mut |ev, p| {
+                let what = match ev {
+                    Event::Started { started, .. } => format!("started {}", started.spec.run_id),
+                    Event::Finished { outcome, .. } => {
+                        format!("{} {}", outcome.run_id, outcome.status.as_str())
+                    }
+                    Event::Stopping(_) => "stopping: no new task starts".into(),
+                    Event::Tick => "".into(),
+                    Event::Skipped { .. } | Event::Warning(_) => return,
+                };
+                reporter.say(format!(
+                    "{}/{total} done ({} running, {} queued){}{what}",
+                    p.done(),
+                    p.running,
+                    p.queued,
+                    if what.is_empty() { "" } else { "; " }
+                ));
+            })?;
+            Ok(report)
+        });
+        let work = tokio::spawn(work);
+        if let Ok(stop) = rx.await {
+            call.on_cancel(move || stop.interrupt());
+        }
+        let report = work
+            .await
+            .map_err(|e| Error::failed(format!("the fan-out's thread failed: {e}")))??;
+        Ok(result(answer::fanout_text(&report), to_value(&report)))
+    }
+}
+
+/// The arguments of `tool` as `T`, or the error a model can act on.
+fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Error> {
+    serde_json::from_value(args).map_err(|e| {
+        Error::invalid(format!(
+            "invalid arguments for `{tool}`: {e}; the tool's input schema lists the fields"
+        ))
+    })
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).unwrap_or(Value::Null)
+}
+
+/// A successful call: the text first, then the document.
+fn result(text: String, doc: Value) -> CallToolResult {
+    let mut r = CallToolResult::success(vec![ContentBlock::text(text)]);
+    r.structured_content = Some(doc);
+    r
+}
+
+fn prepend(r: &mut CallToolResult, s: &str) {
+    if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
+        r.content[0] = ContentBlock::text(format!("{s}{}", t.text));
+    }
+}
+
+/// The answer for a finished attempt: its bounded envelope and its text.
+fn finished(env: &Envelope, paths: &AttemptPaths, spec: &AttemptSpec) -> CallToolResult {
+    result(
+        finished_text(env, paths, spec),
+        answer::envelope_doc(env, paths.dir()),
+    )
+}
+
+/// A finished attempt's text, with the end of a program's output (and of its stderr when it
+/// did not complete).
+fn finished_text(env: &Envelope, paths: &AttemptPaths, spec: &AttemptSpec) -> String {
+    let mut tail = String::new();
+    if spec.agent == AgentKind::Command {
+        if let Ok(Some((t, _))) = read_tail(&paths.stdout_log(), TAIL) {
+            tail.push_str(&t);
+        }
+    }
+    if env.status != crate::envelope::Status::Completed {
+        if let Ok(Some((t, _))) = read_tail(&paths.stderr_log(), TAIL) {
+            if !t.trim().is_empty() {
+                if !tail.is_empty() && !tail.ends_with('\n') {
+                    tail.push('\n');
+                }
+                tail.push_str("stderr (end):\n");
+                tail.push_str(&t);
+            }
+        }
+    }
+    answer::envelope_text(env, paths.dir(), Some(&tail))
+}
+
+/// The last `max` bytes of `path` as text safe to show (a cut character is dropped), and the
+/// file's size; `None` when it does not exist.
+fn read_tail(path: &Path, max: u64) -> Result<Option<(String, u64)>, Error> {
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(Error::failed(format!(
+                "cannot read {}: {e}",
+                path.display()
+            )));
+        }
+    };
+    let read = |f: &mut std::fs::File| -> std::io::Result<(Vec<u8>, u64)> {
+        let size = f.metadata()?.len();
+        f.seek(SeekFrom::Start(size.saturating_sub(max)))?;
+        let mut buf = Vec::with_capacity(max.min(size) as usize);
+        f.take(max).read_to_end(&mut buf)?;
+        Ok((buf, size))
+    };
+    let (mut buf, size) =
+        read(&mut f).map_err(|e| Error::failed(format!("cannot read {}: {e}", path.display())))?;
+    if size > max {
+        // Start at a character: skip continuation bytes of one cut in half.
+        let skip = buf
+            .iter()
+            .take(3)
+            .take_while(|b| (**b & 0xC0) == 0x80)
+            .count();
+        buf.drain(..skip);
+    }
+    Ok(Some((crate::term::sanitize_lines(&buf), size)))
+}
+
+/// A progress message for a wait: how many finished, and which one just did.
+fn say_progress(
+    reporter: &Reporter,
+    targets: &[(AttemptPaths, AttemptSpec)],
+    p: &WaitProgress<'_>,
+) {
+    let secs = p.elapsed.as_secs();
+    let msg = match p.finished.and_then(|i| p.results[i].as_ref()) {
+        Some(env) => format!(
+            "{}/{} finished; {}",
+            p.done,
+            p.total,
+            answer::ended_line(env)
+        ),
+        None if p.total == 1 => format!("run {} running for {secs}s", targets[0].1.run_id),
+        None => format!("{}/{} finished after {secs}s", p.done, p.total),
+    };
+    reporter.say(msg);
+}
+
+impl ServerHandler for Server {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("subpane", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "subpane runs subagents (pi, claude, codex) or any program as supervised, \
+                 recorded attempts. `run` with wait: true returns the outcome; for long or \
+                 parallel work start runs with wait: false (or `fanout`) and use `wait`. \
+                 Every run is recorded under the subpane home; `status`, `logs` and `list` \
+                 read it.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult::with_all_items(tools::all()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let call = Call::new(&context, self.cancels.clone());
+        let args = Value::Object(request.arguments.unwrap_or_default());
+        let out = self.dispatch(&request.name, args, &call).await;
+        let cancelled = call.was_cancelled();
+        call.finish().await;
+        let out = out?;
+        if cancelled {
+            eprintln!(
+                "subpane mcp: `{}` call cancelled by the client",
+                request.name
+            );
+        }
+        Ok(match out {
+            Ok(r) => r,
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+        }
+        .into())
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        if let Some(id) = &notification.request_id {
+            self.cancels.cancel(id);
+        }
+    }
+}

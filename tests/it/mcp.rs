@@ -1,0 +1,537 @@
+//! `subpane mcp` spoken to by the MCP SDK's own client (rmcp), over the real binary's stdio.
+//!
+//! Every tool, bad arguments, progress, a client's cancel, two calls at once on one
+//! connection, two servers on one home, and the bounds (output, no environment values).
+
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest,
+    ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::harness::{TestEnv, assert_valid_envelope, pid_alive, wait_until};
+
+/// A client that keeps every progress notification.
+#[derive(Clone, Default)]
+struct Client {
+    progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for Client {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
+impl Client {
+    fn messages(&self) -> Vec<String> {
+        self.progress
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p.message.clone())
+            .collect()
+    }
+}
+
+/// A connected client and the server's pid.
+struct Conn {
+    svc: RunningService<RoleClient, Client>,
+    client: Client,
+    pid: i32,
+}
+
+async fn connect(env: &TestEnv) -> Conn {
+    let mut cmd = env.cmd();
+    cmd.arg("mcp");
+    let (transport, _) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start subpane mcp");
+    let pid = transport.id().expect("the server's pid") as i32;
+    let client = Client::default();
+    let svc = client
+        .clone()
+        .serve(transport)
+        .await
+        .expect("initialize with subpane mcp");
+    Conn { svc, client, pid }
+}
+
+impl Conn {
+    async fn call(&self, name: &str, args: Value) -> CallToolResult {
+        let params = CallToolRequestParams::new(name.to_owned())
+            .with_arguments(args.as_object().expect("an object").clone());
+        self.svc
+            .call_tool(params)
+            .await
+            .unwrap_or_else(|e| panic!("`{name}` call: {e}"))
+    }
+
+    /// Closes the connection and checks the server exits.
+    async fn close(self) {
+        let pid = self.pid;
+        let _ = self.svc.cancel().await;
+        tokio::task::spawn_blocking(move || {
+            wait_until("the MCP server to exit once its client closed", || {
+                (!pid_alive(pid)).then_some(())
+            })
+        })
+        .await
+        .unwrap();
+    }
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn doc(r: &CallToolResult) -> Value {
+    r.structured_content.clone().expect("structured content")
+}
+
+fn is_error(r: &CallToolResult) -> bool {
+    r.is_error == Some(true)
+}
+
+/// Waits (off the runtime's threads) until `f` holds.
+async fn until(what: &'static str, f: impl FnMut() -> bool + Send + 'static) {
+    let mut f = f;
+    tokio::task::spawn_blocking(move || wait_until(what, || f().then_some(())))
+        .await
+        .unwrap();
+}
+
+fn result_status(env: &TestEnv, run: &str) -> Option<String> {
+    let p = env.attempt_dir(run, 1).join("result.json");
+    let v: Value = serde_json::from_slice(&std::fs::read(p).ok()?).ok()?;
+    v["status"].as_str().map(str::to_owned)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_every_tool_with_a_schema_and_a_description() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let tools = c.svc.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(
+        names,
+        ["run", "status", "wait", "logs", "cancel", "list", "fanout"]
+    );
+    for t in &tools {
+        assert_eq!(t.input_schema["type"], "object", "{}", t.name);
+        assert!(
+            t.description.as_deref().is_some_and(|d| d.len() > 40),
+            "{}",
+            t.name
+        );
+    }
+    let run = &tools[0].input_schema["properties"];
+    for f in [
+        "argv",
+        "agent",
+        "task",
+        "cwd",
+        "model",
+        "timeout",
+        "idle_timeout",
+        "labels",
+        "sandbox",
+        "wait",
+    ] {
+        assert!(run.get(f).is_some(), "run has no `{f}`: {run}");
+    }
+    // Nothing was started by connecting and listing.
+    assert!(!env.home.join("runs").exists());
+    assert!(!env.server_alive());
+    c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_waits_and_returns_the_envelope_with_progress() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let r = c
+        .call(
+            "run",
+            json!({"argv": ["sh", "-c", "echo sub-$((6*7))"], "run_id": "c1",
+                   "labels": {"team": "core"}}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let t = text(&r);
+    assert!(t.starts_with("run c1 (attempt 1) completed: exit 0"), "{t}");
+    assert!(t.contains("sub-42"), "{t}");
+    let v = doc(&r);
+    assert_valid_envelope(&v);
+    assert_eq!(v, env.result("c1"), "the structured content is result.json");
+    let msgs = c.client.messages();
+    assert!(
+        msgs.first()
+            .is_some_and(|m| m.starts_with("run c1 (attempt 1) started")),
+        "{msgs:?}"
+    );
+    assert!(
+        msgs.iter().any(|m| m.contains("1/1 finished; run c1")),
+        "{msgs:?}"
+    );
+    let p = c.client.progress.lock().unwrap().clone();
+    assert!(
+        p.windows(2).all(|w| w[1].progress > w[0].progress),
+        "progress must increase: {p:?}"
+    );
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn detached_runs_are_seen_by_status_wait_logs_list_and_cancel() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let r = c
+        .call(
+            "run",
+            json!({"argv": ["sh", "-c", "echo line-$((1+1)); echo oops >&2"], "run_id": "quick",
+                   "wait": false, "labels": {"kind": "quick"}}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(doc(&r)["run_id"], "quick");
+    assert!(text(&r).contains("`wait`"), "{}", text(&r));
+    let r = c
+        .call(
+            "run",
+            json!({"argv": ["sleep", "30"], "run_id": "slow", "wait": false, "grace": "1s"}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+
+    // wait: the quick one ends; the slow one is still running when the timeout passes.
+    let r = c
+        .call(
+            "wait",
+            json!({"run_ids": ["quick", "slow"], "timeout": "1s"}),
+        )
+        .await;
+    let v = doc(&r);
+    assert_eq!(v["timed_out"], true, "{v}");
+    assert_eq!(v["runs"][0]["status"], "completed", "{v}");
+    assert_eq!(v["runs"][1]["status"], "running", "{v}");
+    assert_eq!(v["first_finished"], "quick");
+    assert!(
+        text(&r).contains("run slow (attempt 1) is running"),
+        "{}",
+        text(&r)
+    );
+
+    // status of each.
+    let r = c.call("status", json!({"run_id": "slow"})).await;
+    assert_eq!(doc(&r)["schema"], "subpane.status/v1");
+    assert_eq!(doc(&r)["status"], "running");
+    let r = c.call("status", json!({"run_id": "quick"})).await;
+    assert_eq!(doc(&r)["schema"], "subpane.result/v1");
+
+    // logs: stdout by default for a command, stderr on request, bounded by max_bytes.
+    let r = c.call("logs", json!({"run_id": "quick"})).await;
+    assert_eq!(doc(&r)["text"], "line-2\n");
+    assert!(text(&r).ends_with("line-2\n"), "{}", text(&r));
+    let r = c
+        .call(
+            "logs",
+            json!({"run_id": "quick", "file": "stderr", "max_bytes": 3}),
+        )
+        .await;
+    assert_eq!(doc(&r)["text"], "ps\n");
+    assert_eq!(doc(&r)["truncated"], true);
+    assert_eq!(doc(&r)["size"], 5);
+
+    // list, with filters.
+    let r = c.call("list", json!({})).await;
+    assert_eq!(doc(&r)["total"], 2, "{}", doc(&r));
+    let r = c.call("list", json!({"labels": {"kind": "quick"}})).await;
+    assert_eq!(doc(&r)["runs"][0]["run_id"], "quick");
+    assert_eq!(doc(&r)["total"], 1);
+    let r = c.call("list", json!({"status": "running"})).await;
+    assert_eq!(doc(&r)["runs"][0]["run_id"], "slow");
+    assert!(
+        text(&r).contains("slow (attempt 1) running"),
+        "{}",
+        text(&r)
+    );
+
+    // cancel: the slow one ends cancelled; cancelling the quick one changes nothing.
+    let r = c.call("cancel", json!({"run_id": "slow"})).await;
+    assert_eq!(doc(&r)["cancel_requested"], true, "{}", doc(&r));
+    let r = c.call("wait", json!({"run_ids": ["slow"]})).await;
+    assert_eq!(doc(&r)["runs"][0]["status"], "cancelled", "{}", doc(&r));
+    let r = c.call("cancel", json!({"run_id": "quick"})).await;
+    assert!(text(&r).starts_with("already finished"), "{}", text(&r));
+    assert_eq!(doc(&r)["status"], "completed");
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let cases: &[(&str, Value, &str)] = &[
+        (
+            "run",
+            json!({"argv": ["true"], "timeuot": "1s"}),
+            "unknown field `timeuot`",
+        ),
+        ("run", json!({}), "argv"),
+        ("run", json!({"argv": ["true"], "timeout": "5"}), "timeout"),
+        (
+            "run",
+            json!({"argv": ["true"], "wait": "yes"}),
+            "`wait` must be true or false",
+        ),
+        ("run", json!({"argv": ["true"], "run_id": "../x"}), "run id"),
+        (
+            "run",
+            json!({"agent": "gpt", "task": "x"}),
+            "unknown variant `gpt`",
+        ),
+        ("status", json!({"run_id": "nope"}), "no run `nope`"),
+        ("status", json!({}), "missing field `run_id`"),
+        ("wait", json!({}), "give `run_ids`"),
+        ("wait", json!({"run_ids": ["nope"]}), "no run `nope`"),
+        (
+            "logs",
+            json!({"run_id": "nope", "file": "secrets"}),
+            "unknown variant `secrets`",
+        ),
+        ("cancel", json!({"run_id": "nope"}), "no run `nope`"),
+        (
+            "list",
+            json!({"status": "sleeping"}),
+            "unknown variant `sleeping`",
+        ),
+        ("fanout", json!({"tasks": []}), "`tasks` is empty"),
+        (
+            "fanout",
+            json!({"tasks": [{"argv": ["true"]}, {"argv": ["true"], "timeout": "x"}]}),
+            "task 2: ",
+        ),
+    ];
+    for (tool, args, want) in cases {
+        let r = c.call(tool, args.clone()).await;
+        let t = text(&r);
+        assert!(is_error(&r), "{tool} {args}: not an error: {t}");
+        assert!(t.contains(want), "{tool} {args}: {t}");
+    }
+    // Nothing started, and the server still answers.
+    assert!(
+        !env.home.join("runs").exists()
+            || std::fs::read_dir(env.home.join("runs"))
+                .unwrap()
+                .next()
+                .is_none()
+    );
+    let err = c
+        .svc
+        .call_tool(CallToolRequestParams::new("explode"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("no tool `explode`"), "{err}");
+    let r = c.call("list", json!({})).await;
+    assert_eq!(doc(&r)["total"], 0);
+    c.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_run_call_cancels_its_run() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let params = CallToolRequestParams::new("run").with_arguments(
+        json!({"argv": ["sleep", "60"], "run_id": "long", "grace": "1s"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    let handle = c
+        .svc
+        .peer()
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            PeerRequestOptions::default(),
+        )
+        .await
+        .unwrap();
+    let client = c.client.clone();
+    until("the run's `started` progress", move || {
+        client
+            .messages()
+            .iter()
+            .any(|m| m.contains("run long (attempt 1) started"))
+    })
+    .await;
+    let t0 = Instant::now();
+    handle
+        .cancel(Some("the test gave up".into()))
+        .await
+        .unwrap();
+    let env_home = env.attempt_dir("long", 1).join("result.json");
+    until("the cancelled run's result.json", move || env_home.exists()).await;
+    assert_eq!(result_status(&env, "long").as_deref(), Some("cancelled"));
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "it ran on: {:?}",
+        t0.elapsed()
+    );
+    // The connection is still good.
+    let r = c.call("status", json!({"run_id": "long"})).await;
+    assert_eq!(doc(&r)["failure_kind"], "cancelled");
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_call_does_not_hold_up_others_and_a_second_server_shares_the_home() {
+    let env = TestEnv::new();
+    let c = Arc::new(connect(&env).await);
+    let flag = env.root.path().join("go");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo released",
+        flag.display()
+    );
+    let c1 = c.clone();
+    let long = tokio::spawn(async move {
+        c1.call(
+            "run",
+            json!({"argv": ["sh", "-c", script], "run_id": "held"}),
+        )
+        .await
+    });
+    // While `run` waits, other calls on the same connection are answered.
+    let status_path = env.attempt_dir("held", 1).join("spec.json");
+    until("the held run to start", move || status_path.exists()).await;
+    let r = c.call("status", json!({"run_id": "held"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(!long.is_finished());
+    // A second server (another parent) on the same home sees the run and starts its own.
+    let other = connect(&env).await;
+    let r = other.call("list", json!({})).await;
+    assert_eq!(doc(&r)["runs"][0]["run_id"], "held", "{}", doc(&r));
+    assert!(
+        ["starting", "running"].contains(&doc(&r)["runs"][0]["status"].as_str().unwrap()),
+        "{}",
+        doc(&r)
+    );
+    let r = other
+        .call("run", json!({"argv": ["true"], "run_id": "other"}))
+        .await;
+    assert_eq!(doc(&r)["status"], "completed");
+    std::fs::write(&flag, "").unwrap();
+    let r = long.await.unwrap();
+    assert!(text(&r).contains("released"), "{}", text(&r));
+    assert_eq!(doc(&r)["status"], "completed");
+    let r = c.call("list", json!({})).await;
+    assert_eq!(doc(&r)["total"], 2);
+    other.close().await;
+    Arc::into_inner(c).expect("the only handle").close().await;
+    env.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fanout_runs_every_task_within_the_limit() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let code = if i == 3 { 1 } else { 0 };
+        tasks.push(
+            json!({"argv": ["sh", "-c", format!("exit {code}")], "run_id": format!("t{i}"),
+                          "labels": {"n": i.to_string()}}),
+        );
+    }
+    let r = c
+        .call("fanout", json!({"tasks": tasks, "concurrency": 2}))
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let v = doc(&r);
+    assert_eq!(v["summary"]["total"], 6, "{v}");
+    assert_eq!(v["summary"]["completed"], 5, "{v}");
+    assert_eq!(v["summary"]["failed"], 1, "{v}");
+    assert_eq!(v["summary"]["concurrency"], 2);
+    assert_eq!(v["tasks"][3]["run_id"], "t3");
+    assert_eq!(v["tasks"][3]["status"], "failed");
+    let group = v["group"].as_str().unwrap().to_owned();
+    let t = text(&r);
+    assert!(
+        t.starts_with(&format!("group {group}: 6 tasks, 5 completed, 1 failed")),
+        "{t}"
+    );
+    assert!(t.contains("task 4: t3 failed (exit)"), "{t}");
+    assert!(
+        c.client.messages().iter().any(|m| m.contains("6/6 done")),
+        "{:?}",
+        c.client.messages()
+    );
+    let r = c.call("list", json!({"group": group})).await;
+    assert_eq!(doc(&r)["total"], 6);
+    let r = c.call("wait", json!({"group": group})).await;
+    assert_eq!(doc(&r)["runs"].as_array().unwrap().len(), 6);
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_are_bounded_and_hold_no_environment_values() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let secret = "sk-value-never-returned-1234";
+    let r = c
+        .call(
+            "run",
+            json!({"argv": ["sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo; echo END"],
+                   "run_id": "big", "env": {"MY_TOKEN": secret}}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let t = text(&r);
+    assert!(
+        t.len() < 8 * 1024,
+        "the text is not bounded: {} bytes",
+        t.len()
+    );
+    assert!(t.contains("END"), "the end of the output is shown");
+    let mut all = serde_json::to_string(&doc(&r)).unwrap() + &t;
+    for (tool, args) in [
+        ("status", json!({"run_id": "big"})),
+        ("list", json!({})),
+        ("wait", json!({"run_ids": ["big"]})),
+        ("logs", json!({"run_id": "big", "max_bytes": 100_000_000})),
+    ] {
+        let r = c.call(tool, args).await;
+        assert!(!is_error(&r), "{tool}: {}", text(&r));
+        all.push_str(&text(&r));
+        all.push_str(&serde_json::to_string(&doc(&r)).unwrap());
+    }
+    assert!(!all.contains(secret), "an environment value was returned");
+    let r = c
+        .call("logs", json!({"run_id": "big", "max_bytes": 100_000_000}))
+        .await;
+    assert_eq!(doc(&r)["truncated"], true);
+    assert!(doc(&r)["text"].as_str().unwrap().len() <= 256 * 1024);
+    c.close().await;
+    env.assert_no_leftovers();
+}
