@@ -224,6 +224,21 @@ impl Server {
             Mode::Any => WaitMode::Any,
             Mode::All => WaitMode::All,
         };
+        let names: Vec<&str> = targets
+            .iter()
+            .take(5)
+            .map(|(_, s)| s.run_id.as_str())
+            .collect();
+        let more = targets.len().saturating_sub(names.len());
+        call.reporter().say(format!(
+            "waiting for {}{}",
+            names.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        ));
         let (res, targets) = self.wait_on(targets, mode, timeout, call).await?;
         if res.stopped {
             return Err(Error::failed("cancelled by the client; the runs go on"));

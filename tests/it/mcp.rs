@@ -35,38 +35,68 @@ impl ClientHandler for Client {
 }
 
 impl Client {
+    /// The progress messages in the server's order. The client handles each notification on
+    /// a task of its own, so they may arrive in any order (even after the call's answer);
+    /// the progress value, which increases with each one, tells the order.
     fn messages(&self) -> Vec<String> {
-        self.progress
-            .lock()
-            .unwrap()
-            .iter()
-            .filter_map(|p| p.message.clone())
-            .collect()
+        let mut p = self.progress.lock().unwrap().clone();
+        p.sort_by(|a, b| a.progress.total_cmp(&b.progress));
+        p.into_iter().filter_map(|p| p.message).collect()
+    }
+
+    /// Waits until a progress message contains `needle`.
+    async fn said(&self, needle: &'static str) {
+        let me = self.clone();
+        until(needle, move || {
+            me.messages().iter().any(|m| m.contains(needle))
+        })
+        .await;
     }
 }
 
-/// A connected client and the server's pid.
+/// A connected client, the server's pid, and what it wrote on stderr so far.
 struct Conn {
     svc: RunningService<RoleClient, Client>,
     client: Client,
     pid: i32,
+    stderr: Arc<Mutex<String>>,
 }
 
 async fn connect(env: &TestEnv) -> Conn {
     let mut cmd = env.cmd();
     cmd.arg("mcp");
-    let (transport, _) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
-        .stderr(Stdio::inherit())
+    let (transport, err) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
+        .stderr(Stdio::piped())
         .spawn()
         .expect("start subpane mcp");
     let pid = transport.id().expect("the server's pid") as i32;
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let sink = stderr.clone();
+    let mut err = err.expect("piped stderr");
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            let s = String::from_utf8_lossy(&buf[..n]).into_owned();
+            eprint!("{s}");
+            sink.lock().unwrap().push_str(&s);
+        }
+    });
     let client = Client::default();
     let svc = client
         .clone()
         .serve(transport)
         .await
         .expect("initialize with subpane mcp");
-    Conn { svc, client, pid }
+    Conn {
+        svc,
+        client,
+        pid,
+        stderr,
+    }
 }
 
 impl Conn {
@@ -422,7 +452,7 @@ async fn a_long_call_does_not_hold_up_others_and_a_second_server_shares_the_home
         .await
     });
     // While `run` waits, other calls on the same connection are answered.
-    let status_path = env.attempt_dir("held", 1).join("spec.json");
+    let status_path = env.run_dir("held").join("run.json");
     until("the held run to start", move || status_path.exists()).await;
     let r = c.call("status", json!({"run_id": "held"})).await;
     assert!(!is_error(&r), "{}", text(&r));
@@ -481,8 +511,16 @@ async fn fanout_runs_every_task_within_the_limit() {
         "{t}"
     );
     assert!(t.contains("task 4: t3 failed (exit)"), "{t}");
+    c.client.said("6/6 done").await;
+    // In the server's order, the count of ended tasks never goes down.
+    let done: Vec<usize> = c
+        .client
+        .messages()
+        .iter()
+        .filter_map(|m| m.split('/').next()?.parse().ok())
+        .collect();
     assert!(
-        c.client.messages().iter().any(|m| m.contains("6/6 done")),
+        done.windows(2).all(|w| w[1] >= w[0]),
         "{:?}",
         c.client.messages()
     );
@@ -533,5 +571,140 @@ async fn answers_are_bounded_and_hold_no_environment_values() {
     assert_eq!(doc(&r)["truncated"], true);
     assert!(doc(&r)["text"].as_str().unwrap().len() <= 256 * 1024);
     c.close().await;
+    env.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_wait_leaves_the_run_and_a_cancelled_fanout_stops_its_tasks() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let r = c
+        .call(
+            "run",
+            json!({"argv": ["sleep", "60"], "run_id": "bg", "wait": false, "grace": "1s"}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    // A cancelled `wait`: the waiting stops, the run goes on.
+    let send = |name: &str, args: Value| {
+        let params = CallToolRequestParams::new(name.to_owned())
+            .with_arguments(args.as_object().unwrap().clone());
+        let peer = c.svc.peer().clone();
+        async move {
+            peer.send_request_with_option(
+                ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+                PeerRequestOptions::default(),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let h = send("wait", json!({"run_ids": ["bg"]})).await;
+    let client = c.client.clone();
+    until("the wait's first progress", move || {
+        client.messages().iter().any(|m| m == "waiting for bg")
+    })
+    .await;
+    h.cancel(None).await.unwrap();
+    // The server's wait ended (it says so once the call is over), and the run goes on.
+    let said = c.stderr.clone();
+    until("the server to end the cancelled wait", move || {
+        said.lock()
+            .unwrap()
+            .contains("`wait` call cancelled by the client")
+    })
+    .await;
+    let r = c.call("status", json!({"run_id": "bg"})).await;
+    assert_eq!(doc(&r)["status"], "running", "{}", doc(&r));
+
+    // A cancelled `fanout`: the running tasks are cancelled and the queued ones skipped.
+    let tasks: Vec<Value> = (0..4)
+        .map(|i| json!({"argv": ["sleep", "60"], "run_id": format!("f{i}"), "grace": "1s"}))
+        .collect();
+    let h = send("fanout", json!({"tasks": tasks, "concurrency": 2})).await;
+    let f0 = env.attempt_dir("f0", 1).join("spec.json");
+    let f1 = env.attempt_dir("f1", 1).join("spec.json");
+    until("two fan-out tasks to start", move || {
+        f0.exists() && f1.exists()
+    })
+    .await;
+    h.cancel(Some("enough".into())).await.unwrap();
+    let (p0, p1) = (
+        env.attempt_dir("f0", 1).join("result.json"),
+        env.attempt_dir("f1", 1).join("result.json"),
+    );
+    until("the running tasks to end", move || {
+        p0.exists() && p1.exists()
+    })
+    .await;
+    assert_eq!(result_status(&env, "f0").as_deref(), Some("cancelled"));
+    assert_eq!(result_status(&env, "f1").as_deref(), Some("cancelled"));
+    assert!(!env.run_dir("f2").exists() && !env.run_dir("f3").exists());
+    let r = c.call("cancel", json!({"run_id": "bg"})).await;
+    assert_eq!(doc(&r)["cancel_requested"], true);
+    let r = c.call("wait", json!({"run_ids": ["bg"]})).await;
+    assert_eq!(doc(&r)["runs"][0]["status"], "cancelled");
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// stdout is the protocol's: a line that is not JSON-RPC is ignored, and everything the
+/// server writes is a JSON-RPC message.
+#[test]
+fn stdout_carries_only_protocol_messages() {
+    use std::io::{BufRead, BufReader, Write};
+    let env = TestEnv::new();
+    let mut child = env
+        .cmd()
+        .arg("mcp")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}})
+        .to_string(),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        "this is not json".into(),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run", "arguments": {"argv": ["sh", "-c", "echo to-the-pane; echo err >&2"]}}})
+        .to_string(),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).to_string(),
+    ];
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    for l in &lines {
+        writeln!(stdin, "{l}").unwrap();
+    }
+    // Answers to ids 1, 2 and 3 (2 waits for its run), then end the session.
+    while !(1..=3).all(|id| seen.iter().any(|v: &Value| v["id"] == id)) {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "stdout ended early: {seen:?}"
+        );
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line:?}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{v}");
+        seen.push(v);
+    }
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    for line in rest.lines() {
+        let v: Value = serde_json::from_str(line).expect("JSON-RPC");
+        assert_eq!(v["jsonrpc"], "2.0");
+    }
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    let run = seen.iter().find(|v| v["id"] == 2).unwrap();
+    assert_eq!(
+        run["result"]["structuredContent"]["status"], "completed",
+        "{run}"
+    );
     env.assert_no_leftovers();
 }
