@@ -258,9 +258,9 @@ impl Server {
                 match &status {
                     AttemptStatus::Finished(env) => {
                         first.get_or_insert_with(|| env.run_id.clone());
-                        let t = finished_text(env, paths, spec);
-                        text.push_str(answer::cut(&t, share).0);
-                        docs.push(answer::envelope_doc(env, paths.dir()));
+                        let r = finished(env, paths, spec);
+                        text.push_str(answer::cut(&text_of(&r), share).0);
+                        docs.push(r.structured_content.unwrap_or(Value::Null));
                     }
                     AttemptStatus::Live(doc) => {
                         text.push_str(&answer::live_text(doc));
@@ -450,39 +450,72 @@ fn result(text: String, doc: Value) -> CallToolResult {
     r
 }
 
+fn text_of(r: &CallToolResult) -> String {
+    r.content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect()
+}
+
 fn prepend(r: &mut CallToolResult, s: &str) {
     if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
         r.content[0] = ContentBlock::text(format!("{s}{}", t.text));
     }
 }
 
-/// The answer for a finished attempt: its bounded envelope and its text.
+/// The answer for a finished attempt: its bounded envelope (with the ends of a program's
+/// output as `tails`) and its text.
+///
+/// MCP clients show their model the structured content rather than the text when there is
+/// one (Claude Code and Codex both do), so what a parent needs to read is in both.
 fn finished(env: &Envelope, paths: &AttemptPaths, spec: &AttemptSpec) -> CallToolResult {
-    result(
-        finished_text(env, paths, spec),
-        answer::envelope_doc(env, paths.dir()),
-    )
-}
-
-/// A finished attempt's text, with the end of a program's output (and of its stderr when it
-/// did not complete).
-fn finished_text(env: &Envelope, paths: &AttemptPaths, spec: &AttemptSpec) -> String {
-    let mut tail = String::new();
-    if spec.agent == AgentKind::Command {
-        if let Ok(Some((t, _))) = read_tail(&paths.stdout_log(), TAIL) {
-            tail.push_str(&t);
+    let (stdout, stderr) = tails(env, paths, spec);
+    let mut doc = answer::envelope_doc(env, paths.dir());
+    if stdout.is_some() || stderr.is_some() {
+        if let Some(o) = doc.as_object_mut() {
+            o.insert("tails".into(), json!({"stdout": stdout, "stderr": stderr}));
         }
     }
-    if env.status != crate::envelope::Status::Completed {
-        if let Ok(Some((t, _))) = read_tail(&paths.stderr_log(), TAIL) {
-            if !t.trim().is_empty() {
-                if !tail.is_empty() && !tail.ends_with('\n') {
-                    tail.push('\n');
-                }
-                tail.push_str("stderr (end):\n");
-                tail.push_str(&t);
-            }
+    result(finished_text(env, paths, stdout, stderr), doc)
+}
+
+/// The end of a command's stdout, and of any program's stderr when it did not complete
+/// (`None`: not asked for, missing or empty).
+fn tails(
+    env: &Envelope,
+    paths: &AttemptPaths,
+    spec: &AttemptSpec,
+) -> (Option<String>, Option<String>) {
+    let tail = |p: &Path| {
+        read_tail(p, TAIL)
+            .ok()
+            .flatten()
+            .map(|(t, _)| t)
+            .filter(|t| !t.trim().is_empty())
+    };
+    let stdout = (spec.agent == AgentKind::Command)
+        .then(|| tail(&paths.stdout_log()))
+        .flatten();
+    let stderr = (env.status != crate::envelope::Status::Completed)
+        .then(|| tail(&paths.stderr_log()))
+        .flatten();
+    (stdout, stderr)
+}
+
+/// A finished attempt's text, with the tails.
+fn finished_text(
+    env: &Envelope,
+    paths: &AttemptPaths,
+    stdout: Option<String>,
+    stderr: Option<String>,
+) -> String {
+    let mut tail = stdout.unwrap_or_default();
+    if let Some(e) = stderr {
+        if !tail.is_empty() && !tail.ends_with('\n') {
+            tail.push('\n');
         }
+        tail.push_str("stderr (end):\n");
+        tail.push_str(&e);
     }
     answer::envelope_text(env, paths.dir(), Some(&tail))
 }

@@ -104,7 +104,14 @@ fn schema_requires_every_field_the_code_writes() {
     assert_eq!(keys_of(&v), required(&s));
     // Every property is required but the optional ones added since v1 (absent when they do
     // not apply), and each of those says so in its description.
-    let optional = ["depth", "group", "parent_run", "resumed_from", "worktree"];
+    let optional = [
+        "depth",
+        "group",
+        "parent_run",
+        "resumed_from",
+        "tails",
+        "worktree",
+    ];
     let mut all = required(&s);
     all.extend(optional.iter().map(|k| (*k).to_owned()));
     all.sort();

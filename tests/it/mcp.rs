@@ -207,9 +207,13 @@ async fn run_waits_and_returns_the_envelope_with_progress() {
     let t = text(&r);
     assert!(t.starts_with("run c1 (attempt 1) completed: exit 0"), "{t}");
     assert!(t.contains("sub-42"), "{t}");
-    let v = doc(&r);
+    let mut v = doc(&r);
     assert_valid_envelope(&v);
-    assert_eq!(v, env.result("c1"), "the structured content is result.json");
+    // The structured content is result.json, with the end of the output (what a client's
+    // model reads) as `tails`.
+    let tails = v.as_object_mut().unwrap().remove("tails").expect("tails");
+    assert_eq!(tails, json!({"stdout": "sub-42\n", "stderr": null}));
+    assert_eq!(v, env.result("c1"));
     let msgs = c.client.messages();
     assert!(
         msgs.first()
