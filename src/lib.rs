@@ -27,7 +27,8 @@
 //!   (waits, observes, cancels)
 //! * L2½ the application layer: [`app`] (requests, plans, starting attempts, queries) that
 //!   every front end shares
-//! * L3 edge: [`cli`] (the only place for clap) and `main.rs`
+//! * L3 edge: [`cli`] (the only place for clap), [`mcp`] (the MCP server: the only place for
+//!   tokio and rmcp) and `main.rs`
 
 pub mod adapter;
 pub mod app;
