@@ -8,11 +8,7 @@ use crate::exit_code;
 /// A few lines for a human about a finished attempt.
 pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
     let mut s = String::new();
-    let how = match (env.exit_code, &env.signal) {
-        (Some(c), _) => format!("exit {c}"),
-        (None, Some(sig)) => format!("killed by {sig}"),
-        _ => "no exit status".into(),
-    };
+    let how = env.how_it_ended();
     let kind = env
         .failure_kind
         .map(|k| format!(", {}", k.as_str()))

@@ -326,6 +326,15 @@ impl Envelope {
     pub fn exit_code(&self) -> i32 {
         code_for(self.status, self.failure_kind)
     }
+
+    /// How the program ended, for people: `exit 2`, `killed by SIGKILL`, `no exit status`.
+    pub fn how_it_ended(&self) -> String {
+        match (self.exit_code, &self.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(sig)) => format!("killed by {sig}"),
+            _ => "no exit status".into(),
+        }
+    }
 }
 
 /// Maps an outcome to the exit code of `run`/`wait`/`status`.

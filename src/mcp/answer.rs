@@ -80,11 +80,7 @@ pub fn envelope_doc(env: &Envelope, attempt_dir: &Path) -> Value {
 
 /// One line of how an attempt ended: `run R (attempt 1) completed: exit 0 after 1.2s`.
 pub fn ended_line(env: &Envelope) -> String {
-    let how = match (env.exit_code, &env.signal) {
-        (Some(c), _) => format!("exit {c}"),
-        (None, Some(sig)) => format!("killed by {sig}"),
-        _ => "no exit status".into(),
-    };
+    let how = env.how_it_ended();
     let kind = env
         .failure_kind
         .map(|k| format!(" ({})", k.as_str()))
