@@ -12,6 +12,8 @@ mod faults;
 mod filter;
 mod lifecycle;
 mod mcp;
+mod mcp_parents;
+mod mock;
 mod pane;
 mod proxy;
 mod relay;

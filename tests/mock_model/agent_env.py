@@ -83,6 +83,10 @@ def setup(scratch: str, port: int) -> dict[str, str]:
     # claude: the Anthropic base URL, any API key, a private config dir; no background traffic.
     claude_dir = os.path.join(scratch, "claude")
     os.makedirs(claude_dir, exist_ok=True)
+    # claude keeps per-session files in $CLAUDE_CODE_TMPDIR/claude-<uid>/ (default: the system
+    # temp dir, where they would outlive SCRATCH).
+    claude_tmp = os.path.join(scratch, "claude-tmp")
+    os.makedirs(claude_tmp, exist_ok=True)
 
     home = os.path.join(scratch, "home")
     os.makedirs(home, exist_ok=True)
@@ -104,6 +108,7 @@ def setup(scratch: str, port: int) -> dict[str, str]:
         "ANTHROPIC_SMALL_FAST_MODEL": MODEL,
         "ANTHROPIC_DEFAULT_HAIKU_MODEL": MODEL,
         "CLAUDE_CONFIG_DIR": claude_dir,
+        "CLAUDE_CODE_TMPDIR": claude_tmp,
         "CLAUDE_CODE_MAX_RETRIES": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",

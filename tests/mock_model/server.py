@@ -10,7 +10,8 @@ It speaks three wire formats, all as server-sent events:
 Anything else gets a small JSON answer (an empty model list, or 404) so no CLI hangs.
 
 The answer is chosen by a marker in the conversation's user text, `SCENARIO:<name>`
-(the last marker wins, so a resumed conversation can change scenario):
+(the last marker wins, so a resumed conversation can change scenario; a tool result's text
+never counts, whatever it holds):
 
   plain             a fixed text, MOCK_TEXT
   tool_write        first call: the CLI's shell tool runs `echo hi > made_by_agent.txt`;
@@ -23,6 +24,14 @@ The answer is chosen by a marker in the conversation's user text, `SCENARIO:<nam
   flaky             the first call of each conversation fails with HTTP 500, the next succeeds
                     (provokes the CLIs' retry events)
   stall             SSE headers and one chunk, then silence until the client disconnects
+  mcp_call          the marker's text also holds MCP_TOOL:<suffix> and MCP_ARGS:<base64 of a
+                    JSON object>. First call: the offered tool whose name is the suffix or
+                    ends with it after a separator (claude: `mcp__<server>__run`; codex: `run`
+                    in the namespace tool `mcp__<server>`) with those arguments; a tool Claude
+                    Code only names (deferred) is loaded with its ToolSearch tool first. Once
+                    that tool's result is in the request: `Subagent said: ` and the result's
+                    text (its first 4000 characters). No such tool: a text starting
+                    `mock mcp_call: no tool ending in '<suffix>' was offered; tools: [...]`.
 
 Usage:
   server.py [--port-file FILE] [--log FILE] [--max-seconds N] [--dump-dir DIR]
@@ -34,6 +43,7 @@ exits on SIGTERM, when its parent process dies, or after --max-seconds (default 
 from __future__ import annotations
 
 import argparse
+import base64
 import ctypes
 import json
 import os
@@ -44,6 +54,7 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import NamedTuple
 
 MOCK_TEXT = "Hello from the mock model."
 TOOL_DONE_TEXT = "I wrote made_by_agent.txt."
@@ -95,66 +106,130 @@ def _texts(content) -> list[str]:
     return out
 
 
-def conversation(api: str, body: dict) -> list[tuple[str, str]]:
-    """The request as a list of (kind, text): kind is "user", "tool_result" or "other"."""
-    items: list[tuple[str, str]] = []
+class Item(NamedTuple):
+    """One entry of a request's conversation."""
+
+    kind: str  # "user", "tool_result" or "other"
+    text: str = ""  # the user's text, or the tool result's text
+    tool: str = ""  # for a tool result: the name of the tool that was called ("" if unknown)
+
+
+def _result_text(content) -> str:
+    """The text of a tool result: a string, or a list of parts with a `text`."""
+    if isinstance(content, str):
+        return content
+    out = []
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, str):
+                out.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                out.append(part["text"])
+    return "\n".join(out)
+
+
+def _qualified(namespace, name) -> str:
+    """A tool's full name: codex puts MCP tools in a namespace (`mcp__<server>` + `run`)."""
+    return f"{namespace}__{name}" if namespace else (name or "")
+
+
+def conversation(api: str, body: dict) -> list[Item]:
+    """The request as a list of items. Tool results are their own items (with the called
+    tool's name, found through the call id), never user text: a tool's output can hold
+    anything, markers included, and must not pick the scenario."""
+    items: list[Item] = []
+    calls: dict[str, str] = {}  # call id -> tool name
     if api == "responses":
         inp = body.get("input")
         if isinstance(inp, str):
-            return [("user", inp)]
+            return [Item("user", inp)]
         for it in inp or []:
             if not isinstance(it, dict):
                 continue
             t = it.get("type")
-            if t in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
-                items.append(("tool_result", ""))
+            if t in ("function_call", "custom_tool_call", "local_shell_call", "tool_search_call"):
+                calls[str(it.get("call_id"))] = _qualified(it.get("namespace"), it.get("name") or t)
+                items.append(Item("other"))
+            elif t in ("function_call_output", "custom_tool_call_output", "local_shell_call_output",
+                       "tool_search_output"):
+                items.append(Item("tool_result", _result_text(it.get("output")),
+                                  calls.get(str(it.get("call_id")), "")))
             elif it.get("role") == "user":
-                items.append(("user", "\n".join(_texts(it.get("content")))))
+                items.append(Item("user", "\n".join(_texts(it.get("content")))))
             else:
-                items.append(("other", ""))
+                items.append(Item("other"))
         return items
     for m in body.get("messages") or []:
         if not isinstance(m, dict):
             continue
         role = m.get("role")
-        if role == "tool":  # chat completions
-            items.append(("tool_result", ""))
+        content = m.get("content")
+        if role == "assistant":
+            for tc in m.get("tool_calls") or []:  # chat completions
+                if isinstance(tc, dict):
+                    calls[str(tc.get("id"))] = (tc.get("function") or {}).get("name", "")
+            for part in content if isinstance(content, list) else []:  # anthropic
+                if isinstance(part, dict) and part.get("type") == "tool_use":
+                    calls[str(part.get("id"))] = part.get("name", "")
+            items.append(Item("other"))
+        elif role == "tool":  # chat completions
+            items.append(Item("tool_result", _result_text(content), calls.get(str(m.get("tool_call_id")), "")))
         elif role == "user":
-            content = m.get("content")
-            if isinstance(content, list) and any(
-                isinstance(p, dict) and p.get("type") == "tool_result" for p in content
-            ):
-                items.append(("tool_result", ""))
-            items.append(("user", "\n".join(_texts(content))))
+            # anthropic: tool results are blocks of a user message; the text beside them is
+            # the CLI's (or a follow-up the CLI merged in), the results' content is not.
+            for part in content if isinstance(content, list) else []:
+                if isinstance(part, dict) and part.get("type") == "tool_result":
+                    items.append(Item("tool_result", _result_text(part.get("content")),
+                                      calls.get(str(part.get("tool_use_id")), "")))
+            items.append(Item("user", "\n".join(_texts(content))))
         else:
-            items.append(("other", ""))
+            items.append(Item("other"))
     return items
 
 
-def scenario_of(api: str, body: dict) -> tuple[str, bool, str]:
-    """(scenario, tool result already present after the marker, the marker's user text)."""
+def scenario_of(api: str, body: dict) -> tuple[str, list[Item], str]:
+    """(scenario, the conversation after the marker, the marker's user text).
+
+    Only user text counts, never a tool result; the last marker wins."""
     conv = conversation(api, body)
     scenario, at, text = "plain", -1, ""
-    for i, (kind, t) in enumerate(conv):
-        if kind == "user":
-            found = SCENARIO_RE.findall(t)
+    for i, item in enumerate(conv):
+        if item.kind == "user":
+            found = SCENARIO_RE.findall(item.text)
             if found:
-                scenario, at, text = found[-1], i, t
-    answered = any(kind == "tool_result" for kind, _ in conv[at + 1 :])
-    return scenario, answered, text
+                scenario, at, text = found[-1], i, item.text
+    return scenario, conv[at + 1 :], text
 
 
-def tool_names(api: str, body: dict) -> list[str]:
-    names = []
+class Tool(NamedTuple):
+    """A tool the request offers: `name` is what the model calls (in `namespace`, if any)."""
+
+    name: str
+    namespace: str | None = None
+
+    @property
+    def full(self) -> str:
+        return _qualified(self.namespace, self.name)
+
+
+def offered_tools(api: str, body: dict) -> list[Tool]:
+    out = []
     for t in body.get("tools") or []:
         if not isinstance(t, dict):
             continue
         if api == "chat":
-            fn = t.get("function") or {}
-            names.append(fn.get("name", ""))
+            out.append(Tool((t.get("function") or {}).get("name", "")))
+        elif t.get("type") == "namespace":  # responses: codex's MCP tools (and others)
+            for sub in t.get("tools") or []:
+                if isinstance(sub, dict):
+                    out.append(Tool(sub.get("name", ""), t.get("name", "")))
         else:
-            names.append(t.get("name", ""))
-    return names
+            out.append(Tool(t.get("name") or t.get("type", "")))
+    return out
+
+
+def tool_names(api: str, body: dict) -> list[str]:
+    return [t.full for t in offered_tools(api, body)]
 
 
 OUTSIDE_RE = re.compile(r"OUTSIDE:(\S+)")
@@ -169,20 +244,92 @@ def tool_command(scenario: str, text: str) -> str:
     return TOOL_COMMAND
 
 
-def shell_call(api: str, body: dict, command: str = TOOL_COMMAND) -> tuple[str, dict] | None:
+class Call(NamedTuple):
+    """A tool call the model makes."""
+
+    name: str
+    args: dict
+    namespace: str | None = None  # responses: the namespace the tool is offered in
+
+
+def shell_call(api: str, body: dict, command: str = TOOL_COMMAND) -> Call | None:
     """The shell tool this CLI offers and arguments that run `command`."""
     names = tool_names(api, body)
     if "exec_command" in names:  # codex
-        return "exec_command", {"cmd": command}
+        return Call("exec_command", {"cmd": command})
     if "shell_command" in names:
-        return "shell_command", {"command": command}
+        return Call("shell_command", {"command": command})
     if "shell" in names:
-        return "shell", {"command": ["bash", "-lc", command]}
+        return Call("shell", {"command": ["bash", "-lc", command]})
     if "Bash" in names:  # claude
-        return "Bash", {"command": command, "description": "Write a file"}
+        return Call("Bash", {"command": command, "description": "Write a file"})
     if "bash" in names:  # pi
-        return "bash", {"command": command}
+        return Call("bash", {"command": command})
     return None
+
+
+MCP_TOOL_RE = re.compile(r"MCP_TOOL:(\S+)")
+MCP_ARGS_RE = re.compile(r"MCP_ARGS:([A-Za-z0-9+/=_-]+)")
+MCP_NAME_RE = re.compile(r"mcp__[A-Za-z0-9_.-]+")
+MCP_RESULT_CHARS = 4000
+
+
+def _ends_with_tool(name: str, suffix: str) -> bool:
+    """`name` is `suffix`, or ends with it after a separator (`mcp__subpane__run` for `run`)."""
+    if name == suffix:
+        return True
+    return name.endswith(suffix) and len(name) > len(suffix) and not name[-len(suffix) - 1].isalnum()
+
+
+def _all_strings(v, out: list[str]) -> None:
+    if isinstance(v, str):
+        out.append(v)
+    elif isinstance(v, list):
+        for x in v:
+            _all_strings(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            _all_strings(x, out)
+
+
+def mcp_step(api: str, body: dict, text: str, after: list[Item]) -> tuple[str, Call | None]:
+    """The mcp_call scenario: (final text, or a tool call to make first).
+
+    `text` is the marker's user text (with MCP_TOOL: and MCP_ARGS:), `after` the conversation
+    after it. Claude Code may offer MCP tools deferred (only their names, in a system text, and
+    a `ToolSearch` tool that loads them): then the first call is ToolSearch `select:<name>`.
+    """
+    tool = MCP_TOOL_RE.findall(text)
+    raw = MCP_ARGS_RE.findall(text)
+    if not tool or not raw:
+        return "mock mcp_call: the marker's text needs MCP_TOOL:<name-suffix> and MCP_ARGS:<base64 JSON>", None
+    suffix = tool[-1]
+    try:
+        b64 = raw[-1].replace("+", "-").replace("/", "_")
+        args = json.loads(base64.urlsafe_b64decode(b64 + "=" * (-len(b64) % 4)))
+    except ValueError as e:
+        return f"mock mcp_call: MCP_ARGS is not base64 of a JSON document: {e}", None
+    if not isinstance(args, dict):
+        return "mock mcp_call: MCP_ARGS is not a JSON object", None
+    results = [i for i in after if i.kind == "tool_result"]
+    for r in results:
+        if _ends_with_tool(r.tool, suffix):
+            return "Subagent said: " + r.text[:MCP_RESULT_CHARS], None
+    offered = offered_tools(api, body)
+    names = [t.full for t in offered]
+    if len(results) >= 3:  # never loop: something answered, but not the tool
+        return f"mock mcp_call: {len(results)} tool results and none from a tool ending in {suffix!r}: {[r.tool for r in results]}", None
+    for t in offered:
+        if _ends_with_tool(t.full, suffix):
+            return "", Call(t.name, args, t.namespace)
+    strings: list[str] = []
+    _all_strings({k: v for k, v in body.items() if k != "tools"}, strings)
+    deferred = sorted({n for s in strings for n in MCP_NAME_RE.findall(s) if _ends_with_tool(n, suffix)})
+    searched = any(r.tool == "ToolSearch" for r in results)
+    if deferred and "ToolSearch" in names and not searched:
+        return "", Call("ToolSearch", {"query": "select:" + deferred[0], "max_results": 5})
+    return (f"mock mcp_call: no tool ending in {suffix!r} was offered; tools: {names}"
+            + (f"; deferred: {deferred}" if deferred else "")), None
 
 
 # ---------------------------------------------------------------- the handler
@@ -282,15 +429,17 @@ class Handler(BaseHTTPRequestHandler):
             log(f"POST {path} (unknown)")
             self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
             return
-        scenario, answered, text = scenario_of(api, body)
+        scenario, after, text = scenario_of(api, body)
+        answered = any(i.kind == "tool_result" for i in after)
         log(f"POST {path} api={api} scenario={scenario} answered={answered} stream={body.get('stream')}"
             f" tools={tool_names(api, body)}")
         try:
-            self._answer(api, body, scenario, answered, text)
+            self._answer(api, body, scenario, after, text)
         except (BrokenPipeError, ConnectionResetError):
             log("client closed the connection")
 
-    def _answer(self, api, body, scenario, answered, text):
+    def _answer(self, api, body, scenario, after, text):
+        answered = any(i.kind == "tool_result" for i in after)
         if scenario == "flaky":
             with _lock:
                 first = (api, text) not in _flaky_seen
@@ -318,6 +467,9 @@ class Handler(BaseHTTPRequestHandler):
             else None
         )
         final = TOOL_DONE_TEXT if writes else MOCK_TEXT
+        if scenario == "mcp_call":
+            final, call = mcp_step(api, body, text, after)
+            log(f"mcp_call: {'call ' + call.name if call else 'final ' + repr(final[:200])}")
         stream = body.get("stream", api != "messages")
         {"chat": self._chat, "responses": self._responses, "messages": self._messages}[api](
             final, call, stream
@@ -360,10 +512,9 @@ class Handler(BaseHTTPRequestHandler):
         cid = next_id("chatcmpl")
         self._chat_chunk({"role": "assistant", "content": ""}, cid=cid)
         if call:
-            name, args = call
             self._chat_chunk({"tool_calls": [{"index": 0, "id": next_id("call"), "type": "function",
-                                              "function": {"name": name, "arguments": ""}}]}, cid=cid)
-            self._chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(args)}}]}, cid=cid)
+                                              "function": {"name": call.name, "arguments": ""}}]}, cid=cid)
+            self._chat_chunk({"tool_calls": [{"index": 0, "function": {"arguments": json.dumps(call.args)}}]}, cid=cid)
             self._chat_chunk({}, finish="tool_calls", cid=cid)
         else:
             for piece in _pieces(final):
@@ -381,9 +532,10 @@ class Handler(BaseHTTPRequestHandler):
                  "output_tokens": USAGE["output"], "output_tokens_details": {"reasoning_tokens": 0},
                  "total_tokens": USAGE["input"] + USAGE["cache_read"] + USAGE["output"]}
         if call:
-            name, args = call
-            item = {"type": "function_call", "id": next_id("fc"), "call_id": next_id("call"), "name": name,
-                    "arguments": json.dumps(args), "status": "completed"}
+            item = {"type": "function_call", "id": next_id("fc"), "call_id": next_id("call"), "name": call.name,
+                    "arguments": json.dumps(call.args), "status": "completed"}
+            if call.namespace:
+                item["namespace"] = call.namespace
         else:
             item = {"type": "message", "id": next_id("msg"), "role": "assistant", "status": "completed",
                     "content": [{"type": "output_text", "text": final, "annotations": []}]}
@@ -421,8 +573,7 @@ class Handler(BaseHTTPRequestHandler):
                  "cache_creation_input_tokens": USAGE["cache_write"], "cache_read_input_tokens": USAGE["cache_read"]}
         model = MODEL_NAME
         if call:
-            name, args = call
-            block = {"type": "tool_use", "id": next_id("toolu"), "name": name, "input": args}
+            block = {"type": "tool_use", "id": next_id("toolu"), "name": call.name, "input": call.args}
             stop = "tool_use"
         else:
             block = {"type": "text", "text": final}
