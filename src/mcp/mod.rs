@@ -37,8 +37,10 @@ pub use server::Server;
 
 /// Serves one client on stdin/stdout until it closes the connection. Returns the exit code.
 pub fn serve(home: Home) -> Result<i32, Error> {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread runs the protocol (it only moves messages); the work runs on the blocking
+    // pool. The multi-thread scheduler would also link libm into the binary every worker
+    // starts from.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .thread_name("subpane-mcp")
         .enable_all()
         .build()
