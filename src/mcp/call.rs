@@ -193,3 +193,59 @@ pub async fn blocking<T: Send + 'static>(
         .await
         .map_err(|e| Error::failed(format!("the call's worker thread failed: {e}")))?
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    fn counter() -> (Arc<AtomicU32>, impl Fn() -> Action) {
+        let n = Arc::new(AtomicU32::new(0));
+        let m = n.clone();
+        (n, move || {
+            let m = m.clone();
+            Box::new(move || {
+                m.fetch_add(1, Ordering::SeqCst);
+            }) as Action
+        })
+    }
+
+    #[test]
+    fn a_cancel_runs_the_action_once() {
+        let c = Cancels::default();
+        let id = RequestId::Number(1);
+        let (n, action) = counter();
+        c.open(&id);
+        c.set(id.clone(), action());
+        c.cancel(&id);
+        c.cancel(&id);
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_cancel_before_the_action_is_kept_for_it() {
+        let c = Cancels::default();
+        let id = RequestId::Number(2);
+        let (n, action) = counter();
+        c.open(&id);
+        c.cancel(&id);
+        assert_eq!(n.load(Ordering::SeqCst), 0);
+        c.set(id.clone(), action());
+        assert_eq!(n.load(Ordering::SeqCst), 1, "run as soon as it is set");
+    }
+
+    #[test]
+    fn a_cancel_of_an_answered_call_does_not_reach_a_later_one_with_its_id() {
+        let c = Cancels::default();
+        let id = RequestId::Number(3);
+        let (n, action) = counter();
+        c.open(&id);
+        c.clear(&id);
+        c.cancel(&id); // late: the call was answered
+        c.open(&id); // the client reuses the id
+        c.set(id.clone(), action());
+        assert_eq!(n.load(Ordering::SeqCst), 0);
+        c.cancel(&id);
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+    }
+}
