@@ -139,10 +139,18 @@ impl Server {
                 spec.run_id
             )));
         }
-        match res.results.into_iter().next().flatten() {
-            Some(env) => Ok(finished(&env, &paths, &spec)),
-            None => Err(Error::failed("the attempt ended without an envelope")),
+        let mut r = match res.results.into_iter().next().flatten() {
+            Some(env) => finished(&env, &paths, &spec),
+            None => return Err(Error::failed("the attempt ended without an envelope")),
+        };
+        if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
+            let mut text = t.text.clone();
+            for w in &started.warnings {
+                text.push_str(&format!("\nwarning: {w}"));
+            }
+            r.content[0] = ContentBlock::text(text);
         }
+        Ok(r)
     }
 
     /// Waits for `targets` on a blocking thread, reporting progress, until the mode is met,
