@@ -90,10 +90,14 @@ def setup(scratch: str, port: int) -> dict[str, str]:
 
     home = os.path.join(scratch, "home")
     os.makedirs(home, exist_ok=True)
+    tmp = os.path.join(scratch, "tmp")
+    os.makedirs(tmp, exist_ok=True)
 
     return {
         # isolation: no CLI reads or writes the real home
         "HOME": home,
+        # Temporary files of every CLI (claude's `cc-socks` directory among them) stay in SCRATCH.
+        "TMPDIR": tmp,
         "XDG_CONFIG_HOME": os.path.join(home, ".config"),
         # pi
         "PI_CODING_AGENT_DIR": pi_dir,
