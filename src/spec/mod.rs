@@ -186,6 +186,18 @@ pub struct AttemptSpec {
 /// The nesting limit when nobody set one.
 pub const DEFAULT_MAX_DEPTH: u32 = 3;
 
+/// The variables the worker sets for an attempt's program: who it is and where it sits
+/// (lineage). They describe one process tree, so nothing else may carry them on: the tmux
+/// server (and so every pane) never gets them from the client that starts it.
+pub const ATTEMPT_VARS: &[&str] = &[
+    "SUBPANE_RUN_ID",
+    "SUBPANE_ATTEMPT",
+    "SUBPANE_ATTEMPT_DIR",
+    "SUBPANE_DEPTH",
+    "SUBPANE_MAX_DEPTH",
+    "SUBPANE_CHAIN",
+];
+
 fn default_max_depth() -> u32 {
     DEFAULT_MAX_DEPTH
 }

@@ -200,6 +200,11 @@ impl Tmux {
         c.args(self.socket.args());
         c.arg("-f").arg(&self.config);
         c.env_remove("TMUX").env_remove("TMUX_PANE");
+        // A server started from inside an attempt must not hand that attempt's identity to
+        // every pane it makes later.
+        for v in crate::spec::ATTEMPT_VARS {
+            c.env_remove(v);
+        }
         c.stdin(Stdio::null());
         c
     }

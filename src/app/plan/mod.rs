@@ -154,7 +154,24 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         Some(n) if req.sandbox => Network::parse(n).map_err(Error::invalid)?,
         _ => Network::None,
     };
-    let (lineage, max_depth) = lineage(req, &caller_var, &run_id)?;
+    // The lineage comes from the caller's environment, or, when that lost it, from the
+    // nearest ancestor inside an attempt: clearing variables does not escape the limit.
+    let ancestor_vars = if caller_var("SUBPANE_RUN_ID").is_some() {
+        Vec::new()
+    } else {
+        sys.attempt_ancestor_vars()
+    };
+    let lineage_var = |name: &str| {
+        if ancestor_vars.is_empty() {
+            caller_var(name)
+        } else {
+            ancestor_vars
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+        }
+    };
+    let (lineage, max_depth) = lineage(req, &lineage_var, &run_id)?;
     let agent_kind = req.agent.unwrap_or(AgentKind::Command);
     let (env, env_spec) = environment(req, sys, agent_kind, &network)?;
     let path_var = env

@@ -26,6 +26,10 @@ pub trait System {
     /// The git work tree `dir` is in (its top and the repository's git directory), or
     /// `None` outside one.
     fn git_repo(&self, dir: &Path) -> Option<RepoDirs>;
+    /// The environment of the nearest ancestor process that runs inside an attempt (has
+    /// `SUBPANE_RUN_ID`), for a caller whose own environment lost it: an MCP client that
+    /// starts its servers with a few variables only, or `env -i`. Empty when there is none.
+    fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)>;
 }
 
 /// The real machine.
@@ -74,5 +78,22 @@ impl System for RealSystem {
     }
     fn git_repo(&self, dir: &Path) -> Option<RepoDirs> {
         crate::git::discover(dir).ok().flatten()
+    }
+
+    fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)> {
+        let mut pid = crate::procs::stat(std::process::id() as i32).map_or(0, |s| s.ppid);
+        // A process tree is shallow; the bound only guards against a loop of reused pids.
+        for _ in 0..64 {
+            if pid <= 1 {
+                break;
+            }
+            if let Some(vars) = crate::procs::environ(pid) {
+                if vars.iter().any(|(k, _)| k == "SUBPANE_RUN_ID") {
+                    return vars;
+                }
+            }
+            pid = crate::procs::stat(pid).map_or(0, |s| s.ppid);
+        }
+        Vec::new()
     }
 }

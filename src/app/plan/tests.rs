@@ -15,6 +15,8 @@ pub(crate) struct Fake {
     pub(crate) vars: Vec<(OsString, OsString)>,
     pub(crate) arg_max: usize,
     pub(crate) repos: Vec<RepoDirs>,
+    /// What [`System::attempt_ancestor_vars`] finds.
+    pub(crate) ancestor_vars: Vec<(OsString, OsString)>,
 }
 
 impl Fake {
@@ -35,6 +37,7 @@ impl Fake {
             ],
             arg_max: 2 * 1024 * 1024,
             repos: Vec::new(),
+            ancestor_vars: Vec::new(),
         }
     }
 }
@@ -91,6 +94,9 @@ impl System for Fake {
             .iter()
             .find(|r| dir.starts_with(&r.toplevel))
             .cloned()
+    }
+    fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)> {
+        self.ancestor_vars.clone()
     }
 }
 
@@ -543,6 +549,31 @@ fn a_run_started_inside_an_attempt_records_its_lineage_and_respects_the_depth_li
     sys.vars.push(("SUBPANE_DEPTH".into(), "2".into()));
     req.max_depth = None;
     assert!(refused(&req, &sys).contains("would be 3 deep"));
+}
+
+#[test]
+fn a_caller_that_lost_the_lineage_variables_gets_them_from_its_attempt_ancestor() {
+    let mut sys = Fake::new();
+    sys.ancestor_vars = vec![
+        ("SUBPANE_RUN_ID".into(), "outer".into()),
+        ("SUBPANE_DEPTH".into(), "1".into()),
+        ("SUBPANE_MAX_DEPTH".into(), "2".into()),
+        ("SUBPANE_CHAIN".into(), "top/outer".into()),
+    ];
+    let mut req = cmd(&["make"]);
+    req.run_id = Some("inner".into());
+    let p = plan(&req, &home(), &sys).unwrap();
+    let l = p.spec.lineage.clone().unwrap();
+    assert_eq!((l.parent_run.as_str(), l.depth), ("outer", 2));
+    assert_eq!(l.chain, ["top", "outer"]);
+    assert_eq!(p.spec.max_depth, 2);
+    // The limit holds through it: one more level is refused.
+    sys.ancestor_vars[1].1 = "2".into();
+    assert!(refused(&req, &sys).contains("would be 3 deep"));
+    // The caller's own variables, when it has them, win.
+    sys.vars.push(("SUBPANE_RUN_ID".into(), "mine".into()));
+    let l = plan(&req, &home(), &sys).unwrap().spec.lineage.unwrap();
+    assert_eq!((l.parent_run.as_str(), l.depth), ("mine", 1));
 }
 
 #[test]
