@@ -81,19 +81,29 @@ impl System for RealSystem {
     }
 
     fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)> {
-        let mut pid = crate::procs::stat(std::process::id() as i32).map_or(0, |s| s.ppid);
-        // A process tree is shallow; the bound only guards against a loop of reused pids.
-        for _ in 0..64 {
-            if pid <= 1 {
-                break;
-            }
-            if let Some(vars) = crate::procs::environ(pid) {
-                if vars.iter().any(|(k, _)| k == "SUBPANE_RUN_ID") {
-                    return vars;
-                }
-            }
-            pid = crate::procs::stat(pid).map_or(0, |s| s.ppid);
-        }
-        Vec::new()
+        // One walk serves every plan of this process (a fan-out plans hundreds): its
+        // ancestors change only when its parent dies, and then the attempt it ran under
+        // still is the one it belongs to.
+        static FOUND: std::sync::OnceLock<Vec<(OsString, OsString)>> = std::sync::OnceLock::new();
+        FOUND.get_or_init(walk_to_attempt_ancestor).clone()
     }
+}
+
+/// The environment of the nearest ancestor with `SUBPANE_RUN_ID` (see
+/// [`System::attempt_ancestor_vars`]).
+fn walk_to_attempt_ancestor() -> Vec<(OsString, OsString)> {
+    let mut pid = crate::procs::stat(std::process::id() as i32).map_or(0, |s| s.ppid);
+    // A process tree is shallow; the bound only guards against a loop of reused pids.
+    for _ in 0..64 {
+        if pid <= 1 {
+            break;
+        }
+        if let Some(vars) = crate::procs::environ(pid) {
+            if vars.iter().any(|(k, _)| k == "SUBPANE_RUN_ID") {
+                return vars;
+            }
+        }
+        pid = crate::procs::stat(pid).map_or(0, |s| s.ppid);
+    }
+    Vec::new()
 }
