@@ -524,15 +524,15 @@ fn a_missing_shebang_interpreter_is_a_spawn_failure() {
     env.assert_no_leftovers();
 }
 
-#[test]
-fn runs_started_inside_an_attempt_record_their_parent_and_stop_at_the_depth_limit() {
-    let env = TestEnv::new();
+/// Run `a` (`--max-depth 1`) whose program runs `b`, whose program tries to run `c`; each inner
+/// `subpane run` is prefixed with `prefix` (a command that changes its environment, or
+/// nothing). Checks that `b` ran as `a`'s child and `c` was refused, naming the chain.
+fn nest_three(env: &TestEnv, prefix: &str) {
     let q = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
     let bin = crate::harness::BIN;
-    // `a` (at most one level below it) runs `b`, whose program tries to run `c`.
-    let inner = format!("{bin} run --run-id c -- true; echo c_rc=$?");
+    let inner = format!("{prefix}{bin} run --run-id c -- true; echo c_rc=$?");
     let outer = format!(
-        "{bin} run --run-id b -- bash -c {}; echo b_rc=$?",
+        "{prefix}{bin} run --run-id b -- bash -c {}; echo b_rc=$?",
         q(&inner)
     );
     let r = env.sp([
@@ -562,6 +562,12 @@ fn runs_started_inside_an_attempt_record_their_parent_and_stop_at_the_depth_limi
     assert_eq!(b["parent_run"], "a");
     assert_eq!(b["depth"], 1);
     assert!(env.result("a").get("parent_run").is_none());
+}
+
+#[test]
+fn runs_started_inside_an_attempt_record_their_parent_and_stop_at_the_depth_limit() {
+    let env = TestEnv::new();
+    nest_three(&env, "");
     // ls shows the tree: b under a.
     let ls = env.sp(["ls", "--json"]);
     let rows = ls.json();
@@ -589,40 +595,10 @@ fn runs_started_inside_an_attempt_record_their_parent_and_stop_at_the_depth_limi
 #[test]
 fn clearing_the_lineage_variables_does_not_escape_the_depth_limit() {
     let env = TestEnv::new();
-    let q = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
-    let bin = crate::harness::BIN;
-    let clear = "env -u SUBPANE_RUN_ID -u SUBPANE_ATTEMPT -u SUBPANE_DEPTH -u SUBPANE_MAX_DEPTH \
-                 -u SUBPANE_CHAIN";
-    let inner = format!("{clear} {bin} run --run-id c -- true; echo c_rc=$?");
-    let outer = format!(
-        "{clear} {bin} run --run-id b -- bash -c {}; echo b_rc=$?",
-        q(&inner)
+    nest_three(
+        &env,
+        "env -u SUBPANE_RUN_ID -u SUBPANE_ATTEMPT -u SUBPANE_DEPTH -u SUBPANE_MAX_DEPTH \
+         -u SUBPANE_CHAIN ",
     );
-    let r = env.sp([
-        "run",
-        "--json",
-        "--run-id",
-        "a",
-        "--max-depth",
-        "1",
-        "--",
-        "bash",
-        "-c",
-        &outer,
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
-    let a_out = std::fs::read_to_string(env.attempt_dir("a", 1).join("stdout.log")).unwrap();
-    assert!(a_out.contains("b_rc=0"), "{a_out}");
-    let b_out = std::fs::read_to_string(env.attempt_dir("b", 1).join("stdout.log")).unwrap();
-    assert!(b_out.contains("c_rc=2"), "{b_out}");
-    let b_err = std::fs::read_to_string(env.attempt_dir("b", 1).join("stderr.log")).unwrap();
-    assert!(
-        b_err.contains("at most 1 deep") && b_err.contains("a > b > c"),
-        "{b_err}"
-    );
-    assert!(!env.run_dir("c").exists());
-    let b = env.result("b");
-    assert_eq!(b["parent_run"], "a");
-    assert_eq!(b["depth"], 1);
     env.assert_no_leftovers();
 }
