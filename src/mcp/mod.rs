@@ -23,6 +23,7 @@
 
 mod answer;
 mod call;
+mod reply;
 mod server;
 mod tools;
 
