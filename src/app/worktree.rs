@@ -113,6 +113,7 @@ pub(super) fn plan(
         subdir,
         common_dir,
         git_dir: PathBuf::new(),
+        git_time_limit_ms: None,
     })
 }
 
@@ -186,6 +187,9 @@ pub(super) fn create(spec: &mut AttemptSpec) -> Result<(), Error> {
     let Some(wt) = spec.worktree.take() else {
         return Ok(());
     };
+    if let Some(ms) = wt.git_time_limit_ms {
+        git::set_time_limit(std::time::Duration::from_millis(ms));
+    }
     let made = make(spec, wt)?;
     if spec.sandbox.enabled {
         if let Err(e) = protect_worktree_config(&made, &mut spec.sandbox) {
@@ -401,6 +405,25 @@ mod tests {
         req.cwd = Some("/src".into());
         let p = plan_run(&req, &home(), &sys).unwrap();
         assert_eq!(p.spec.cwd, Path::new("/h/worktrees/generated-1-1"));
+    }
+
+    #[test]
+    fn git_commands_get_the_time_limit_the_caller_names() {
+        let mut sys = in_repo();
+        let wt = |sys: &Fake| {
+            plan_run(&worktree(&["make"]), &home(), sys)
+                .unwrap()
+                .spec
+                .worktree
+                .unwrap()
+        };
+        assert_eq!(wt(&sys).git_time_limit_ms, None, "the default");
+        sys.vars.push(("SUBPANE_GIT_TIMEOUT".into(), "90s".into()));
+        assert_eq!(wt(&sys).git_time_limit_ms, Some(90_000));
+        sys.vars.retain(|(k, _)| k != "SUBPANE_GIT_TIMEOUT");
+        sys.vars.push(("SUBPANE_GIT_TIMEOUT".into(), "90".into()));
+        let m = refused(&worktree(&["make"]), &sys);
+        assert!(m.contains("SUBPANE_GIT_TIMEOUT"), "{m}");
     }
 
     #[test]

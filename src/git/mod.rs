@@ -23,6 +23,9 @@
 //! * A diff can be large and binary: it goes straight from git's stdout into its file, never
 //!   through memory or a `String`.
 //! * git may wait for a password on a terminal: `GIT_TERMINAL_PROMPT=0` and stdin `/dev/null`.
+//! * git may wait for something else (a clean filter, a hook): every command leads its own
+//!   process group and is killed with it after [`set_time_limit`] (default
+//!   [`DEFAULT_TIME_LIMIT`]), so the end of an attempt is always recorded.
 
 mod repo;
 pub mod worktree;
@@ -30,6 +33,8 @@ pub mod worktree;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 pub use repo::{RepoDirs, branch_tip, discover, head_commit};
 
@@ -53,11 +58,31 @@ pub enum GitError {
     Spawn(std::io::Error),
     #[error("`git {args}` failed: {message}")]
     Failed { args: String, message: String },
+    #[error(
+        "`git {args}` did not finish within {}s and was killed (a filter or hook that waits?); set SUBPANE_GIT_TIMEOUT to give it longer",
+        .after_ms / 1000
+    )]
+    TimedOut { args: String, after_ms: u64 },
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// How long one git command may take by default: a filter or hook that waits for input
+/// must not keep an attempt from ever being recorded.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(120);
+
+static TIME_LIMIT_MS: AtomicU64 = AtomicU64::new(DEFAULT_TIME_LIMIT.as_millis() as u64);
+
+/// Sets how long each git command of this process may take before it is killed (with the
+/// processes it started).
+pub fn set_time_limit(limit: Duration) {
+    TIME_LIMIT_MS.store(
+        u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
 }
 
 /// One git command being built.
@@ -124,11 +149,8 @@ impl Cmd {
 
     /// Runs it; its stdout, trimmed. A non-zero exit is [`GitError::Failed`].
     pub(crate) fn read(mut self) -> Result<String, GitError> {
-        let out = self
-            .cmd
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(GitError::Spawn)?;
+        self.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let out = self.output()?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
         } else {
@@ -139,11 +161,8 @@ impl Cmd {
     /// Runs it; whether it exited 0 (stderr dropped). For questions git answers with its
     /// exit code (`rev-parse --verify --quiet`).
     pub(crate) fn read_if_ok(mut self) -> Result<Option<String>, GitError> {
-        let out = self
-            .cmd
-            .stderr(Stdio::null())
-            .output()
-            .map_err(GitError::Spawn)?;
+        self.cmd.stdout(Stdio::piped()).stderr(Stdio::null());
+        let out = self.output()?;
         Ok(out
             .status
             .success()
@@ -156,17 +175,87 @@ impl Cmd {
             path: path.to_path_buf(),
             source,
         })?;
-        let out = self
-            .cmd
-            .stdout(file)
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(GitError::Spawn)?;
+        self.cmd.stdout(file).stderr(Stdio::piped());
+        let out = self.output()?;
         if out.status.success() {
             Ok(())
         } else {
             Err(self.failed(&out.stderr, out.status))
         }
+    }
+
+    /// Runs it to the end, or kills it (and what it started: it leads its own process group)
+    /// once the time limit passes. Waits on a pidfd: no polling.
+    fn output(&mut self) -> Result<std::process::Output, GitError> {
+        use std::io::Read;
+        use std::os::fd::AsFd;
+        use std::os::unix::process::CommandExt;
+        let limit_ms = TIME_LIMIT_MS.load(Ordering::Relaxed);
+        self.cmd.process_group(0);
+        let mut child = self.cmd.spawn().map_err(GitError::Spawn)?;
+        let drain = |pipe: Option<Box<dyn Read + Send>>| {
+            pipe.map(|mut p| {
+                std::thread::spawn(move || {
+                    let mut v = Vec::new();
+                    let _ = p.read_to_end(&mut v);
+                    v
+                })
+            })
+        };
+        let out_t = drain(
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let err_t = drain(
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        );
+        let pid = child.id() as i32;
+        let ended_in_time = match crate::procs::pidfd_open(pid) {
+            Ok(fd) => {
+                let timeout =
+                    nix::poll::PollTimeout::try_from(limit_ms.min(i32::MAX as u64) as i32)
+                        .unwrap_or(nix::poll::PollTimeout::MAX);
+                let mut fds = [nix::poll::PollFd::new(
+                    fd.as_fd(),
+                    nix::poll::PollFlags::POLLIN,
+                )];
+                loop {
+                    match nix::poll::poll(&mut fds, timeout) {
+                        Ok(0) => break false,
+                        Ok(_) => break true,
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        // Cannot watch it: wait without a limit, as before there was one.
+                        Err(_) => break true,
+                    }
+                }
+            }
+            Err(_) => true,
+        };
+        if !ended_in_time {
+            crate::procs::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+        let status = child.wait().map_err(GitError::Spawn)?;
+        if !ended_in_time {
+            // Not joined: a process that left the group may still hold a pipe open.
+            return Err(GitError::TimedOut {
+                args: self.args.join(" "),
+                after_ms: limit_ms,
+            });
+        }
+        let join = |t: Option<std::thread::JoinHandle<Vec<u8>>>| {
+            t.map(|t| t.join().unwrap_or_default()).unwrap_or_default()
+        };
+        let (stdout, stderr) = (join(out_t), join(err_t));
+        Ok(std::process::Output {
+            status,
+            stdout,
+            stderr,
+        })
     }
 
     fn failed(&self, stderr: &[u8], status: std::process::ExitStatus) -> GitError {

@@ -245,6 +245,10 @@ pub struct WorktreeSpec {
     /// worktree's `.git` file, which the program could have rewritten.
     #[serde(default)]
     pub git_dir: PathBuf,
+    /// How long one git command for this worktree may take before it is killed
+    /// (`SUBPANE_GIT_TIMEOUT` of the caller; absent: the default, 2 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_time_limit_ms: Option<u64>,
 }
 
 /// One entry of `run.json`'s attempt list.

@@ -31,6 +31,9 @@ impl Worker {
         let Some(wt) = self.spec.worktree.clone() else {
             return;
         };
+        if let Some(ms) = wt.git_time_limit_ms {
+            git::set_time_limit(std::time::Duration::from_millis(ms));
+        }
         let mut recorded = true;
         if let Err(e) = git::worktree::write_status(&wt, &self.paths.worktree_status()) {
             output.push_error(format!("worktree: cannot store its status: {e}"));

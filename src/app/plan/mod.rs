@@ -146,10 +146,16 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
             .map(|(_, v)| v.clone())
     };
     let caller_path = caller_var("PATH");
-    let worktree = req
+    let mut worktree = req
         .worktree
         .then(|| worktree::plan(sys, home, &run_id, 1, &cwd, caller_path.as_deref()))
         .transpose()?;
+    if let (Some(wt), Some(raw)) = (worktree.as_mut(), caller_var("SUBPANE_GIT_TIMEOUT")) {
+        let raw = raw.to_string_lossy();
+        let d = crate::spec::parse_positive_duration("SUBPANE_GIT_TIMEOUT", &raw)
+            .map_err(|e| Error::invalid(e.to_string()))?;
+        wt.git_time_limit_ms = Some(crate::spec::millis(d));
+    }
     let network = match &req.network {
         Some(n) if req.sandbox => Network::parse(n).map_err(Error::invalid)?,
         _ => Network::None,

@@ -387,3 +387,69 @@ fn a_retry_gets_its_own_worktree_and_leaves_the_kept_one() {
         env.assert_no_leftovers();
     }
 }
+
+/// A git command that never ends at the end of an attempt (here a clean filter that waits)
+/// is killed after `SUBPANE_GIT_TIMEOUT`, with what it started: the attempt is still
+/// recorded, its program's outcome stands, and the worktree is kept since its diff could not
+/// be stored.
+#[test]
+fn a_git_command_that_hangs_is_killed_and_the_attempt_still_ends() {
+    let env = TestEnv::new();
+    let repo = make_repo(&env);
+    // The attribute is committed while no such filter is defined (git then ignores it); the
+    // filter that waits is defined afterwards, so only the attempt's end meets it.
+    std::fs::write(repo.join(".gitattributes"), "*.txt filter=waits\n").unwrap();
+    git(&repo, &["add", ".gitattributes"]);
+    git(&repo, &["commit", "-q", "-m", "attributes"]);
+    let marker = "subpane-test-git-filter-waits";
+    git(
+        &repo,
+        &[
+            "config",
+            "filter.waits.clean",
+            &format!("sleep 600; : {marker}"),
+        ],
+    );
+    let mut c = env.cmd();
+    c.env("SUBPANE_GIT_TIMEOUT", "1s").args([
+        "run",
+        "--json",
+        "--worktree",
+        "--run-id",
+        "wt-hang",
+        "--cwd",
+        repo.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        "echo changed > a.txt",
+    ]);
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let r = crate::harness::wait_child_within(child, LIMIT, HANG);
+    let v = r.json();
+    assert_valid_envelope(&v);
+    assert_eq!(
+        v["status"], "completed",
+        "the program's outcome stands: {v}"
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let errors = v["output"]["errors"].to_string();
+    assert!(
+        errors.contains("did not finish within 1s and was killed"),
+        "{errors}"
+    );
+    assert_eq!(v["worktree"]["kept"], true, "{v}");
+    // Nothing the filter started is left.
+    crate::harness::wait_until("the filter to be gone", || {
+        let left = std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.windows(marker.len()).any(|w| w == marker.as_bytes()))
+        });
+        (!left).then_some(())
+    });
+    env.assert_no_leftovers();
+}
