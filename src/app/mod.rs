@@ -37,8 +37,8 @@ pub use plan::{Plan, RealSystem, System, plan};
 pub use request::{RunRequest, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
 pub use runs::{
-    AttemptStatus, CancelOutcome, Found, WaitMode, WaitOptions, WaitProgress, WaitResult,
-    attempt_status, cancel, find_run, gc, list, tmux_for, wait, wait_one, wait_with,
+    AttemptStatus, CancelOutcome, Found, LogFile, WaitMode, WaitOptions, WaitProgress, WaitResult,
+    attempt_status, cancel, find_run, gc, list, tmux_for, wait, wait_one, wait_targets, wait_with,
 };
 pub use start_many::start_many;
 

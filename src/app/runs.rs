@@ -26,6 +26,61 @@ pub struct Found {
     pub spec: AttemptSpec,
 }
 
+/// A file of an attempt that `logs` prints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFile {
+    /// events.jsonl: the agent's filtered JSON events (default for agents).
+    Events,
+    /// stderr.log: the program's stderr.
+    Stderr,
+    /// output.txt: the agent's final text.
+    Output,
+    /// stdout.log: stdout lines that were not JSON events (default for commands).
+    Stdout,
+}
+
+impl Found {
+    /// The path of `file`, or of the default one: the events of an agent, the stdout of a
+    /// command.
+    pub fn log_path(&self, file: Option<LogFile>) -> std::path::PathBuf {
+        let default = if self.spec.agent == crate::spec::AgentKind::Command {
+            LogFile::Stdout
+        } else {
+            LogFile::Events
+        };
+        match file.unwrap_or(default) {
+            LogFile::Events => self.paths.events(),
+            LogFile::Stderr => self.paths.stderr_log(),
+            LogFile::Output => self.paths.output(),
+            LogFile::Stdout => self.paths.stdout_log(),
+        }
+    }
+}
+
+/// The attempts a wait is for: attempt `attempt` (else the latest) of each of `runs`, in the
+/// order given, then every run of `group` not named already.
+pub fn wait_targets(
+    home: &Home,
+    runs: &[String],
+    group: Option<&str>,
+    attempt: Option<u32>,
+) -> Result<Vec<(AttemptPaths, AttemptSpec)>, Error> {
+    let mut targets: Vec<(AttemptPaths, AttemptSpec)> = Vec::new();
+    for r in runs {
+        let f = find_run(home, r, attempt)?;
+        targets.push((f.paths, f.spec));
+    }
+    if let Some(g) = group {
+        for f in super::group_runs(home, g)? {
+            if !targets.iter().any(|(p, _)| *p == f.paths) {
+                targets.push((f.paths, f.spec));
+            }
+        }
+    }
+    Ok(targets)
+}
+
 /// Finds a run by id; `attempt` picks one, else the latest.
 pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found, Error> {
     let id = RunId::parse(raw_id).map_err(|e| Error::invalid(e.to_string()))?;

@@ -12,8 +12,7 @@ use std::path::Path;
 use clap::Args;
 
 use super::CliError;
-use crate::app::{self, AttemptStatus};
-use crate::spec::AgentKind;
+use crate::app::{self, AttemptStatus, LogFile};
 use crate::supervisor::{WaitEvent, Waiter};
 use crate::term::{OutputMode, TerminalFilter};
 
@@ -78,17 +77,15 @@ fn copy_from(
 
 pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     let f = app::find_run(home, &a.run, a.attempt)?;
-    let path = if a.events {
-        f.paths.events()
-    } else if a.stderr {
-        f.paths.stderr_log()
-    } else if a.output {
-        f.paths.output()
-    } else if a.stdout || f.spec.agent == AgentKind::Command {
-        f.paths.stdout_log()
-    } else {
-        f.paths.events()
-    };
+    let file = [
+        (a.events, LogFile::Events),
+        (a.stderr, LogFile::Stderr),
+        (a.output, LogFile::Output),
+        (a.stdout, LogFile::Stdout),
+    ]
+    .into_iter()
+    .find_map(|(asked, file)| asked.then_some(file));
+    let path = f.log_path(file);
     let mut filter =
         (OutputMode::for_stdout(a.raw) == OutputMode::Safe).then(TerminalFilter::default);
     let mut out = std::io::stdout().lock();

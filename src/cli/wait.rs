@@ -51,21 +51,8 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .map(|t| parse_positive_duration("--timeout", t))
         .transpose()
         .map_err(|e| CliError::invalid(e.to_string()))?;
-    let mut targets = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    for r in &a.runs {
-        let f = app::find_run(home, r, a.attempt)?;
-        names.push(r.clone());
-        targets.push((f.paths, f.spec));
-    }
-    if let Some(g) = &a.group {
-        for f in app::group_runs(home, g)? {
-            if !targets.iter().any(|(p, _)| *p == f.paths) {
-                names.push(f.spec.run_id.to_string());
-                targets.push((f.paths, f.spec));
-            }
-        }
-    }
+    let targets = app::wait_targets(home, &a.runs, a.group.as_deref(), a.attempt)?;
+    let names: Vec<String> = targets.iter().map(|(_, s)| s.run_id.to_string()).collect();
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {

@@ -22,16 +22,13 @@ use serde_json::{Value, json};
 use super::answer::{self, MAX_TEXT};
 use super::call::{Call, Cancels, Reporter, blocking};
 use super::reply::{finished, prepend, read_tail, result, text_of, to_value};
-use super::tools::{
-    self, CancelArgs, FanoutArgs, ListArgs, LogFile, LogsArgs, Mode, StatusArgs, WaitArgs,
-};
+use super::tools::{self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, StatusArgs, WaitArgs};
 use crate::app::fanout::{Event, Fanout, Options, new_group_id, plan_values};
 use crate::app::{
     self, AttemptStatus, CancelOutcome, Error, RealSystem, RunRequest, WaitMode, WaitOptions,
     WaitProgress,
 };
-use crate::envelope::RunState;
-use crate::spec::{AgentKind, AttemptSpec, parse_duration, parse_positive_duration};
+use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
 use crate::supervisor::Waiter;
 
@@ -209,22 +206,9 @@ impl Server {
             ));
         }
         let home = self.home.clone();
-        let targets = blocking(move || {
-            let mut targets: Vec<(AttemptPaths, AttemptSpec)> = Vec::new();
-            for r in &a.run_ids {
-                let f = app::find_run(&home, r, a.attempt)?;
-                targets.push((f.paths, f.spec));
-            }
-            if let Some(g) = &a.group {
-                for f in app::group_runs(&home, g)? {
-                    if !targets.iter().any(|(p, _)| *p == f.paths) {
-                        targets.push((f.paths, f.spec));
-                    }
-                }
-            }
-            Ok(targets)
-        })
-        .await?;
+        let targets =
+            blocking(move || app::wait_targets(&home, &a.run_ids, a.group.as_deref(), a.attempt))
+                .await?;
         let mode = match a.mode {
             Mode::Any => WaitMode::Any,
             Mode::All => WaitMode::All,
@@ -289,17 +273,7 @@ impl Server {
         let home = self.home.clone();
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
-            let file = a.file.unwrap_or(if f.spec.agent == AgentKind::Command {
-                LogFile::Stdout
-            } else {
-                LogFile::Events
-            });
-            let path = match file {
-                LogFile::Events => f.paths.events(),
-                LogFile::Stderr => f.paths.stderr_log(),
-                LogFile::Output => f.paths.output(),
-                LogFile::Stdout => f.paths.stdout_log(),
-            };
+            let path = f.log_path(a.file);
             let Some((tail, size)) = read_tail(&path, max)? else {
                 let text = format!("{} does not exist (yet)", path.display());
                 let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
@@ -352,26 +326,12 @@ impl Server {
     }
 
     async fn list(&self, args: Value) -> Answer {
-        let a: ListArgs = if args.as_object().is_some_and(|o| o.is_empty()) || args.is_null() {
-            ListArgs::default()
-        } else {
-            parse(tools::LIST, args)?
-        };
+        let a: ListArgs = parse(tools::LIST, args)?;
         let limit = a.limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX);
         let home = self.home.clone();
         blocking(move || {
-            let only = a.status.map(|s| match s {
-                tools::StateFilter::Starting => RunState::Starting,
-                tools::StateFilter::Running => RunState::Running,
-                tools::StateFilter::Completed => RunState::Completed,
-                tools::StateFilter::Failed => RunState::Failed,
-                tools::StateFilter::Cancelled => RunState::Cancelled,
-            });
-            let mut rows = app::list(&home, only)?;
-            rows.retain(|r| {
-                a.group.as_ref().is_none_or(|g| r.group.as_ref() == Some(g))
-                    && a.labels.iter().all(|(k, v)| r.labels.get(k) == Some(v))
-            });
+            let mut rows = app::list_group(&home, a.status, a.group.as_deref())?;
+            rows.retain(|r| a.labels.iter().all(|(k, v)| r.labels.get(k) == Some(v)));
             let total = rows.len();
             rows.truncate(limit);
             let text = answer::rows_text(&rows, total);

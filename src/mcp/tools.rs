@@ -12,7 +12,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::app::RunRequest;
+use crate::app::{LogFile, RunRequest};
+use crate::envelope::RunState;
 
 /// `run`: the request's fields plus `wait` (taken out before the rest is a [`RunRequest`]).
 pub const RUN: &str = "run";
@@ -61,20 +62,6 @@ pub struct WaitArgs {
     pub attempt: Option<u32>,
 }
 
-/// Which file of an attempt `logs` reads.
-#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum LogFile {
-    /// events.jsonl: the agent's filtered JSON events (default for agents).
-    Events,
-    /// stderr.log: the program's stderr.
-    Stderr,
-    /// output.txt: the agent's final text.
-    Output,
-    /// stdout.log: stdout lines that were not JSON events (default for commands).
-    Stdout,
-}
-
 /// `logs`: the end of one file of an attempt.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -102,23 +89,12 @@ pub struct CancelArgs {
     pub grace: Option<String>,
 }
 
-/// A run's state, to filter `list` by.
-#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum StateFilter {
-    Starting,
-    Running,
-    Completed,
-    Failed,
-    Cancelled,
-}
-
 /// `list`: runs, newest first.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
     /// Only runs in this state.
-    pub status: Option<StateFilter>,
+    pub status: Option<RunState>,
     /// Only runs of this fan-out group.
     pub group: Option<String>,
     /// Only runs with all of these labels, e.g. {"team": "core"}.
