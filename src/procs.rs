@@ -47,19 +47,8 @@ fn parse_stat(raw: &[u8]) -> Option<Stat> {
 /// The environment a process started with (`/proc/<pid>/environ`); `None` when it cannot be
 /// read (gone, or another user's).
 pub fn environ(pid: i32) -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
-    use std::os::unix::ffi::OsStringExt;
     let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
-    Some(
-        raw.split(|b| *b == 0)
-            .filter_map(|kv| {
-                let eq = kv.iter().position(|b| *b == b'=')?;
-                Some((
-                    std::ffi::OsString::from_vec(kv[..eq].to_vec()),
-                    std::ffi::OsString::from_vec(kv[eq + 1..].to_vec()),
-                ))
-            })
-            .collect(),
-    )
+    Some(crate::spec::parse_env_block(&raw))
 }
 
 /// The identity of a live process.

@@ -285,3 +285,18 @@ pub struct RunRecord {
 pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
+
+/// `K=V\0` pairs, the kernel's format of an environment (`/proc/PID/environ`), also used for
+/// an attempt's one-shot environment file. Entries without `=` are skipped.
+pub fn parse_env_block(raw: &[u8]) -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    use std::os::unix::ffi::OsStringExt;
+    raw.split(|b| *b == 0)
+        .filter_map(|kv| {
+            let eq = kv.iter().position(|b| *b == b'=')?;
+            Some((
+                std::ffi::OsString::from_vec(kv[..eq].to_vec()),
+                std::ffi::OsString::from_vec(kv[eq + 1..].to_vec()),
+            ))
+        })
+        .collect()
+}

@@ -1,7 +1,7 @@
 //! Creating a run (all or nothing), the one-shot environment file, and listing runs.
 
 use std::ffi::OsString;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
 use super::StoreError;
@@ -165,17 +165,7 @@ pub fn write_result(attempt: &AttemptPaths, envelope: &Envelope) -> Result<bool,
 pub fn read_env_file(path: &std::path::Path) -> std::io::Result<Vec<(OsString, OsString)>> {
     let bytes = std::fs::read(path)?;
     let _ = std::fs::remove_file(path);
-    Ok(bytes
-        .split(|b| *b == 0)
-        .filter(|kv| !kv.is_empty())
-        .filter_map(|kv| {
-            let eq = kv.iter().position(|b| *b == b'=')?;
-            Some((
-                OsString::from_vec(kv[..eq].to_vec()),
-                OsString::from_vec(kv[eq + 1..].to_vec()),
-            ))
-        })
-        .collect())
+    Ok(crate::spec::parse_env_block(&bytes))
 }
 
 /// Reads `run.json`.
@@ -220,6 +210,7 @@ pub fn list_runs(home: &Home) -> Vec<RunEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStringExt;
 
     #[test]
     fn env_file_round_trips_odd_values() {
