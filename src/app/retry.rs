@@ -510,7 +510,7 @@ fn next_policy(
 mod tests {
     use super::*;
     use crate::app::plan;
-    use crate::app::plan::tests::{Fake, home};
+    use crate::app::plan::fake::{Fake, home};
     use crate::envelope::{FailureKind, Outcome, Output, Status, WorkerFacts, build};
     use crate::spec::{Network, RunRecord};
 

@@ -340,7 +340,7 @@ pub(super) fn prune_all(home: &Home, common_dirs: &[PathBuf]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::plan::tests::{Fake, cmd, home, refused};
+    use super::super::plan::fake::{Fake, cmd, home, refused};
     use super::super::{RunRequest, plan as plan_run};
     use super::*;
 

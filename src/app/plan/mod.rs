@@ -41,12 +41,14 @@ const REMOVED_VARS: [&str; 2] = ["TMUX", "TMUX_PANE"];
 pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
 
 mod env;
+#[cfg(test)]
+pub(super) mod fake;
 mod lineage;
 mod policy;
 mod program;
 mod system;
 #[cfg(test)]
-pub(super) mod tests;
+mod tests;
 
 pub(in crate::app) use env::{environment, set_by_sandbox};
 pub(in crate::app) use policy::escape_sockets;
