@@ -63,8 +63,14 @@ struct Conn {
 }
 
 async fn connect(env: &TestEnv) -> Conn {
+    connect_with(env, |_| {}).await
+}
+
+/// [`connect`], with `adjust` applied to the server's command first.
+async fn connect_with(env: &TestEnv, adjust: impl FnOnce(&mut std::process::Command)) -> Conn {
     let mut cmd = env.cmd();
     cmd.arg("mcp");
+    adjust(&mut cmd);
     let (transport, err) = TokioChildProcess::builder(tokio::process::Command::from(cmd))
         .stderr(Stdio::piped())
         .spawn()
@@ -267,6 +273,15 @@ async fn detached_runs_are_seen_by_status_wait_logs_list_and_cancel() {
     assert_eq!(v["runs"][0]["status"], "completed", "{v}");
     assert_eq!(v["runs"][1]["status"], "running", "{v}");
     assert_eq!(v["first_finished"], "quick");
+    // mode any: the first to finish is enough, the other is reported still running.
+    let r = c
+        .call("wait", json!({"run_ids": ["slow", "quick"], "mode": "any"}))
+        .await;
+    let v = doc(&r);
+    assert_eq!(v["timed_out"], false, "{v}");
+    assert_eq!(v["first_finished"], "quick", "{v}");
+    assert_eq!(v["runs"][0]["status"], "running", "{v}");
+    assert_eq!(v["runs"][1]["status"], "completed", "{v}");
     assert!(
         text(&r).contains("run slow (attempt 1) is running"),
         "{}",
@@ -710,5 +725,34 @@ fn stdout_carries_only_protocol_messages() {
         run["result"]["structuredContent"]["status"], "completed",
         "{run}"
     );
+    env.assert_no_leftovers();
+}
+
+/// A pane that cannot start is an outcome, not a tool error: the `spawn` envelope.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_pane_cannot_start_answers_with_its_spawn_envelope() {
+    let env = TestEnv::new();
+    // tmux cannot make its socket under a regular file.
+    let blocker = env.root.path().join("not-a-dir");
+    std::fs::write(&blocker, "").unwrap();
+    let sock = blocker.join("tmux.sock");
+    let c = connect_with(&env, |cmd| {
+        cmd.env("SUBPANE_TMUX_SOCKET", &sock);
+    })
+    .await;
+    let r = c
+        .call("run", json!({"argv": ["true"], "run_id": "nopane"}))
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(
+        text(&r).starts_with("run nopane (attempt 1) failed (spawn)"),
+        "{}",
+        text(&r)
+    );
+    let v = doc(&r);
+    assert_valid_envelope(&v);
+    assert_eq!(v["failure_kind"], "spawn");
+    assert_eq!(v, env.result("nopane"), "the answer is result.json");
+    c.close().await;
     env.assert_no_leftovers();
 }
