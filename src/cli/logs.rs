@@ -5,7 +5,6 @@
 //! end (its FIFO, its worker's pidfd). On a terminal the bytes are made safe first (an agent's
 //! escape sequences are shown, not obeyed); piped, they are copied as they are.
 
-use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
@@ -56,8 +55,11 @@ fn copy_from(
     out: &mut impl Write,
     filter: &mut Option<TerminalFilter>,
 ) -> std::io::Result<()> {
-    let Ok(mut f) = File::open(path) else {
-        return Ok(());
+    // Never through a link: the program may have put one under the log's name.
+    let mut f = match crate::store::open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
     };
     f.seek(SeekFrom::Start(*offset))?;
     let mut buf = vec![0u8; 256 * 1024];

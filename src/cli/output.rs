@@ -75,7 +75,7 @@ const TAIL_LINES: usize = 20;
 /// The last `n` lines of a file, reading at most its last 64 KiB.
 fn tail_lines(path: &std::path::Path, n: usize) -> Vec<Vec<u8>> {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(path) else {
+    let Ok(mut f) = crate::store::open_read(path) else {
         return Vec::new();
     };
     let len = f.metadata().map(|m| m.len()).unwrap_or(0);

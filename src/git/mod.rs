@@ -169,12 +169,20 @@ impl Cmd {
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned()))
     }
 
-    /// Runs it with stdout going straight into the file at `path` (created or truncated).
+    /// Runs it with stdout going straight into a new file at `path`: whatever is under that
+    /// name is removed first (a link is removed, never written through).
     pub(crate) fn write_to(mut self, path: &Path) -> Result<(), GitError> {
-        let file = std::fs::File::create(path).map_err(|source| GitError::Write {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::remove_file(path);
+        let file = std::fs::File::options()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|source| GitError::Write {
+                path: path.to_path_buf(),
+                source,
+            })?;
         self.cmd.stdout(file).stderr(Stdio::piped());
         let out = self.output()?;
         if out.status.success() {

@@ -4,7 +4,8 @@
 //!  add:     git -C REPO worktree add -q -b BRANCH PATH BASE ─► git_dir (rev-parse --absolute-git-dir)
 //!           (failed: the branch git made anyway is deleted, the directory removed)
 //!  record:  status --porcelain=v1 --untracked-files=all      ─► worktree.status.txt
-//!           cp GIT_DIR/index TMP; GIT_INDEX_FILE=TMP add -A; diff --cached --binary BASE ─► worktree.diff.patch
+//!           cp GIT_DIR/index TMP/index (TMP: a new private directory, removed after);
+//!           GIT_INDEX_FILE=TMP/index add -A; diff --cached --binary BASE ─► worktree.diff.patch
 //!  dispose: worktree remove --force --force PATH; the branch deleted unless BASE..BRANCH has commits
 //! ```
 //!
@@ -175,27 +176,42 @@ pub fn write_status(wt: &WorktreeSpec, out: &Path) -> Result<(), GitError> {
 
 /// The worktree's whole change from `base` (commits, staged, unstaged and untracked files;
 /// ignored files left out) as a binary patch into `out`, that `git apply --binary` applies
-/// to a checkout of `base`. `tmp_index` is a scratch file, removed afterwards.
-pub fn write_diff(wt: &WorktreeSpec, tmp_index: &Path, out: &Path) -> Result<(), GitError> {
-    let result = diff_through(wt, tmp_index, out);
-    let _ = std::fs::remove_file(tmp_index);
-    let mut lock = tmp_index.as_os_str().to_owned();
-    lock.push(".lock");
-    let _ = std::fs::remove_file(lock);
-    result
+/// to a checkout of `base`. The scratch index lives in a new private directory made in
+/// `scratch_in` (no name there can have been planted in advance), removed afterwards.
+pub fn write_diff(wt: &WorktreeSpec, scratch_in: &Path, out: &Path) -> Result<(), GitError> {
+    let scratch = tempfile::Builder::new()
+        .prefix(".worktree-index-")
+        .tempdir_in(scratch_in)
+        .map_err(|source| GitError::Write {
+            path: scratch_in.to_path_buf(),
+            source,
+        })?;
+    diff_through(wt, &scratch.path().join("index"), out)
 }
 
 fn diff_through(wt: &WorktreeSpec, tmp_index: &Path, out: &Path) -> Result<(), GitError> {
-    match std::fs::copy(wt.git_dir.join("index"), tmp_index) {
-        Ok(_) => {}
-        // No index yet: `add -A` builds one from nothing (every file is hashed).
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(GitError::Write {
-                path: tmp_index.to_path_buf(),
-                source,
-            });
+    use std::os::unix::fs::OpenOptionsExt;
+    let write_err = |source| GitError::Write {
+        path: tmp_index.to_path_buf(),
+        source,
+    };
+    // The worktree's index is in the git directory the program could write: never read
+    // through a link.
+    let index = std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(wt.git_dir.join("index"));
+    match index {
+        Ok(mut from) if from.metadata().is_ok_and(|m| m.is_file()) => {
+            let mut to = std::fs::File::create_new(tmp_index).map_err(write_err)?;
+            std::io::copy(&mut from, &mut to).map_err(write_err)?;
         }
+        // No index yet (or something other than a file under its name): `add -A` builds one
+        // from nothing (every file is hashed).
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {}
+        Err(source) => return Err(write_err(source)),
     }
     in_worktree(wt)
         .env("GIT_INDEX_FILE", tmp_index)

@@ -106,7 +106,7 @@ fn finished_text(
 /// The last `max` bytes of `path` as text safe to show (a cut character is dropped), and the
 /// file's size; `None` when it does not exist.
 pub(super) fn read_tail(path: &Path, max: u64) -> Result<Option<(String, u64)>, Error> {
-    let mut f = match std::fs::File::open(path) {
+    let mut f = match crate::store::open_read(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {

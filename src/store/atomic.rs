@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::StoreError;
+use super::nofollow::{RECORD_LIMIT, read_bounded};
 
 fn write_err(path: &Path, source: std::io::Error) -> StoreError {
     StoreError::Write {
@@ -107,17 +108,11 @@ pub fn write_json_new<T: Serialize>(path: &Path, value: &T) -> Result<bool, Stor
     }
 }
 
-/// Reads a JSON file; `Ok(None)` when it does not exist.
+/// Reads a JSON record (never through a link, at most [`RECORD_LIMIT`] bytes); `Ok(None)`
+/// when it does not exist.
 pub fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(StoreError::Read {
-                path: path.to_path_buf(),
-                source: e,
-            });
-        }
+    let Some(bytes) = read_bounded(path, RECORD_LIMIT)? else {
+        return Ok(None);
     };
     serde_json::from_slice(&bytes)
         .map(Some)

@@ -151,19 +151,30 @@ pub fn write_env_file(
 /// Writes the attempt's envelope (once: an existing `result.json` stands, and `false` is
 /// returned), then tells waiting supervisors: opening the attempt's FIFO for writing and
 /// closing it hangs up every reader. No reader (ENXIO) means nobody waits.
+///
+/// Only a regular file stands: an envelope another observer wrote first (`lost`). A link or
+/// anything else under the name was put there by someone other than subpane and is replaced.
 pub fn write_result(attempt: &AttemptPaths, envelope: &Envelope) -> Result<bool, StoreError> {
-    let written = write_json_new(&attempt.result(), envelope);
+    let path = attempt.result();
+    let written = match write_json_new(&path, envelope) {
+        Ok(false) if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) => {
+            write_json_atomic(&path, envelope).map(|()| true)
+        }
+        other => other,
+    };
     use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::OpenOptions::new()
         .write(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(attempt.done_fifo());
     written
 }
 
-/// Reads and removes the environment file.
+/// Reads and removes the environment file (never through a link, bounded like a record).
 pub fn read_env_file(path: &std::path::Path) -> std::io::Result<Vec<(OsString, OsString)>> {
-    let bytes = std::fs::read(path)?;
+    let bytes = super::read_bounded(path, super::RECORD_LIMIT)
+        .map_err(std::io::Error::other)?
+        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
     let _ = std::fs::remove_file(path);
     Ok(crate::spec::parse_env_block(&bytes))
 }
@@ -181,30 +192,70 @@ pub struct RunEntry {
     pub record: RunRecord,
 }
 
-/// All runs with a readable `run.json`, newest first.
-pub fn list_runs(home: &Home) -> Vec<RunEntry> {
+/// A run directory whose `run.json` cannot be read.
+#[derive(Debug)]
+pub struct DamagedEntry {
+    pub id: RunId,
+    pub dir: PathBuf,
+    pub error: StoreError,
+}
+
+/// All runs, newest first, and the run directories whose `run.json` cannot be read (by id).
+/// Names that are not run ids are not runs (temp files, a stray directory).
+pub fn list_runs(home: &Home) -> (Vec<RunEntry>, Vec<DamagedEntry>) {
     let Ok(rd) = std::fs::read_dir(home.runs_dir()) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
-    let mut out: Vec<RunEntry> = rd
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let id = RunId::parse(e.file_name().to_str()?).ok()?;
-            let record: RunRecord = read_json(&home.run_json(&id)).ok()??;
-            Some(RunEntry {
-                id,
-                dir: e.path(),
-                record,
-            })
-        })
-        .collect();
-    out.sort_by(|a, b| {
+    let mut good = Vec::new();
+    let mut damaged = Vec::new();
+    for e in rd.filter_map(Result::ok) {
+        let Some(id) = e.file_name().to_str().and_then(|n| RunId::parse(n).ok()) else {
+            continue;
+        };
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let path = home.run_json(&id);
+        let error = match read_json::<RunRecord>(&path) {
+            Ok(Some(record)) => {
+                good.push(RunEntry {
+                    id,
+                    dir: e.path(),
+                    record,
+                });
+                continue;
+            }
+            // A run being created: its directory comes first, its run.json a moment later.
+            Ok(None) if recently_made(&e.path()) => continue,
+            Ok(None) => StoreError::Read {
+                path,
+                source: std::io::ErrorKind::NotFound.into(),
+            },
+            Err(err) => err,
+        };
+        damaged.push(DamagedEntry {
+            id,
+            dir: e.path(),
+            error,
+        });
+    }
+    good.sort_by(|a, b| {
         b.record
             .created_at
             .cmp(&a.record.created_at)
             .then_with(|| b.id.cmp(&a.id))
     });
-    out
+    damaged.sort_by(|a, b| a.id.cmp(&b.id));
+    (good, damaged)
+}
+
+/// Whether `dir` was made in the last minute (a run whose `run.json` is still to come).
+fn recently_made(dir: &std::path::Path) -> bool {
+    std::fs::metadata(dir)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_none_or(|age| age < std::time::Duration::from_secs(60))
 }
 
 #[cfg(test)]

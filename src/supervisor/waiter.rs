@@ -460,11 +460,15 @@ fn release(inotify: Inotify) {
 }
 
 /// Opens the attempt's completion FIFO for reading, without blocking. `None` when the
-/// attempt has none (e.g. created by an older subpane).
+/// attempt has none (e.g. created by an older subpane), or when something else is under its
+/// name: a link is not followed, and a regular file would be "readable" on every poll (the
+/// worker's pidfd still tells the end).
 fn open_done_fifo(paths: &AttemptPaths) -> Option<File> {
+    use std::os::unix::fs::FileTypeExt;
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(paths.done_fifo())
         .ok()
+        .filter(|f| f.metadata().is_ok_and(|m| m.file_type().is_fifo()))
 }

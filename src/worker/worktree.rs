@@ -39,11 +39,7 @@ impl Worker {
             output.push_error(format!("worktree: cannot store its status: {e}"));
             recorded = false;
         }
-        let diff = git::worktree::write_diff(
-            &wt,
-            &self.paths.worktree_index(),
-            &self.paths.worktree_diff(),
-        );
+        let diff = git::worktree::write_diff(&wt, self.paths.dir(), &self.paths.worktree_diff());
         if let Err(e) = diff {
             output.push_error(format!("worktree: cannot store its diff: {e}"));
             recorded = false;

@@ -1,0 +1,144 @@
+//! Opening the files of an attempt directory: never through a symbolic link, never unbounded.
+//!
+//! ```text
+//!  read_bounded(path, limit) ─► open(O_NOFOLLOW | O_NONBLOCK) ─► fstat: a regular file?
+//!                              ─► at most `limit` bytes, else StoreError::TooLarge
+//!  create_new(path)          ─► open(O_CREAT | O_EXCL | O_NOFOLLOW): a fresh file or an error
+//!  (atomic writes: a temp file made with O_EXCL, renamed over the name: a link there is
+//!   replaced, never written through; see atomic.rs)
+//! ```
+//!
+//! Whatever a program could have put under a name subpane uses (a link to a file of the
+//! user's, a FIFO that would block a reader, a file of a terabyte) must not make subpane read
+//! or write something else, hang, or run out of memory. Every open of a file in an attempt
+//! directory goes through here.
+//!
+//! Common pitfalls:
+//! * `O_NOFOLLOW` guards the last component only. The directories above it (the home,
+//!   `runs/<id>/attempts/<n>`) are made by subpane and never writable from a sandbox (see the
+//!   sandbox's trust boundary), so a link cannot be planted there.
+//! * A FIFO opened for reading blocks until a writer comes: `O_NONBLOCK` on the open, then the
+//!   kind is checked before anything is read.
+//! * `std::fs::read` sizes its buffer from the file's metadata: a sparse terabyte aborts the
+//!   process. Read through `take(limit + 1)` instead.
+
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use super::StoreError;
+
+/// The most any record subpane writes may hold (`spec.json` carries the task and the
+/// system prompt, each bounded far below this).
+pub const RECORD_LIMIT: u64 = 64 << 20;
+
+/// Opens `path` for reading if it is a regular file, without following a link at it.
+pub fn open_read(path: &Path) -> std::io::Result<File> {
+    let f = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(link_error)?;
+    let kind = f.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is {}, not a regular file", describe(kind)),
+        ));
+    }
+    Ok(f)
+}
+
+/// Creates `path`, which must not exist (not even as a link), for writing.
+pub fn create_new(path: &Path) -> std::io::Result<File> {
+    File::options()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(link_error)
+}
+
+/// Reads all of `path` if it is a regular file of at most `limit` bytes. `Ok(None)` when
+/// nothing is there.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    let read_err = |source| StoreError::Read {
+        path: path.to_path_buf(),
+        source,
+    };
+    let f = match open_read(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_err(e)),
+    };
+    let mut bytes = Vec::new();
+    f.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(read_err)?;
+    if bytes.len() as u64 > limit {
+        return Err(StoreError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    Ok(Some(bytes))
+}
+
+/// What the kernel says when `O_NOFOLLOW` met a link (`ELOOP`), in words.
+fn link_error(e: std::io::Error) -> std::io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is a symbolic link, which subpane never follows there (something other than subpane put it in place)",
+        )
+    } else {
+        e
+    }
+}
+
+fn describe(kind: std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "something else"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_fifos_and_oversized_files_are_refused_with_words() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("target");
+        std::fs::write(&target, "secret").unwrap();
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let e = read_bounded(&link, 100).unwrap_err().to_string();
+        assert!(e.contains("symbolic link"), "{e}");
+        assert!(create_new(&link).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "secret");
+
+        let fifo = d.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        // Would block forever without O_NONBLOCK.
+        let e = read_bounded(&fifo, 100).unwrap_err().to_string();
+        assert!(e.contains("a FIFO"), "{e}");
+
+        let big = d.path().join("big");
+        File::create(&big).unwrap().set_len(1 << 40).unwrap();
+        let e = read_bounded(&big, 1 << 20).unwrap_err().to_string();
+        assert!(e.contains("larger than"), "{e}");
+
+        assert_eq!(read_bounded(&target, 6).unwrap().unwrap(), b"secret");
+        assert!(read_bounded(&d.path().join("none"), 6).unwrap().is_none());
+    }
+}
