@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use answers::{
-    CancelRequested, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus, RunRow,
-    RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus,
+    CancelRequested, DamagedRun, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus,
+    RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus,
 };
 pub use build::{build, duration_between};
 pub use outcome::{Facts, KillReason, Outcome, decide};
@@ -152,8 +152,12 @@ impl Output {
 /// What the stdout filter kept and dropped.
 ///
 /// ```json
-/// {"kept_lines": 12, "dropped_lines": 340, "dropped_bytes": 81234, "oversized_lines": 0}
+/// {"kept_lines": 12, "dropped_lines": 340, "dropped_bytes": 81234, "oversized_lines": 0,
+///  "plain_lines": 3, "lost_lines": 0, "lost_stderr_bytes": 0}
 /// ```
+///
+/// `lost_lines` and `lost_stderr_bytes` came later in v1: envelopes written before them lack
+/// them (read as 0).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FilterCounts {
     /// Lines written to `events.jsonl`.
@@ -165,6 +169,13 @@ pub struct FilterCounts {
     pub oversized_lines: u64,
     /// Non-JSON lines written to `stdout.log`.
     pub plain_lines: u64,
+    /// Lines for `events.jsonl` or `stdout.log` that could not be written (a full disk): not
+    /// in `kept_lines` or `plain_lines`; `output.errors` says why.
+    #[serde(default)]
+    pub lost_lines: u64,
+    /// Bytes of stderr that could not be written to `stderr.log`.
+    #[serde(default)]
+    pub lost_stderr_bytes: u64,
 }
 
 /// Where the attempt's pane was.

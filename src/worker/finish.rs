@@ -38,6 +38,7 @@ impl Worker {
         self.facts.cleanup.killed_descendants += n;
         self.reap_all(Duration::from_secs(2));
         self.stream.flush();
+        self.count_losses();
         let f = &mut self.facts;
         if let Some(stop) = self.life.stop() {
             f.kill_reason = Some(stop.reason);
@@ -60,6 +61,17 @@ impl Worker {
         f.state = Some(WorkerState::Finished);
         f.pane_lines_skipped = self.pane.total_skipped;
         report
+    }
+
+    /// Lines the logs could not take are not kept lines: they move to `lost_lines`.
+    fn count_losses(&mut self) {
+        let [(_, events), (_, stdout), (_, stderr)] = self.stream.lost();
+        let f = &mut self.facts.filter;
+        let lines = |l: Option<&super::logfile::Lost>| l.map_or(0, |l| l.lines);
+        f.kept_lines = f.kept_lines.saturating_sub(lines(events));
+        f.plain_lines = f.plain_lines.saturating_sub(lines(stdout));
+        f.lost_lines = lines(events) + lines(stdout);
+        f.lost_stderr_bytes = stderr.map_or(0, |l| l.bytes);
     }
 
     /// Decides, ends the worktree (if any), writes `output.txt` and `worker.json`, and
@@ -87,6 +99,19 @@ impl Worker {
         if let Some(e) = &self.facts.spawn_error {
             output.push_error(e.clone());
         }
+        for (name, lost) in self.stream.lost() {
+            if let Some(l) = lost.filter(|l| l.bytes > 0) {
+                let what = if l.lines > 0 {
+                    format!("{} lines ({} bytes)", l.lines, l.bytes)
+                } else {
+                    format!("{} bytes", l.bytes)
+                };
+                let why = l.error.as_deref().unwrap_or("unknown error");
+                output.push_error(format!(
+                    "{name}: {what} could not be written ({why}); they are missing from the log"
+                ));
+            }
+        }
         if self.facts.kill_reason == Some(KillReason::PaneClosed) {
             output.push_error("the pane closed under the worker (its tmux session or server was killed); the program was stopped");
         }
@@ -106,9 +131,9 @@ impl Worker {
         if let Err(e) = store::write_json_dir_synced_later(&self.paths.worker(), &self.facts) {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
-        let mut artifacts = store::collect_artifacts(&self.paths);
-        if self.spec.worktree.is_some() {
-            artifacts.extend(store::collect_worktree_artifacts(&self.paths));
+        let (artifacts, note) = store::collect_artifacts(&self.paths, self.spec.worktree.is_some());
+        if let Some(n) = note {
+            output.push_error(n);
         }
         let env = envelope::build(&self.spec, &self.facts, output, outcome, artifacts);
         let write = store::write_result(&self.paths, &env);

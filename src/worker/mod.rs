@@ -5,7 +5,7 @@
 //!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;            stream.rs
 //!                  │           timeout = the stop machine's next deadline
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
-//!                  │    stderr ─► stderr.log, pane
+//!                  │    stderr ─► stderr.log, pane        (logs: logfile.rs, losses counted)
 //!                  │    SIGCHLD ─► reap;  SIGUSR1/TERM/INT ─► cancel;  SIGHUP ─► pane closed
 //!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants  stop/
 //!                  ▼
@@ -26,9 +26,13 @@
 //! * Write `worker.json` before looking for `cancel.json` (the canceller does the reverse).
 //! * The agent's exit is not the end: its output pipes may still be held by descendants.
 //! * Every reap of the agent, wherever it happens, goes to the machine as `AgentExited`.
+//! * The worker runs outside the sandbox, with the user's rights: every file it opens in the
+//!   attempt directory is opened without following links (`store::create_new`,
+//!   `store::open_read`, atomic renames), since the program may have planted one there.
 
 mod finish;
 mod lines;
+mod logfile;
 mod pane;
 mod run;
 mod sandboxed;

@@ -15,8 +15,7 @@
 //! * A read budget per wake-up keeps a flooding stdout from starving signals and deadlines.
 //! * The logs are flushed every wake-up, so `logs -f` stays live within a poll.
 
-use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::process::{ChildStderr, ChildStdout};
 use std::time::Instant;
@@ -25,6 +24,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 
 use super::lines::{LineSplitter, MAX_LINE, Piece};
+use super::logfile::{LogFile, Lost};
 use super::pane::{Pane, Style};
 use super::run::Worker;
 use super::stop::Event;
@@ -43,7 +43,7 @@ pub(crate) struct Stream {
     splitter: LineSplitter,
     stderr_splitter: LineSplitter,
     filter: Filter,
-    stderr_log: Option<File>,
+    stderr_log: Option<LogFile>,
     /// The last of stderr (between one and two `STDERR_TAIL`s), for the adapter's report.
     stderr_tail: Vec<u8>,
 }
@@ -51,8 +51,8 @@ pub(crate) struct Stream {
 /// Where stdout lines go: the adapter decides, the logs keep.
 struct Filter {
     parser: Box<dyn StreamParser>,
-    events: Option<BufWriter<File>>,
-    stdout_log: Option<BufWriter<File>>,
+    events: Option<LogFile>,
+    stdout_log: Option<LogFile>,
 }
 
 /// What one wake-up's reads saw.
@@ -80,12 +80,7 @@ impl Stream {
     }
 
     /// The log files, opened before the spawn.
-    pub(crate) fn set_logs(
-        &mut self,
-        events: BufWriter<File>,
-        stdout_log: BufWriter<File>,
-        stderr_log: File,
-    ) {
+    pub(crate) fn set_logs(&mut self, events: LogFile, stdout_log: LogFile, stderr_log: LogFile) {
         self.filter.events = Some(events);
         self.filter.stdout_log = Some(stdout_log);
         self.stderr_log = Some(stderr_log);
@@ -142,8 +137,23 @@ impl Stream {
             .into_iter()
             .flatten()
         {
-            let _ = w.flush();
+            w.flush();
         }
+    }
+
+    /// What failed writes lost, per log: `events.jsonl`, `stdout.log`, `stderr.log`.
+    pub(crate) fn lost(&self) -> [(&'static str, Option<&Lost>); 3] {
+        [
+            (
+                "events.jsonl",
+                self.filter.events.as_ref().map(LogFile::lost),
+            ),
+            (
+                "stdout.log",
+                self.filter.stdout_log.as_ref().map(LogFile::lost),
+            ),
+            ("stderr.log", self.stderr_log.as_ref().map(LogFile::lost)),
+        ]
     }
 
     /// Reads what stdout has now, up to the budget; drops the pipe at EOF.
@@ -203,7 +213,7 @@ impl Stream {
                     seen.output = true;
                     let chunk = &buf[..n];
                     if let Some(f) = self.stderr_log.as_mut() {
-                        let _ = f.write_all(chunk);
+                        f.bytes(chunk);
                     }
                     self.stderr_tail.extend_from_slice(chunk);
                     if self.stderr_tail.len() > 2 * STDERR_TAIL {
@@ -366,10 +376,9 @@ impl Worker {
     }
 }
 
-fn write_line(w: &mut Option<BufWriter<File>>, line: &[u8]) {
+fn write_line(w: &mut Option<LogFile>, line: &[u8]) {
     if let Some(w) = w.as_mut() {
-        let _ = w.write_all(line);
-        let _ = w.write_all(b"\n");
+        w.line(line);
     }
 }
 

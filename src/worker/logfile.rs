@@ -1,0 +1,142 @@
+//! One of the attempt's logs (`events.jsonl`, `stdout.log`, `stderr.log`): written in
+//! batches, and every byte a failed write loses is counted, never passed off as kept.
+//!
+//! ```text
+//!  line(bytes) ─► buffer (+1 pending line) ─► flush (each wake-up, or when the buffer is full)
+//!                                               ├ ok:    pending = 0
+//!                                               └ error: lost_lines += pending, lost_bytes += len,
+//!                                                        first error kept for the envelope
+//! ```
+//!
+//! Common pitfalls:
+//! * A write that fails half-way leaves part of the batch in the file: all of the batch's
+//!   lines count as lost (none of them can be trusted whole).
+//! * A disk that fills up may empty again: later writes are still tried.
+//! * A line bigger than the buffer goes straight to the file (after what is buffered), so a
+//!   64 MiB line is never copied.
+
+use std::fs::File;
+use std::io::{IoSlice, Write};
+
+/// What a log lost to failed writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Lost {
+    pub(crate) lines: u64,
+    pub(crate) bytes: u64,
+    /// The first error, in the kernel's words.
+    pub(crate) error: Option<String>,
+}
+
+pub(crate) struct LogFile {
+    file: File,
+    buf: Vec<u8>,
+    cap: usize,
+    /// Lines in `buf`, not yet written.
+    pending: u64,
+    lost: Lost,
+}
+
+impl LogFile {
+    pub(crate) fn new(file: File, cap: usize) -> Self {
+        Self {
+            file,
+            buf: Vec::with_capacity(cap),
+            cap,
+            pending: 0,
+            lost: Lost::default(),
+        }
+    }
+
+    /// Appends one line and its newline.
+    pub(crate) fn line(&mut self, line: &[u8]) {
+        if line.len() >= self.cap {
+            self.flush();
+            let r = write_all_vectored(&mut self.file, &[line, b"\n"]);
+            self.account(r, 1, line.len() as u64 + 1);
+            return;
+        }
+        self.buf.extend_from_slice(line);
+        self.buf.push(b'\n');
+        self.pending += 1;
+        if self.buf.len() >= self.cap {
+            self.flush();
+        }
+    }
+
+    /// Writes `bytes` as they are (stderr, which is kept as a byte stream).
+    pub(crate) fn bytes(&mut self, bytes: &[u8]) {
+        self.flush();
+        let r = self.file.write_all(bytes);
+        self.account(r, 0, bytes.len() as u64);
+    }
+
+    /// Writes what is buffered.
+    pub(crate) fn flush(&mut self) {
+        if self.buf.is_empty() {
+            return;
+        }
+        let r = self.file.write_all(&self.buf);
+        let (lines, bytes) = (self.pending, self.buf.len() as u64);
+        self.account(r, lines, bytes);
+        self.buf.clear();
+        self.pending = 0;
+    }
+
+    /// What failed writes lost so far.
+    pub(crate) fn lost(&self) -> &Lost {
+        &self.lost
+    }
+
+    fn account(&mut self, r: std::io::Result<()>, lines: u64, bytes: u64) {
+        if let Err(e) = r {
+            self.lost.lines += lines;
+            self.lost.bytes += bytes;
+            self.lost.error.get_or_insert_with(|| e.to_string());
+        }
+    }
+}
+
+fn write_all_vectored(f: &mut File, parts: &[&[u8]]) -> std::io::Result<()> {
+    let mut slices: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
+    let mut slices = slices.as_mut_slice();
+    while !slices.is_empty() {
+        match f.write_vectored(slices) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => IoSlice::advance_slices(&mut slices, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_lost_to_a_full_disk_are_counted_and_later_writes_still_tried() {
+        // /dev/full fails every write with ENOSPC.
+        let full = File::options().write(true).open("/dev/full").unwrap();
+        let mut log = LogFile::new(full, 16);
+        log.line(b"one");
+        log.line(b"two");
+        log.flush();
+        log.line(&[b'x'; 40]);
+        assert_eq!(log.lost().lines, 3);
+        assert_eq!(log.lost().bytes, 4 + 4 + 41);
+        assert!(log.lost().error.as_deref().unwrap().contains("space"));
+
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("ok.log");
+        let mut log = LogFile::new(File::create(&p).unwrap(), 8);
+        log.line(b"a");
+        log.line(&[b'b'; 20]);
+        log.bytes(b"raw");
+        log.line(b"c");
+        log.flush();
+        assert_eq!(log.lost(), &Lost::default());
+        let want = format!("a\n{}\nrawc\n", "b".repeat(20));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), want);
+    }
+}
