@@ -36,18 +36,14 @@
 //!   recorded absolute paths are kept, never resolved again from the retrying directory.
 
 use std::collections::BTreeMap;
-use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::plan::{check_exec_size, environment, escape_sockets, set_by_sandbox, text_or_file};
+use super::plan::{Resolved, SandboxRequest, assemble, environment, set_by_sandbox, text_or_file};
 use super::{Error, Found, Plan, RunRequest, System, attempt_status, find_run};
-use crate::adapter::{ArgvContext, adapter_for};
+use crate::adapter::adapter_for;
 use crate::envelope::Envelope;
-use crate::spec::{
-    AgentKind, AttemptRef, AttemptSpec, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget,
-};
+use crate::spec::{AgentKind, AttemptSpec, TaskSpec};
 use crate::store::Home;
-use crate::tmux;
 
 /// The task of `retry --resume` without `--task`.
 pub const DEFAULT_FOLLOW_UP: &str = "Continue where you stopped.";
@@ -103,7 +99,8 @@ pub fn prepare_retry(
 }
 
 /// Plans attempt *n+1* of `found`'s run from its latest attempt *n*. Reads attempt *n*'s
-/// `result.json` through `sys`; creates nothing.
+/// `result.json` through `sys`; creates nothing. Decides only what attempt *n+1* keeps and
+/// what it takes anew; the one planner ([`assemble`]) makes the rest, as for attempt 1.
 pub fn plan_retry(
     found: &Found,
     opts: &RetryOptions,
@@ -132,18 +129,12 @@ pub fn plan_retry(
         Some(wt) => Some(super::worktree::for_attempt(home, wt, run_id, n + 1)?),
         None => None,
     };
-    let rebase = |p: &Path| -> PathBuf {
-        match (&prev.worktree, &worktree) {
-            (Some(old), Some(new)) => match p.strip_prefix(&old.path) {
-                Ok(rest) if rest.as_os_str().is_empty() => new.path.clone(),
-                Ok(rest) => new.path.join(rest),
-                Err(_) => p.to_path_buf(),
-            },
-            _ => p.to_path_buf(),
-        }
-    };
-    let cwd = match &worktree {
-        Some(wt) => super::worktree::program_dir(wt),
+    // The directory the program was asked to run in: the repository's, with a worktree.
+    let cwd = match &prev.worktree {
+        Some(wt) => super::worktree::program_dir(&crate::spec::WorktreeSpec {
+            path: wt.repo.clone(),
+            ..wt.clone()
+        }),
         None => prev.cwd.clone(),
     };
     if let Some(wt) = &prev.worktree {
@@ -173,47 +164,30 @@ pub fn plan_retry(
         ));
     }
     let (env, env_spec) = environment(&req, sys, prev.agent, &prev.sandbox.network)?;
-    let var = |name: &str| -> Option<OsString> {
-        env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
-    };
-    let caller_vars = sys.vars();
-    let caller_var = |name: &str| -> Option<OsString> {
-        caller_vars
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
-    if sys
-        .which("tmux", caller_var("PATH").as_deref(), &prev.cwd)
-        .is_none()
-    {
-        return Err(Error::invalid(
-            "tmux was not found on PATH; install tmux 3.2 or newer",
-        ));
-    }
 
-    let attempt = n + 1;
-    let paths = home.attempt(run_id, attempt);
-    let prev_argv: Vec<String> = prev
-        .argv
-        .iter()
-        .enumerate()
-        .map(|(i, a)| match i {
-            0 => rebase(Path::new(a)).display().to_string(),
-            _ => a.clone(),
-        })
-        .collect();
-    let program = prev_argv.first().ok_or_else(|| {
+    // The program: for an agent its CLI (the adapter builds the rest again); for a command
+    // its argv, whose program moves with the worktree when it was inside attempt n's.
+    let prev_program = match &task {
+        Some(_) => prev.argv.first().cloned().into_iter().collect(),
+        None => prev.argv.clone(),
+    };
+    let mut argv = prev_program;
+    let program = argv.first_mut().ok_or_else(|| {
         Error::failed(format!(
             "{} has an empty argv",
             found.paths.spec().display()
         ))
     })?;
+    if let (Some(old), Some(new)) = (&prev.worktree, &worktree) {
+        if let Ok(rest) = Path::new(program.as_str()).strip_prefix(&old.path) {
+            *program = new.path.join(rest).display().to_string();
+        }
+    }
     // A program inside a worktree is checked out again with the new one.
     let in_new_worktree = worktree
         .as_ref()
-        .is_some_and(|wt| Path::new(program).starts_with(&wt.path));
-    if !in_new_worktree && sys.executable(Path::new(program)) != Some(true) {
+        .is_some_and(|wt| Path::new(program.as_str()).starts_with(&wt.path));
+    if !in_new_worktree && sys.executable(Path::new(program.as_str())) != Some(true) {
         let hint = adapter_for(prev.agent)
             .binary()
             .map(|_| format!("; {}", adapter_for(prev.agent).install_hint()))
@@ -222,98 +196,41 @@ pub fn plan_retry(
             "attempt {n} ran `{program}`, which is no longer an executable file{hint}"
         )));
     }
-    let (argv, stdin) = match &task {
-        Some(t) => {
-            let ctx = ArgvContext {
-                run_dir: &home.run_dir(run_id),
-                sessions_dir: &home.sessions_dir(prev.agent.as_str()),
-                attempt_dir: paths.dir(),
-                prompt_file: &paths.prompt(),
-            };
-            let launch = adapter_for(prev.agent).launch(program, t, &ctx);
-            (launch.argv, launch.stdin)
-        }
-        None => (prev_argv.clone(), Stdin::Null),
-    };
-    check_exec_size(&argv, &env, sys.arg_max())?;
 
-    let socket = sys.tmux_socket();
-    let sandbox = if prev.sandbox.enabled {
-        let state_dir = adapter_for(prev.agent)
-            .sandbox_needs()
-            .state_dir
-            .filter(|_| task.is_some())
-            .and_then(|(name, default)| {
-                var(name)
-                    .map(PathBuf::from)
-                    .or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(default)))
-            });
-        next_policy(
-            &prev.sandbox,
-            sys,
-            &Moved {
-                attempt_dir: (found.paths.dir(), paths.dir()),
-                tmux_socket: (&prev.tmux.socket, &socket),
-                worktree: &rebase,
-            },
-            state_dir,
-            &escape_sockets(&caller_var),
-        )
-    } else {
-        SandboxSpec::default()
-    };
-    let mut sandbox = sandbox;
-    if let Some(old) = prev
-        .worktree
-        .as_ref()
-        .filter(|w| !w.git_dir.as_os_str().is_empty())
-    {
-        // Attempt n's own git files go with its worktree; `start` protects the new one's.
-        sandbox.read_only.retain(|p| !p.starts_with(&old.git_dir));
-    }
-
-    let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
-    let spec = AttemptSpec {
-        schema: SPEC_SCHEMA.to_owned(),
-        attempt,
-        argv,
-        stdin,
-        env: env_spec,
-        task: task.clone(),
-        tmux: TmuxTarget {
-            socket,
-            session: tmux::session_name(run_id.as_str(), attempt),
-        },
-        sandbox,
-        created_at: created_at.clone(),
-        resumed_from,
-        cwd,
-        worktree,
-        ..prev.clone()
-    };
-    // `start` adds the attempt to the run.json on disk; this copy says the same.
-    let mut record = found.record.clone();
-    record.attempts.push(AttemptRef {
-        attempt,
-        created_at,
-    });
-    Ok(RetryPlan {
-        plan: Plan {
-            record,
-            spec,
+    let plan = assemble(
+        Resolved {
+            run_id: run_id.clone(),
+            attempt: n + 1,
+            agent: prev.agent,
+            argv,
+            task,
+            cwd,
+            worktree,
+            limits: prev.limits.clone(),
+            labels: prev.labels.clone(),
+            correlation_id: prev.correlation_id.clone(),
+            keep_session: prev.keep_session,
+            group: prev.group.clone(),
+            lineage: prev.lineage.clone(),
+            max_depth: prev.max_depth,
+            resumed_from,
             env,
-            prompt: task.map(|t| t.prompt),
+            env_spec,
+            sandbox: SandboxRequest::of(&prev.sandbox, home),
+            record: Some(found.record.clone()),
         },
-        warnings,
-    })
+        home,
+        sys,
+    )?;
+    Ok(RetryPlan { plan, warnings })
 }
 
 /// The envelope of the latest attempt; an attempt without one has not finished.
 fn previous_envelope(found: &Found, sys: &dyn System) -> Result<Envelope, Error> {
     let (id, n) = (&found.spec.run_id, found.spec.attempt);
     let path = found.paths.result();
-    match sys.read_to_string(&path) {
-        Ok(text) => serde_json::from_str(&text).map_err(|e| {
+    match sys.read_record(&path) {
+        Ok(text) => serde_json::from_slice(&text).map_err(|e| {
             Error::failed(format!(
                 "{} cannot be read ({e}); the run's record is damaged",
                 path.display()
@@ -439,71 +356,11 @@ fn env_request(
         sandbox: sandboxed,
         env_pass,
         env,
+        // A worktree attempt's git must find its worktree, not a GIT_DIR of the caller's.
+        worktree: prev.worktree.is_some(),
         ..RunRequest::default()
     };
     (req, missing)
-}
-
-/// What moved between attempt *n* and *n+1*: `(before, after)`.
-struct Moved<'a> {
-    attempt_dir: (&'a Path, &'a Path),
-    tmux_socket: (&'a Path, &'a Path),
-    /// Paths in attempt n's worktree, moved to attempt n+1's (the identity without one).
-    worktree: &'a dyn Fn(&Path) -> PathBuf,
-}
-
-/// The sandbox policy of the next attempt: attempt *n*'s, with its own attempt directory
-/// and the tmux socket swapped for the new ones, the agent's state directory as this
-/// environment names it, and the escape sockets that exist now hidden as well.
-fn next_policy(
-    prev: &SandboxSpec,
-    sys: &dyn System,
-    moved: &Moved<'_>,
-    state_dir: Option<PathBuf>,
-    escape_sockets: &[PathBuf],
-) -> SandboxSpec {
-    let swap = |p: &PathBuf, (from, to): (&Path, &Path)| -> PathBuf {
-        if p == from {
-            to.to_path_buf()
-        } else {
-            p.clone()
-        }
-    };
-    let mut writable: Vec<PathBuf> = prev
-        .writable
-        .iter()
-        .map(|p| (moved.worktree)(&swap(p, moved.attempt_dir)))
-        .collect();
-    if !writable.iter().any(|p| p == moved.attempt_dir.1) {
-        writable.push(moved.attempt_dir.1.to_path_buf());
-    }
-    if let Some(d) = state_dir {
-        if !writable.contains(&d) {
-            writable.push(d);
-        }
-    }
-    let mut hidden: Vec<PathBuf> = prev
-        .hidden
-        .iter()
-        .map(|p| swap(p, moved.tmux_socket))
-        .collect();
-    if !hidden.iter().any(|p| p == moved.tmux_socket.1) {
-        hidden.push(moved.tmux_socket.1.to_path_buf());
-    }
-    for p in escape_sockets {
-        if let Ok(p) = sys.canonicalize(p) {
-            if !hidden.contains(&p) {
-                hidden.push(p);
-            }
-        }
-    }
-    let read_only = prev.read_only.iter().map(|p| (moved.worktree)(p)).collect();
-    SandboxSpec {
-        writable,
-        read_only,
-        hidden,
-        ..prev.clone()
-    }
 }
 
 #[cfg(test)]
@@ -513,6 +370,8 @@ mod tests {
     use crate::app::plan::fake::{Fake, home};
     use crate::envelope::{FailureKind, Outcome, Output, Status, WorkerFacts, build};
     use crate::spec::{Network, RunRecord};
+    use std::ffi::OsString;
+    use std::path::PathBuf;
 
     /// Attempt 1 of `req` as if it had ended with `session` (and `status`), its result.json
     /// readable through `sys`.
@@ -588,6 +447,98 @@ mod tests {
         env.iter()
             .find(|(ek, _)| ek == k)
             .and_then(|(_, v)| v.to_str())
+    }
+
+    /// A plain retry repeats attempt 1 field for field: whatever `run` records (a flag added
+    /// to the request, a rule of the sandbox policy, a variable removed), attempt 2 has the
+    /// same, but for what names the attempt itself.
+    #[test]
+    fn a_retry_plans_what_run_planned_for_every_kind_of_request() {
+        let mut sys = fake_with_clis();
+        sys.dirs.push("/data".into());
+        sys.dirs.push("/work/.git".into());
+        sys.files.insert("/work/.git/config".into(), String::new());
+        sys.files.insert("/work/secret".into(), String::new());
+        sys.vars.push(("ANTHROPIC_API_KEY".into(), "k".into()));
+        sys.vars.push(("GIT_DIR".into(), "/elsewhere".into()));
+        // The value `--env MODE=ci` gave attempt 1, as the retrying shell has it.
+        sys.vars.push(("MODE".into(), "ci".into()));
+        let mut sandboxed_agent = agent(AgentKind::Claude, "hi");
+        sandboxed_agent.sandbox = true;
+        sandboxed_agent.network = Some("allow:api.example.com".into());
+        sandboxed_agent.writable = vec!["/data".into()];
+        sandboxed_agent.hide = vec!["secret".into()];
+        sandboxed_agent.model = Some("m".into());
+        sandboxed_agent.tools = vec!["Bash".into()];
+        let mut full_command = cmd(&["make", "-j4"]);
+        full_command.labels.insert("team".into(), "core".into());
+        full_command.correlation_id = Some("c-1".into());
+        full_command.timeout = Some("5m".into());
+        full_command.idle_timeout = Some("30s".into());
+        full_command.linger = Some("1s".into());
+        full_command.grace = Some("2s".into());
+        full_command.keep_session = true;
+        full_command.max_depth = Some(2);
+        full_command.env.insert("MODE".into(), "ci".into());
+        let mut sandboxed_command = full_command.clone();
+        sandboxed_command.sandbox = true;
+        sandboxed_command.env_pass = vec!["ANTHROPIC_API_KEY".into()];
+        for (i, req) in [sandboxed_agent, full_command, sandboxed_command]
+            .into_iter()
+            .enumerate()
+        {
+            assert_retry_repeats(&req, &mut sys, &format!("request {i}"));
+        }
+        // A sandboxed worktree run: its own worktree and branch, the same rules.
+        let mut sys = fake_with_clis();
+        sys.on_path.insert("git".into(), "/usr/bin/git".into());
+        for d in ["/src/app", "/src/.git"] {
+            sys.dirs.push(d.into());
+        }
+        sys.files.insert("/src/.git/config".into(), String::new());
+        sys.repos.push(crate::git::RepoDirs {
+            toplevel: "/src".into(),
+            common_dir: "/src/.git".into(),
+        });
+        sys.cwd = "/src/app".into();
+        sys.vars.push(("GIT_DIR".into(), "/elsewhere".into()));
+        let mut wt = cmd(&["make"]);
+        wt.worktree = true;
+        wt.sandbox = true;
+        assert_retry_repeats(&wt, &mut sys, "worktree");
+    }
+
+    fn assert_retry_repeats(req: &RunRequest, sys: &mut Fake, label: &str) {
+        let found = ended(req, sys, None);
+        let r = plan_retry(&found, &RetryOptions::default(), &home(), sys)
+            .unwrap_or_else(|e| panic!("{label}: {e}"));
+        let normal = |spec: &AttemptSpec| {
+            let mut v = serde_json::to_value(spec).unwrap();
+            for k in ["attempt", "created_at", "tmux"] {
+                v[k] = serde_json::Value::Null;
+            }
+            serde_json::to_string(&v)
+                .unwrap()
+                .replace("/attempts/1/", "/attempts/N/")
+                .replace("/attempts/2/", "/attempts/N/")
+                .replace("worktrees/generated-1-1", "worktrees/generated-1-N")
+                .replace("worktrees/generated-1-2", "worktrees/generated-1-N")
+                .replace("\"subpane/generated-1-2\"", "\"subpane/generated-1\"")
+        };
+        assert_eq!(
+            normal(&found.spec),
+            normal(&r.plan.spec),
+            "{label}: attempt 2 differs from attempt 1"
+        );
+        assert_eq!(r.plan.spec.attempt, 2);
+        assert_eq!(r.plan.spec.tmux.session, "generated-1-2");
+        let names = |env: &[(OsString, OsString)]| -> Vec<OsString> {
+            let mut v: Vec<OsString> = env.iter().map(|(k, _)| k.clone()).collect();
+            v.sort();
+            v
+        };
+        let first = plan(req, &home(), sys).unwrap();
+        assert_eq!(names(&first.env), names(&r.plan.env), "{label}");
     }
 
     #[test]
@@ -884,11 +835,12 @@ mod tests {
         assert_eq!(new.env_pass, ["GITHUB_TOKEN"]);
         assert!(
             new.writable
-                .contains(&"/h/runs/generated-1/attempts/2".into())
+                .contains(&"/h/runs/generated-1/attempts/2/out".into())
         );
         assert!(
             !new.writable
-                .contains(&"/h/runs/generated-1/attempts/1".into())
+                .iter()
+                .any(|p| p.starts_with("/h/runs/generated-1/attempts/1"))
         );
         for kept in ["/work", "/data"] {
             assert!(
@@ -902,7 +854,21 @@ mod tests {
             "{:?}",
             new.writable
         );
-        assert_eq!(new.read_only, old.read_only);
+        // The proxy socket is the new attempt's; the rest is made by the same rules.
+        let swap = |p: &PathBuf| -> PathBuf {
+            p.to_string_lossy()
+                .replace("/attempts/1/", "/attempts/2/")
+                .into()
+        };
+        assert_eq!(
+            new.read_only,
+            old.read_only.iter().map(swap).collect::<Vec<_>>()
+        );
+        assert!(
+            new.read_only
+                .contains(&"/h/runs/generated-1/attempts/2/proxy.sock".into())
+        );
+        assert_eq!(new.asked, old.asked);
         assert!(new.hidden.contains(&"/tmp/tmux-0/subpane".into()));
         assert!(
             new.hidden.contains(&"/run/ssh/agent".into()),

@@ -288,6 +288,33 @@ pub(super) fn discard(wt: &WorktreeSpec) {
     }
 }
 
+/// Whether `wt` is what subpane makes for attempt `attempt` of run `id`: the worktree at its
+/// own place under the home, on its own branch. `gc` removes nothing else, whatever a record
+/// says.
+pub(super) fn check_own(
+    home: &Home,
+    wt: &WorktreeSpec,
+    id: &RunId,
+    attempt: u32,
+) -> Result<(), String> {
+    let path = home.worktree(id, attempt);
+    let branch = branch_name(id, attempt).map_err(|e| e.to_string())?;
+    if wt.path != path {
+        return Err(format!(
+            "it names the worktree {}, and subpane made this attempt's at {}",
+            wt.path.display(),
+            path.display()
+        ));
+    }
+    if wt.branch != branch {
+        return Err(format!(
+            "it names the branch `{}`, and subpane made this attempt's as `{branch}`",
+            wt.branch
+        ));
+    }
+    Ok(())
+}
+
 /// `gc`: removes a finished attempt's kept worktree, and its branch unless that has commits
 /// of its own. Returns whether there was one (with `dry_run`: would be one). If git cannot
 /// remove it (the repository is gone, say), the directory is removed all the same when it is
@@ -533,7 +560,7 @@ mod tests {
             sb.writable,
             [
                 PathBuf::from("/h/worktrees/generated-1-1"),
-                PathBuf::from("/h/runs/generated-1/attempts/1"),
+                PathBuf::from("/h/runs/generated-1/attempts/1/out"),
                 PathBuf::from("/src/.git"),
             ]
         );

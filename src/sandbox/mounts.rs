@@ -2,14 +2,21 @@
 //!
 //! ```text
 //!  1. /            MS_REC|MS_PRIVATE        nothing below propagates back to the host
-//!  2. /tmp/ws …    open_tree(CLONE|RECURSIVE)  writable/read-only trees under /tmp, held by fd
-//!  3. /tmp         fresh tmpfs (1777)        the program's private /tmp
-//!  4. /tmp/ws …    move_mount(fd) back       same path, same files as on the host
-//!  5. read_only    read-only bind over itself   .git/hooks, .git/config in the workspace
-//!  6. hidden       dir: empty read-only tmpfs; file or socket: /dev/null, read-only
-//!  7. /dev/pts     a new devpts instance     the host's terminals are out of reach
-//!  8. chdir(cwd)   the working directory again, resolved in the new view
+//!  2. masks, outermost first: /tmp, then each hidden directory (the subpane home, --hide)
+//!     a. trees below it that the policy names   open_tree(CLONE|RECURSIVE), held by fd
+//!     b. the mask   fresh tmpfs                 /tmp: 1777, the program's private /tmp
+//!                                               hidden: empty, read-only after step c
+//!     c. the trees  move_mount(fd) back         same path, same files as on the host
+//!  3. read_only    read-only bind over itself   .git/hooks, .git/config, the proxy socket
+//!  4. hidden files /dev/null, read-only         (hidden directories were masks)
+//!  5. /dev/pts     a new devpts instance        the host's terminals are out of reach
+//!  6. chdir(cwd)   the working directory again, resolved in the new view
 //! ```
+//!
+//! So a hidden directory is empty except what the policy itself puts below it: the subpane
+//! home shows the program only its own attempt's artifact directory (`out/`) and, with
+//! `--network allow:…`, its egress proxy's socket, never another run's records, environment
+//! files or sockets.
 //!
 //! Landlock decides what may be written; this module decides what can be seen, and carves
 //! the read-only holes Landlock cannot (its rules only add rights).
@@ -17,7 +24,9 @@
 //! Common pitfalls:
 //! * The helper's working directory still points into the host's view after the mounts:
 //!   `cd ..` from a workspace in `/tmp` would list the host's `/tmp` (and reach a hidden
-//!   socket there). Step 8 resolves it again, and fails closed if it is no longer visible.
+//!   socket there). Step 6 resolves it again, and fails closed if it is no longer visible.
+//! * A hidden directory's tmpfs is made read-only after the carried trees are in: Landlock
+//!   would refuse writes there anyway, but not `chmod` or `utime` of the mount points.
 //! * A mount namespace owned by a new user namespace locks the mounts it copied: they can be
 //!   covered but not unmounted or cloned one by one. `open_tree` needs `AT_RECURSIVE`.
 //! * `mount(MS_REMOUNT|MS_BIND|MS_RDONLY)` in a user namespace must repeat the locked flags
@@ -47,28 +56,18 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
     mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|e| failure(root, "cannot make the mounts private", e))?;
 
-    // Take the trees under /tmp before the fresh tmpfs covers them.
-    let mut held = Vec::new();
-    for path in carried(&spec.writable, &spec.read_only) {
-        let is_dir = std::fs::metadata(&path)
-            .map_err(|e| failure(&path, "cannot keep it visible under the private /tmp", e))?
-            .is_dir();
-        let fd = open_tree(&path).map_err(|e| failure(&path, "cannot take it over /tmp", e))?;
-        held.push((path, fd, is_dir));
-    }
-    let tmp = Path::new(TMP);
-    mount(
-        Some("tmpfs"),
-        tmp,
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some("mode=1777"),
-    )
-    .map_err(|e| failure(tmp, "cannot mount the private /tmp", e))?;
-    for (path, fd, is_dir) in held {
-        make_mount_point(&path, is_dir)
-            .map_err(|e| failure(&path, "cannot make its place under the private /tmp", e))?;
-        move_mount(&fd, &path).map_err(|e| failure(&path, "cannot put it back under /tmp", e))?;
+    // Directories covered by a fresh tmpfs, outermost first: the private /tmp, then every
+    // hidden directory (the subpane home among them). What the policy names below one is
+    // carried across: taken before the cover, put back at the same path after it.
+    for mask in masks(&spec.hidden) {
+        match std::fs::metadata(&mask.path) {
+            Ok(m) if m.is_dir() => {}
+            // A hidden file is covered below; a path not there has nothing to hide.
+            Ok(_) => continue,
+            Err(e) if absent(&e) => continue,
+            Err(e) => return Err(failure(&mask.path, "cannot look at the path to hide", e)),
+        }
+        cover(&mask, &carried(&mask.path, &spec.writable, &spec.read_only))?;
     }
 
     for path in &spec.read_only {
@@ -85,18 +84,10 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
             Err(e) if absent(&e) => continue,
             Err(e) => return Err(failure(path, "cannot look at the path to hide", e)),
         };
-        let hid = if meta.is_dir() {
-            mount(
-                Some("tmpfs"),
-                path,
-                Some("tmpfs"),
-                libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
-                Some("mode=0555"),
-            )
-        } else {
+        if !meta.is_dir() {
             bind_read_only(Path::new("/dev/null"), path)
-        };
-        hid.map_err(|e| failure(path, "cannot hide it", e))?;
+                .map_err(|e| failure(path, "cannot hide it", e))?;
+        }
     }
 
     let pts = Path::new("/dev/pts");
@@ -120,18 +111,84 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
     })
 }
 
-/// The trees that must stay visible at their path under the private `/tmp`: writable and
-/// read-only paths strictly below `/tmp`, outermost first, nested ones dropped (they come
-/// along with their parent). Pure.
-pub fn carried(writable: &[PathBuf], read_only: &[PathBuf]) -> Vec<PathBuf> {
-    let mut under: Vec<&PathBuf> = writable
+/// A directory the program sees as a fresh, empty tmpfs (plus what is carried across).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mask {
+    pub path: PathBuf,
+    /// The private `/tmp` (writable by all, sticky); else a hidden directory (read-only once
+    /// the carried paths are in place).
+    pub private_tmp: bool,
+}
+
+/// The private `/tmp` and the hidden paths, outermost first. Pure. Hidden paths that are
+/// files are in the list too; [`build`] skips what is not a directory.
+pub fn masks(hidden: &[PathBuf]) -> Vec<Mask> {
+    let mut out = vec![Mask {
+        path: PathBuf::from(TMP),
+        private_tmp: true,
+    }];
+    for h in hidden {
+        if h.as_path() != Path::new(TMP) && !out.iter().any(|m| &m.path == h) {
+            out.push(Mask {
+                path: h.clone(),
+                private_tmp: false,
+            });
+        }
+    }
+    out.sort_by_key(|m| m.path.components().count());
+    out
+}
+
+/// Covers `mask` with a fresh tmpfs, keeping the trees `keep` visible at their paths.
+fn cover(mask: &Mask, keep: &[PathBuf]) -> Result<(), SandboxFailure> {
+    let mut held = Vec::new();
+    for path in keep {
+        let is_dir = std::fs::metadata(path)
+            .map_err(|e| failure(path, "cannot keep it visible under a covered directory", e))?
+            .is_dir();
+        let fd = open_tree(path).map_err(|e| failure(path, "cannot take it across", e))?;
+        held.push((path, fd, is_dir));
+    }
+    let (flags, data, what) = if mask.private_tmp {
+        (
+            libc::MS_NOSUID | libc::MS_NODEV,
+            "mode=1777",
+            "cannot mount the private /tmp",
+        )
+    } else {
+        (
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            "mode=0755",
+            "cannot hide it",
+        )
+    };
+    mount(Some("tmpfs"), &mask.path, Some("tmpfs"), flags, Some(data))
+        .map_err(|e| failure(&mask.path, what, e))?;
+    for (path, fd, is_dir) in held {
+        make_mount_point(path, is_dir)
+            .map_err(|e| failure(path, "cannot make its place under the covered directory", e))?;
+        move_mount(&fd, path).map_err(|e| failure(path, "cannot put it back", e))?;
+    }
+    if !mask.private_tmp {
+        // Nothing but the carried trees may be changed below a hidden directory: not even
+        // the mount points' metadata (Landlock does not cover chmod or utime).
+        set_read_only(&mask.path).map_err(|e| failure(&mask.path, "cannot hide it", e))?;
+    }
+    Ok(())
+}
+
+/// The trees that must stay visible at their path under a covered directory `under`:
+/// writable and read-only paths strictly below it, outermost first, nested ones dropped
+/// (they come along with their parent). Pure.
+pub fn carried(under: &Path, writable: &[PathBuf], read_only: &[PathBuf]) -> Vec<PathBuf> {
+    let mut below: Vec<&PathBuf> = writable
         .iter()
         .chain(read_only)
-        .filter(|p| p.starts_with(TMP) && p.as_path() != Path::new(TMP))
+        .filter(|p| p.starts_with(under) && p.as_path() != under)
         .collect();
-    under.sort_by_key(|p| p.components().count());
+    below.sort_by_key(|p| p.components().count());
     let mut out: Vec<PathBuf> = Vec::new();
-    for p in under {
+    for p in below {
         if !out.iter().any(|kept| p.starts_with(kept)) {
             out.push(p.clone());
         }
@@ -239,6 +296,29 @@ fn bind_read_only(source: &Path, target: &Path) -> io::Result<()> {
     move_mount(&fd, target)
 }
 
+/// Makes the mount at `path` read-only (not the mounts below it).
+fn set_read_only(path: &Path) -> io::Result<()> {
+    let p = cstr(path)?;
+    let attr = libc::mount_attr {
+        attr_set: libc::MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    // SAFETY: mount_setattr(2) on a valid path with a mount_attr of the size passed.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            p.as_ptr(),
+            0 as libc::c_uint,
+            &attr as *const libc::mount_attr,
+            std::mem::size_of::<libc::mount_attr>(),
+        )
+    })
+    .map(drop)
+}
+
 fn make_mount_point(path: &Path, is_dir: bool) -> io::Result<()> {
     if is_dir {
         return std::fs::create_dir_all(path);
@@ -258,16 +338,49 @@ mod tests {
     }
 
     #[test]
-    fn only_outermost_trees_strictly_under_tmp_are_carried() {
-        let writable = paths(&["/tmp/ws", "/home/u/h/runs/r/attempts/1", "/tmp", "/tmpfoo"]);
+    fn only_outermost_trees_strictly_under_a_mask_are_carried() {
+        let tmp = Path::new("/tmp");
+        let writable = paths(&[
+            "/tmp/ws",
+            "/home/u/h/runs/r/attempts/1/out",
+            "/tmp",
+            "/tmpfoo",
+        ]);
         let read_only = paths(&["/tmp/ws/.git/hooks", "/tmp/other/.git/config"]);
         assert_eq!(
-            carried(&writable, &read_only),
+            carried(tmp, &writable, &read_only),
             paths(&["/tmp/ws", "/tmp/other/.git/config"])
         );
         // A nested tree listed first still comes along with its parent.
         let writable = paths(&["/tmp/a/b/c", "/tmp/a"]);
-        assert_eq!(carried(&writable, &[]), paths(&["/tmp/a"]));
-        assert!(carried(&paths(&["/src/app"]), &[]).is_empty());
+        assert_eq!(carried(tmp, &writable, &[]), paths(&["/tmp/a"]));
+        assert!(carried(tmp, &paths(&["/src/app"]), &[]).is_empty());
+        // The home: only the attempt's own artifact directory and proxy socket come along.
+        let home = Path::new("/home/u/h");
+        let read_only = paths(&["/home/u/h/runs/r/attempts/1/proxy.sock"]);
+        assert_eq!(
+            carried(home, &writable_with_out(), &read_only),
+            paths(&[
+                "/home/u/h/runs/r/attempts/1/out",
+                "/home/u/h/runs/r/attempts/1/proxy.sock"
+            ])
+        );
+    }
+
+    fn writable_with_out() -> Vec<PathBuf> {
+        paths(&["/src/app", "/home/u/h/runs/r/attempts/1/out"])
+    }
+
+    #[test]
+    fn masks_start_with_the_private_tmp_and_go_outermost_first() {
+        let m = masks(&paths(&["/home/u/h", "/home", "/tmp", "/home/u/h"]));
+        let got: Vec<(&str, bool)> = m
+            .iter()
+            .map(|m| (m.path.to_str().unwrap(), m.private_tmp))
+            .collect();
+        assert_eq!(
+            got,
+            [("/tmp", true), ("/home", false), ("/home/u/h", false)]
+        );
     }
 }

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError};
-pub use sandbox::{HostPattern, Network, SandboxSpec, valid_host_name};
+pub use sandbox::{HostPattern, Network, SandboxAsk, SandboxSpec, valid_host_name};
 
 /// Schema tag of `spec.json`.
 pub const SPEC_SCHEMA: &str = "subpane.spec/v1";
@@ -193,6 +193,7 @@ pub const ATTEMPT_VARS: &[&str] = &[
     "SUBPANE_RUN_ID",
     "SUBPANE_ATTEMPT",
     "SUBPANE_ATTEMPT_DIR",
+    "SUBPANE_OUT_DIR",
     "SUBPANE_DEPTH",
     "SUBPANE_MAX_DEPTH",
     "SUBPANE_CHAIN",

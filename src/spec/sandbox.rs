@@ -194,23 +194,45 @@ fn is_public_suffix(name: &str) -> bool {
 /// absolute and resolved by the plan.
 ///
 /// ```json
-/// {"enabled": true, "network": "none", "writable": ["/src/app", "/h/runs/r/attempts/1"],
-///  "read_only": ["/src/app/.git/hooks", "/src/app/.git/config"], "hidden": ["/tmp/tmux-0"],
-///  "env_pass": ["GITHUB_TOKEN"]}
+/// {"enabled": true, "network": "none", "writable": ["/src/app", "/h/runs/r/attempts/1/out"],
+///  "read_only": ["/src/app/.git/hooks", "/src/app/.git/config"],
+///  "hidden": ["/tmp/tmux-0/subpane", "/h"], "env_pass": ["GITHUB_TOKEN"],
+///  "asked": {"writable": [], "hidden": []}}
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct SandboxSpec {
     pub enabled: bool,
     pub network: Network,
-    /// Trees the program may write (the workspace, the attempt directory, `--writable`).
+    /// Trees the program may write (the workspace, its artifact directory `out/`, the
+    /// agent's state, `--writable`).
     pub writable: Vec<PathBuf>,
-    /// Paths inside writable trees that stay read-only (git hooks and config).
+    /// Paths inside writable or hidden trees that the program sees read-only (git hooks and
+    /// config, the egress proxy's socket).
     pub read_only: Vec<PathBuf>,
-    /// Paths the program cannot see at all (`--hide`, the tmux server's socket).
+    /// Paths the program cannot see at all (`--hide`, the tmux server's socket, the subpane
+    /// home): a hidden directory shows only what `writable` and `read_only` name below it.
     pub hidden: Vec<PathBuf>,
     /// Names of variables passed on from the caller's environment (`--env-pass`).
     pub env_pass: Vec<String>,
+    /// What the user named (`--writable`, `--hide`), resolved: a retry keeps these and makes
+    /// the rest of the policy anew for its attempt. Absent in specs written before it
+    /// existed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub asked: Option<SandboxAsk>,
+}
+
+/// The paths a user named for the sandbox, absolute and resolved against the directory the
+/// run was started from.
+///
+/// ```json
+/// {"writable": ["/home/u/.cache/go"], "hidden": ["/home/u/.aws"]}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SandboxAsk {
+    pub writable: Vec<PathBuf>,
+    pub hidden: Vec<PathBuf>,
 }
 
 #[cfg(test)]

@@ -55,8 +55,15 @@ impl Home {
     pub fn attempt(&self, id: &RunId, n: u32) -> AttemptPaths {
         AttemptPaths::new(self.run_dir(id).join("attempts").join(n.to_string()))
     }
-    /// Where an agent keeps sessions shared by all runs (see `adapter::ArgvContext`).
-    pub fn sessions_dir(&self, agent: &str) -> PathBuf {
+    /// Where an agent keeps the sessions of one run's attempts, so that `retry --resume`
+    /// finds them (see `adapter::ArgvContext`). Never shared between runs: a sandboxed agent
+    /// writes there.
+    pub fn sessions_dir(&self, id: &RunId) -> PathBuf {
+        self.run_dir(id).join("sessions")
+    }
+    /// Where pi kept the sessions of every run before they moved into each run's directory
+    /// (read for `--resume` of such a session, never written).
+    pub fn legacy_sessions_dir(&self, agent: &str) -> PathBuf {
         self.root.join("sessions").join(agent)
     }
     pub fn tmux_conf(&self) -> PathBuf {
@@ -120,11 +127,12 @@ impl AttemptPaths {
     file!(done_fifo, "done.fifo");
     // The one-shot environment file: read and removed by the worker before the agent starts.
     file!(env_file, ".env");
+    // The program's own artifact directory (`$SUBPANE_OUT_DIR`): the one place of the home a
+    // sandboxed program may write. Its files are listed and hashed, never interpreted.
+    file!(out_dir, "out");
     // `--worktree`: the worktree's `git status` and its diff from the base commit.
     file!(worktree_status, "worktree.status.txt");
     file!(worktree_diff, "worktree.diff.patch");
-    // The scratch index the diff is taken through (removed right after).
-    file!(worktree_index, ".worktree.index");
 }
 
 /// Names of the files listed as artifacts, with their kinds.

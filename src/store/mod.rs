@@ -8,26 +8,32 @@
 //!                                     events.jsonl, stdout.log, stderr.log, output.txt,
 //!                                     cancel.json, result.json
 //!                                     (--worktree: worktree.status.txt, worktree.diff.patch)
+//!                   attempts/<n>/out/ the program's own artifacts ($SUBPANE_OUT_DIR)
+//!   runs/<run-id>/sessions/           pi's saved sessions of the run (--resume)
 //!   worktrees/<run-id>-<n>/           the git worktree of a --worktree attempt
 //! ```
 //!
 //! Every JSON file is written to a temporary file in the same directory, fsynced, then
-//! renamed, so a reader never sees a partial file.
+//! renamed, so a reader never sees a partial file. Every file of an attempt directory is
+//! opened without following links and read with a size limit (`nofollow.rs`): subpane's
+//! records are its own, and what a program put under their names is never taken for them.
 
 mod artifacts;
 mod atomic;
 mod layout;
+mod nofollow;
 mod records;
 
-pub use artifacts::{collect_artifacts, collect_worktree_artifacts, sha256_file};
+pub use artifacts::{OUT_MAX_DEPTH, OUT_MAX_FILES, collect_artifacts, sha256_file};
 pub use atomic::{
     read_json, write_atomic, write_atomic_dir_synced_later, write_atomic_unsynced,
     write_json_atomic, write_json_dir_synced_later, write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
+pub use nofollow::{RECORD_LIMIT, create_new, open_read, read_bounded};
 pub use records::{
-    CreateError, RunEntry, add_attempt, create_run, list_runs, read_env_file, read_run,
-    write_attempt_files, write_env_file, write_result,
+    CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, read_env_file,
+    read_run, write_attempt_files, write_env_file, write_result,
 };
 
 /// Errors of the file layer. Messages say what to do next.
@@ -44,6 +50,14 @@ pub enum StoreError {
     Read {
         path: std::path::PathBuf,
         source: std::io::Error,
+    },
+    #[error(
+        "{path} is larger than {} MiB, more than subpane ever writes there: the record is damaged",
+        .limit >> 20
+    )]
+    TooLarge {
+        path: std::path::PathBuf,
+        limit: u64,
     },
     #[error("{path} is not valid: {source}")]
     Corrupt {

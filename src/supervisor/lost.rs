@@ -46,7 +46,8 @@ pub fn write_unfinished(
         .unwrap_or_default();
     let mut killed = 0u64;
     if let Some(agent) = facts.agent {
-        if procs::is_alive(&agent) {
+        // Only the attempt's own program: a record may name any process.
+        if procs::is_alive(&agent) && procs::belongs_to_attempt(agent.pid, paths.dir()) {
             procs::signal_group(agent.pid, Signal::SIGKILL);
             killed += 1;
         }
@@ -64,10 +65,12 @@ pub fn write_unfinished(
     let mut output = Output::default();
     output.push_error(why);
     let outcome = envelope::decide(&decided);
-    let mut artifacts = store::collect_artifacts(paths);
+    let (artifacts, note) = store::collect_artifacts(paths, spec.worktree.is_some());
+    if let Some(n) = note {
+        output.push_error(n);
+    }
     if let Some(wt) = &spec.worktree {
         // The worker did not get to its end: the worktree stays for `subpane gc`.
-        artifacts.extend(store::collect_worktree_artifacts(paths));
         if facts.worktree.is_none() {
             let kept = wt.path.exists();
             facts.worktree = Some(WorktreeInfo {

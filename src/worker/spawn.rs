@@ -5,13 +5,12 @@
 //! * The logs are opened before the spawn: a program that cannot be recorded is not started.
 //! * The clock of the timeout starts just before the spawn, not when the loop first polls.
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use super::logfile::LogFile;
 use super::pane::Style;
 use super::run::Worker;
 use super::stop::Event;
@@ -46,17 +45,16 @@ impl Worker {
         self.pane.line(Style::Dim, &"─".repeat(60));
     }
 
+    /// Creates the logs, which must not exist yet: a link or file under their names was put
+    /// there by someone else, and is never written through.
     fn open_logs(&mut self) -> std::io::Result<()> {
         let open = |p: &Path| {
-            File::options()
-                .create(true)
-                .write(true)
-                .truncate(true)
-                .open(p)
+            store::create_new(p)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
         };
-        let events = BufWriter::with_capacity(256 * 1024, open(&self.paths.events())?);
-        let stdout_log = BufWriter::with_capacity(64 * 1024, open(&self.paths.stdout_log())?);
-        let stderr_log = open(&self.paths.stderr_log())?;
+        let events = LogFile::new(open(&self.paths.events())?, 256 * 1024);
+        let stdout_log = LogFile::new(open(&self.paths.stdout_log())?, 64 * 1024);
+        let stderr_log = LogFile::new(open(&self.paths.stderr_log())?, 0);
         self.stream.set_logs(events, stdout_log, stderr_log);
         Ok(())
     }
@@ -68,6 +66,15 @@ impl Worker {
     pub(crate) fn spawn(&mut self) -> Result<(), SpawnError> {
         self.open_logs()
             .map_err(|e| format!("cannot create the attempt's log files: {e}"))?;
+        // The program's own place for artifacts (the launcher made it already for a
+        // sandboxed attempt, whose policy names it).
+        let out = self.paths.out_dir();
+        match std::fs::create_dir(&out) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(format!("cannot create {}: {e}", out.display()).into());
+            }
+            _ => {}
+        }
         let env = store::read_env_file(&self.paths.env_file()).map_err(|e| {
             format!(
                 "cannot read the attempt's environment ({}): {e}",
@@ -102,6 +109,7 @@ impl Worker {
             .env("SUBPANE_RUN_ID", self.spec.run_id.as_str())
             .env("SUBPANE_ATTEMPT", self.spec.attempt.to_string())
             .env("SUBPANE_ATTEMPT_DIR", self.paths.dir())
+            .env("SUBPANE_OUT_DIR", &out)
             // Lineage: a run that this program starts knows its parent, its depth and the
             // limit (see `app::plan`).
             .env("SUBPANE_DEPTH", depth.to_string())
@@ -126,7 +134,7 @@ impl Worker {
         match self.spec.stdin {
             Stdin::Null => cmd.stdin(Stdio::null()),
             Stdin::PromptFile => {
-                let f = File::open(self.paths.prompt())
+                let f = store::open_read(&self.paths.prompt())
                     .map_err(|e| format!("cannot open the prompt file: {e}"))?;
                 cmd.stdin(Stdio::from(f))
             }

@@ -43,7 +43,8 @@ fn a_sandboxed_program_writes_its_workspace_and_nothing_else() {
         "echo in > inside.txt && echo tmp > {tmp} && cat {tmp} && \
          (echo out > {out}/x 2>/dev/null && echo WROTE_OUTSIDE || echo outside-refused) && \
          ls {out} >/dev/null && echo outside-readable && \
-         echo attempt > \"$SUBPANE_ATTEMPT_DIR/note.txt\" && echo attempt-dir-writable",
+         (echo attempt > \"$SUBPANE_ATTEMPT_DIR/note.txt\" 2>/dev/null && echo ATTEMPT_DIR_WRITABLE || echo attempt-dir-refused) && \
+         echo artifact > \"$SUBPANE_OUT_DIR/note.txt\" && echo out-dir-writable",
         tmp = shell_quote(&host_tmp.display().to_string()),
         out = shell_quote(&outside.path().display().to_string()),
     );
@@ -54,11 +55,13 @@ fn a_sandboxed_program_writes_its_workspace_and_nothing_else() {
         "tmp",
         "outside-refused",
         "outside-readable",
-        "attempt-dir-writable",
+        "attempt-dir-refused",
+        "out-dir-writable",
     ] {
         assert!(out.contains(want), "{want} missing:\n{out}");
     }
     assert!(!out.contains("WROTE_OUTSIDE"), "{out}");
+    assert!(!out.contains("ATTEMPT_DIR_WRITABLE"), "{out}");
     assert!(env.work.join("inside.txt").exists());
     assert!(!outside.path().join("x").exists());
     assert!(

@@ -18,6 +18,8 @@ pub(crate) struct Fake {
     pub(crate) repos: Vec<RepoDirs>,
     /// What [`System::attempt_ancestor_vars`] finds.
     pub(crate) ancestor_vars: Vec<(OsString, OsString)>,
+    /// pi's saved sessions: id → the directory holding it.
+    pub(crate) pi_sessions: HashMap<String, PathBuf>,
 }
 
 impl Fake {
@@ -39,6 +41,7 @@ impl Fake {
             arg_max: 2 * 1024 * 1024,
             repos: Vec::new(),
             ancestor_vars: Vec::new(),
+            pi_sessions: HashMap::new(),
         }
     }
 }
@@ -67,6 +70,9 @@ impl System for Fake {
             .get(&self.cwd.join(p))
             .cloned()
             .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+    fn read_record(&self, p: &Path) -> std::io::Result<Vec<u8>> {
+        self.read_to_string(p).map(String::into_bytes)
     }
     fn vars(&self) -> Vec<(OsString, OsString)> {
         self.vars.clone()
@@ -98,6 +104,9 @@ impl System for Fake {
     }
     fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)> {
         self.ancestor_vars.clone()
+    }
+    fn pi_session_dir(&self, _home: &Home, id: &str) -> Option<PathBuf> {
+        self.pi_sessions.get(id).cloned()
     }
 }
 

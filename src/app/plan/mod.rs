@@ -7,7 +7,9 @@
 //! ```text
 //!  RunRequest ─► run id, limits, cwd ─► lineage.rs (depth, chain) ─► env.rs (what passes)
 //!             ─► program.rs (program or agent CLI on PATH, @FILE, E2BIG) ─► worktree
-//!             ─► adapter argv (paths of attempt n) ─► policy.rs (sandbox) ─► Plan
+//!             ─► policy.rs (what the sandbox was asked) ─► Resolved
+//!  Resolved (from here, or from retry.rs) ─► assemble.rs: adapter argv (paths of attempt n),
+//!             agent state, policy.rs (the attempt's sandbox policy) ─► Plan
 //! ```
 //!
 //! Common pitfalls:
@@ -40,6 +42,7 @@ const REMOVED_VARS: [&str; 2] = ["TMUX", "TMUX_PANE"];
 /// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, with its NUL).
 pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
 
+mod assemble;
 mod env;
 #[cfg(test)]
 pub(super) mod fake;
@@ -50,13 +53,14 @@ mod system;
 #[cfg(test)]
 mod tests;
 
+pub(in crate::app) use assemble::{Resolved, assemble};
 pub(in crate::app) use env::{environment, set_by_sandbox};
-pub(in crate::app) use policy::escape_sockets;
+pub(in crate::app) use policy::{SandboxRequest, escape_sockets};
 pub(in crate::app) use program::{check_exec_size, text_or_file};
 pub use system::{RealSystem, System};
 
 use lineage::lineage;
-use policy::{PolicyContext, sandbox_policy};
+use policy::sandbox_request;
 use program::{Program, program};
 
 /// A request made valid and complete: the launcher needs nothing else.
@@ -194,108 +198,31 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
     if let (Some(wt), Some(given)) = (&worktree, req.argv.first()) {
         argv[0] = worktree::rebase_program(given, &argv[0], wt);
     }
-    if sys.which("tmux", caller_path.as_deref(), &cwd).is_none() {
-        return Err(Error::invalid(
-            "tmux was not found on PATH; install tmux 3.2 or newer",
-        ));
-    }
-    let attempt = 1;
-    let paths = home.attempt(&run_id, attempt);
-    // Agents: the adapter builds the argv now that the attempt's paths are known.
-    let (argv, stdin) = match &task {
-        Some(t) => {
-            let ctx = ArgvContext {
-                run_dir: &home.run_dir(&run_id),
-                sessions_dir: &home.sessions_dir(agent.as_str()),
-                attempt_dir: paths.dir(),
-                prompt_file: &paths.prompt(),
-            };
-            let launch = adapter_for(agent).launch(&argv[0], t, &ctx);
-            (launch.argv, launch.stdin)
-        }
-        None => (argv, Stdin::Null),
-    };
-    check_exec_size(&argv, &env, sys.arg_max())?;
-    let socket = sys.tmux_socket();
-    let mut agent_dirs = Vec::new();
-    if req.sandbox && task.is_some() {
-        if agent == AgentKind::Pi {
-            agent_dirs.push(home.sessions_dir(agent.as_str()));
-        }
-        if let Some((var, default)) = adapter_for(agent).sandbox_needs().state_dir {
-            let dir = env
-                .iter()
-                .find(|(k, _)| k == var)
-                .map(|(_, v)| PathBuf::from(v))
-                .or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(default)));
-            agent_dirs.extend(dir);
-        }
-    }
     let caller_dir = sys.current_dir().unwrap_or_else(|_| cwd.clone());
-    // With --worktree, the worktree is the workspace.
-    let workspace = worktree.as_ref().map_or(&cwd, |wt| &wt.path);
-    let mut sandbox = sandbox_policy(
-        req,
+    let sandbox = sandbox_request(req, sys, &caller_dir, network)?;
+    assemble(
+        Resolved {
+            run_id,
+            attempt: 1,
+            agent,
+            argv,
+            task,
+            cwd,
+            worktree,
+            limits,
+            labels: req.labels.clone(),
+            correlation_id: req.correlation_id.clone(),
+            keep_session: req.keep_session,
+            group: None,
+            lineage,
+            max_depth,
+            resumed_from: None,
+            env,
+            env_spec,
+            sandbox,
+            record: None,
+        },
+        home,
         sys,
-        &PolicyContext {
-            caller_dir: &caller_dir,
-            cwd: workspace,
-            attempt_dir: paths.dir(),
-            tmux_socket: &socket,
-            agent_dirs,
-            escape_sockets: &escape_sockets(&caller_var),
-            program: argv.first().map(Path::new),
-        },
-        network,
-    )?;
-    if let (Some(wt), true) = (&worktree, req.sandbox) {
-        worktree::sandbox_git(sys, wt, &mut sandbox);
-    }
-    let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
-    let spec = AttemptSpec {
-        schema: SPEC_SCHEMA.to_owned(),
-        run_id: run_id.clone(),
-        attempt,
-        agent,
-        argv,
-        cwd: worktree.as_ref().map_or(cwd, worktree::program_dir),
-        stdin,
-        labels: req.labels.clone(),
-        correlation_id: req.correlation_id.clone(),
-        limits,
-        env: env_spec,
-        task: task.clone(),
-        keep_session: req.keep_session,
-        tmux: TmuxTarget {
-            socket,
-            session: tmux::session_name(run_id.as_str(), attempt),
-        },
-        sandbox,
-        created_at: created_at.clone(),
-        group: None,
-        lineage: lineage.clone(),
-        resumed_from: None,
-        worktree,
-        max_depth,
-    };
-    let record = RunRecord {
-        schema: RUN_SCHEMA.to_owned(),
-        run_id,
-        agent,
-        labels: req.labels.clone(),
-        correlation_id: req.correlation_id.clone(),
-        group: None,
-        created_at: created_at.clone(),
-        attempts: vec![AttemptRef {
-            attempt,
-            created_at,
-        }],
-        lineage,
-    };
-    Ok(Plan {
-        record,
-        spec,
-        env,
-        prompt: task.map(|t| t.prompt),
-    })
+    )
 }

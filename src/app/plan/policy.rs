@@ -1,14 +1,63 @@
 //! The sandbox policy of an attempt, every path resolved.
+//!
+//! ```text
+//!  request ─► sandbox_request (--writable/--hide resolved, recorded as `asked`)
+//!                  │                 retry keeps `asked`, the network and `env_pass` ─┐
+//!                  ▼                                                                 ▼
+//!  sandbox_policy(request, the attempt's context) ─► SandboxSpec  (once per attempt, for both)
+//!     writable: workspace, out/, agent state, asked
+//!     read_only: .git/hooks, .git/config, a program under /tmp, the proxy socket
+//!     hidden: asked, the tmux socket, the subpane home, escape sockets
+//! ```
 
 use super::*;
 
-/// The sandbox policy, every path resolved. Sandbox flags without `--sandbox` are refused.
-pub(in crate::app) fn sandbox_policy(
+/// What a run asked of the sandbox: kept for every attempt of the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(in crate::app) struct SandboxRequest {
+    pub(in crate::app) network: Network,
+    pub(in crate::app) asked: crate::spec::SandboxAsk,
+    pub(in crate::app) env_pass: Vec<String>,
+}
+
+impl SandboxRequest {
+    /// The request an attempt's recorded policy was made from (specs written before `asked`
+    /// existed: their paths outside the home, which is where a user's could be).
+    pub(in crate::app) fn of(spec: &SandboxSpec, home: &Home) -> Option<Self> {
+        if !spec.enabled {
+            return None;
+        }
+        let asked = spec
+            .asked
+            .clone()
+            .unwrap_or_else(|| crate::spec::SandboxAsk {
+                writable: outside(&spec.writable, home),
+                hidden: outside(&spec.hidden, home),
+            });
+        Some(Self {
+            network: spec.network.clone(),
+            asked,
+            env_pass: spec.env_pass.clone(),
+        })
+    }
+}
+
+fn outside(paths: &[PathBuf], home: &Home) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .filter(|p| !p.starts_with(home.root()))
+        .cloned()
+        .collect()
+}
+
+/// The sandbox part of a request, its paths resolved against `caller_dir`; `None` without
+/// `--sandbox` (sandbox flags without it are refused).
+pub(in crate::app) fn sandbox_request(
     req: &RunRequest,
     sys: &dyn System,
-    ctx: &PolicyContext<'_>,
+    caller_dir: &Path,
     network: Network,
-) -> Result<SandboxSpec, Error> {
+) -> Result<Option<SandboxRequest>, Error> {
     if !req.sandbox {
         let given = [
             ("--network", req.network.is_some()),
@@ -21,28 +70,51 @@ pub(in crate::app) fn sandbox_policy(
                 "{flag} is a sandbox setting: add --sandbox to run sandboxed"
             )));
         }
-        return Ok(SandboxSpec::default());
+        return Ok(None);
     }
     let resolve = |flag: &str, p: &Path| -> Result<PathBuf, Error> {
         let abs = if p.is_absolute() {
             p.to_path_buf()
         } else {
-            ctx.caller_dir.join(p)
+            caller_dir.join(p)
         };
         sys.canonicalize(&abs)
             .map_err(|e| Error::invalid(format!("{flag} `{}` cannot be used: {e}", p.display())))
     };
-    let mut writable = vec![ctx.cwd.to_path_buf(), ctx.attempt_dir.to_path_buf()];
-    writable.extend(ctx.agent_dirs.iter().cloned());
+    let mut asked = crate::spec::SandboxAsk::default();
     for w in &req.writable {
-        writable.push(resolve("--writable", w)?);
+        asked.writable.push(resolve("--writable", w)?);
     }
-    let mut hidden = Vec::new();
     for h in &req.hide {
-        hidden.push(resolve("--hide", h)?);
+        asked.hidden.push(resolve("--hide", h)?);
     }
+    Ok(Some(SandboxRequest {
+        network,
+        asked,
+        env_pass: req.env_pass.clone(),
+    }))
+}
+
+/// The sandbox policy of one attempt: what the run asked, and what this attempt's places
+/// need. Pure but for the questions it asks `sys`.
+pub(in crate::app) fn sandbox_policy(
+    request: &SandboxRequest,
+    sys: &dyn System,
+    ctx: &PolicyContext<'_>,
+) -> SandboxSpec {
+    let asked = &request.asked;
+    let mut writable = vec![ctx.cwd.to_path_buf(), ctx.out_dir.to_path_buf()];
+    writable.extend(ctx.agent_dirs.iter().cloned());
+    writable.extend(asked.writable.iter().cloned());
+    let mut hidden = asked.hidden.clone();
     // The tmux server would run anything asked of it, outside the sandbox.
     hidden.push(ctx.tmux_socket.to_path_buf());
+    // Every other run's records, one-shot environment files and proxy sockets: only this
+    // attempt's `out/` (and its proxy socket) is carried back in below it.
+    hidden.push(
+        sys.canonicalize(ctx.home)
+            .unwrap_or_else(|_| ctx.home.to_path_buf()),
+    );
     // A hook or a config written in the workspace's repository would run outside the
     // sandbox on the user's next git command.
     let mut read_only = Vec::new();
@@ -52,10 +124,7 @@ pub(in crate::app) fn sandbox_policy(
         let config = git.join("config");
         let config_exists = sys.canonicalize(&config).is_ok();
         for p in [git.join("hooks"), config] {
-            let named = req
-                .writable
-                .iter()
-                .any(|w| resolve("--writable", w).ok().as_ref() == Some(&p));
+            let named = asked.writable.contains(&p);
             let exists = p.ends_with("hooks") || config_exists;
             if !named && exists {
                 read_only.push(p);
@@ -79,22 +148,31 @@ pub(in crate::app) fn sandbox_policy(
             read_only.push(tree);
         }
     }
+    // The relay inside the sandbox reaches the egress proxy through its socket, which lives
+    // in the attempt directory under the hidden home.
+    if matches!(request.network, Network::Allow(_)) {
+        read_only.push(ctx.proxy_socket.to_path_buf());
+    }
     writable.dedup();
-    Ok(SandboxSpec {
+    SandboxSpec {
         enabled: true,
-        network,
+        network: request.network.clone(),
         writable,
         read_only,
         hidden,
-        env_pass: req.env_pass.clone(),
-    })
+        env_pass: request.env_pass.clone(),
+        asked: Some(asked.clone()),
+    }
 }
 
 /// What the sandbox policy is made from, besides the request.
 pub(in crate::app) struct PolicyContext<'a> {
-    pub(in crate::app) caller_dir: &'a Path,
+    /// The workspace: `--cwd`, or the worktree.
     pub(in crate::app) cwd: &'a Path,
-    pub(in crate::app) attempt_dir: &'a Path,
+    pub(in crate::app) home: &'a Path,
+    /// The attempt's artifact directory, the one place of the home the program may write.
+    pub(in crate::app) out_dir: &'a Path,
+    pub(in crate::app) proxy_socket: &'a Path,
     pub(in crate::app) tmux_socket: &'a Path,
     /// State directories of the agent CLI (it writes them).
     pub(in crate::app) agent_dirs: Vec<PathBuf>,

@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// The most a file named with `@FILE` (`--task`, `--system-prompt`) may hold: far more than
+/// any prompt, and a bound on what `@/dev/zero` costs.
+pub const FILE_ARG_LIMIT: u64 = 16 << 20;
+
 /// What the plan may ask of the world.
 pub trait System {
     /// The caller's current directory (the default `--cwd`).
@@ -9,8 +13,11 @@ pub trait System {
     /// An absolute path with links resolved; an error when it does not exist.
     fn canonicalize(&self, p: &Path) -> std::io::Result<PathBuf>;
     fn is_dir(&self, p: &Path) -> bool;
-    /// Reads a file named with `@FILE`.
+    /// Reads a file named with `@FILE` (at most [`FILE_ARG_LIMIT`] bytes).
     fn read_to_string(&self, p: &Path) -> std::io::Result<String>;
+    /// Reads a record of subpane's (never through a link, at most
+    /// [`crate::store::RECORD_LIMIT`] bytes).
+    fn read_record(&self, p: &Path) -> std::io::Result<Vec<u8>>;
     /// The caller's environment.
     fn vars(&self) -> Vec<(OsString, OsString)>;
     /// Finds `program` on `path`, as a shell in `cwd` would.
@@ -30,6 +37,9 @@ pub trait System {
     /// `SUBPANE_RUN_ID`), for a caller whose own environment lost it: an MCP client that
     /// starts its servers with a few variables only, or `env -i`. Empty when there is none.
     fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)>;
+    /// The directory holding pi's saved session `id` (a run's `sessions/`, or the shared
+    /// directory of older versions), for a new run that resumes it.
+    fn pi_session_dir(&self, home: &Home, id: &str) -> Option<PathBuf>;
 }
 
 /// The real machine.
@@ -47,7 +57,28 @@ impl System for RealSystem {
         p.is_dir()
     }
     fn read_to_string(&self, p: &Path) -> std::io::Result<String> {
-        std::fs::read_to_string(p)
+        use std::io::Read;
+        let mut text = String::new();
+        std::fs::File::open(p)?
+            .take(FILE_ARG_LIMIT + 1)
+            .read_to_string(&mut text)?;
+        if text.len() as u64 > FILE_ARG_LIMIT {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "it is larger than {} MiB, the most a task or prompt file may hold",
+                    FILE_ARG_LIMIT >> 20
+                ),
+            ));
+        }
+        Ok(text)
+    }
+    fn read_record(&self, p: &Path) -> std::io::Result<Vec<u8>> {
+        match crate::store::read_bounded(p, crate::store::RECORD_LIMIT) {
+            Ok(Some(b)) => Ok(b),
+            Ok(None) => Err(std::io::ErrorKind::NotFound.into()),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        }
     }
     fn vars(&self) -> Vec<(OsString, OsString)> {
         std::env::vars_os().collect()
@@ -80,6 +111,19 @@ impl System for RealSystem {
         crate::git::discover(dir).ok().flatten()
     }
 
+    fn pi_session_dir(&self, home: &Home, id: &str) -> Option<PathBuf> {
+        if id.is_empty() || id.contains('/') {
+            return None;
+        }
+        let runs = std::fs::read_dir(home.runs_dir()).ok()?;
+        let mut dirs: Vec<PathBuf> = runs
+            .filter_map(Result::ok)
+            .map(|e| e.path().join("sessions"))
+            .collect();
+        dirs.push(home.legacy_sessions_dir("pi"));
+        dirs.into_iter().find(|d| holds_pi_session(d, id))
+    }
+
     fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)> {
         // One walk serves every plan of this process (a fan-out plans hundreds): its
         // ancestors change only when its parent dies, and then the attempt it ran under
@@ -87,6 +131,23 @@ impl System for RealSystem {
         static FOUND: std::sync::OnceLock<Vec<(OsString, OsString)>> = std::sync::OnceLock::new();
         FOUND.get_or_init(walk_to_attempt_ancestor).clone()
     }
+}
+
+/// pi names a saved session `<time>_<id>.jsonl` in its `--session-dir`; `--session` takes a
+/// prefix of the id.
+fn holds_pi_session(dir: &Path, id: &str) -> bool {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    rd.filter_map(Result::ok).any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        name.ends_with(".jsonl")
+            && name
+                .split_once('_')
+                .is_some_and(|(_, rest)| rest.starts_with(id))
+            && e.file_type().is_ok_and(|t| t.is_file())
+    })
 }
 
 /// The environment of the nearest ancestor with `SUBPANE_RUN_ID` (see

@@ -364,20 +364,25 @@ fn the_policy_names_every_path_resolved() {
         sb.writable,
         [
             PathBuf::from("/work"),
-            PathBuf::from("/h/runs/generated-1/attempts/1"),
+            PathBuf::from("/h/runs/generated-1/attempts/1/out"),
             PathBuf::from("/data")
         ]
     );
-    // --hide, the tmux socket, and the escape sockets that exist (not the SSH agent's,
-    // which this machine lacks).
+    // --hide, the tmux socket, the subpane home (only `out/` is carried back in), and the
+    // escape sockets that exist (not the SSH agent's, which this machine lacks).
     assert_eq!(
         sb.hidden,
         [
             PathBuf::from("/work/secret.txt"),
             PathBuf::from("/tmp/tmux-0/subpane"),
+            PathBuf::from("/h"),
             PathBuf::from("/run/dbus")
         ]
     );
+    // What the user named is recorded apart, for a retry to keep.
+    let asked = sb.asked.as_ref().unwrap();
+    assert_eq!(asked.writable, [PathBuf::from("/data")]);
+    assert_eq!(asked.hidden, [PathBuf::from("/work/secret.txt")]);
     assert_eq!(
         sb.read_only,
         [
