@@ -166,6 +166,35 @@ pub fn with_env(name: &str, value: &OsStr) -> Vec<i32> {
         .collect()
 }
 
+/// The argument that makes the binary a worker (`subpane __worker ATTEMPT_DIR`).
+pub const WORKER_ARG: &str = "__worker";
+
+/// Whether `r` is alive and is the worker of the attempt in `dir`: its command line is
+/// `… __worker DIR`. A record names a process, and only this makes it one to signal: a pid
+/// and start time copied into a record from any other process never pass.
+pub fn is_worker_of(r: &ProcRef, dir: &std::path::Path) -> bool {
+    if !is_alive(r) {
+        return false;
+    }
+    let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", r.pid)) else {
+        return false;
+    };
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    // The start time again: the pid could have been reused while the command line was read.
+    args.get(1) == Some(&WORKER_ARG.as_bytes())
+        && args.get(2) == Some(&dir.as_os_str().as_bytes())
+        && is_alive(r)
+}
+
+/// Whether process `pid` belongs to the attempt in `dir`: the worker gives every program it
+/// starts `SUBPANE_ATTEMPT_DIR=DIR`, and descendants inherit it.
+pub fn belongs_to_attempt(pid: i32, dir: &std::path::Path) -> bool {
+    let mut needle = b"SUBPANE_ATTEMPT_DIR=".to_vec();
+    needle.extend_from_slice(dir.as_os_str().as_bytes());
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_slice()))
+}
+
 /// The conventional name of a signal number, e.g. `SIGKILL`.
 pub fn signal_name(sig: i32) -> String {
     Signal::try_from(sig)
@@ -214,6 +243,25 @@ mod tests {
             start_ticks: me.start_ticks + 1
         }));
         assert!(pidfd_for(&me).is_some());
+    }
+
+    #[test]
+    fn only_a_worker_of_the_attempt_is_its_worker() {
+        let me = proc_ref(std::process::id() as i32).unwrap();
+        // This test process is alive, but it is no worker of anything.
+        assert!(!is_worker_of(
+            &me,
+            std::path::Path::new("/h/runs/r/attempts/1")
+        ));
+        let mut child = std::process::Command::new("sleep")
+            .args(["60"])
+            .spawn()
+            .unwrap();
+        let r = proc_ref(child.id() as i32).unwrap();
+        assert!(!is_worker_of(&r, std::path::Path::new("/h")));
+        assert!(!belongs_to_attempt(r.pid, std::path::Path::new("/h")));
+        let _ = child.kill();
+        let _ = child.wait();
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::store::{self, Home};
 /// in the same millisecond, which go by id). An unknown group is an error.
 pub fn group_runs(home: &Home, group: &str) -> Result<Vec<Found>, Error> {
     let mut runs: Vec<_> = store::list_runs(home)
+        .0
         .into_iter()
         .filter(|r| r.record.group.as_deref() == Some(group))
         .collect();

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use super::{Error, worktree};
 use crate::envelope::{
-    CancelRequested, Envelope, GcReport, LiveStatus, RunRow, RunState, STATUS_SCHEMA, StatusDoc,
-    TmuxInfo,
+    CancelRequested, DamagedRun, Envelope, GcReport, LiveStatus, RunRow, RunState, STATUS_SCHEMA,
+    StatusDoc, TmuxInfo,
 };
 use crate::spec::{AttemptSpec, RunId, RunRecord};
 use crate::store::{self, AttemptPaths, Home};
@@ -330,7 +330,16 @@ pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Err
         return Ok(CancelOutcome::AlreadyFinished(env));
     }
     let grace_ms = grace_ms.unwrap_or(found.spec.limits.grace_ms);
-    supervisor::request_cancel(&found.paths, grace_ms)?;
+    // A question only: it never starts a server, so the home's config is not needed.
+    let tmux = Tmux::new(
+        Socket::from_path(&found.spec.tmux.socket),
+        "/dev/null".into(),
+    );
+    supervisor::request_cancel(&found.paths, grace_ms, || {
+        tmux.pane_of(&found.spec.tmux.session)
+            .ok()
+            .map(|p| p.pane_pid)
+    })?;
     Ok(CancelOutcome::Requested(CancelRequested {
         run_id: found.spec.run_id.to_string(),
         attempt: found.spec.attempt,
@@ -361,49 +370,21 @@ pub(super) fn what(spec: &AttemptSpec) -> String {
     crate::term::sanitize(one_line.as_bytes(), 60)
 }
 
-/// Every run with its latest attempt, newest first; `only` keeps runs in that state.
+/// Every run with its latest attempt, newest first; `only` keeps runs in that state. A run
+/// whose records cannot be read is a `damaged` row of its own (after the others when even
+/// its `run.json` cannot be read): one damaged run never hides the rest.
 pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
+    let (runs, unreadable) = store::list_runs(home);
     let mut rows = Vec::new();
-    for run in store::list_runs(home) {
-        let Some(n) = run.record.attempts.iter().map(|x| x.attempt).max() else {
-            continue;
-        };
-        let paths = home.attempt(&run.id, n);
-        let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else {
-            continue;
-        };
-        let mut row = RunRow {
-            run_id: run.id.to_string(),
-            attempt: n,
-            agent: spec.agent,
-            status: RunState::Starting,
-            failure_kind: None,
-            exit_code: None,
-            created_at: run.record.created_at.clone(),
-            started_at: None,
-            finished_at: None,
-            duration_ms: None,
-            labels: run.record.labels.clone(),
-            correlation_id: run.record.correlation_id.clone(),
-            group: run.record.group.clone(),
-            parent_run: run.record.lineage.as_ref().map(|l| l.parent_run.clone()),
-            depth: run.record.lineage.as_ref().map_or(0, |l| l.depth),
-            what: what(&spec),
-        };
-        match attempt_status(&paths, &spec)? {
-            AttemptStatus::Finished(env) => {
-                row.status = env.status.into();
-                row.failure_kind = env.failure_kind;
-                row.exit_code = env.exit_code;
-                row.started_at = env.started_at;
-                row.finished_at = env.finished_at;
-                row.duration_ms = env.duration_ms;
-            }
-            AttemptStatus::Live(doc) => {
-                row.status = doc.status.into();
-                row.started_at = doc.started_at;
-            }
+    for run in runs {
+        let row = run_row(home, &run)
+            .unwrap_or_else(|problem| damaged_row(run.id.as_str(), Some(&run.record), problem));
+        if only.is_none_or(|s| s == row.status) {
+            rows.push(row);
         }
+    }
+    for d in unreadable {
+        let row = damaged_row(d.id.as_str(), None, d.error.to_string());
         if only.is_none_or(|s| s == row.status) {
             rows.push(row);
         }
@@ -411,9 +392,94 @@ pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
     Ok(rows)
 }
 
+/// The row of a run and its latest attempt, or why it cannot be made.
+fn run_row(home: &Home, run: &store::RunEntry) -> Result<RunRow, String> {
+    let n = run
+        .record
+        .attempts
+        .iter()
+        .map(|x| x.attempt)
+        .max()
+        .ok_or_else(|| format!("{} lists no attempt", home.run_json(&run.id).display()))?;
+    let paths = home.attempt(&run.id, n);
+    let spec = read_spec(&paths)?;
+    let mut row = RunRow {
+        run_id: run.id.to_string(),
+        attempt: n,
+        agent: spec.agent,
+        status: RunState::Starting,
+        failure_kind: None,
+        exit_code: None,
+        created_at: run.record.created_at.clone(),
+        started_at: None,
+        finished_at: None,
+        duration_ms: None,
+        labels: run.record.labels.clone(),
+        correlation_id: run.record.correlation_id.clone(),
+        group: run.record.group.clone(),
+        parent_run: run.record.lineage.as_ref().map(|l| l.parent_run.clone()),
+        depth: run.record.lineage.as_ref().map_or(0, |l| l.depth),
+        what: what(&spec),
+        problem: None,
+    };
+    match attempt_status(&paths, &spec).map_err(|e| e.to_string())? {
+        AttemptStatus::Finished(env) => {
+            row.status = env.status.into();
+            row.failure_kind = env.failure_kind;
+            row.exit_code = env.exit_code;
+            row.started_at = env.started_at;
+            row.finished_at = env.finished_at;
+            row.duration_ms = env.duration_ms;
+        }
+        AttemptStatus::Live(doc) => {
+            row.status = doc.status.into();
+            row.started_at = doc.started_at;
+        }
+    }
+    Ok(row)
+}
+
+/// An attempt's `spec.json`, or why it cannot be had.
+fn read_spec(paths: &AttemptPaths) -> Result<AttemptSpec, String> {
+    match store::read_json::<AttemptSpec>(&paths.spec()) {
+        Ok(Some(spec)) => Ok(spec),
+        Ok(None) => Err(format!("{} is missing", paths.spec().display())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn damaged_row(id: &str, record: Option<&RunRecord>, problem: String) -> RunRow {
+    RunRow {
+        run_id: id.to_owned(),
+        attempt: record
+            .and_then(|r| r.attempts.iter().map(|a| a.attempt).max())
+            .unwrap_or(1),
+        agent: record.map_or(crate::spec::AgentKind::Command, |r| r.agent),
+        status: RunState::Damaged,
+        failure_kind: None,
+        exit_code: None,
+        created_at: record.map(|r| r.created_at.clone()).unwrap_or_default(),
+        started_at: None,
+        finished_at: None,
+        duration_ms: None,
+        labels: record.map(|r| r.labels.clone()).unwrap_or_default(),
+        correlation_id: record.and_then(|r| r.correlation_id.clone()),
+        group: record.and_then(|r| r.group.clone()),
+        parent_run: record.and_then(|r| r.lineage.as_ref().map(|l| l.parent_run.clone())),
+        depth: record
+            .and_then(|r| r.lineage.as_ref())
+            .map_or(0, |l| l.depth),
+        what: String::new(),
+        problem: Some(problem),
+    }
+}
+
 /// Closes the kept sessions of finished attempts, removes runs whose attempts all finished
-/// longer than `older_than` ago (with their kept `--worktree` worktrees), and stops the private tmux server when no session is left.
-/// Unfinished runs are never touched. `dry_run` only reports.
+/// longer than `older_than` ago (with their kept `--worktree` worktrees), and stops the
+/// private tmux server when no session is left. Unfinished runs are never touched; nor are
+/// runs whose records cannot be read or name what subpane did not make for them (a worktree
+/// elsewhere than its own place, a session of another name): those are reported as
+/// `damaged`, and the rest goes on. `dry_run` only reports.
 pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, Error> {
     let cutoff = SystemTime::now()
         .checked_sub(older_than)
@@ -423,41 +489,40 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
         ..GcReport::default()
     };
     let mut repos = Vec::new();
-    for run in store::list_runs(home) {
-        let mut all_done = true;
-        let mut newest_end: Option<SystemTime> = None;
-        let mut worktrees = Vec::new();
-        for at in &run.record.attempts {
-            let paths = home.attempt(&run.id, at.attempt);
-            let Ok(Some(spec)) = store::read_json::<AttemptSpec>(&paths.spec()) else {
+    let (runs, unreadable) = store::list_runs(home);
+    for d in unreadable {
+        report.damaged.push(DamagedRun {
+            run_id: d.id.to_string(),
+            problem: d.error.to_string(),
+        });
+    }
+    for run in runs {
+        let look = match look_for_gc(home, &run) {
+            Ok(l) => l,
+            Err(problem) => {
+                report.damaged.push(DamagedRun {
+                    run_id: run.id.to_string(),
+                    problem,
+                });
                 continue;
-            };
-            worktrees.extend(spec.worktree.clone());
-            match observe(&paths, &spec)? {
-                AttemptState::Finished(env) => {
-                    let end = env
-                        .finished_at
-                        .as_deref()
-                        .and_then(|t| humantime::parse_rfc3339(t).ok());
-                    newest_end = newest_end.max(end);
-                    let t = tmux_for(home, &spec);
-                    if spec.keep_session && t.has_session(&spec.tmux.session) {
-                        if !dry_run {
-                            let _ = t.kill_session(&spec.tmux.session);
-                        }
-                        report.closed_sessions.push(spec.tmux.session.clone());
-                    }
+            }
+        };
+        for spec in &look.kept_sessions {
+            let t = tmux_for(home, spec);
+            if t.has_session(&spec.tmux.session) {
+                if !dry_run {
+                    let _ = t.kill_session(&spec.tmux.session);
                 }
-                _ => all_done = false,
+                report.closed_sessions.push(spec.tmux.session.clone());
             }
         }
-        if !all_done {
+        if !look.all_done {
             report.running.push(run.id.to_string());
             continue;
         }
-        if newest_end.unwrap_or(SystemTime::UNIX_EPOCH) <= cutoff || older_than.is_zero() {
+        if look.newest_end.unwrap_or(SystemTime::UNIX_EPOCH) <= cutoff || older_than.is_zero() {
             // Kept worktrees go with their runs, before the records that name them.
-            for wt in &worktrees {
+            for wt in &look.worktrees {
                 if worktree::collect(home, wt, dry_run)? {
                     report.removed_worktrees.push(wt.path.display().to_string());
                     repos.push(wt.common_dir.clone());
@@ -483,4 +548,59 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
         report.server_stopped = true;
     }
     Ok(report)
+}
+
+/// What `gc` may do with one run, decided from its records before anything is done.
+struct GcLook {
+    all_done: bool,
+    newest_end: Option<SystemTime>,
+    worktrees: Vec<crate::spec::WorktreeSpec>,
+    /// Finished attempts whose sessions were kept.
+    kept_sessions: Vec<AttemptSpec>,
+}
+
+/// Reads every attempt of `run` and checks that its records name only what subpane made for
+/// that attempt: its own worktree and branch, its own session name. Any doubt: why.
+fn look_for_gc(home: &Home, run: &store::RunEntry) -> Result<GcLook, String> {
+    let mut look = GcLook {
+        all_done: true,
+        newest_end: None,
+        worktrees: Vec::new(),
+        kept_sessions: Vec::new(),
+    };
+    for at in &run.record.attempts {
+        let paths = home.attempt(&run.id, at.attempt);
+        let spec = read_spec(&paths)?;
+        let session = crate::tmux::session_name(run.id.as_str(), at.attempt);
+        if spec.run_id != run.id || spec.attempt != at.attempt || spec.tmux.session != session {
+            return Err(format!(
+                "{} is not the record of attempt {} of run `{}` (it names run `{}`, attempt {}, session `{}`)",
+                paths.spec().display(),
+                at.attempt,
+                run.id,
+                spec.run_id,
+                spec.attempt,
+                spec.tmux.session
+            ));
+        }
+        if let Some(wt) = &spec.worktree {
+            worktree::check_own(home, wt, &run.id, at.attempt)
+                .map_err(|e| format!("{}: {e}; left alone", paths.spec().display()))?;
+            look.worktrees.push(wt.clone());
+        }
+        match observe(&paths, &spec).map_err(|e| e.to_string())? {
+            AttemptState::Finished(env) => {
+                let end = env
+                    .finished_at
+                    .as_deref()
+                    .and_then(|t| humantime::parse_rfc3339(t).ok());
+                look.newest_end = look.newest_end.max(end);
+                if spec.keep_session {
+                    look.kept_sessions.push(spec);
+                }
+            }
+            _ => look.all_done = false,
+        }
+    }
+    Ok(look)
 }

@@ -18,7 +18,8 @@ pub struct GcArgs {
     #[arg(long)]
     pub dry_run: bool,
     /// Print a JSON summary: dry_run, removed_runs, closed_sessions, running, server_stopped,
-    /// removed_worktrees
+    /// removed_worktrees, damaged (runs left alone because a record cannot be read, each with
+    /// its problem)
     #[arg(long)]
     pub json: bool,
 }
@@ -46,6 +47,14 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
             },
             report.running.len()
         ));
+        // Left alone, each named with its problem (on stderr: a diagnostic, not the summary).
+        for d in &report.damaged {
+            eprintln!(
+                "subpane: left run `{}` alone: {}",
+                d.run_id,
+                crate::term::sanitize(d.problem.as_bytes(), 500)
+            );
+        }
     }
     Ok(0)
 }

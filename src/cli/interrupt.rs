@@ -34,7 +34,7 @@ pub fn cancel_on_interrupt(run_id: String, paths: AttemptPaths, grace_ms: u64) {
         } else {
             0
         };
-        let _ = request_cancel(&paths, grace);
+        let _ = request_cancel(&paths, grace, || None);
     });
 }
 

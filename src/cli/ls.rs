@@ -15,12 +15,15 @@ pub enum StatusFilter {
     Completed,
     Failed,
     Cancelled,
+    /// Runs whose records cannot be read
+    Damaged,
 }
 
 #[derive(Debug, Args)]
 pub struct LsArgs {
     /// Print a JSON array of rows: run_id, attempt, agent, status, failure_kind, exit_code,
-    /// created_at, started_at, finished_at, duration_ms, labels, correlation_id, group, what
+    /// created_at, started_at, finished_at, duration_ms, labels, correlation_id, group,
+    /// parent_run, depth, what, problem (why a `damaged` run's records cannot be read)
     #[arg(long)]
     pub json: bool,
     /// Only runs in this state
@@ -39,6 +42,7 @@ impl From<StatusFilter> for RunState {
             StatusFilter::Completed => RunState::Completed,
             StatusFilter::Failed => RunState::Failed,
             StatusFilter::Cancelled => RunState::Cancelled,
+            StatusFilter::Damaged => RunState::Damaged,
         }
     }
 }
@@ -83,6 +87,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
                 RunState::Failed => "31",
                 RunState::Cancelled => "33",
                 RunState::Starting | RunState::Running => "36",
+                RunState::Damaged => "35",
             };
             format!("\x1b[{c}m{status:9}\x1b[0m")
         } else {
@@ -105,7 +110,10 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
             r.agent.as_str(),
             started,
             dur,
-            r.what
+            match &r.problem {
+                Some(p) => crate::term::sanitize(p.as_bytes(), 200),
+                None => r.what.clone(),
+            }
         ));
     }
     print(&out);

@@ -106,6 +106,9 @@ pub enum RunState {
     Completed,
     Failed,
     Cancelled,
+    /// A record of the run cannot be read (`problem` says which and why): nothing is known
+    /// of its state, and nothing acts on it.
+    Damaged,
 }
 
 impl RunState {
@@ -116,6 +119,7 @@ impl RunState {
             RunState::Completed => "completed",
             RunState::Failed => "failed",
             RunState::Cancelled => "cancelled",
+            RunState::Damaged => "damaged",
         }
     }
 }
@@ -146,8 +150,12 @@ impl From<LiveStatus> for RunState {
 ///  "failure_kind": "exit", "exit_code": 2, "created_at": "2026-11-30T03:39:43.123Z",
 ///  "started_at": "2026-11-30T03:39:43.130Z", "finished_at": "2026-11-30T03:39:45.456Z",
 ///  "duration_ms": 2326, "labels": {}, "correlation_id": null, "group": null,
-///  "parent_run": null, "depth": 0, "what": "make test"}
+///  "parent_run": null, "depth": 0, "what": "make test", "problem": null}
 /// ```
+///
+/// A run whose records cannot be read is a row of its own with `"status": "damaged"` and a
+/// `problem`; its other fields are what could be read (for a run without a readable
+/// `run.json`: `agent` `command`, `created_at` empty).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunRow {
     pub run_id: String,
@@ -169,6 +177,9 @@ pub struct RunRow {
     pub depth: u32,
     /// The command line or the start of the task, one line made safe for a terminal.
     pub what: String,
+    /// Why the run is `damaged`: the record that cannot be read, and why (`null` otherwise).
+    #[serde(default)]
+    pub problem: Option<String>,
 }
 
 /// `gc --json`: what was (or, with `dry_run`, would be) cleaned up.
@@ -176,7 +187,7 @@ pub struct RunRow {
 /// ```json
 /// {"dry_run": false, "removed_runs": ["build-41"], "closed_sessions": ["review-1-1"],
 ///  "running": ["build-42"], "server_stopped": false,
-///  "removed_worktrees": ["/h/worktrees/build-41-1"]}
+///  "removed_worktrees": ["/h/worktrees/build-41-1"], "damaged": []}
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GcReport {
@@ -192,6 +203,21 @@ pub struct GcReport {
     /// Kept git worktrees (`run --worktree`) removed with their runs.
     #[serde(default)]
     pub removed_worktrees: Vec<String>,
+    /// Runs left alone because a record cannot be read or names something subpane did not
+    /// make (a worktree outside its worktrees directory, a session not its own).
+    #[serde(default)]
+    pub damaged: Vec<DamagedRun>,
+}
+
+/// A run `gc` left alone, and why.
+///
+/// ```json
+/// {"run_id": "build-40", "problem": "…/result.json is not valid: expected value at line 1"}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DamagedRun {
+    pub run_id: String,
+    pub problem: String,
 }
 
 /// What became of one task of a fan-out: its run's status, or `skipped` when it never

@@ -10,7 +10,16 @@ use crate::store::{self, AttemptPaths};
 
 /// Writes `cancel.json`, then signals the worker (SIGUSR1) if it has started. A worker that
 /// has not started yet finds `cancel.json` on its own. Returns whether a signal was sent.
-pub fn request_cancel(paths: &AttemptPaths, grace_ms: u64) -> Result<bool, SuperviseError> {
+///
+/// The worker is the process `worker.json` names only if it is this attempt's worker
+/// ([`procs::is_worker_of`]); otherwise `pane_pid` is asked for the process of the attempt's
+/// pane (the caller asks tmux), which must pass the same check. Nothing else is ever
+/// signalled.
+pub fn request_cancel(
+    paths: &AttemptPaths,
+    grace_ms: u64,
+    pane_pid: impl FnOnce() -> Option<i32>,
+) -> Result<bool, SuperviseError> {
     store::write_json_atomic(
         &paths.cancel(),
         &CancelRequest {
@@ -19,10 +28,20 @@ pub fn request_cancel(paths: &AttemptPaths, grace_ms: u64) -> Result<bool, Super
         },
     )?;
     let facts: Option<WorkerFacts> = store::read_json(&paths.worker()).ok().flatten();
-    let Some(w) = facts.and_then(|f| f.worker) else {
+    let recorded = facts.and_then(|f| f.worker);
+    let worker = recorded
+        .filter(|w| procs::is_worker_of(w, paths.dir()))
+        .or_else(|| {
+            // The record does not name the worker (it was not written yet, or not by the
+            // worker): the pane knows its own process.
+            recorded?;
+            procs::proc_ref(pane_pid()?).filter(|w| procs::is_worker_of(w, paths.dir()))
+        });
+    let Some(w) = worker else {
         return Ok(false);
     };
     match procs::pidfd_for(&w) {
+        // The pidfd is checked against the start time after it is opened: it is this process.
         Some(fd) => Ok(procs::pidfd_send_signal(&fd, Signal::SIGUSR1).is_ok()),
         None => Ok(false),
     }

@@ -17,6 +17,10 @@
 //! * A dead worker may have just written `result.json`: re-check it before writing `lost`.
 //! * Never signal a worker from `launch.json` alone: until `worker.json` exists it may not
 //!   have blocked its signals yet. `cancel.json` covers that window.
+//! * Never signal a process because a record names it: a record may name any process. A
+//!   worker is the process whose command line is `… __worker <its attempt dir>`
+//!   ([`procs::is_worker_of`]); a program's process carries `SUBPANE_ATTEMPT_DIR`
+//!   ([`procs::belongs_to_attempt`]).
 
 mod cancel;
 mod lost;
@@ -25,7 +29,9 @@ mod waiter;
 
 pub use cancel::request_cancel;
 pub use lost::{write_lost, write_unfinished};
-pub use observe::{AttemptState, RunningInfo, STARTING_GRACE, observe, worker_identity};
+pub use observe::{
+    AttemptState, RunningInfo, STARTING_GRACE, WorkerSeen, observe, worker_identity,
+};
 pub use waiter::{Token, WaitEvent, Waiter, Waker};
 
 /// Errors while supervising.

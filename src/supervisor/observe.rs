@@ -33,17 +33,42 @@ pub enum AttemptState {
     },
 }
 
-/// The worker's identity: from `worker.json`, else from `launch.json`.
+/// What the records say of the worker, checked against the process table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerSeen {
+    /// A recorded process is alive: this attempt's worker when one passes
+    /// [`procs::is_worker_of`], else the first one alive (a pane's process that has not
+    /// exec'd the worker yet looks like that for a moment). Enough to wait on; before a
+    /// signal, [`procs::is_worker_of`] is asked again.
+    Alive(ProcRef),
+    /// A worker was recorded, and every recorded process is gone.
+    Gone(ProcRef),
+    /// No worker recorded yet.
+    Unknown,
+}
+
+/// The worker's identity: from `worker.json` and `launch.json`, the one that is this
+/// attempt's worker first (a record may name any process; see [`WorkerSeen`]).
 pub fn worker_identity(
     paths: &AttemptPaths,
-) -> (Option<ProcRef>, Option<WorkerFacts>, Option<LaunchRecord>) {
+) -> (WorkerSeen, Option<WorkerFacts>, Option<LaunchRecord>) {
     let facts: Option<WorkerFacts> = store::read_json(&paths.worker()).ok().flatten();
     let launch: Option<LaunchRecord> = store::read_json(&paths.launch()).ok().flatten();
-    let id = facts
-        .as_ref()
-        .and_then(|f| f.worker)
-        .or_else(|| launch.as_ref().and_then(|l| l.worker));
-    (id, facts, launch)
+    let recorded: Vec<ProcRef> = [
+        facts.as_ref().and_then(|f| f.worker),
+        launch.as_ref().and_then(|l| l.worker),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let seen = recorded
+        .iter()
+        .find(|w| procs::is_worker_of(w, paths.dir()))
+        .or_else(|| recorded.iter().find(|w| procs::is_alive(w)))
+        .map(|w| WorkerSeen::Alive(*w))
+        .or_else(|| recorded.first().map(|w| WorkerSeen::Gone(*w)))
+        .unwrap_or(WorkerSeen::Unknown);
+    (seen, facts, launch)
 }
 
 fn finished(paths: &AttemptPaths) -> Result<Option<Envelope>, SuperviseError> {
@@ -56,9 +81,9 @@ pub fn observe(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<AttemptState,
     if let Some(env) = finished(paths)? {
         return Ok(AttemptState::Finished(Box::new(env)));
     }
-    let (id, facts, launch) = worker_identity(paths);
-    let why = match id {
-        Some(w) if procs::is_alive(&w) => {
+    let (seen, facts, launch) = worker_identity(paths);
+    let why = match seen {
+        WorkerSeen::Alive(w) => {
             let tmux = facts
                 .as_ref()
                 .map(|f| f.tmux.clone())
@@ -74,14 +99,14 @@ pub fn observe(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<AttemptState,
                 tmux,
             }));
         }
-        Some(w) => format!(
+        WorkerSeen::Gone(w) => format!(
             "the worker (pid {}) ended without writing a result: it was killed (or its pane or tmux server was), or it could not write to the subpane home (full disk?)",
             w.pid
         ),
-        None if launch.is_some() => {
+        WorkerSeen::Unknown if launch.is_some() => {
             "the pane's process had exited before the worker could start".to_owned()
         }
-        None => {
+        WorkerSeen::Unknown => {
             let since = std::fs::metadata(paths.spec())
                 .and_then(|m| m.modified())
                 .unwrap_or_else(|_| SystemTime::now());

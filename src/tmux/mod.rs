@@ -273,7 +273,9 @@ impl Tmux {
             "display-message".into(),
             "-p".into(),
             "-t".into(),
-            target(session).into(),
+            // `=NAME` alone names a session, and display-message then has no pane to format
+            // (it prints blanks): `=NAME:` is the session's current pane.
+            format!("{}:", target(session)).into(),
             "#{pane_id} #{pane_pid}".into(),
         ])?;
         parse_pane(&out).ok_or_else(|| TmuxError::Failed {

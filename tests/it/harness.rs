@@ -21,6 +21,9 @@ pub struct TestEnv {
     pub home: PathBuf,
     pub socket: PathBuf,
     pub work: PathBuf,
+    /// The home's own directory when it lives outside `/tmp` (see
+    /// [`TestEnv::with_home_outside_tmp`]); removed on drop.
+    outside_home: Option<tempfile::TempDir>,
 }
 
 /// What a command printed and how it exited.
@@ -73,7 +76,19 @@ impl TestEnv {
             home,
             socket,
             work,
+            outside_home: None,
         }
+    }
+
+    /// Like [`TestEnv::new`], but the home lives outside `/tmp`, as the default home does
+    /// (`~/.local/state/subpane`): a sandbox's private `/tmp` hides a home under `/tmp` anyway,
+    /// so what a sandboxed program can reach of the home is only tested with this one.
+    pub fn with_home_outside_tmp() -> Self {
+        let mut env = Self::new();
+        let outside = outside_the_sandbox("sp-it-home-");
+        env.home = outside.path().join("home");
+        env.outside_home = Some(outside);
+        env
     }
 
     /// `subpane` with this test's home and socket, run in the work directory.
@@ -182,8 +197,9 @@ impl TestEnv {
     /// temp dir), or a worker started for this test's home.
     pub fn leftovers(&self) -> Vec<i32> {
         let root = self.root.path().as_os_str().as_encoded_bytes().to_vec();
-        let mut marker = b"SUBPANE_ATTEMPT_DIR=".to_vec();
-        marker.extend_from_slice(&root);
+        let home = self.home.as_os_str().as_encoded_bytes().to_vec();
+        let marker_of = |dir: &[u8]| [b"SUBPANE_ATTEMPT_DIR=".as_slice(), dir].concat();
+        let markers = [marker_of(&root), marker_of(&home)];
         let me = std::process::id() as i32;
         let mut out = Vec::new();
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -203,13 +219,17 @@ impl TestEnv {
             }
             let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let marked = env.split(|b| *b == 0).any(|kv| kv.starts_with(&marker));
+            let marked = env
+                .split(|b| *b == 0)
+                .any(|kv| markers.iter().any(|m| kv.starts_with(m)));
             // The tmux server keeps the argv of the client that started it (which names the
             // worker): only our own binary counts as a worker.
             let is_ours =
                 std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|e| e == Path::new(BIN));
             let worker = is_ours
-                && cmdline.windows(root.len()).any(|w| w == root.as_slice())
+                && [&root, &home]
+                    .iter()
+                    .any(|d| cmdline.windows(d.len()).any(|w| w == d.as_slice()))
                 && cmdline.windows(8).any(|w| w == b"__worker");
             if marked || worker {
                 out.push(pid);

@@ -21,5 +21,6 @@ mod retry;
 mod run;
 mod sandbox_exec;
 mod sandbox_run;
+mod trust;
 mod waiter;
 mod worktree;
