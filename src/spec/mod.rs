@@ -199,6 +199,40 @@ pub const ATTEMPT_VARS: &[&str] = &[
     "SUBPANE_CHAIN",
 ];
 
+impl AttemptSpec {
+    /// The [`ATTEMPT_VARS`] the worker gives this attempt's program, whose attempt directory
+    /// is `dir` and artifact directory `out_dir`: who it is, where it sits, and where its
+    /// artifacts go. One list for the worker and for a nested run that finds the worker as
+    /// its nearest ancestor.
+    pub fn program_vars(
+        &self,
+        dir: &std::path::Path,
+        out_dir: &std::path::Path,
+    ) -> Vec<(&'static str, std::ffi::OsString)> {
+        let depth = self.lineage.as_ref().map_or(0, |l| l.depth);
+        let mut chain = self
+            .lineage
+            .as_ref()
+            .map(|l| l.chain.join("/"))
+            .unwrap_or_default();
+        if !chain.is_empty() {
+            chain.push('/');
+        }
+        chain.push_str(self.run_id.as_str());
+        vec![
+            ("SUBPANE_RUN_ID", self.run_id.as_str().into()),
+            ("SUBPANE_ATTEMPT", self.attempt.to_string().into()),
+            ("SUBPANE_ATTEMPT_DIR", dir.as_os_str().to_owned()),
+            ("SUBPANE_OUT_DIR", out_dir.as_os_str().to_owned()),
+            // Lineage: a run that this program starts knows its parent, its depth and the
+            // limit (see `app::plan`).
+            ("SUBPANE_DEPTH", depth.to_string().into()),
+            ("SUBPANE_MAX_DEPTH", self.max_depth.to_string().into()),
+            ("SUBPANE_CHAIN", chain.into()),
+        ]
+    }
+}
+
 fn default_max_depth() -> u32 {
     DEFAULT_MAX_DEPTH
 }

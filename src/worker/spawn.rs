@@ -82,17 +82,6 @@ impl Worker {
             )
         })?;
         let argv = self.spec.argv.clone();
-        let depth = self.spec.lineage.as_ref().map_or(0, |l| l.depth);
-        let mut chain = self
-            .spec
-            .lineage
-            .as_ref()
-            .map(|l| l.chain.join("/"))
-            .unwrap_or_default();
-        if !chain.is_empty() {
-            chain.push('/');
-        }
-        chain.push_str(self.spec.run_id.as_str());
         let program = argv.first().ok_or("the spec has an empty argv")?;
         let (mut cmd, report) = if self.spec.sandbox.enabled {
             self.start_proxy().map_err(SpawnError::Sandbox)?;
@@ -106,15 +95,7 @@ impl Worker {
         cmd.current_dir(&self.spec.cwd)
             .env_clear()
             .envs(env)
-            .env("SUBPANE_RUN_ID", self.spec.run_id.as_str())
-            .env("SUBPANE_ATTEMPT", self.spec.attempt.to_string())
-            .env("SUBPANE_ATTEMPT_DIR", self.paths.dir())
-            .env("SUBPANE_OUT_DIR", &out)
-            // Lineage: a run that this program starts knows its parent, its depth and the
-            // limit (see `app::plan`).
-            .env("SUBPANE_DEPTH", depth.to_string())
-            .env("SUBPANE_MAX_DEPTH", self.spec.max_depth.to_string())
-            .env("SUBPANE_CHAIN", chain)
+            .envs(self.spec.program_vars(self.paths.dir(), &out))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         // A new session, not only a new process group: the program then has no controlling

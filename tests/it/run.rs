@@ -602,3 +602,39 @@ fn clearing_the_lineage_variables_does_not_escape_the_depth_limit() {
     );
     env.assert_no_leftovers();
 }
+
+/// A program that is itself `env -i subpane run …` (exec'd, so the worker is its parent and
+/// no process between has the lineage variables) still starts a nested run within the limit:
+/// the worker is found as the ancestor and its attempt's spec gives the lineage.
+#[test]
+fn a_nested_run_whose_parent_is_the_worker_itself_keeps_the_depth_limit() {
+    let env = TestEnv::new();
+    let bin = crate::harness::BIN;
+    let bare = format!(
+        "exec env -i PATH=\"$PATH\" SUBPANE_HOME=\"$SUBPANE_HOME\" \
+         SUBPANE_TMUX_SOCKET=\"$SUBPANE_TMUX_SOCKET\" {bin}"
+    );
+    let inner = format!("{bare} run --run-id c -- true");
+    let outer = format!("{bare} run --run-id b -- bash -c '{inner}'");
+    let r = env
+        .cmd()
+        .env("SUBPANE_HOME", &env.home)
+        .args(["run", "--json", "--run-id", "a", "--max-depth", "1", "--"])
+        .args(["bash", "-c", &outer])
+        .output()
+        .unwrap();
+    let r: crate::harness::Ran = r.into();
+    // b ran as a's child; c, one deeper than the limit, was refused, so b failed with 2.
+    assert_eq!(r.code, 1, "{r:?}");
+    let b = env.result("b");
+    assert_eq!(b["parent_run"], "a", "{b}");
+    assert_eq!(b["depth"], 1, "{b}");
+    assert_eq!(b["exit_code"], 2, "{b}");
+    let b_err = std::fs::read_to_string(env.attempt_dir("b", 1).join("stderr.log")).unwrap();
+    assert!(
+        b_err.contains("at most 1 deep") && b_err.contains("a > b > c"),
+        "{b_err}"
+    );
+    assert!(!env.run_dir("c").exists());
+    env.assert_no_leftovers();
+}

@@ -133,6 +133,19 @@ impl System for RealSystem {
     }
 }
 
+/// When `pid` is a worker (`… __worker DIR`), the variables it gives its program.
+fn worker_program_vars(pid: i32) -> Option<Vec<(OsString, OsString)>> {
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    if args.get(1) != Some(&crate::procs::WORKER_ARG.as_bytes()) {
+        return None;
+    }
+    let paths = crate::store::AttemptPaths::new(PathBuf::from(OsStr::from_bytes(args.get(2)?)));
+    let spec: AttemptSpec = crate::store::read_json(&paths.spec()).ok()??;
+    let vars = spec.program_vars(paths.dir(), &paths.out_dir());
+    Some(vars.into_iter().map(|(k, v)| (k.into(), v)).collect())
+}
+
 /// pi names a saved session `<time>_<id>.jsonl` in its `--session-dir`; `--session` takes a
 /// prefix of the id.
 fn holds_pi_session(dir: &Path, id: &str) -> bool {
@@ -163,6 +176,11 @@ fn walk_to_attempt_ancestor() -> Vec<(OsString, OsString)> {
             if vars.iter().any(|(k, _)| k == "SUBPANE_RUN_ID") {
                 return vars;
             }
+        }
+        // The worker itself (`env -i subpane run …` as the attempt's program has it for its
+        // parent): what it gives its program, from the attempt's spec.
+        if let Some(vars) = worker_program_vars(pid) {
+            return vars;
         }
         pid = crate::procs::stat(pid).map_or(0, |s| s.ppid);
     }
