@@ -7,7 +7,7 @@ fn main() {
     // whose command tree costs about a millisecond to build.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if let [_, verb, dir] = args.as_slice() {
-        if verb == "__worker" {
+        if verb == subpane::procs::WORKER_ARG {
             std::process::exit(subpane::worker::main(std::path::Path::new(dir)));
         }
     }

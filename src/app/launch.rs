@@ -10,15 +10,21 @@
 //!
 //! A pane that cannot start is an outcome: the attempt gets a `spawn` envelope, which
 //! [`start`] returns in [`Started::spawn_failed`].
+//!
+//! One launcher: [`start`] and [`super::start_many`] make an attempt's files with [`create`],
+//! run [`worker_command`] in its pane, and record it with [`record_launch`]; they differ only
+//! in how panes are asked of tmux (one client per pane, or batches).
 
 use std::ffi::OsString;
+use std::path::Path;
 
 use super::{Error, Plan, tmux_for, worktree};
 use crate::envelope::{self, Envelope, Facts, LaunchRecord, LiveStatus};
+use crate::procs;
 use crate::spec::{AttemptSpec, now_rfc3339};
 use crate::store::{self, AttemptPaths, CreateError, Home};
 use crate::supervisor;
-use crate::tmux;
+use crate::tmux::{self, Pane};
 
 /// An attempt that was created and, unless `spawn_failed`, runs in its pane.
 #[derive(Clone, Debug)]
@@ -48,13 +54,40 @@ impl Started {
 /// a later attempt is added to the existing run. Errors mean nothing was started.
 pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
     ensure_tmux_conf(home)?;
+    let mut p = create(home, plan)?;
+    let spawn_failed = start_pane(home, &p.paths, &p.spec, &mut p.warnings)?.map(Box::new);
+    Ok(p.started(spawn_failed))
+}
+
+/// An attempt whose files exist and whose pane is still to start.
+pub(super) struct Pending {
+    pub(super) paths: AttemptPaths,
+    pub(super) spec: AttemptSpec,
+    pub(super) warnings: Vec<String>,
+}
+
+impl Pending {
+    pub(super) fn started(self, spawn_failed: Option<Box<Envelope>>) -> Started {
+        Started {
+            paths: self.paths,
+            spec: self.spec,
+            spawn_failed,
+            warnings: self.warnings,
+        }
+    }
+}
+
+/// Everything an attempt gets before its pane starts, for [`start`] and
+/// [`super::start_many`] alike: its worktree (`--worktree`, first: the pane starts in it and
+/// spec.json records its base), its records (a new run, or a further attempt of one; all or
+/// nothing), and the paths its sandbox policy names.
+pub(super) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
     let Plan {
         record,
         mut spec,
         env,
         prompt,
     } = plan;
-    // The worktree comes first: the pane starts in it, and spec.json records its base.
     worktree::create(&mut spec)?;
     let created = if spec.attempt == 1 {
         store::create_run(home, &record, &spec, &env, prompt.as_deref())
@@ -71,13 +104,55 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
     if spec.sandbox.enabled {
         prepare_sandbox(&spec, &mut warnings);
     }
-    let spawn_failed = start_pane(home, &paths, &spec, &mut warnings)?.map(Box::new);
-    Ok(Started {
+    Ok(Pending {
         paths,
         spec,
-        spawn_failed,
         warnings,
     })
+}
+
+/// The command a pane runs: the worker of the attempt in `paths`.
+pub(super) fn worker_command(exe: &Path, paths: &AttemptPaths) -> Vec<OsString> {
+    vec![
+        exe.as_os_str().to_owned(),
+        procs::WORKER_ARG.into(),
+        paths.dir().as_os_str().to_owned(),
+    ]
+}
+
+/// tmux creates the directory of a `-L` socket but not of a `-S` one; we always use `-S`.
+pub(super) fn ensure_socket_dir(socket: &Path) {
+    if let Some(dir) = socket.parent() {
+        if !dir.exists() {
+            use std::os::unix::fs::DirBuilderExt;
+            let _ = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir);
+        }
+    }
+}
+
+/// Writes `launch.json`: where the attempt's pane is and its process (best effort and not
+/// fsynced: the pane runs now and the worker names itself in worker.json, so an attempt
+/// that started is never given up on for want of this file, and after a crash its pids
+/// mean nothing).
+pub(super) fn record_launch(
+    paths: &AttemptPaths,
+    spec: &AttemptSpec,
+    pane: &Pane,
+    warnings: &mut Vec<String>,
+) {
+    let rec = LaunchRecord {
+        socket: spec.tmux.socket.display().to_string(),
+        session: spec.tmux.session.clone(),
+        pane_id: pane.pane_id.clone(),
+        worker: procs::proc_ref(pane.pane_pid),
+        launched_at: now_rfc3339(),
+    };
+    if let Err(e) = store::write_json_unsynced(&paths.launch(), &rec) {
+        warnings.push(e.to_string());
+    }
 }
 
 /// Makes the paths the sandbox policy names exist, so they can be ruled on: an agent's state
@@ -114,8 +189,8 @@ pub(super) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
     Ok(())
 }
 
-/// Starts the attempt's pane and records where it is. A failure to start is an outcome: the
-/// attempt gets a `spawn` envelope, which is returned.
+/// Starts the attempt's pane on its own and records where it is. A failure to start is an
+/// outcome: the attempt gets a `spawn` envelope, which is returned.
 pub(super) fn start_pane(
     home: &Home,
     paths: &AttemptPaths,
@@ -124,33 +199,12 @@ pub(super) fn start_pane(
 ) -> Result<Option<Envelope>, Error> {
     let exe = std::env::current_exe()
         .map_err(|e| Error::failed(format!("cannot find the subpane binary: {e}")))?;
-    // tmux creates the directory of a `-L` socket but not of a `-S` one; we always use `-S`.
-    if let Some(dir) = spec.tmux.socket.parent() {
-        if !dir.exists() {
-            use std::os::unix::fs::DirBuilderExt;
-            let _ = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir);
-        }
-    }
+    ensure_socket_dir(&spec.tmux.socket);
     let t = tmux_for(home, spec);
-    let cmd: Vec<OsString> = vec![exe.into(), "__worker".into(), paths.dir().into()];
+    let cmd = worker_command(&exe, paths);
     match t.new_session(&spec.tmux.session, &spec.cwd, &cmd, spec.keep_session) {
         Ok(pane) => {
-            let rec = LaunchRecord {
-                socket: spec.tmux.socket.display().to_string(),
-                session: spec.tmux.session.clone(),
-                pane_id: pane.pane_id,
-                worker: crate::procs::proc_ref(pane.pane_pid),
-                launched_at: now_rfc3339(),
-            };
-            // Best effort and not fsynced: the pane runs now and the worker names itself in
-            // worker.json, so an attempt that started is never given up on for want of this
-            // file, and after a crash its pids mean nothing.
-            if let Err(e) = store::write_json_unsynced(&paths.launch(), &rec) {
-                warnings.push(e.to_string());
-            }
+            record_launch(paths, spec, &pane, warnings);
             Ok(None)
         }
         Err(e) => {

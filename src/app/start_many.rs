@@ -19,21 +19,20 @@
 //! disk waits, the tmux server works), and a tmux client serves many panes.
 //!
 //! Common pitfalls:
-//! * A plan that is not a plain attempt 1 (a further attempt, a worktree) goes through
-//!   `start` itself: what `start` does for it is not repeated here.
+//! * What an attempt gets is [`super::launch`]'s (`create`, `worker_command`,
+//!   `record_launch`): only the batching is here, never a second copy of those.
 //! * After a failed batch, an unprinted session may exist anyway (the server raced its exit):
 //!   it is looked up before it is started again, never started twice.
 
-use std::collections::{HashMap, HashSet};
-use std::ffi::OsString;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, mpsc};
 
-use super::launch::{ensure_tmux_conf, not_created, prepare_sandbox, start_pane};
-use super::{Error, Plan, Started, start, tmux_for};
-use crate::envelope::LaunchRecord;
-use crate::spec::{AttemptSpec, now_rfc3339};
-use crate::store::{self, AttemptPaths, Home};
+use super::launch::{
+    Pending, create, ensure_socket_dir, ensure_tmux_conf, record_launch, start_pane, worker_command,
+};
+use super::{Error, Plan, Started, tmux_for};
+use crate::store::Home;
 use crate::tmux::{self, Pane, SessionReq};
 
 /// Threads that create attempt files: fsync waits on the disk, not the CPU, and the journal
@@ -79,23 +78,19 @@ pub fn start_many(home: &Home, plans: Vec<Plan>) -> Vec<Result<Started, Error>> 
         let mut job_tx = Some(job_tx);
         let mut created = 0;
         let mut waiting: HashMap<PathBuf, Vec<(usize, Pending)>> = HashMap::new();
-        let mut dirs_made: HashSet<PathBuf> = HashSet::new();
         let mut left = n;
         while left > 0 {
             let Ok(done) = done_rx.recv() else { break };
             match done {
-                Done::Created(i, Ok(Created::Files(p))) => {
+                Done::Created(i, Ok(p)) => {
                     created += 1;
                     let socket = p.spec.tmux.socket.clone();
                     waiting.entry(socket).or_default().push((i, *p));
                 }
-                Done::Created(i, other) => {
+                Done::Created(i, Err(e)) => {
                     created += 1;
                     left -= 1;
-                    results[i] = Some(other.map(|c| match c {
-                        Created::Done(s) => *s,
-                        Created::Files(p) => (*p).started(None),
-                    }));
+                    results[i] = Some(Err(e));
                 }
                 Done::Recorded(i, p) => {
                     left -= 1;
@@ -111,7 +106,7 @@ pub fn start_many(home: &Home, plans: Vec<Plan>) -> Vec<Result<Started, Error>> 
                 .collect();
             for socket in ready {
                 let batch = waiting.remove(&socket).unwrap_or_default();
-                ensure_socket_dir(&socket, &mut dirs_made);
+                ensure_socket_dir(&socket);
                 for (i, p, outcome) in start_panes(home, &exe, batch) {
                     match outcome {
                         PaneOutcome::Made(pane) => {
@@ -151,7 +146,7 @@ enum Job {
 
 /// What the file threads did.
 enum Done {
-    Created(usize, Result<Created, Error>),
+    Created(usize, Result<Box<Pending>, Error>),
     Recorded(usize, Box<Pending>),
 }
 
@@ -164,15 +159,7 @@ fn file_thread(home: &Home, jobs: &Mutex<mpsc::Receiver<Job>>, done: &mpsc::Send
         };
         let Ok(job) = job else { return };
         let d = match job {
-            Job::Create(i, plan) => {
-                // `start` itself for what is not a plain first attempt.
-                let r = if plan.spec.attempt != 1 || plan.spec.worktree.is_some() {
-                    start(home, *plan).map(|s| Created::Done(Box::new(s)))
-                } else {
-                    create(home, *plan).map(|p| Created::Files(Box::new(p)))
-                };
-                Done::Created(i, r)
-            }
+            Job::Create(i, plan) => Done::Created(i, create(home, *plan).map(Box::new)),
             Job::Record(i, mut p, pane) => {
                 record_launch(&p.paths, &p.spec, &pane, &mut p.warnings);
                 Done::Recorded(i, p)
@@ -184,69 +171,11 @@ fn file_thread(home: &Home, jobs: &Mutex<mpsc::Receiver<Job>>, done: &mpsc::Send
     }
 }
 
-/// An attempt whose files exist and whose pane is still to start.
-struct Pending {
-    paths: AttemptPaths,
-    spec: AttemptSpec,
-    warnings: Vec<String>,
-}
-
-impl Pending {
-    fn started(self, spawn_failed: Option<Box<crate::envelope::Envelope>>) -> Started {
-        Started {
-            paths: self.paths,
-            spec: self.spec,
-            spawn_failed,
-            warnings: self.warnings,
-        }
-    }
-}
-
-enum Created {
-    Files(Box<Pending>),
-    /// Started by `start` (not a plain first attempt).
-    Done(Box<Started>),
-}
-
 enum PaneOutcome {
     /// Made by a batch: launch.json is still to write.
     Made(Pane),
     /// Went the one-by-one way: `start_pane`'s answer (a `spawn` envelope on failure).
     Single(Result<Option<Box<crate::envelope::Envelope>>, Error>),
-}
-
-/// The files of a new run, as `start` makes them.
-fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
-    let Plan {
-        record,
-        spec,
-        env,
-        prompt,
-    } = plan;
-    let paths =
-        store::create_run(home, &record, &spec, &env, prompt.as_deref()).map_err(not_created)?;
-    let mut warnings = Vec::new();
-    if spec.sandbox.enabled {
-        prepare_sandbox(&spec, &mut warnings);
-    }
-    Ok(Pending {
-        paths,
-        spec,
-        warnings,
-    })
-}
-
-/// tmux creates the directory of a `-L` socket but not of a `-S` one; we always use `-S`.
-fn ensure_socket_dir(socket: &std::path::Path, made: &mut HashSet<PathBuf>) {
-    if let Some(dir) = socket.parent() {
-        if made.insert(dir.to_path_buf()) && !dir.exists() {
-            use std::os::unix::fs::DirBuilderExt;
-            let _ = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir);
-        }
-    }
 }
 
 /// Starts the panes of attempts that share one tmux socket: batches first; after a failed
@@ -263,11 +192,7 @@ fn start_panes(
     let req = |p: &Pending| SessionReq {
         session: p.spec.tmux.session.clone(),
         cwd: p.spec.cwd.clone(),
-        command: vec![
-            exe.as_os_str().to_owned(),
-            OsString::from("__worker"),
-            p.paths.dir().as_os_str().to_owned(),
-        ],
+        command: worker_command(exe, &p.paths),
         keep: p.spec.keep_session,
     };
     let mut out = Vec::with_capacity(group.len());
@@ -319,23 +244,4 @@ fn start_panes(
         }
     }
     out
-}
-
-/// Writes `launch.json` as `start` does (best effort: the worker names itself later).
-fn record_launch(
-    paths: &AttemptPaths,
-    spec: &AttemptSpec,
-    pane: &Pane,
-    warnings: &mut Vec<String>,
-) {
-    let rec = LaunchRecord {
-        socket: spec.tmux.socket.display().to_string(),
-        session: spec.tmux.session.clone(),
-        pane_id: pane.pane_id.clone(),
-        worker: crate::procs::proc_ref(pane.pane_pid),
-        launched_at: now_rfc3339(),
-    };
-    if let Err(e) = store::write_json_unsynced(&paths.launch(), &rec) {
-        warnings.push(e.to_string());
-    }
 }

@@ -604,3 +604,34 @@ fn on_a_terminal_a_progress_line_then_a_table() {
     );
     env.assert_no_leftovers();
 }
+
+/// An attempt started by a fan-out gets what one started by `run` gets: the same files and
+/// the same record of its pane (one launcher; a copy of it would drift).
+#[test]
+fn a_fanout_attempt_gets_the_files_a_run_attempt_gets() {
+    let env = TestEnv::new();
+    let listing = |run: &str| -> (Vec<String>, Vec<String>) {
+        let dir = env.attempt_dir(run, 1);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let launch = env.read_json(&dir.join("launch.json"));
+        let mut keys: Vec<String> = launch.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        assert!(launch["worker"]["pid"].is_i64(), "{launch}");
+        (names, keys)
+    };
+    let r = env.sp(["run", "--json", "--run-id", "single", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let tasks = write_tasks(&env, &[task(&["true"], Some("fanned"))]);
+    let f = env.sp_within(
+        LIMIT,
+        "fanout hung",
+        ["fanout", "--json", tasks.to_str().unwrap()],
+    );
+    assert_eq!(f.code, 0, "{f:?}");
+    assert_eq!(listing("single"), listing("fanned"));
+    env.assert_no_leftovers();
+}
