@@ -211,7 +211,7 @@ pub(super) fn start_pane(
             // If a pane was made after all, it must not run on beside a `spawn` envelope.
             let _ = t.kill_session(&spec.tmux.session);
             let spawn_failed = Facts {
-                spawn_failed: true,
+                start: envelope::Start::SpawnFailed,
                 ..Facts::default()
             };
             let why = format!("the tmux pane could not be started: {e}");

@@ -18,7 +18,7 @@ pub use answers::{
     RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus,
 };
 pub use build::{build, duration_between};
-pub use outcome::{Facts, KillReason, Outcome, decide};
+pub use outcome::{Facts, KillReason, Outcome, Start, decide};
 pub use records::{
     CancelRequest, LaunchRecord, NetworkEntry, ProcRef, Verdict, WORKER_SCHEMA, WorkerFacts,
     WorkerState,

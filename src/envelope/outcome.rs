@@ -30,12 +30,25 @@ pub enum KillReason {
     PaneClosed,
 }
 
+/// How far the attempt got before anything ran: the three ends that leave nothing to look
+/// at exclude each other (and each other's facts).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Start {
+    /// The program ran (whatever became of it).
+    #[default]
+    Ran,
+    /// The sandbox could not be enforced: the program did not run.
+    SandboxFailed,
+    /// The program (or its pane) could not be started.
+    SpawnFailed,
+    /// The worker or its pane vanished without recording the end.
+    Lost,
+}
+
 /// Everything the decision looks at.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Facts {
-    pub sandbox_failed: bool,
-    pub spawn_failed: bool,
-    pub lost: bool,
+    pub start: Start,
     pub kill_reason: Option<KillReason>,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
@@ -69,13 +82,13 @@ impl Outcome {
 
 /// Decides the outcome from the facts. Pure: no IO, no clock.
 pub fn decide(f: &Facts) -> Outcome {
-    if f.sandbox_failed {
-        return Outcome::failed(FailureKind::Sandbox);
+    match f.start {
+        Start::SandboxFailed => return Outcome::failed(FailureKind::Sandbox),
+        Start::SpawnFailed => return Outcome::failed(FailureKind::Spawn),
+        Start::Lost => return Outcome::failed(FailureKind::Lost),
+        Start::Ran => {}
     }
-    if f.spawn_failed {
-        return Outcome::failed(FailureKind::Spawn);
-    }
-    if f.lost || f.kill_reason == Some(KillReason::PaneClosed) {
+    if f.kill_reason == Some(KillReason::PaneClosed) {
         return Outcome::failed(FailureKind::Lost);
     }
     match f.kill_reason {
@@ -174,19 +187,18 @@ mod tests {
     #[test]
     fn spawn_and_sandbox_come_first() {
         let f = Facts {
-            spawn_failed: true,
+            start: Start::SpawnFailed,
             kill_reason: Some(KillReason::Cancel),
             ..Facts::default()
         };
         assert_eq!(decide(&f), Outcome::failed(FailureKind::Spawn));
         let f = Facts {
-            sandbox_failed: true,
-            spawn_failed: true,
+            start: Start::SandboxFailed,
             ..Facts::default()
         };
         assert_eq!(decide(&f), Outcome::failed(FailureKind::Sandbox));
         let f = Facts {
-            lost: true,
+            start: Start::Lost,
             exit_code: Some(0),
             ..Facts::default()
         };

@@ -93,12 +93,39 @@ pub struct WorkerFacts {
 /// had not yet started still sees it.
 ///
 /// ```json
-/// {"requested_at": "2026-11-30T03:39:50.000Z", "grace_ms": 3000}
+/// {"id": "9f2c41d07a3be815", "requested_at": "2026-11-30T03:39:50.000Z", "grace_ms": 3000}
 /// ```
+///
+/// `id` tells one request from the next (two in the same millisecond are two); files written
+/// before it existed have none, and are told apart by `requested_at`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CancelRequest {
+    #[serde(default)]
+    pub id: String,
     pub requested_at: String,
     pub grace_ms: u64,
+}
+
+impl CancelRequest {
+    /// A new request, with an id of its own.
+    pub fn new(requested_at: String, grace_ms: u64) -> Self {
+        let mut rnd = [0u8; 8];
+        crate::spec::fill_random(&mut rnd);
+        Self {
+            id: rnd.iter().map(|b| format!("{b:02x}")).collect(),
+            requested_at,
+            grace_ms,
+        }
+    }
+
+    /// What tells this request from another.
+    pub fn key(&self) -> &str {
+        if self.id.is_empty() {
+            &self.requested_at
+        } else {
+            &self.id
+        }
+    }
 }
 
 /// One decision of the egress proxy: a line of `network.jsonl`.

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
-pub use run_id::{RunId, RunIdError};
+pub use run_id::{RunId, RunIdError, fill_random};
 pub use sandbox::{HostPattern, Network, SandboxAsk, SandboxSpec, valid_host_name};
 
 /// Schema tag of `spec.json`.

@@ -65,7 +65,8 @@ impl RunId {
     }
 }
 
-fn fill_random(buf: &mut [u8]) {
+/// Random bytes for ids (run ids, cancel requests).
+pub fn fill_random(buf: &mut [u8]) {
     use std::io::Read;
     let ok = std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(buf))

@@ -22,10 +22,7 @@ pub fn request_cancel(
 ) -> Result<bool, SuperviseError> {
     store::write_json_atomic(
         &paths.cancel(),
-        &CancelRequest {
-            requested_at: now_rfc3339(),
-            grace_ms,
-        },
+        &CancelRequest::new(now_rfc3339(), grace_ms),
     )?;
     let facts: Option<WorkerFacts> = store::read_json(&paths.worker()).ok().flatten();
     let recorded = facts.and_then(|f| f.worker);

@@ -23,7 +23,7 @@ pub fn write_lost(
         paths,
         spec,
         Facts {
-            lost: true,
+            start: envelope::Start::Lost,
             ..Facts::default()
         },
         why,

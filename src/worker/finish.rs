@@ -18,7 +18,7 @@ use super::pane::Style;
 use super::run::Worker;
 use super::stop::Exit;
 use crate::adapter::{AgentReport, adapter_for};
-use crate::envelope::{self, Envelope, Facts, KillReason, WorkerState};
+use crate::envelope::{self, Envelope, Facts, KillReason, Start, WorkerState};
 use crate::spec::now_rfc3339;
 use crate::store::{self, StoreError};
 
@@ -77,10 +77,15 @@ impl Worker {
     /// Decides, ends the worktree (if any), writes `output.txt` and `worker.json`, and
     /// writes `result.json`.
     fn decide_and_write(&mut self, report: AgentReport) -> (Envelope, Result<bool, StoreError>) {
+        let start = if self.facts.sandbox_error.is_some() {
+            Start::SandboxFailed
+        } else if self.facts.spawn_error.is_some() {
+            Start::SpawnFailed
+        } else {
+            Start::Ran
+        };
         let facts = Facts {
-            sandbox_failed: self.facts.sandbox_error.is_some(),
-            spawn_failed: self.facts.spawn_error.is_some(),
-            lost: false,
+            start,
             kill_reason: self.facts.kill_reason,
             exit_code: self.facts.exit_code,
             signal: match self.life.exit() {

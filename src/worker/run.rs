@@ -73,7 +73,7 @@ pub(crate) struct Worker {
     pub(crate) life: Life,
     /// The agent's stdout and stderr, and the filter they go through.
     pub(crate) stream: Stream,
-    /// `requested_at` of the cancel requests already acted on.
+    /// The ids of the cancel requests already acted on.
     pub(crate) cancels_seen: Vec<String>,
     /// The egress proxy of a sandbox with an allow list; stopped at the end.
     pub(crate) proxy: Option<crate::sandbox::proxy::ProxyHandle>,

@@ -67,17 +67,17 @@ impl Worker {
     ///
     /// One `cancel.json` is one request, however often it is seen: the worker looks for it
     /// after writing `worker.json`, and the canceller that read that `worker.json` also
-    /// signals. Only a new request (another `requested_at`) counts as a second cancel.
+    /// signals. Only a new request (another id) counts as a second cancel.
     pub(crate) fn cancel_requested(&mut self, from_file: bool) {
         let grace_ms = if from_file {
             let req = store::read_json::<CancelRequest>(&self.paths.cancel())
                 .ok()
                 .flatten();
             if let Some(r) = &req {
-                if self.cancels_seen.contains(&r.requested_at) {
+                if self.cancels_seen.iter().any(|k| k == r.key()) {
                     return;
                 }
-                self.cancels_seen.push(r.requested_at.clone());
+                self.cancels_seen.push(r.key().to_owned());
             }
             req.map(|c| c.grace_ms).unwrap_or(self.spec.limits.grace_ms)
         } else {
