@@ -1,0 +1,134 @@
+//! A tmux server that never answers: every tmux command subpane runs is killed, with what it
+//! started, after `SUBPANE_TMUX_TIMEOUT`, and the subpane command ends and says which tmux
+//! command it gave up on, after how long, and what to do.
+//!
+//! The hung server is a fake `tmux` first on `PATH`: each call records its pid and the pid of
+//! a child it starts, then waits forever.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use crate::harness::{self, Ran, TestEnv, assert_valid_envelope, wait_pid_gone};
+
+/// How long one `subpane` command may take here: with a 1 s limit each tmux command ends
+/// within about 2 s (the limit, then at most the grace before SIGKILL).
+const LIMIT: Duration = Duration::from_secs(20);
+const HANG: &str = "a tmux command that never answers was not given up on";
+
+/// Writes the fake `tmux` into a directory of its own; returns that directory.
+fn hung_tmux(env: &TestEnv) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = env.root.path().join("hung-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    let script = dir.join("tmux");
+    std::fs::write(
+        &script,
+        "#!/bin/sh\n\
+         # A tmux client whose server never answers; it also starts a process of its own.\n\
+         sleep 600 &\n\
+         echo \"$$ $!\" >> \"$(dirname \"$0\")/started\"\n\
+         wait\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// `subpane ARGS` with the fake tmux first on `PATH` and a 1 s tmux limit, waited for up to
+/// [`LIMIT`].
+fn sp_hung(env: &TestEnv, bin: &Path, args: &[&str]) -> Ran {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin.to_path_buf()];
+    paths.extend(std::env::split_paths(&path));
+    let child: Child = env
+        .cmd()
+        .env("PATH", std::env::join_paths(paths).unwrap())
+        .env("SUBPANE_TMUX_TIMEOUT", "1s")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run subpane");
+    harness::wait_child_within(child, LIMIT, HANG)
+}
+
+/// Every process the fake tmux calls started (the clients and their children).
+fn started_pids(bin: &Path) -> Vec<i32> {
+    std::fs::read_to_string(bin.join("started"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_run_whose_tmux_server_hangs_ends_as_a_spawn_failure_naming_the_tmux_command() {
+    let env = TestEnv::new();
+    let bin = hung_tmux(&env);
+    let r = sp_hung(
+        &env,
+        &bin,
+        &["run", "--json", "--run-id", "hung", "--", "true"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    let v = r.json();
+    assert_valid_envelope(&v);
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["failure_kind"], "spawn", "{v}");
+    for text in [v["output"]["errors"].to_string(), r.stderr.clone()] {
+        assert!(
+            text.contains("`tmux new-session` did not finish within 1s"),
+            "{text}"
+        );
+        assert!(text.contains("SUBPANE_TMUX_TIMEOUT"), "{text}");
+    }
+    assert_eq!(env.result("hung"), v);
+    let pids = started_pids(&bin);
+    assert!(!pids.is_empty(), "the fake tmux never ran");
+    // The clients were killed with the processes they started.
+    for pid in pids {
+        wait_pid_gone(pid);
+    }
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn gc_with_a_hung_tmux_server_still_ends() {
+    let env = TestEnv::new();
+    let bin = hung_tmux(&env);
+    let r = sp_hung(&env, &bin, &["gc", "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["server_stopped"], false, "{r:?}");
+    let pids = started_pids(&bin);
+    assert!(!pids.is_empty(), "gc never asked tmux");
+    for pid in pids {
+        wait_pid_gone(pid);
+    }
+}
+
+/// The batched start gives up too, and each task ends with its `spawn` envelope.
+#[test]
+fn a_fanout_whose_tmux_server_hangs_ends_with_every_task_a_spawn_failure() {
+    let env = TestEnv::new();
+    let bin = hung_tmux(&env);
+    let tasks = env.root.path().join("tasks.jsonl");
+    std::fs::write(&tasks, "{\"argv\": [\"true\"]}\n{\"argv\": [\"true\"]}\n").unwrap();
+    let r = sp_hung(&env, &bin, &["fanout", tasks.to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let doc = r.json();
+    let tasks = doc["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 2, "{doc}");
+    for t in tasks {
+        assert_eq!(t["failure_kind"], "spawn", "{doc}");
+    }
+    assert!(
+        r.stderr
+            .contains("`tmux new-session` did not finish within 1s"),
+        "{r:?}"
+    );
+    for pid in started_pids(&bin) {
+        wait_pid_gone(pid);
+    }
+    env.assert_no_leftovers();
+}
