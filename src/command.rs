@@ -267,21 +267,31 @@ mod tests {
         matches!(poll(&mut fds, PollTimeout::from(10_000u16)), Ok(1))
     }
 
-    fn scratch() -> tempfile::TempDir {
-        tempfile::Builder::new()
+    /// Runs `script` under a limit it does not reach.
+    fn ends(script: &str) -> Output {
+        output(&mut sh(script), "sh", Duration::from_secs(30)).unwrap()
+    }
+
+    /// Runs `script` under `limit`, which it passes; the error and how long it all took.
+    fn overruns(script: &str, name: &str, limit: Duration) -> (Error, Duration) {
+        let t0 = Instant::now();
+        let err = output(&mut sh(script), name, limit).unwrap_err();
+        (err, t0.elapsed())
+    }
+
+    /// A path named `name` in a new temporary directory (removed when the directory drops).
+    fn scratch_file(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::Builder::new()
             .prefix("sp-command-")
             .tempdir()
-            .unwrap()
+            .unwrap();
+        let path = dir.path().join(name);
+        (dir, path)
     }
 
     #[test]
     fn a_command_that_ends_gives_its_status_and_both_outputs() {
-        let out = output(
-            &mut sh("echo out; echo err >&2; exit 3"),
-            "sh",
-            Duration::from_secs(30),
-        )
-        .unwrap();
+        let out = ends("echo out; echo err >&2; exit 3");
         assert_eq!(out.status.code(), Some(3));
         assert_eq!(out.stdout, b"out\n");
         assert_eq!(out.stderr, b"err\n");
@@ -289,29 +299,21 @@ mod tests {
 
     #[test]
     fn output_larger_than_a_pipe_is_read_whole() {
-        let out = output(
-            &mut sh("head -c 1000000 /dev/zero; head -c 300000 /dev/zero >&2"),
-            "sh",
-            Duration::from_secs(30),
-        )
-        .unwrap();
+        let out = ends("head -c 1000000 /dev/zero; head -c 300000 /dev/zero >&2");
         assert!(out.status.success());
         assert_eq!((out.stdout.len(), out.stderr.len()), (1_000_000, 300_000));
     }
 
     #[test]
     fn a_command_past_its_limit_is_killed_with_the_child_it_started() {
-        let dir = scratch();
-        let pid_file = dir.path().join("child.pid");
+        let (_dir, pid_file) = scratch_file("child.pid");
         // Both ignore SIGTERM (an ignored signal survives fork and exec): only SIGKILL ends them.
         let script = format!(
             "trap '' TERM; sleep 600 & echo $! > {}; wait",
             pid_file.display()
         );
         let limit = Duration::from_millis(300);
-        let t0 = Instant::now();
-        let err = output(&mut sh(&script), "sh waits", limit).unwrap_err();
-        let took = t0.elapsed();
+        let (err, took) = overruns(&script, "sh waits", limit);
         let Error::TimedOut(t) = &err else {
             panic!("{err}")
         };
@@ -339,17 +341,16 @@ mod tests {
 
     #[test]
     fn a_command_past_its_limit_gets_sigterm_first() {
-        let dir = scratch();
-        let seen = dir.path().join("seen");
+        let (_dir, seen) = scratch_file("seen");
         let script = format!(
             "trap 'echo TERM > {}; exit 1' TERM; sleep 600 & wait",
             seen.display()
         );
-        let t0 = Instant::now();
-        let err = output(&mut sh(&script), "sh", Duration::from_millis(200)).unwrap_err();
+        let limit = Duration::from_millis(200);
+        let (err, took) = overruns(&script, "sh", limit);
         assert!(matches!(err, Error::TimedOut(_)), "{err}");
         // It ended at the SIGTERM: no need to wait for the SIGKILL.
-        assert!(t0.elapsed() < Duration::from_millis(200) + KILL_GRACE);
+        assert!(took < limit + KILL_GRACE, "{took:?}");
         assert_eq!(std::fs::read_to_string(&seen).unwrap(), "TERM\n");
     }
 
@@ -367,12 +368,7 @@ mod tests {
     fn a_pipe_held_by_a_leftover_does_not_hold_the_answer() {
         // The leftover keeps stdout open long after `sh` exited.
         let t0 = Instant::now();
-        let out = output(
-            &mut sh("sleep 600 & echo $!"),
-            "sh",
-            Duration::from_secs(30),
-        )
-        .unwrap();
+        let out = ends("sleep 600 & echo $!");
         assert!(out.status.success());
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         let leftover: i32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
