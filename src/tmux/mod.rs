@@ -349,9 +349,14 @@ impl Tmux {
         })
     }
 
-    pub fn has_session(&self, session: &str) -> bool {
-        self.run(&["has-session".into(), "-t".into(), target(session).into()])
-            .is_ok()
+    /// Whether the session exists (no server: it does not). Only a tmux that cannot be run
+    /// or does not answer is an error.
+    pub fn has_session(&self, session: &str) -> Result<bool, TmuxError> {
+        match self.run(&["has-session".into(), "-t".into(), target(session).into()]) {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Names of the server's sessions; `None` when no server answers.

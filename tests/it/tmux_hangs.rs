@@ -132,3 +132,23 @@ fn a_fanout_whose_tmux_server_hangs_ends_with_every_task_a_spawn_failure() {
     }
     env.assert_no_leftovers();
 }
+
+/// `attach` asks tmux whether the session exists before it execs `tmux attach`: a server that
+/// does not answer is said so, not reported as a missing session.
+#[test]
+fn attach_with_a_hung_tmux_server_says_the_server_did_not_answer() {
+    let env = TestEnv::new();
+    let r = env.sp(["run", "--run-id", "kept", "--keep-session", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let bin = hung_tmux(&env);
+    let r = sp_hung(&env, &bin, &["attach", "kept"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr
+            .contains("`tmux has-session` did not finish within 1s"),
+        "{r:?}"
+    );
+    for pid in started_pids(&bin) {
+        wait_pid_gone(pid);
+    }
+}
