@@ -13,10 +13,10 @@
 //! ```
 //!
 //! Common pitfalls:
-//! * A hung server (one stopped with SIGSTOP, say) would hang every client, and with
-//!   it `run`, `fanout`, `gc` and the MCP server: every command but `attach` (interactive,
-//!   exec'd) runs under a deadline, [`DEFAULT_TIME_LIMIT`] unless `SUBPANE_TMUX_TIMEOUT` says
-//!   otherwise. Only the client is killed: the server left its group and holds every other
+//! * A hung server (one stopped with SIGSTOP, say) would hang every client, and with it
+//!   `run`, `fanout`, `attach`, `gc` and the MCP server: every command but `attach-session`
+//!   (interactive, exec'd) runs under a deadline, [`DEFAULT_TIME_LIMIT`] unless
+//!   `SUBPANE_TMUX_TIMEOUT` says otherwise. Only the client is killed: the server left its group and holds every other
 //!   attempt's pane.
 //! * A batched `new-session` of many panes is one client doing many commands: its limit grows
 //!   with the batch ([`batch_limit`]), so a healthy server is never cut off mid-batch.
