@@ -272,21 +272,26 @@ mod tests {
         output(&mut sh(script), "sh", Duration::from_secs(30)).unwrap()
     }
 
-    /// Runs `script` under `limit`, which it passes; the error and how long it all took.
-    fn overruns(script: &str, name: &str, limit: Duration) -> (Error, Duration) {
-        let t0 = Instant::now();
-        let err = output(&mut sh(script), name, limit).unwrap_err();
-        (err, t0.elapsed())
+    /// What a script past its limit left: the error, how long it all took, and what it wrote
+    /// to the file `$NOTE`.
+    struct Overran {
+        err: Error,
+        took: Duration,
+        note: String,
     }
 
-    /// A path named `name` in a new temporary directory (removed when the directory drops).
-    fn scratch_file(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    /// Runs `script` (named `name`) under `limit`, which it passes.
+    fn overruns(script: &str, name: &str, limit: Duration) -> Overran {
         let dir = tempfile::Builder::new()
             .prefix("sp-command-")
             .tempdir()
             .unwrap();
-        let path = dir.path().join(name);
-        (dir, path)
+        let note = dir.path().join("note");
+        let t0 = Instant::now();
+        let err = output(sh(script).env("NOTE", &note), name, limit).unwrap_err();
+        let took = t0.elapsed();
+        let note = std::fs::read_to_string(&note).unwrap_or_default();
+        Overran { err, took, note }
     }
 
     #[test]
@@ -306,14 +311,10 @@ mod tests {
 
     #[test]
     fn a_command_past_its_limit_is_killed_with_the_child_it_started() {
-        let (_dir, pid_file) = scratch_file("child.pid");
         // Both ignore SIGTERM (an ignored signal survives fork and exec): only SIGKILL ends them.
-        let script = format!(
-            "trap '' TERM; sleep 600 & echo $! > {}; wait",
-            pid_file.display()
-        );
+        let script = "trap '' TERM; sleep 600 & echo $! > \"$NOTE\"; wait";
         let limit = Duration::from_millis(300);
-        let (err, took) = overruns(&script, "sh waits", limit);
+        let Overran { err, took, note } = overruns(script, "sh waits", limit);
         let Error::TimedOut(t) = &err else {
             panic!("{err}")
         };
@@ -323,15 +324,9 @@ mod tests {
             "`sh waits` did not finish within 300ms and was killed with what it started"
         );
         assert!(took >= limit, "{took:?}");
-        assert!(
-            took < limit + KILL_GRACE + Duration::from_secs(5),
-            "{took:?}"
-        );
-        let child: i32 = std::fs::read_to_string(&pid_file)
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap();
+        let most = limit + KILL_GRACE + Duration::from_secs(5);
+        assert!(took < most, "{took:?}");
+        let child: i32 = note.trim().parse().unwrap();
         let dead = gone(child);
         if !dead {
             procs::signal_pid(child, Signal::SIGKILL);
@@ -341,17 +336,13 @@ mod tests {
 
     #[test]
     fn a_command_past_its_limit_gets_sigterm_first() {
-        let (_dir, seen) = scratch_file("seen");
-        let script = format!(
-            "trap 'echo TERM > {}; exit 1' TERM; sleep 600 & wait",
-            seen.display()
-        );
+        let script = "trap 'echo TERM > \"$NOTE\"; exit 1' TERM; sleep 600 & wait";
         let limit = Duration::from_millis(200);
-        let (err, took) = overruns(&script, "sh", limit);
+        let Overran { err, took, note } = overruns(script, "sh", limit);
         assert!(matches!(err, Error::TimedOut(_)), "{err}");
         // It ended at the SIGTERM: no need to wait for the SIGKILL.
         assert!(took < limit + KILL_GRACE, "{took:?}");
-        assert_eq!(std::fs::read_to_string(&seen).unwrap(), "TERM\n");
+        assert_eq!(note, "TERM\n");
     }
 
     #[test]
