@@ -21,8 +21,9 @@
 //!   answer; builds on `spec`, never the reverse), [`exit_code`], [`term`] (text made safe
 //!   for a terminal)
 //! * L1 one resource each: [`store`] (files), [`tmux`] (the tmux binary), [`git`] (the git
-//!   binary), [`procs`] (the kernel's process table), [`sandbox`] (the kernel's namespaces,
-//!   Landlock and seccomp, and the egress proxy)
+//!   binary), [`command`] (the deadline every tmux and git command runs under), [`procs`]
+//!   (the kernel's process table), [`sandbox`] (the kernel's namespaces, Landlock and seccomp,
+//!   and the egress proxy)
 //! * L2 machinery: [`adapter`] (pure parsing), [`worker`] (runs in the pane), [`supervisor`]
 //!   (waits, observes, cancels)
 //! * L2½ the application layer: [`app`] (requests, plans, starting attempts, queries) that
@@ -33,6 +34,7 @@
 pub mod adapter;
 pub mod app;
 pub mod cli;
+pub mod command;
 pub mod envelope;
 pub mod exit_code;
 pub mod git;

@@ -208,7 +208,8 @@ pub(super) fn start_pane(
             Ok(None)
         }
         Err(e) => {
-            // If a pane was made after all, it must not run on beside a `spawn` envelope.
+            // If a pane was made after all, it must not run on beside a `spawn` envelope (after
+            // a timeout too: a slow server may have made it; this waits one more limit at most).
             let _ = t.kill_session(&spec.tmux.session);
             let spawn_failed = Facts {
                 start: envelope::Start::SpawnFailed,

@@ -509,7 +509,8 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
         };
         for spec in &look.kept_sessions {
             let t = tmux_for(home, spec);
-            if t.has_session(&spec.tmux.session) {
+            // A server that does not answer closes nothing (and is not stopped below).
+            if matches!(t.has_session(&spec.tmux.session), Ok(true)) {
                 if !dry_run {
                     let _ = t.kill_session(&spec.tmux.session);
                 }

@@ -19,7 +19,10 @@ pub struct AttachArgs {
 pub fn attach(home: &crate::store::Home, a: AttachArgs) -> Result<i32, CliError> {
     let f = app::find_run(home, &a.run, None)?;
     let t = app::tmux_for(home, &f.spec);
-    if !t.has_session(&f.spec.tmux.session) {
+    let exists = t
+        .has_session(&f.spec.tmux.session)
+        .map_err(|e| CliError::failed(e.to_string()))?;
+    if !exists {
         let msg = match app::attempt_status(&f.paths, &f.spec)? {
             AttemptStatus::Finished(env) => format!(
                 "run {} has finished ({}) and its session is closed; read its output with `subpane logs {}`, or start runs with --keep-session to keep the pane",

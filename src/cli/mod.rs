@@ -115,6 +115,11 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         _ => {}
     }
     let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Invalid)?;
+    // Read for every verb (the MCP server serves many), so a malformed value is refused
+    // alike everywhere, before anything runs.
+    let tmux_limit =
+        crate::tmux::time_limit_from_env().map_err(|e| CliError::Invalid(e.to_string()))?;
+    crate::tmux::set_time_limit(tmux_limit);
     match cli.command {
         Command::Run(a) => run::run(&home, *a),
         Command::Retry(a) => retry::retry(&home, a),

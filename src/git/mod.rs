@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  caller ─► git::repo / git::worktree (what to ask) ─► Cmd (argv + a clean environment)
-//!                                                          │ stdin /dev/null
+//!                                                          │ stdin /dev/null, a deadline
+//!                                                          │ (crate::command: killed with its group)
 //!                                                          ├─► stdout: a String, or straight into a file
 //!                                                          └─► stderr: kept for GitError::Failed
 //! ```
@@ -23,9 +24,9 @@
 //! * A diff can be large and binary: it goes straight from git's stdout into its file, never
 //!   through memory or a `String`.
 //! * git may wait for a password on a terminal: `GIT_TERMINAL_PROMPT=0` and stdin `/dev/null`.
-//! * git may wait for something else (a clean filter, a hook): every command leads its own
-//!   process group and is killed with it after [`set_time_limit`] (default
-//!   [`DEFAULT_TIME_LIMIT`]), so the end of an attempt is always recorded.
+//! * git may wait for something else (a clean filter, a hook): every command runs under
+//!   [`crate::command`]'s deadline, [`set_time_limit`] (default [`DEFAULT_TIME_LIMIT`]), and is
+//!   killed with what it started after it, so the end of an attempt is always recorded.
 
 mod repo;
 pub mod worktree;
@@ -33,8 +34,9 @@ pub mod worktree;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use crate::command;
 
 pub use repo::{RepoDirs, branch_tip, discover, head_commit};
 
@@ -58,11 +60,8 @@ pub enum GitError {
     Spawn(std::io::Error),
     #[error("`git {args}` failed: {message}")]
     Failed { args: String, message: String },
-    #[error(
-        "`git {args}` did not finish within {}s and was killed (a filter or hook that waits?); set SUBPANE_GIT_TIMEOUT to give it longer",
-        .after_ms / 1000
-    )]
-    TimedOut { args: String, after_ms: u64 },
+    #[error("{0} (a filter or hook that waits?); set SUBPANE_GIT_TIMEOUT to give it longer")]
+    TimedOut(#[source] command::TimedOut),
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -74,15 +73,12 @@ pub enum GitError {
 /// must not keep an attempt from ever being recorded.
 pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(120);
 
-static TIME_LIMIT_MS: AtomicU64 = AtomicU64::new(DEFAULT_TIME_LIMIT.as_millis() as u64);
+static TIME_LIMIT: command::Limit = command::Limit::new(DEFAULT_TIME_LIMIT);
 
 /// Sets how long each git command of this process may take before it is killed (with the
 /// processes it started).
 pub fn set_time_limit(limit: Duration) {
-    TIME_LIMIT_MS.store(
-        u64::try_from(limit.as_millis()).unwrap_or(u64::MAX),
-        Ordering::Relaxed,
-    );
+    TIME_LIMIT.set(limit);
 }
 
 /// One git command being built.
@@ -192,77 +188,13 @@ impl Cmd {
         }
     }
 
-    /// Runs it to the end, or kills it (and what it started: it leads its own process group)
-    /// once the time limit passes. Waits on a pidfd: no polling.
+    /// Runs it to the end, or kills it with what it started once the time limit passes (see
+    /// [`crate::command`]).
     fn output(&mut self) -> Result<std::process::Output, GitError> {
-        use std::io::Read;
-        use std::os::fd::AsFd;
-        use std::os::unix::process::CommandExt;
-        let limit_ms = TIME_LIMIT_MS.load(Ordering::Relaxed);
-        self.cmd.process_group(0);
-        let mut child = self.cmd.spawn().map_err(GitError::Spawn)?;
-        let drain = |pipe: Option<Box<dyn Read + Send>>| {
-            pipe.map(|mut p| {
-                std::thread::spawn(move || {
-                    let mut v = Vec::new();
-                    let _ = p.read_to_end(&mut v);
-                    v
-                })
-            })
-        };
-        let out_t = drain(
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        );
-        let err_t = drain(
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        );
-        let pid = child.id() as i32;
-        let ended_in_time = match crate::procs::pidfd_open(pid) {
-            Ok(fd) => {
-                let timeout =
-                    nix::poll::PollTimeout::try_from(limit_ms.min(i32::MAX as u64) as i32)
-                        .unwrap_or(nix::poll::PollTimeout::MAX);
-                let mut fds = [nix::poll::PollFd::new(
-                    fd.as_fd(),
-                    nix::poll::PollFlags::POLLIN,
-                )];
-                loop {
-                    match nix::poll::poll(&mut fds, timeout) {
-                        Ok(0) => break false,
-                        Ok(_) => break true,
-                        Err(nix::errno::Errno::EINTR) => continue,
-                        // Cannot watch it: wait without a limit, as before there was one.
-                        Err(_) => break true,
-                    }
-                }
-            }
-            Err(_) => true,
-        };
-        if !ended_in_time {
-            crate::procs::signal_group(pid, nix::sys::signal::Signal::SIGKILL);
-        }
-        let status = child.wait().map_err(GitError::Spawn)?;
-        if !ended_in_time {
-            // Not joined: a process that left the group may still hold a pipe open.
-            return Err(GitError::TimedOut {
-                args: self.args.join(" "),
-                after_ms: limit_ms,
-            });
-        }
-        let join = |t: Option<std::thread::JoinHandle<Vec<u8>>>| {
-            t.map(|t| t.join().unwrap_or_default()).unwrap_or_default()
-        };
-        let (stdout, stderr) = (join(out_t), join(err_t));
-        Ok(std::process::Output {
-            status,
-            stdout,
-            stderr,
+        let name = format!("git {}", self.args.join(" "));
+        command::output(&mut self.cmd, &name, TIME_LIMIT.get()).map_err(|e| match e {
+            command::Error::Io(e) => GitError::Spawn(e),
+            command::Error::TimedOut(t) => GitError::TimedOut(t),
         })
     }
 

@@ -19,11 +19,17 @@
 //!   error; the caller decides what to do with the others (see `app::start_many`).
 //! * An argument that ends in `;` is a command separator to tmux: such a request cannot be
 //!   batched, and is reported as not started so the caller takes the one-by-one path.
+//! * One client makes every pane of a chunk: its deadline is [`super::batch_limit`], never
+//!   less than the limit of one command. A batch cut off by it returns no panes, though some
+//!   may exist: on the one-by-one path such a session is a duplicate, is killed and gets its
+//!   `spawn` envelope, so no pane runs unrecorded.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{Pane, Tmux, TmuxError, is_server_race, new_session_args};
+use super::{
+    Pane, TIME_LIMIT, Tmux, TmuxError, batch_limit, failed, is_server_race, new_session_args,
+};
 
 /// The arguments of one client stay under this many bytes (tmux's limit is 16 KiB, less a
 /// header).
@@ -128,33 +134,18 @@ impl Tmux {
         if args.is_empty() {
             return BatchResult::default();
         }
-        let out = match self
-            .command()
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .output()
-        {
+        let limit = batch_limit(TIME_LIMIT.get(), reqs.len());
+        let out = match self.output("new-session", &args, limit) {
             Ok(o) => o,
             Err(e) => {
                 return BatchResult {
                     panes: Vec::new(),
-                    error: Some(TmuxError::Spawn(e)),
+                    error: Some(e),
                 };
             }
         };
         let panes = parse_lines(&String::from_utf8_lossy(&out.stdout));
-        let error = (!out.status.success()).then(|| {
-            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-            TmuxError::Failed {
-                verb: "new-session".into(),
-                stderr: if stderr.is_empty() {
-                    format!("exit status {}", out.status)
-                } else {
-                    stderr
-                },
-            }
-        });
+        let error = (!out.status.success()).then(|| failed("new-session".into(), &out));
         BatchResult { panes, error }
     }
 }

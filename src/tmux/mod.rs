@@ -3,7 +3,23 @@
 //! argv builders are pure; [`Tmux::run`] runs the tmux binary and keeps its stderr for
 //! errors. tmux is asked only to create, kill, attach or check on demand, never on a timer.
 //!
+//! ```text
+//!  Tmux::run(args) ─► tmux -L/-S SOCKET -f CONFIG args…   (stdin /dev/null, no TMUX)
+//!                       │ crate::command: a deadline (set_time_limit, SUBPANE_TMUX_TIMEOUT)
+//!                       ├─ exit 0 ─────────► stdout
+//!                       ├─ exit ≠ 0 ───────► TmuxError::Failed { verb, stderr }
+//!                       └─ past the limit ─► killed ─► TmuxError::TimedOut (names the command,
+//!                                                      the limit and the server's socket)
+//! ```
+//!
 //! Common pitfalls:
+//! * A hung server (one stopped with SIGSTOP, say) would hang every client, and with it
+//!   `run`, `fanout`, `attach`, `gc` and the MCP server: every command but `attach-session`
+//!   (interactive, exec'd) runs under a deadline, [`DEFAULT_TIME_LIMIT`] unless
+//!   `SUBPANE_TMUX_TIMEOUT` says otherwise. Only the client is killed: the server left its group and holds every other
+//!   attempt's pane.
+//! * A batched `new-session` of many panes is one client doing many commands: its limit grows
+//!   with the batch ([`batch_limit`]), so a healthy server is never cut off mid-batch.
 //! * tmux exits when its last session closes; a `new-session` racing that exit fails with
 //!   "server exited unexpectedly" (or "lost server"). Nothing was created then, so the start
 //!   is retried (see [`Tmux::new_session`]).
@@ -20,6 +36,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use crate::command;
 
 /// The config the private server starts with (never the user's `~/.tmux.conf`).
 pub const CONFIG: &str = "\
@@ -101,6 +119,47 @@ pub enum TmuxError {
     Spawn(std::io::Error),
     #[error("tmux {verb} failed: {stderr}")]
     Failed { verb: String, stderr: String },
+    #[error(
+        "{source}: the tmux server (socket {}) may be hung; set SUBPANE_TMUX_TIMEOUT to give it longer, or stop it with `tmux -S {} kill-server` (its attempts end as lost)",
+        .socket.display(), .socket.display()
+    )]
+    TimedOut {
+        source: command::TimedOut,
+        socket: PathBuf,
+    },
+}
+
+/// How long one tmux command may take by default: far beyond what a healthy server needs
+/// (milliseconds), so only a hung one is given up on.
+pub const DEFAULT_TIME_LIMIT: Duration = Duration::from_secs(30);
+
+/// What a batched `new-session` may take per pane at least: a healthy server forks a pane in
+/// about a millisecond.
+pub const PER_SESSION: Duration = Duration::from_millis(100);
+
+static TIME_LIMIT: command::Limit = command::Limit::new(DEFAULT_TIME_LIMIT);
+
+/// Sets how long each tmux command of this process may take before its client is killed.
+pub fn set_time_limit(limit: Duration) {
+    TIME_LIMIT.set(limit);
+}
+
+/// `SUBPANE_TMUX_TIMEOUT` (a duration: `30s`, `2m`), or [`DEFAULT_TIME_LIMIT`] when it is
+/// unset or empty.
+pub fn time_limit_from_env() -> Result<Duration, crate::spec::DurationError> {
+    match std::env::var_os("SUBPANE_TMUX_TIMEOUT").filter(|v| !v.is_empty()) {
+        Some(v) => {
+            crate::spec::parse_positive_duration("SUBPANE_TMUX_TIMEOUT", &v.to_string_lossy())
+        }
+        None => Ok(DEFAULT_TIME_LIMIT),
+    }
+}
+
+/// The limit of one client that creates `sessions` panes: the limit, or [`PER_SESSION`] for
+/// each pane when that is longer.
+pub fn batch_limit(limit: Duration, sessions: usize) -> Duration {
+    let per_pane = PER_SESSION.saturating_mul(u32::try_from(sessions).unwrap_or(u32::MAX));
+    limit.max(per_pane)
 }
 
 /// The pane tmux created.
@@ -211,28 +270,34 @@ impl Tmux {
 
     /// Runs one tmux command and returns its stdout.
     pub fn run(&self, args: &[OsString]) -> Result<String, TmuxError> {
-        let out = self
-            .command()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .output()
-            .map_err(TmuxError::Spawn)?;
+        let verb = args
+            .first()
+            .map(|a| a.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let out = self.output(&verb, args, TIME_LIMIT.get())?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
-            let verb = args
-                .first()
-                .map(|a| a.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-            let stderr = if stderr.is_empty() {
-                format!("exit status {}", out.status)
-            } else {
-                stderr
-            };
-            Err(TmuxError::Failed { verb, stderr })
+            Err(failed(verb, &out))
         }
+    }
+
+    /// Runs a tmux client (`verb` names it in errors) with `args`, under `limit`.
+    fn output(
+        &self,
+        verb: &str,
+        args: &[OsString],
+        limit: Duration,
+    ) -> Result<std::process::Output, TmuxError> {
+        let mut c = self.command();
+        c.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command::output(&mut c, &format!("tmux {verb}"), limit).map_err(|e| match e {
+            command::Error::Io(e) => TmuxError::Spawn(e),
+            command::Error::TimedOut(source) => TmuxError::TimedOut {
+                source,
+                socket: self.socket.path(),
+            },
+        })
     }
 
     /// Creates a detached session running `command`. A start that races the server's exit is
@@ -284,9 +349,14 @@ impl Tmux {
         })
     }
 
-    pub fn has_session(&self, session: &str) -> bool {
-        self.run(&["has-session".into(), "-t".into(), target(session).into()])
-            .is_ok()
+    /// Whether the session exists (no server: it does not). Only a tmux that cannot be run
+    /// or does not answer is an error.
+    pub fn has_session(&self, session: &str) -> Result<bool, TmuxError> {
+        match self.run(&["has-session".into(), "-t".into(), target(session).into()]) {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Names of the server's sessions; `None` when no server answers.
@@ -329,6 +399,17 @@ impl Tmux {
     }
 }
 
+/// The error of a client that exited non-zero: what it said, or its exit status.
+fn failed(verb: String, out: &std::process::Output) -> TmuxError {
+    let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+    let stderr = if stderr.is_empty() {
+        format!("exit status {}", out.status)
+    } else {
+        stderr
+    };
+    TmuxError::Failed { verb, stderr }
+}
+
 fn parse_pane(out: &str) -> Option<Pane> {
     let mut it = out.split_whitespace();
     let pane_id = it.next()?.to_owned();
@@ -365,6 +446,39 @@ mod tests {
         assert_eq!(&s[dd + 1..dd + 4], ["/bin/subpane", "__worker", "/h/a"]);
         assert!(s.contains(&"remain-on-exit".to_string()));
         assert!(s.contains(&"=s-1:".to_string()));
+    }
+
+    #[test]
+    fn a_batch_may_take_longer_than_one_command_but_never_less() {
+        let limit = Duration::from_secs(30);
+        assert_eq!(batch_limit(limit, 1), limit);
+        assert_eq!(batch_limit(limit, 100), limit);
+        assert_eq!(
+            batch_limit(Duration::from_secs(1), 100),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            batch_limit(Duration::from_secs(1), 0),
+            Duration::from_secs(1)
+        );
+    }
+
+    #[test]
+    fn a_timeout_names_the_command_the_limit_and_the_server() {
+        let e = TmuxError::TimedOut {
+            source: command::TimedOut {
+                command: "tmux new-session".into(),
+                limit: Duration::from_secs(30),
+            },
+            socket: "/run/s.sock".into(),
+        };
+        let m = e.to_string();
+        assert!(
+            m.starts_with("`tmux new-session` did not finish within 30s and was killed"),
+            "{m}"
+        );
+        assert!(m.contains("SUBPANE_TMUX_TIMEOUT"), "{m}");
+        assert!(m.contains("tmux -S /run/s.sock kill-server"), "{m}");
     }
 
     #[test]

@@ -7,8 +7,19 @@ use crate::harness::{Ran, TestEnv};
 /// Runs `subpane ARGS` in a fresh environment and checks the refusal: exit 2, a message on
 /// stderr that contains every one of `mentions`, nothing on stdout, and no home created.
 fn refused(args: &[&str], mentions: &[&str]) -> Ran {
+    refused_with(&[], args, mentions)
+}
+
+/// [`refused`], with `vars` added to the environment of `subpane`.
+fn refused_with(vars: &[(&str, &str)], args: &[&str], mentions: &[&str]) -> Ran {
     let env = TestEnv::new();
-    let r = env.sp(args);
+    let r: Ran = env
+        .cmd()
+        .envs(vars.iter().copied())
+        .args(args)
+        .output()
+        .expect("run subpane")
+        .into();
     assert_eq!(r.code, 2, "subpane {args:?} should be refused: {r:?}");
     assert!(
         r.stdout.is_empty(),
@@ -135,6 +146,14 @@ fn malformed_durations_are_refused() {
     );
     refused(&["run", "--grace", "x", "--", "true"], &["--grace", "`x`"]);
     refused(&["run", "--linger", "10", "--", "true"], &["--linger"]);
+}
+
+#[test]
+fn a_malformed_tmux_timeout_is_refused_by_every_verb() {
+    let var = "SUBPANE_TMUX_TIMEOUT";
+    refused_with(&[(var, "5")], &["run", "--", "true"], &[var, "`5`"]);
+    refused_with(&[(var, "0s")], &["gc"], &[var, "greater than zero"]);
+    refused_with(&[(var, "soon")], &["ls"], &[var, "soon"]);
 }
 
 #[test]

@@ -288,6 +288,11 @@ fn cancel_stops_a_running_attempt() {
 fn attach_to_a_finished_run_without_its_session_points_to_logs() {
     let env = TestEnv::new();
     assert_eq!(env.sp(["run", "--run-id", "gone", "--", "true"]).code, 0);
+    // The worker shows its last lines in the pane after result.json, so the session may
+    // outlive `run` by a few milliseconds: this is about a run whose session is gone.
+    crate::harness::wait_until("the session to close", || {
+        (!env.has_session("gone-1")).then_some(())
+    });
     let r = env.sp(["attach", "gone"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("subpane logs gone"), "{}", r.stderr);

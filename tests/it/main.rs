@@ -21,6 +21,7 @@ mod retry;
 mod run;
 mod sandbox_exec;
 mod sandbox_run;
+mod tmux_hangs;
 mod trust;
 mod waiter;
 mod worktree;
