@@ -756,3 +756,34 @@ async fn a_run_whose_pane_cannot_start_answers_with_its_spawn_envelope() {
     c.close().await;
     env.assert_no_leftovers();
 }
+
+/// One damaged record does not make `list` fail: the run is a row of its own, named, with
+/// its problem, and the others are listed as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_names_a_damaged_run_and_lists_the_rest() {
+    let env = TestEnv::new();
+    for id in ["fine", "broken"] {
+        let r = env.sp(["run", "--json", "--run-id", id, "--", "true"]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let result = env.attempt_dir("broken", 1).join("result.json");
+    std::fs::remove_file(&result).unwrap();
+    std::fs::write(&result, "{ not an envelope").unwrap();
+    let c = connect(&env).await;
+    let r = c.call("list", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let runs = doc(&r)["runs"].as_array().unwrap().clone();
+    let row = |id: &str| runs.iter().find(|x| x["run_id"] == id).cloned();
+    assert_eq!(row("fine").unwrap()["status"], "completed", "{runs:?}");
+    let broken = row("broken").unwrap_or_else(|| panic!("{runs:?}"));
+    assert_eq!(broken["status"], "damaged", "{broken}");
+    assert!(
+        broken["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("result.json")),
+        "{broken}"
+    );
+    assert!(text(&r).contains("broken"), "{}", text(&r));
+    c.close().await;
+    env.assert_no_leftovers();
+}
