@@ -6,14 +6,19 @@
 //!  MCP call ──┘     (serde)        (pure: files and PATH          (resolved,      (attempt n: files,
 //!                                   through a trait)               immutable)      pane, launch.json)
 //!
-//!  find_run ─► Found ─► status / cancel / logs paths        Waiter (supervisor) ─► wait, run, logs -f
+//!  find_run ─► Found ─► status / cancel / logs paths
 //!  list ─► RunRow…      gc ─► GcReport
+//!
+//!  WaitLoop (one loop over the supervisor's Waiter, one heartbeat) driven by:
+//!    wait_with ─► WaitResult ─► wait_answers     Fanout ─► refills     follow ─► logs -f
 //! ```
 //!
 //! The command line, a fan-out file and an MCP server all turn their input into a
 //! [`RunRequest`], hand it to [`plan`] (every rule of valid input lives there, tested without
 //! a tmux server), and start the result with [`start`]. Answers come back as the typed
 //! contract documents of [`crate::envelope`]; nothing here prints or knows about clap.
+//!
+//! Every wait is a driver of the one [`WaitLoop`]: the front ends never touch the supervisor.
 //!
 //! Common pitfalls:
 //! * A spawn failure is an outcome, not an error: [`start`] returns the `spawn` envelope in
@@ -29,6 +34,8 @@ mod request;
 mod retry;
 mod runs;
 mod start_many;
+mod wait;
+mod wait_loop;
 pub mod worktree;
 
 pub use group::{group_runs, list_group};
@@ -37,10 +44,15 @@ pub use plan::{Plan, RealSystem, System, plan};
 pub use request::{RunRequest, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
 pub use runs::{
-    AttemptStatus, CancelOutcome, Found, LogFile, WaitMode, WaitOptions, WaitProgress, WaitResult,
-    attempt_status, cancel, find_run, gc, list, tmux_for, wait, wait_one, wait_targets, wait_with,
+    AttemptStatus, CancelOutcome, Found, LogFile, attempt_status, cancel, find_run, gc, list,
+    tmux_for,
 };
 pub use start_many::start_many;
+pub use wait::{
+    Followed, RunAnswer, WaitAnswers, WaitMode, WaitOptions, WaitProgress, WaitResult, follow,
+    wait, wait_answers, wait_one, wait_targets, wait_with, waiting_for,
+};
+pub use wait_loop::{Driver, Ended, Interrupter, Seen, WaitLoop};
 
 use crate::exit_code;
 

@@ -25,12 +25,11 @@ use super::reply::{finished, prepend, read_tail, result, text_of, to_value};
 use super::tools::{self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, StatusArgs, WaitArgs};
 use crate::app::fanout::{Event, Fanout, Options, new_group_id, plan_values};
 use crate::app::{
-    self, AttemptStatus, CancelOutcome, Error, RealSystem, RunRequest, WaitMode, WaitOptions,
-    WaitProgress,
+    self, AttemptStatus, CancelOutcome, Error, RealSystem, RunRequest, WaitLoop, WaitMode,
+    WaitOptions, WaitProgress,
 };
 use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
-use crate::supervisor::Waiter;
 
 /// How often a long call reports progress while nothing else happens.
 const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -156,22 +155,21 @@ impl Server {
         timeout: Option<Duration>,
         call: &Call,
     ) -> Result<(app::WaitResult, Vec<(AttemptPaths, AttemptSpec)>), Error> {
-        let mut waiter = Waiter::new()?;
-        let waker = waiter.waker();
-        call.on_cancel(move || waker.wake());
-        let stop = call.cancelled_flag();
+        let mut wl = WaitLoop::new()?;
+        let stop = wl.interrupter();
+        call.on_cancel(move || stop.interrupt());
         let reporter = call.reporter();
         blocking(move || {
             let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, &targets, p);
             let res = app::wait_with(
-                &mut waiter,
+                &mut wl,
                 &targets,
                 mode,
                 timeout,
                 WaitOptions {
                     heartbeat: Some(HEARTBEAT),
                     on_progress: Some(&mut report),
-                    stop: Some(stop),
+                    on_interrupt: None,
                 },
             )?;
             Ok((res, targets))
