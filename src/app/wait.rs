@@ -305,15 +305,37 @@ const NAMED: usize = 5;
 
 /// `waiting for a, b, c, d, e and 3 more`: what a wait says it waits for.
 pub fn waiting_for(targets: &[(AttemptPaths, AttemptSpec)]) -> String {
-    let names: Vec<&str> = targets
-        .iter()
-        .take(NAMED)
-        .map(|(_, s)| s.run_id.as_str())
-        .collect();
-    let more = targets.len() - names.len();
+    named(
+        targets.iter().map(|(_, s)| s.run_id.as_str()),
+        targets.len(),
+    )
+}
+
+/// The first [`NAMED`] of `ids` (of `total`), and how many more.
+fn named<'a>(ids: impl Iterator<Item = &'a str>, total: usize) -> String {
+    let names: Vec<&str> = ids.take(NAMED).collect();
     let mut s = format!("waiting for {}", names.join(", "));
-    if more > 0 {
-        s.push_str(&format!(" and {more} more"));
+    if total > names.len() {
+        s.push_str(&format!(" and {} more", total - names.len()));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_names_five_runs_and_counts_the_rest() {
+        let ids = ["a", "b", "c", "d", "e", "f", "g"];
+        assert_eq!(named(ids[..1].iter().copied(), 1), "waiting for a");
+        assert_eq!(
+            named(ids[..5].iter().copied(), 5),
+            "waiting for a, b, c, d, e"
+        );
+        assert_eq!(
+            named(ids.iter().copied(), 7),
+            "waiting for a, b, c, d, e and 2 more"
+        );
+    }
 }

@@ -211,43 +211,23 @@ impl Server {
             Mode::Any => WaitMode::Any,
             Mode::All => WaitMode::All,
         };
-        let names: Vec<&str> = targets
-            .iter()
-            .take(5)
-            .map(|(_, s)| s.run_id.as_str())
-            .collect();
-        let more = targets.len().saturating_sub(names.len());
-        call.reporter().say(format!(
-            "waiting for {}{}",
-            names.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ));
+        call.reporter().say(app::waiting_for(&targets));
         let (res, targets) = self.wait_on(targets, mode, timeout, call).await?;
         if res.stopped {
             return Err(Error::failed("cancelled by the client; the runs go on"));
         }
-        let timed_out = res.timed_out;
         blocking(move || {
+            let answers = app::wait_answers(targets, res)?;
             // Each run's share of the text, so many runs stay within one bound.
-            let share = (MAX_TEXT / targets.len().max(1)).max(512);
-            let mut docs = Vec::with_capacity(targets.len());
+            let share = (MAX_TEXT / answers.runs.len().max(1)).max(512);
+            let mut docs = Vec::with_capacity(answers.runs.len());
             let mut text = String::new();
-            let mut first = None;
-            for ((paths, spec), env) in targets.iter().zip(res.results) {
-                let status = match env {
-                    Some(e) => AttemptStatus::Finished(e),
-                    None => app::attempt_status(paths, spec)?,
-                };
-                match &status {
+            for r in &answers.runs {
+                match &r.status {
                     AttemptStatus::Finished(env) => {
-                        first.get_or_insert_with(|| env.run_id.clone());
-                        let r = finished(env, paths, spec);
-                        text.push_str(answer::cut(&text_of(&r), share).0);
-                        docs.push(r.structured_content.unwrap_or(Value::Null));
+                        let f = finished(env, &r.paths, &r.spec);
+                        text.push_str(answer::cut(&text_of(&f), share).0);
+                        docs.push(f.structured_content.unwrap_or(Value::Null));
                     }
                     AttemptStatus::Live(doc) => {
                         text.push_str(&answer::live_text(doc));
@@ -256,10 +236,14 @@ impl Server {
                 }
                 text.push('\n');
             }
-            if timed_out {
+            if answers.timed_out {
                 text.push_str("the timeout passed first; the runs that have not finished go on");
             }
-            let doc = json!({"timed_out": timed_out, "first_finished": first, "runs": docs});
+            let first = answers
+                .first_finished
+                .map(|i| answers.runs[i].spec.run_id.as_str());
+            let doc =
+                json!({"timed_out": answers.timed_out, "first_finished": first, "runs": docs});
             Ok(result(text.trim_end().to_owned(), doc))
         })
         .await

@@ -756,3 +756,42 @@ async fn a_run_whose_pane_cannot_start_answers_with_its_spawn_envelope() {
     c.close().await;
     env.assert_no_leftovers();
 }
+
+/// `wait` of the CLI and of the MCP server are one answer (`app::wait_answers`): the run that
+/// finished first is the first end the wait saw, not the first run named, and both say which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_server_agree_on_the_run_that_finished_first() {
+    let env = TestEnv::new();
+    let (late, early) = (
+        crate::harness::start_waiting(&env, "late", 0),
+        crate::harness::start_waiting(&env, "early", 3),
+    );
+    let c = connect(&env).await;
+    let c = Arc::new(c);
+    let c1 = c.clone();
+    let call =
+        tokio::spawn(async move { c1.call("wait", json!({"run_ids": ["late", "early"]})).await });
+    c.client.said("waiting for late, early").await;
+    // The CLI's `wait --any` at the same time: whenever it begins, early is the only end.
+    let cli = env
+        .cmd()
+        .args(["wait", "--any", "--json", "late", "early"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::harness::touch(&early);
+    let cli: crate::harness::Ran = tokio::task::spawn_blocking(move || cli.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap()
+        .into();
+    assert_eq!(cli.code, 1, "early failed (it exits 3): {cli:?}");
+    assert_eq!(cli.json()["run_id"], "early");
+    crate::harness::touch(&late);
+    let r = call.await.unwrap();
+    let v = doc(&r);
+    assert_eq!(v["first_finished"], "early", "{v}");
+    assert_eq!(v["runs"][0]["run_id"], "late", "in the order asked: {v}");
+    Arc::into_inner(c).expect("the only handle").close().await;
+    env.assert_no_leftovers();
+}
