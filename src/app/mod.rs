@@ -29,6 +29,7 @@
 pub mod fanout;
 mod group;
 mod launch;
+mod output_end;
 mod plan;
 mod request;
 mod retry;
@@ -40,6 +41,7 @@ pub mod worktree;
 
 pub use group::{group_runs, list_group};
 pub use launch::{Started, start};
+pub use output_end::{EndSize, Ends, OutputEnd, ends, log_end, output_end};
 pub use plan::{Plan, RealSystem, System, plan};
 pub use request::{RunRequest, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};

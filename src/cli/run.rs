@@ -239,7 +239,7 @@ fn report(env: &Envelope, paths: &AttemptPaths, json: bool) -> i32 {
     if json {
         print_json(env);
     } else {
-        print(&human_envelope(env, paths.dir()));
+        print(&human_envelope(env, paths));
     }
     env.exit_code()
 }

@@ -72,7 +72,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     for r in &shown {
         match &r.status {
             AttemptStatus::Finished(env) => {
-                human.push_str(&human_envelope(env, r.paths.dir()));
+                human.push_str(&human_envelope(env, &r.paths));
                 codes.push(env.exit_code());
             }
             AttemptStatus::Live(doc) => {

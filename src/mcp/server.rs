@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::answer::{self, MAX_TEXT};
 use super::call::{Call, Cancels, Reporter, blocking};
-use super::reply::{finished, prepend, read_tail, result, text_of, to_value};
+use super::reply::{finished, prepend, result, text_of, to_value};
 use super::tools::{self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, StatusArgs, WaitArgs};
 use crate::app::fanout::{Event, Fanout, Options, new_group_id, plan_values};
 use crate::app::{
@@ -96,7 +96,7 @@ impl Server {
         .await?;
         let (paths, spec) = (started.paths.clone(), started.spec.clone());
         if let Some(env) = &started.spawn_failed {
-            return Ok(finished(env, &paths, &spec));
+            return Ok(finished(env, &paths));
         }
         let mut text = format!(
             "run {} (attempt {}) started; attempt directory {}; a human can watch it with \
@@ -133,7 +133,7 @@ impl Server {
             )));
         }
         let mut r = match res.results.into_iter().next().flatten() {
-            Some(env) => finished(&env, &paths, &spec),
+            Some(env) => finished(&env, &paths),
             None => return Err(Error::failed("the attempt ended without an envelope")),
         };
         if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
@@ -183,7 +183,7 @@ impl Server {
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::attempt_status(&f.paths, &f.spec)? {
-                AttemptStatus::Finished(env) => finished(&env, &f.paths, &f.spec),
+                AttemptStatus::Finished(env) => finished(&env, &f.paths),
                 AttemptStatus::Live(doc) => result(answer::live_text(&doc), to_value(&doc)),
             })
         })
@@ -225,7 +225,7 @@ impl Server {
             for r in &answers.runs {
                 match &r.status {
                     AttemptStatus::Finished(env) => {
-                        let f = finished(env, &r.paths, &r.spec);
+                        let f = finished(env, &r.paths);
                         text.push_str(answer::cut(&text_of(&f), share).0);
                         docs.push(f.structured_content.unwrap_or(Value::Null));
                     }
@@ -256,7 +256,7 @@ impl Server {
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             let path = f.log_path(a.file);
-            let Some((tail, size)) = read_tail(&path, max)? else {
+            let Some((tail, size)) = app::log_end(&path, max)? else {
                 let text = format!("{} does not exist (yet)", path.display());
                 let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
                                  "path": path, "exists": false, "size": 0, "truncated": false,
@@ -291,7 +291,7 @@ impl Server {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::cancel(&f, grace_ms)? {
                 CancelOutcome::AlreadyFinished(env) => {
-                    let mut r = finished(&env, &f.paths, &f.spec);
+                    let mut r = finished(&env, &f.paths);
                     prepend(&mut r, "already finished; nothing to cancel\n");
                     r
                 }
