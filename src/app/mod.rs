@@ -33,6 +33,7 @@ mod output_end;
 mod plan;
 mod request;
 mod retry;
+mod run;
 mod runs;
 mod start_many;
 mod wait;
@@ -45,6 +46,7 @@ pub use output_end::{EndSize, Ends, OutputEnd, ends, log_end, output_end};
 pub use plan::{Plan, RealSystem, System, plan};
 pub use request::{RunRequest, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
+pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};
 pub use runs::{
     AttemptStatus, CancelOutcome, Found, LogFile, attempt_status, cancel, find_run, gc, list,
     tmux_for,

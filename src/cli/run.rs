@@ -1,4 +1,5 @@
-//! `subpane run`: flags → [`RunRequest`] → plan → start → (unless `--detach`) wait → print.
+//! `subpane run`: flags → [`RunRequest`] → plan → [`app::run`] (start, and unless `--detach`
+//! wait) → print.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use super::CliError;
 use super::common::{print, print_json};
 use super::interrupt;
 use super::output::human_envelope;
-use crate::app::{self, RealSystem, RunRequest, parse_kv};
+use crate::app::{self, RealSystem, RunOutcome, RunRequest, Started, parse_kv};
 use crate::envelope::Envelope;
 use crate::spec::AgentKind;
 use crate::store::{AttemptPaths, Home};
@@ -183,55 +184,67 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
 }
 
 /// Starts a planned attempt (of `run` or `retry`) and, unless `detach`, waits for it like
-/// `run` does: Ctrl-C cancels it, and its envelope (or a summary) is printed. Returns the
-/// exit code.
+/// `run` does ([`app::run`]): Ctrl-C cancels it, and its envelope (or a summary) is printed.
+/// Returns the exit code.
 pub(super) fn start_and_report(
     home: &Home,
     plan: app::Plan,
     detach: bool,
     json: bool,
 ) -> Result<i32, CliError> {
+    let mut wl = app::WaitLoop::new()?;
     if !detach {
         // Before the launch: a Ctrl-C during it must queue and then cancel, not kill us.
         interrupt::block();
+        interrupt::cancel_on_interrupt(plan.spec.run_id.to_string(), wl.interrupter());
     }
-    let started = app::start(home, plan)?;
-    for w in &started.warnings {
-        eprintln!("subpane: warning: {w}");
-    }
-    if let Some(env) = &started.spawn_failed {
-        // The pane never started: the `spawn` envelope is the answer, with or without --detach.
-        eprintln!("subpane: error: {}", env.output.errors.join("; "));
-        return Ok(report(env, &started.paths, json));
-    }
-    let spec = &started.spec;
-    if detach {
-        if json {
-            print_json(&started.answer());
-        } else {
-            print(&format!("{}\n", spec.run_id));
+    let mut on_started = |started: &Started| {
+        for w in &started.warnings {
+            eprintln!("subpane: warning: {w}");
         }
-        return Ok(crate::exit_code::COMPLETED);
+        if let Some(env) = &started.spawn_failed {
+            // The pane never started: the `spawn` envelope is the answer, with or without
+            // --detach.
+            eprintln!("subpane: error: {}", env.output.errors.join("; "));
+            return;
+        }
+        use std::io::IsTerminal;
+        if !detach && !json && std::io::stderr().is_terminal() {
+            let spec = &started.spec;
+            let which = if spec.attempt > 1 {
+                format!(" attempt {}", spec.attempt)
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "subpane: run {}{which} started; watch it with `subpane attach {}`",
+                spec.run_id, spec.run_id
+            );
+        }
+    };
+    let opts = app::RunOptions {
+        detach,
+        on_interrupt: app::OnInterrupt::CancelAndWait,
+        heartbeat: None,
+        on_started: Some(&mut on_started),
+        on_progress: None,
+    };
+    match app::run(home, plan, &mut wl, opts)? {
+        RunOutcome::Detached(started) => {
+            if json {
+                print_json(&started.answer());
+            } else {
+                print(&format!("{}\n", started.spec.run_id));
+            }
+            Ok(crate::exit_code::COMPLETED)
+        }
+        RunOutcome::Finished { started, envelope } => Ok(report(&envelope, &started.paths, json)),
+        // Not asked for: an interrupt cancels and waits.
+        RunOutcome::Cancelled(started) => Err(CliError::failed(format!(
+            "stopped waiting for run {}",
+            started.spec.run_id
+        ))),
     }
-    use std::io::IsTerminal;
-    if !json && std::io::stderr().is_terminal() {
-        let which = if spec.attempt > 1 {
-            format!(" attempt {}", spec.attempt)
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "subpane: run {}{which} started; watch it with `subpane attach {}`",
-            spec.run_id, spec.run_id
-        );
-    }
-    interrupt::cancel_on_interrupt(
-        spec.run_id.to_string(),
-        started.paths.clone(),
-        spec.limits.grace_ms,
-    );
-    let env = app::wait_one(&started.paths, spec)?;
-    Ok(report(&env, &started.paths, json))
 }
 
 /// Prints a finished attempt's envelope (JSON or a summary) and returns its exit code.

@@ -25,8 +25,8 @@ use super::reply::{finished, prepend, result, text_of, to_value};
 use super::tools::{self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, StatusArgs, WaitArgs};
 use crate::app::fanout::{Event, Fanout, Options, new_group_id, plan_values};
 use crate::app::{
-    self, AttemptStatus, CancelOutcome, Error, RealSystem, RunRequest, WaitLoop, WaitMode,
-    WaitOptions, WaitProgress,
+    self, AttemptStatus, CancelOutcome, Error, OnInterrupt, RealSystem, RunOptions, RunOutcome,
+    RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
 };
 use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
@@ -89,61 +89,59 @@ impl Server {
         };
         let req: RunRequest = parse(tools::RUN, args)?;
         let home = self.home.clone();
-        let started = blocking(move || {
-            let plan = app::plan(&req, &home, &RealSystem)?;
-            app::start(&home, plan)
-        })
-        .await?;
-        let (paths, spec) = (started.paths.clone(), started.spec.clone());
-        if let Some(env) = &started.spawn_failed {
-            return Ok(finished(env, &paths));
-        }
-        let mut text = format!(
-            "run {} (attempt {}) started; attempt directory {}; a human can watch it with \
-             `subpane attach {}`",
-            spec.run_id,
-            spec.attempt,
-            paths.dir().display(),
-            spec.run_id
-        );
-        for w in &started.warnings {
-            text.push_str(&format!("\nwarning: {w}"));
-        }
-        if !wait {
-            text.push_str("\nuse the `wait` or `status` tool with this run_id for its result");
-            return Ok(result(text, to_value(&started.answer())));
+        let mut wl = WaitLoop::new()?;
+        if wait {
+            // The client gave up on this call: the run it started stops too (a cancel that
+            // comes while the pane starts is kept for it).
+            let stop = wl.interrupter();
+            call.on_cancel(move || stop.interrupt());
         }
         let reporter = call.reporter();
-        reporter.say(text);
-        let targets = vec![(paths.clone(), spec.clone())];
-        let (res, _) = self.wait_on(targets, WaitMode::All, None, call).await?;
-        if res.stopped {
-            // The client gave up on this call: the run it started stops too.
-            let home = self.home.clone();
-            let id = spec.run_id.to_string();
-            let n = spec.attempt;
-            blocking(move || {
-                let found = app::find_run(&home, &id, Some(n))?;
-                app::cancel(&found, None).map(|_| ())
-            })
-            .await?;
-            return Err(Error::failed(format!(
-                "cancelled by the client: run {} was asked to stop",
-                spec.run_id
-            )));
-        }
-        let mut r = match res.results.into_iter().next().flatten() {
-            Some(env) => finished(&env, &paths),
-            None => return Err(Error::failed("the attempt ended without an envelope")),
-        };
-        if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
-            let mut text = t.text.clone();
-            for w in &started.warnings {
-                text.push_str(&format!("\nwarning: {w}"));
+        let out = blocking(move || {
+            let plan = app::plan(&req, &home, &RealSystem)?;
+            let run_id = plan.spec.run_id.to_string();
+            let mut on_started = |s: &Started| {
+                if wait && s.spawn_failed.is_none() {
+                    reporter.say(started_text(s));
+                }
+            };
+            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, Some(&run_id), p);
+            let opts = RunOptions {
+                detach: !wait,
+                on_interrupt: OnInterrupt::CancelAndReturn,
+                heartbeat: Some(HEARTBEAT),
+                on_started: Some(&mut on_started),
+                on_progress: Some(&mut report),
+            };
+            app::run(&home, plan, &mut wl, opts)
+        })
+        .await?;
+        match out {
+            RunOutcome::Detached(started) => {
+                let text = format!(
+                    "{}\nuse the `wait` or `status` tool with this run_id for its result",
+                    started_text(&started)
+                );
+                Ok(result(text, to_value(&started.answer())))
             }
-            r.content[0] = ContentBlock::text(text);
+            RunOutcome::Finished { started, envelope } => {
+                let mut r = finished(&envelope, &started.paths);
+                if started.spawn_failed.is_none() {
+                    if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
+                        let mut text = t.text.clone();
+                        for w in &started.warnings {
+                            text.push_str(&format!("\nwarning: {w}"));
+                        }
+                        r.content[0] = ContentBlock::text(text);
+                    }
+                }
+                Ok(r)
+            }
+            RunOutcome::Cancelled(started) => Err(Error::failed(format!(
+                "cancelled by the client: run {} was asked to stop",
+                started.spec.run_id
+            ))),
         }
-        Ok(r)
     }
 
     /// Waits for `targets` on a blocking thread, reporting progress, until the mode is met,
@@ -160,7 +158,8 @@ impl Server {
         call.on_cancel(move || stop.interrupt());
         let reporter = call.reporter();
         blocking(move || {
-            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, &targets, p);
+            let only = (targets.len() == 1).then(|| targets[0].1.run_id.to_string());
+            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, only.as_deref(), p);
             let res = app::wait_with(
                 &mut wl,
                 &targets,
@@ -386,24 +385,37 @@ fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Error> {
     })
 }
 
-/// A progress message for a wait: how many finished, and which one just did.
-fn say_progress(
-    reporter: &Reporter,
-    targets: &[(AttemptPaths, AttemptSpec)],
-    p: &WaitProgress<'_>,
-) {
+/// A progress message for a wait: how many finished, and which one just did. `only`: the
+/// run id when the wait is for one run.
+fn say_progress(reporter: &Reporter, only: Option<&str>, p: &WaitProgress<'_>) {
     let secs = p.elapsed.as_secs();
-    let msg = match p.finished.and_then(|i| p.results[i].as_ref()) {
-        Some(env) => format!(
+    let msg = match (p.finished.and_then(|i| p.results[i].as_ref()), only) {
+        (Some(env), _) => format!(
             "{}/{} finished; {}",
             p.done,
             p.total,
             answer::ended_line(env)
         ),
-        None if p.total == 1 => format!("run {} running for {secs}s", targets[0].1.run_id),
-        None => format!("{}/{} finished after {secs}s", p.done, p.total),
+        (None, Some(id)) => format!("run {id} running for {secs}s"),
+        (None, None) => format!("{}/{} finished after {secs}s", p.done, p.total),
     };
     reporter.say(msg);
+}
+
+/// What a `run` call says once its attempt runs: where it is, and its warnings.
+fn started_text(s: &Started) -> String {
+    let mut text = format!(
+        "run {} (attempt {}) started; attempt directory {}; a human can watch it with \
+         `subpane attach {}`",
+        s.spec.run_id,
+        s.spec.attempt,
+        s.paths.dir().display(),
+        s.spec.run_id
+    );
+    for w in &s.warnings {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
+    text
 }
 
 impl ServerHandler for Server {
