@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use clap::{Args, ValueEnum};
 
@@ -12,8 +13,18 @@ use super::interrupt;
 use super::output::human_envelope;
 use crate::app::{self, RealSystem, RunOutcome, RunRequest, Started, parse_kv};
 use crate::envelope::Envelope;
-use crate::spec::AgentKind;
+use crate::spec::{AgentKind, DEFAULT_GRACE, DEFAULT_LINGER, DEFAULT_MAX_DEPTH, duration_text};
 use crate::store::{AttemptPaths, Home};
+
+/// The defaults of the limits as `--help` shows them: [`crate::spec::Limits::default`]'s.
+static DEFAULT_LINGER_TEXT: LazyLock<String> = LazyLock::new(|| duration_text(DEFAULT_LINGER));
+static DEFAULT_GRACE_TEXT: LazyLock<String> = LazyLock::new(|| duration_text(DEFAULT_GRACE));
+static MAX_DEPTH_HELP: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "How deep runs started by this run's program may nest (it can only lower the limit an \
+         enclosing attempt gave) [default: {DEFAULT_MAX_DEPTH}]"
+    )
+});
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AgentArg {
@@ -62,10 +73,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR")]
     pub idle_timeout: Option<String>,
     /// How long an agent may stay alive after its final event
-    #[arg(long, value_name = "DUR", default_value = "5s")]
+    #[arg(long, value_name = "DUR", default_value = DEFAULT_LINGER_TEXT.as_str())]
     pub linger: String,
     /// Time between SIGTERM and SIGKILL when stopping the process group
-    #[arg(long, value_name = "DUR", default_value = "3s")]
+    #[arg(long, value_name = "DUR", default_value = DEFAULT_GRACE_TEXT.as_str())]
     pub grace: String,
     /// Model for the agent
     #[arg(long, value_name = "M", requires = "agent")]
@@ -95,9 +106,9 @@ pub struct RunArgs {
     /// is kept until `subpane gc`. Outside a git work tree: refused (exit 2)
     #[arg(long)]
     pub worktree: bool,
-    /// How deep runs started by this run's program may nest (it can only lower the limit an
-    /// enclosing attempt gave) [default: 3]
-    #[arg(long, value_name = "N")]
+    // How deep runs may nest; not a clap default: without the flag the limit an enclosing
+    // attempt gave holds.
+    #[arg(long, value_name = "N", help = MAX_DEPTH_HELP.as_str())]
     pub max_depth: Option<u32>,
     /// Run the program in a kernel sandbox: it writes only its workspace (--cwd, or the
     /// worktree with its repository's git directory but not its hooks or config), its attempt
@@ -255,4 +266,38 @@ fn report(env: &Envelope, paths: &AttemptPaths, json: bool) -> i32 {
         print(&human_envelope(env, paths));
     }
     env.exit_code()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use crate::app::fanout::DEFAULT_CONCURRENCY;
+    use crate::spec::{Limits, millis, parse_duration};
+
+    fn parse(args: &[&str]) -> Command {
+        Cli::try_parse_from(args).unwrap().command
+    }
+
+    /// The flags' defaults are the ones defined once for every front end.
+    #[test]
+    fn the_flags_default_to_the_limits_in_force() {
+        let Command::Run(a) = parse(&["subpane", "run", "--", "true"]) else {
+            panic!("not run");
+        };
+        let req = a.to_request().unwrap();
+        let ms = |v: Option<String>| millis(parse_duration("", &v.unwrap()).unwrap());
+        let d = Limits::default();
+        assert_eq!(ms(req.linger), d.linger_ms);
+        assert_eq!(ms(req.grace), d.grace_ms);
+        assert_eq!(
+            req.max_depth, None,
+            "without the flag, an enclosing limit holds"
+        );
+        let Command::Fanout(f) = parse(&["subpane", "fanout", "-"]) else {
+            panic!("not fanout");
+        };
+        assert_eq!(f.concurrency, DEFAULT_CONCURRENCY);
+    }
 }

@@ -23,7 +23,7 @@ use super::answer::{self, MAX_TEXT};
 use super::call::{Call, Cancels, Reporter, blocking};
 use super::reply::{finished, prepend, result, text_of, to_value};
 use super::tools::{self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, StatusArgs, WaitArgs};
-use crate::app::fanout::{Event, Fanout, Options, new_group_id, plan_values};
+use crate::app::fanout::{DEFAULT_CONCURRENCY, Event, Fanout, Options, new_group_id, plan_values};
 use crate::app::{
     self, AttemptStatus, CancelOutcome, Error, OnInterrupt, RealSystem, RunOptions, RunOutcome,
     RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
@@ -33,12 +33,6 @@ use crate::store::{AttemptPaths, Home};
 
 /// How often a long call reports progress while nothing else happens.
 const HEARTBEAT: Duration = Duration::from_secs(5);
-/// `logs`: default and largest `max_bytes`.
-const LOGS_DEFAULT: u64 = 16 * 1024;
-const LOGS_MAX: u64 = 256 * 1024;
-/// `list`: default and largest `limit`.
-const LIST_DEFAULT: usize = 50;
-const LIST_MAX: usize = 500;
 
 /// The MCP server of one subpane home.
 #[derive(Clone)]
@@ -250,7 +244,10 @@ impl Server {
 
     async fn logs(&self, args: Value) -> Answer {
         let a: LogsArgs = parse(tools::LOGS, args)?;
-        let max = a.max_bytes.unwrap_or(LOGS_DEFAULT).clamp(1, LOGS_MAX);
+        let max = a
+            .max_bytes
+            .unwrap_or(tools::LOGS_DEFAULT)
+            .clamp(1, tools::LOGS_MAX);
         let home = self.home.clone();
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
@@ -308,7 +305,10 @@ impl Server {
 
     async fn list(&self, args: Value) -> Answer {
         let a: ListArgs = parse(tools::LIST, args)?;
-        let limit = a.limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX);
+        let limit = a
+            .limit
+            .unwrap_or(tools::LIST_DEFAULT)
+            .clamp(1, tools::LIST_MAX);
         let home = self.home.clone();
         blocking(move || {
             let mut rows = app::list_group(&home, a.status, a.group.as_deref())?;
@@ -330,7 +330,7 @@ impl Server {
             ));
         }
         let opts = Options {
-            concurrency: a.concurrency.unwrap_or(4),
+            concurrency: a.concurrency.unwrap_or(DEFAULT_CONCURRENCY as usize),
             fail_fast: a.fail_fast,
             cancel_siblings: a.cancel_siblings,
             tick: Some(HEARTBEAT),
