@@ -6,19 +6,29 @@
 //!  MCP call ──┘     (serde)        (pure: files and PATH          (resolved,      (attempt n: files,
 //!                                   through a trait)               immutable)      pane, launch.json)
 //!
+//!  run(home, plan, loop, opts): start ─► (unless detached) wait ─► RunOutcome   `run`, `retry`,
+//!                                ▲ interrupts ─► cancel_on_interrupt            the MCP `run`
+//!
 //!  find_run ─► Found ─► status / cancel / logs paths
 //!  list ─► RunRow…      gc ─► GcReport
 //!
-//!  WaitLoop (one loop over the supervisor's Waiter, one heartbeat) driven by:
+//!  WaitLoop (one loop over the supervisor's Waiter, one heartbeat, interrupts) driven by:
 //!    wait_with ─► WaitResult ─► wait_answers     Fanout ─► refills     follow ─► logs -f
+//!
+//!  ends(envelope, paths, EndSize::TERMINAL | ANSWER): what an answer shows of the output
 //! ```
 //!
 //! The command line, a fan-out file and an MCP server all turn their input into a
 //! [`RunRequest`], hand it to [`plan`] (every rule of valid input lives there, tested without
-//! a tmux server), and start the result with [`start`]. Answers come back as the typed
-//! contract documents of [`crate::envelope`]; nothing here prints or knows about clap.
+//! a tmux server), and start the result with [`start`] (or [`run`], which also waits and
+//! cancels on interrupts). Answers come back as the typed contract documents of
+//! [`crate::envelope`] and [`RunAnswer`]s; nothing here prints or knows about clap.
 //!
-//! Every wait is a driver of the one [`WaitLoop`]: the front ends never touch the supervisor.
+//! One place per rule that both front ends show: every wait is a driver of the one
+//! [`WaitLoop`] (the front ends never touch the supervisor), a wait's answers come from
+//! [`wait_answers`] and its message from [`waiting_for`], the ends of a program's output from
+//! [`ends`], and each default from one constant ([`fanout::DEFAULT_CONCURRENCY`],
+//! [`crate::spec::DEFAULT_LINGER`], …) that clap and the MCP schemas refer to.
 //!
 //! Common pitfalls:
 //! * A spawn failure is an outcome, not an error: [`start`] returns the `spawn` envelope in

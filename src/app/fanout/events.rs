@@ -25,7 +25,7 @@ pub enum Event<'a> {
     /// Something went wrong that does not stop the fan-out (a record that could not be
     /// written, a cancel that could not be delivered).
     Warning(String),
-    /// [`Options::tick`] passed.
+    /// [`Options::tick`](super::Options::tick) passed (the wait loop's heartbeat).
     Tick,
 }
 
