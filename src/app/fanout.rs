@@ -34,7 +34,7 @@ use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use super::wait_loop::{Driver, Interrupter, Seen, WaitLoop};
+use super::wait_loop::{Driver, Interrupter, Seen, WaitLoop, done_when};
 use super::{Error, Found, Plan, Started, cancel, start_many};
 use crate::envelope::{Envelope, FanoutReport, FanoutTask, TaskStatus};
 use crate::spec::RunRecord;
@@ -192,13 +192,10 @@ impl Driver for Drive<'_, '_> {
         if !s.stopping {
             s.fill(wl, self.on_event);
         }
-        Ok(
-            if s.running.is_empty() && (s.stopping || s.queue.is_empty()) {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            },
-        )
+        // Nothing runs, and nothing will start.
+        Ok(done_when(
+            s.running.is_empty() && (s.stopping || s.queue.is_empty()),
+        ))
     }
 
     fn seen(&mut self, _wl: &mut WaitLoop, seen: Seen) -> Result<ControlFlow<()>, Error> {

@@ -19,7 +19,7 @@
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use super::wait_loop::{Driver, Ended, Seen, WaitLoop};
+use super::wait_loop::{Driver, Ended, Seen, WaitLoop, done_when};
 use super::{AttemptStatus, Error, Found, attempt_status, find_run, group_runs};
 use crate::envelope::Envelope;
 use crate::spec::AttemptSpec;
@@ -178,11 +178,7 @@ impl Driver for Collect<'_> {
                 return Ok(flow);
             }
         }
-        Ok(if self.done == self.tokens.len() {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        })
+        Ok(done_when(self.done == self.tokens.len()))
     }
 
     fn seen(&mut self, _wl: &mut WaitLoop, seen: Seen) -> Result<ControlFlow<()>, Error> {
@@ -195,9 +191,9 @@ impl Driver for Collect<'_> {
                 self.done += 1;
                 self.first_finished.get_or_insert(i);
                 self.report(Some(i));
-                if self.mode == WaitMode::Any || self.done == self.tokens.len() {
-                    return Ok(ControlFlow::Break(()));
-                }
+                return Ok(done_when(
+                    self.mode == WaitMode::Any || self.done == self.tokens.len(),
+                ));
             }
             Seen::Beat => self.report(None),
             Seen::Changed(_) => {}

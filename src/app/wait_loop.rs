@@ -64,6 +64,15 @@ pub trait Driver {
     fn seen(&mut self, wl: &mut WaitLoop, seen: Seen) -> Result<ControlFlow<()>, Error>;
 }
 
+/// `Break` when `done`: what a driver answers once it has what it waits for.
+pub fn done_when(done: bool) -> ControlFlow<()> {
+    if done {
+        ControlFlow::Break(())
+    } else {
+        ControlFlow::Continue(())
+    }
+}
+
 /// How [`WaitLoop::run`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {

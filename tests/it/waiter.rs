@@ -10,8 +10,12 @@ use subpane::supervisor::{Token, WaitEvent, Waiter};
 
 use crate::harness::{TestEnv, start_waiting, touch, wait_until};
 
+fn find(env: &TestEnv, run: &str) -> app::Found {
+    app::find_run(&Home::at(env.home.clone()), run, None).unwrap()
+}
+
 fn add(w: &mut Waiter, env: &TestEnv, run: &str) -> Token {
-    let f = app::find_run(&Home::at(env.home.clone()), run, None).unwrap();
+    let f = find(env, run);
     w.add(f.paths, f.spec).unwrap()
 }
 
@@ -97,7 +101,7 @@ fn another_thread_can_wake_a_waiter_blocked_on_running_attempts() {
 fn a_followed_attempt_reports_its_logs_growing_then_its_end() {
     let env = TestEnv::new();
     let flag = start_waiting(&env, "f", 0);
-    let f = app::find_run(&Home::at(env.home.clone()), "f", None).unwrap();
+    let f = find(&env, "f");
     let out = f.paths.stdout_log();
     let mut w = Waiter::new().unwrap();
     let t = w.follow(f.paths.clone(), f.spec.clone()).unwrap();
@@ -144,7 +148,7 @@ fn the_heartbeat_skips_beats_missed_while_the_reporter_was_busy() {
     const EVERY: Duration = Duration::from_millis(200);
     let env = TestEnv::new();
     let flag = start_waiting(&env, "hb", 0);
-    let f = app::find_run(&Home::at(env.home.clone()), "hb", None).unwrap();
+    let f = find(&env, "hb");
     let t0 = Instant::now();
     let mut beats: Vec<Instant> = Vec::new();
     let mut report = |p: &app::WaitProgress<'_>| {
@@ -216,7 +220,6 @@ fn ends_that_come_together_are_seen_before_the_driver_settles() {
         }
     }
     let env = TestEnv::new();
-    let home = Home::at(env.home.clone());
     for id in ["e1", "e2", "e3"] {
         touch(&start_waiting(&env, id, 0));
         let done = env.attempt_dir(id, 1).join("result.json");
@@ -225,7 +228,7 @@ fn ends_that_come_together_are_seen_before_the_driver_settles() {
     let mut wl = app::WaitLoop::new().unwrap();
     wl.interrupter().interrupt();
     for id in ["e1", "e2", "e3"] {
-        let f = app::find_run(&home, id, None).unwrap();
+        let f = find(&env, id);
         wl.add(f.paths, f.spec).unwrap();
     }
     let mut c = Counts {
@@ -250,7 +253,7 @@ fn ends_that_come_together_are_seen_before_the_driver_settles() {
 fn follow_looks_first_then_on_changes_and_ends_with_everything_written() {
     let env = TestEnv::new();
     let flag = start_waiting(&env, "fo", 0);
-    let f = app::find_run(&Home::at(env.home.clone()), "fo", None).unwrap();
+    let f = find(&env, "fo");
     let out = f.log_path(None);
     let mut seen: Vec<(app::Followed, String)> = Vec::new();
     app::follow(&f, &mut |what| {
@@ -280,7 +283,7 @@ fn follow_looks_first_then_on_changes_and_ends_with_everything_written() {
 fn an_interrupt_stops_a_wait_and_the_run_goes_on() {
     let env = TestEnv::new();
     let flag = start_waiting(&env, "st", 0);
-    let f = app::find_run(&Home::at(env.home.clone()), "st", None).unwrap();
+    let f = find(&env, "st");
     let targets = [(f.paths.clone(), f.spec.clone())];
     let mut wl = app::WaitLoop::new().unwrap();
     let stop = wl.interrupter();
