@@ -6,14 +6,29 @@
 //!  MCP call ──┘     (serde)        (pure: files and PATH          (resolved,      (attempt n: files,
 //!                                   through a trait)               immutable)      pane, launch.json)
 //!
-//!  find_run ─► Found ─► status / cancel / logs paths        Waiter (supervisor) ─► wait, run, logs -f
+//!  run(home, plan, loop, opts): start ─► (unless detached) wait ─► RunOutcome   `run`, `retry`,
+//!                                ▲ interrupts ─► cancel_on_interrupt            the MCP `run`
+//!
+//!  find_run ─► Found ─► status / cancel / logs paths
 //!  list ─► RunRow…      gc ─► GcReport
+//!
+//!  WaitLoop (one loop over the supervisor's Waiter, one heartbeat, interrupts) driven by:
+//!    wait_with ─► WaitResult ─► wait_answers     Fanout ─► refills     follow ─► logs -f
+//!
+//!  ends(envelope, paths, EndSize::TERMINAL | ANSWER): what an answer shows of the output
 //! ```
 //!
 //! The command line, a fan-out file and an MCP server all turn their input into a
 //! [`RunRequest`], hand it to [`plan`] (every rule of valid input lives there, tested without
-//! a tmux server), and start the result with [`start`]. Answers come back as the typed
-//! contract documents of [`crate::envelope`]; nothing here prints or knows about clap.
+//! a tmux server), and start the result with [`start`] (or [`run`], which also waits and
+//! cancels on interrupts). Answers come back as the typed contract documents of
+//! [`crate::envelope`] and [`RunAnswer`]s; nothing here prints or knows about clap.
+//!
+//! One place per rule that both front ends show: every wait is a driver of the one
+//! [`WaitLoop`] (the front ends never touch the supervisor), a wait's answers come from
+//! [`wait_answers`] and its message from [`waiting_for`], the ends of a program's output from
+//! [`ends`], and each default from one constant ([`fanout::DEFAULT_CONCURRENCY`],
+//! [`crate::spec::DEFAULT_LINGER`], …) that clap and the MCP schemas refer to.
 //!
 //! Common pitfalls:
 //! * A spawn failure is an outcome, not an error: [`start`] returns the `spawn` envelope in
@@ -24,23 +39,34 @@
 pub mod fanout;
 mod group;
 mod launch;
+mod output_end;
 mod plan;
 mod request;
 mod retry;
+mod run;
 mod runs;
 mod start_many;
+mod wait;
+mod wait_loop;
 pub mod worktree;
 
 pub use group::{group_runs, list_group};
 pub use launch::{Started, start};
+pub use output_end::{EndSize, Ends, OutputEnd, ends, log_end, output_end};
 pub use plan::{Plan, RealSystem, System, plan};
 pub use request::{RunRequest, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
+pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};
 pub use runs::{
-    AttemptStatus, CancelOutcome, Found, LogFile, WaitMode, WaitOptions, WaitProgress, WaitResult,
-    attempt_status, cancel, find_run, gc, list, tmux_for, wait, wait_one, wait_targets, wait_with,
+    AttemptStatus, CancelOutcome, Found, LogFile, attempt_status, cancel, find_run, gc, list,
+    tmux_for,
 };
 pub use start_many::start_many;
+pub use wait::{
+    Followed, RunAnswer, WaitAnswers, WaitMode, WaitOptions, WaitProgress, WaitResult, follow,
+    wait, wait_answers, wait_one, wait_targets, wait_with, waiting_for,
+};
+pub use wait_loop::{Driver, Ended, Interrupter, Seen, WaitLoop};
 
 use crate::exit_code;
 

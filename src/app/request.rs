@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::Error;
-use crate::spec::AgentKind;
+use crate::spec::{AgentKind, DEFAULT_GRACE, DEFAULT_LINGER, DEFAULT_MAX_DEPTH, duration_text};
 
 /// A request to run something: the flags of `subpane run`, a line of a fan-out file, or the
 /// arguments of an MCP `run` call. Nothing in it is checked yet; [`super::plan`] does that.
@@ -59,9 +59,11 @@ pub struct RunRequest {
     pub timeout: Option<String>,
     /// Stop the attempt after this long without output, e.g. "5m".
     pub idle_timeout: Option<String>,
-    /// How long an agent may stay alive after its final event (default "5s").
+    /// How long an agent may stay alive after its final event.
+    #[schemars(extend("default" = duration_text(DEFAULT_LINGER)))]
     pub linger: Option<String>,
-    /// Time between SIGTERM and SIGKILL when stopping (default "3s").
+    /// Time between SIGTERM and SIGKILL when stopping.
+    #[schemars(extend("default" = duration_text(DEFAULT_GRACE)))]
     pub grace: Option<String>,
     /// Variables set for the program; records keep their names only, never the values.
     pub env: BTreeMap<String, String>,
@@ -83,7 +85,8 @@ pub struct RunRequest {
     /// Run in a new git worktree of the `cwd` repository (its diff is stored at the end).
     pub worktree: bool,
     /// How deep runs started by this run's program (and theirs) may nest; it can only lower
-    /// the limit inherited from an enclosing attempt (default 3).
+    /// the limit inherited from an enclosing attempt.
+    #[schemars(extend("default" = DEFAULT_MAX_DEPTH))]
     pub max_depth: Option<u32>,
 }
 

@@ -58,7 +58,7 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
     if a.json {
         print_json(&env);
     } else {
-        print(&human_envelope(&env, f.paths.dir()));
+        print(&human_envelope(&env, &f.paths));
     }
     Ok(0)
 }

@@ -14,7 +14,9 @@ use super::CliError;
 use super::common::{color_stdout, print, print_json};
 use super::interrupt;
 use crate::app::RealSystem;
-use crate::app::fanout::{Event, Fanout, Options, Progress, StopReason, new_group_id, plan_tasks};
+use crate::app::fanout::{
+    DEFAULT_CONCURRENCY, Event, Fanout, Options, Progress, StopReason, new_group_id, plan_tasks,
+};
 use crate::envelope::{FailureKind, FanoutReport, TaskStatus};
 use crate::store::Home;
 
@@ -43,7 +45,7 @@ pub struct FanoutArgs {
     #[arg(value_name = "FILE|-")]
     pub file: PathBuf,
     /// Run at most N tasks at once
-    #[arg(long, value_name = "N", default_value_t = 4,
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CONCURRENCY,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: u32,
     /// Start no new task after the first one that does not complete (failed, timed out,

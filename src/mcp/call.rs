@@ -2,9 +2,9 @@
 //! the blocking work of the application layer run off the async threads.
 //!
 //! ```text
-//!  blocking thread (app::wait_with, Fanout::run)        async side
+//!  blocking thread (app::wait_with, app::run, Fanout::run)   async side
 //!    Reporter::say(msg) ──unbounded channel──► forwarder ──notifications/progress──► client
-//!    Waiter::next … Woken ◄── Waker::wake ◄── on_cancel action ◄── notifications/cancelled
+//!    WaitLoop … settled ◄── Interrupter::interrupt ◄── on_cancel action ◄── notifications/cancelled
 //! ```
 //!
 //! Common pitfalls:
@@ -130,11 +130,6 @@ impl Call {
 
     pub fn reporter(&self) -> Reporter {
         self.reporter.clone()
-    }
-
-    /// Set when the client cancelled this call.
-    pub fn cancelled_flag(&self) -> Arc<AtomicBool> {
-        self.cancelled.clone()
     }
 
     pub fn was_cancelled(&self) -> bool {

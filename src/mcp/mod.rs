@@ -5,10 +5,10 @@
 //!  client ──stdin──► rmcp (tokio, this module only) ──► Server::call_tool
 //!                                                          │ parse args → RunRequest / *Args
 //!                                                          │ app layer on a blocking thread
-//!                                                          │   (plan, start, wait_with, Fanout)
+//!                                                          │   (app::run, wait_with, Fanout)
 //!  client ◄─stdout── result: text + structured content ◄───┘
 //!         ◄───────── notifications/progress (Reporter)
-//!  notifications/cancelled ──► Cancels ──► Waker::wake / Interrupter / app::cancel
+//!  notifications/cancelled ──► Cancels ──► Interrupter::interrupt (the call's wait loop)
 //! ```
 //!
 //! The async runtime lives here and nowhere else: the worker and every other command stay

@@ -21,25 +21,18 @@ use serde_json::{Value, json};
 
 use super::answer::{self, MAX_TEXT};
 use super::call::{Call, Cancels, Reporter, blocking};
-use super::reply::{finished, prepend, read_tail, result, text_of, to_value};
+use super::reply::{finished, prepend, result, text_of, to_value};
 use super::tools::{self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, StatusArgs, WaitArgs};
-use crate::app::fanout::{Event, Fanout, Options, new_group_id, plan_values};
+use crate::app::fanout::{DEFAULT_CONCURRENCY, Event, Fanout, Options, new_group_id, plan_values};
 use crate::app::{
-    self, AttemptStatus, CancelOutcome, Error, RealSystem, RunRequest, WaitMode, WaitOptions,
-    WaitProgress,
+    self, AttemptStatus, CancelOutcome, Error, OnInterrupt, RealSystem, RunOptions, RunOutcome,
+    RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
 };
 use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
-use crate::supervisor::Waiter;
 
 /// How often a long call reports progress while nothing else happens.
 const HEARTBEAT: Duration = Duration::from_secs(5);
-/// `logs`: default and largest `max_bytes`.
-const LOGS_DEFAULT: u64 = 16 * 1024;
-const LOGS_MAX: u64 = 256 * 1024;
-/// `list`: default and largest `limit`.
-const LIST_DEFAULT: usize = 50;
-const LIST_MAX: usize = 500;
 
 /// The MCP server of one subpane home.
 #[derive(Clone)]
@@ -90,61 +83,59 @@ impl Server {
         };
         let req: RunRequest = parse(tools::RUN, args)?;
         let home = self.home.clone();
-        let started = blocking(move || {
-            let plan = app::plan(&req, &home, &RealSystem)?;
-            app::start(&home, plan)
-        })
-        .await?;
-        let (paths, spec) = (started.paths.clone(), started.spec.clone());
-        if let Some(env) = &started.spawn_failed {
-            return Ok(finished(env, &paths, &spec));
-        }
-        let mut text = format!(
-            "run {} (attempt {}) started; attempt directory {}; a human can watch it with \
-             `subpane attach {}`",
-            spec.run_id,
-            spec.attempt,
-            paths.dir().display(),
-            spec.run_id
-        );
-        for w in &started.warnings {
-            text.push_str(&format!("\nwarning: {w}"));
-        }
-        if !wait {
-            text.push_str("\nuse the `wait` or `status` tool with this run_id for its result");
-            return Ok(result(text, to_value(&started.answer())));
+        let mut wl = WaitLoop::new()?;
+        if wait {
+            // The client gave up on this call: the run it started stops too (a cancel that
+            // comes while the pane starts is kept for it).
+            let stop = wl.interrupter();
+            call.on_cancel(move || stop.interrupt());
         }
         let reporter = call.reporter();
-        reporter.say(text);
-        let targets = vec![(paths.clone(), spec.clone())];
-        let (res, _) = self.wait_on(targets, WaitMode::All, None, call).await?;
-        if res.stopped {
-            // The client gave up on this call: the run it started stops too.
-            let home = self.home.clone();
-            let id = spec.run_id.to_string();
-            let n = spec.attempt;
-            blocking(move || {
-                let found = app::find_run(&home, &id, Some(n))?;
-                app::cancel(&found, None).map(|_| ())
-            })
-            .await?;
-            return Err(Error::failed(format!(
-                "cancelled by the client: run {} was asked to stop",
-                spec.run_id
-            )));
-        }
-        let mut r = match res.results.into_iter().next().flatten() {
-            Some(env) => finished(&env, &paths, &spec),
-            None => return Err(Error::failed("the attempt ended without an envelope")),
-        };
-        if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
-            let mut text = t.text.clone();
-            for w in &started.warnings {
-                text.push_str(&format!("\nwarning: {w}"));
+        let out = blocking(move || {
+            let plan = app::plan(&req, &home, &RealSystem)?;
+            let run_id = plan.spec.run_id.to_string();
+            let mut on_started = |s: &Started| {
+                if wait && s.spawn_failed.is_none() {
+                    reporter.say(started_text(s));
+                }
+            };
+            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, Some(&run_id), p);
+            let opts = RunOptions {
+                detach: !wait,
+                on_interrupt: OnInterrupt::CancelAndReturn,
+                heartbeat: Some(HEARTBEAT),
+                on_started: Some(&mut on_started),
+                on_progress: Some(&mut report),
+            };
+            app::run(&home, plan, &mut wl, opts)
+        })
+        .await?;
+        match out {
+            RunOutcome::Detached(started) => {
+                let text = format!(
+                    "{}\nuse the `wait` or `status` tool with this run_id for its result",
+                    started_text(&started)
+                );
+                Ok(result(text, to_value(&started.answer())))
             }
-            r.content[0] = ContentBlock::text(text);
+            RunOutcome::Finished { started, envelope } => {
+                let mut r = finished(&envelope, &started.paths);
+                if started.spawn_failed.is_none() {
+                    if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
+                        let mut text = t.text.clone();
+                        for w in &started.warnings {
+                            text.push_str(&format!("\nwarning: {w}"));
+                        }
+                        r.content[0] = ContentBlock::text(text);
+                    }
+                }
+                Ok(r)
+            }
+            RunOutcome::Cancelled(started) => Err(Error::failed(format!(
+                "cancelled by the client: run {} was asked to stop",
+                started.spec.run_id
+            ))),
         }
-        Ok(r)
     }
 
     /// Waits for `targets` on a blocking thread, reporting progress, until the mode is met,
@@ -156,22 +147,22 @@ impl Server {
         timeout: Option<Duration>,
         call: &Call,
     ) -> Result<(app::WaitResult, Vec<(AttemptPaths, AttemptSpec)>), Error> {
-        let mut waiter = Waiter::new()?;
-        let waker = waiter.waker();
-        call.on_cancel(move || waker.wake());
-        let stop = call.cancelled_flag();
+        let mut wl = WaitLoop::new()?;
+        let stop = wl.interrupter();
+        call.on_cancel(move || stop.interrupt());
         let reporter = call.reporter();
         blocking(move || {
-            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, &targets, p);
+            let only = (targets.len() == 1).then(|| targets[0].1.run_id.to_string());
+            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, only.as_deref(), p);
             let res = app::wait_with(
-                &mut waiter,
+                &mut wl,
                 &targets,
                 mode,
                 timeout,
                 WaitOptions {
                     heartbeat: Some(HEARTBEAT),
                     on_progress: Some(&mut report),
-                    stop: Some(stop),
+                    on_interrupt: None,
                 },
             )?;
             Ok((res, targets))
@@ -185,7 +176,7 @@ impl Server {
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::attempt_status(&f.paths, &f.spec)? {
-                AttemptStatus::Finished(env) => finished(&env, &f.paths, &f.spec),
+                AttemptStatus::Finished(env) => finished(&env, &f.paths),
                 AttemptStatus::Live(doc) => result(answer::live_text(&doc), to_value(&doc)),
             })
         })
@@ -213,43 +204,23 @@ impl Server {
             Mode::Any => WaitMode::Any,
             Mode::All => WaitMode::All,
         };
-        let names: Vec<&str> = targets
-            .iter()
-            .take(5)
-            .map(|(_, s)| s.run_id.as_str())
-            .collect();
-        let more = targets.len().saturating_sub(names.len());
-        call.reporter().say(format!(
-            "waiting for {}{}",
-            names.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ));
+        call.reporter().say(app::waiting_for(&targets));
         let (res, targets) = self.wait_on(targets, mode, timeout, call).await?;
         if res.stopped {
             return Err(Error::failed("cancelled by the client; the runs go on"));
         }
-        let timed_out = res.timed_out;
         blocking(move || {
+            let answers = app::wait_answers(targets, res)?;
             // Each run's share of the text, so many runs stay within one bound.
-            let share = (MAX_TEXT / targets.len().max(1)).max(512);
-            let mut docs = Vec::with_capacity(targets.len());
+            let share = (MAX_TEXT / answers.runs.len().max(1)).max(512);
+            let mut docs = Vec::with_capacity(answers.runs.len());
             let mut text = String::new();
-            let mut first = None;
-            for ((paths, spec), env) in targets.iter().zip(res.results) {
-                let status = match env {
-                    Some(e) => AttemptStatus::Finished(e),
-                    None => app::attempt_status(paths, spec)?,
-                };
-                match &status {
+            for r in &answers.runs {
+                match &r.status {
                     AttemptStatus::Finished(env) => {
-                        first.get_or_insert_with(|| env.run_id.clone());
-                        let r = finished(env, paths, spec);
-                        text.push_str(answer::cut(&text_of(&r), share).0);
-                        docs.push(r.structured_content.unwrap_or(Value::Null));
+                        let f = finished(env, &r.paths);
+                        text.push_str(answer::cut(&text_of(&f), share).0);
+                        docs.push(f.structured_content.unwrap_or(Value::Null));
                     }
                     AttemptStatus::Live(doc) => {
                         text.push_str(&answer::live_text(doc));
@@ -258,10 +229,14 @@ impl Server {
                 }
                 text.push('\n');
             }
-            if timed_out {
+            if answers.timed_out {
                 text.push_str("the timeout passed first; the runs that have not finished go on");
             }
-            let doc = json!({"timed_out": timed_out, "first_finished": first, "runs": docs});
+            let first = answers
+                .first_finished
+                .map(|i| answers.runs[i].spec.run_id.as_str());
+            let doc =
+                json!({"timed_out": answers.timed_out, "first_finished": first, "runs": docs});
             Ok(result(text.trim_end().to_owned(), doc))
         })
         .await
@@ -269,12 +244,15 @@ impl Server {
 
     async fn logs(&self, args: Value) -> Answer {
         let a: LogsArgs = parse(tools::LOGS, args)?;
-        let max = a.max_bytes.unwrap_or(LOGS_DEFAULT).clamp(1, LOGS_MAX);
+        let max = a
+            .max_bytes
+            .unwrap_or(tools::LOGS_DEFAULT)
+            .clamp(1, tools::LOGS_MAX);
         let home = self.home.clone();
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             let path = f.log_path(a.file);
-            let Some((tail, size)) = read_tail(&path, max)? else {
+            let Some((tail, size)) = app::log_end(&path, max)? else {
                 let text = format!("{} does not exist (yet)", path.display());
                 let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
                                  "path": path, "exists": false, "size": 0, "truncated": false,
@@ -309,7 +287,7 @@ impl Server {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::cancel(&f, grace_ms)? {
                 CancelOutcome::AlreadyFinished(env) => {
-                    let mut r = finished(&env, &f.paths, &f.spec);
+                    let mut r = finished(&env, &f.paths);
                     prepend(&mut r, "already finished; nothing to cancel\n");
                     r
                 }
@@ -327,7 +305,10 @@ impl Server {
 
     async fn list(&self, args: Value) -> Answer {
         let a: ListArgs = parse(tools::LIST, args)?;
-        let limit = a.limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX);
+        let limit = a
+            .limit
+            .unwrap_or(tools::LIST_DEFAULT)
+            .clamp(1, tools::LIST_MAX);
         let home = self.home.clone();
         blocking(move || {
             let mut rows = app::list_group(&home, a.status, a.group.as_deref())?;
@@ -349,7 +330,7 @@ impl Server {
             ));
         }
         let opts = Options {
-            concurrency: a.concurrency.unwrap_or(4),
+            concurrency: a.concurrency.unwrap_or(DEFAULT_CONCURRENCY as usize),
             fail_fast: a.fail_fast,
             cancel_siblings: a.cancel_siblings,
             tick: Some(HEARTBEAT),
@@ -404,24 +385,37 @@ fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Error> {
     })
 }
 
-/// A progress message for a wait: how many finished, and which one just did.
-fn say_progress(
-    reporter: &Reporter,
-    targets: &[(AttemptPaths, AttemptSpec)],
-    p: &WaitProgress<'_>,
-) {
+/// A progress message for a wait: how many finished, and which one just did. `only`: the
+/// run id when the wait is for one run.
+fn say_progress(reporter: &Reporter, only: Option<&str>, p: &WaitProgress<'_>) {
     let secs = p.elapsed.as_secs();
-    let msg = match p.finished.and_then(|i| p.results[i].as_ref()) {
-        Some(env) => format!(
+    let msg = match (p.finished.and_then(|i| p.results[i].as_ref()), only) {
+        (Some(env), _) => format!(
             "{}/{} finished; {}",
             p.done,
             p.total,
             answer::ended_line(env)
         ),
-        None if p.total == 1 => format!("run {} running for {secs}s", targets[0].1.run_id),
-        None => format!("{}/{} finished after {secs}s", p.done, p.total),
+        (None, Some(id)) => format!("run {id} running for {secs}s"),
+        (None, None) => format!("{}/{} finished after {secs}s", p.done, p.total),
     };
     reporter.say(msg);
+}
+
+/// What a `run` call says once its attempt runs: where it is, and its warnings.
+fn started_text(s: &Started) -> String {
+    let mut text = format!(
+        "run {} (attempt {}) started; attempt directory {}; a human can watch it with \
+         `subpane attach {}`",
+        s.spec.run_id,
+        s.spec.attempt,
+        s.paths.dir().display(),
+        s.spec.run_id
+    );
+    for w in &s.warnings {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
+    text
 }
 
 impl ServerHandler for Server {

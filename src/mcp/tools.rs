@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::app::fanout::DEFAULT_CONCURRENCY;
 use crate::app::{LogFile, RunRequest};
 use crate::envelope::RunState;
 
@@ -23,6 +24,13 @@ pub const LOGS: &str = "logs";
 pub const CANCEL: &str = "cancel";
 pub const LIST: &str = "list";
 pub const FANOUT: &str = "fanout";
+
+/// `logs`: default and largest `max_bytes`.
+pub const LOGS_DEFAULT: u64 = 16 * 1024;
+pub const LOGS_MAX: u64 = 256 * 1024;
+/// `list`: default and largest `limit`.
+pub const LIST_DEFAULT: usize = 50;
+pub const LIST_MAX: usize = 500;
 
 /// `status`: one run's state.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -73,7 +81,8 @@ pub struct LogsArgs {
     pub file: Option<LogFile>,
     /// Which attempt (default: the latest).
     pub attempt: Option<u32>,
-    /// At most this many bytes from the end of the file (default 16384, at most 262144).
+    /// At most this many bytes from the end of the file.
+    #[schemars(extend("default" = LOGS_DEFAULT, "maximum" = LOGS_MAX))]
     pub max_bytes: Option<u64>,
 }
 
@@ -100,7 +109,8 @@ pub struct ListArgs {
     /// Only runs with all of these labels, e.g. {"team": "core"}.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    /// At most this many runs (default 50, at most 500).
+    /// At most this many runs.
+    #[schemars(extend("default" = LIST_DEFAULT, "maximum" = LIST_MAX))]
     pub limit: Option<usize>,
 }
 
@@ -111,7 +121,8 @@ pub struct FanoutArgs {
     /// One request per run, with the same fields as the `run` tool (without `wait`).
     #[schemars(with = "Vec<RunRequest>")]
     pub tasks: Vec<Value>,
-    /// Run at most this many at once (default 4).
+    /// Run at most this many at once.
+    #[schemars(extend("default" = DEFAULT_CONCURRENCY))]
     pub concurrency: Option<usize>,
     /// Start no new task after the first one that does not complete; the rest are skipped.
     #[serde(default)]
@@ -335,6 +346,30 @@ mod tests {
                 .unwrap()
                 .contains("30s")
         );
+    }
+
+    /// The defaults the schemas show are the ones in force (defined once, in `spec`,
+    /// `app::fanout` and here).
+    #[test]
+    fn the_schemas_show_the_defaults_in_force() {
+        use crate::spec::{DEFAULT_MAX_DEPTH, Limits, millis, parse_duration};
+        let run = run_schema();
+        let p = &run["properties"];
+        let ms = |v: &Value| millis(parse_duration("", v.as_str().unwrap()).unwrap());
+        assert_eq!(ms(&p["linger"]["default"]), Limits::default().linger_ms);
+        assert_eq!(ms(&p["grace"]["default"]), Limits::default().grace_ms);
+        assert_eq!(p["max_depth"]["default"], DEFAULT_MAX_DEPTH);
+        let f = schema::<FanoutArgs>();
+        assert_eq!(
+            f["properties"]["concurrency"]["default"],
+            DEFAULT_CONCURRENCY
+        );
+        let l = schema::<LogsArgs>();
+        assert_eq!(l["properties"]["max_bytes"]["default"], LOGS_DEFAULT);
+        assert_eq!(l["properties"]["max_bytes"]["maximum"], LOGS_MAX);
+        let l = schema::<ListArgs>();
+        assert_eq!(l["properties"]["limit"]["default"], LIST_DEFAULT);
+        assert_eq!(l["properties"]["limit"]["maximum"], LIST_MAX);
     }
 
     #[test]

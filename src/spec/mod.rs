@@ -9,10 +9,11 @@ mod sandbox;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
+pub use duration::{DurationError, duration_text, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError, fill_random};
 pub use sandbox::{HostPattern, Network, SandboxAsk, SandboxSpec, valid_host_name};
 
@@ -63,13 +64,18 @@ pub struct Limits {
     pub grace_ms: u64,
 }
 
+/// How long an agent may stay alive after its terminal event when nobody said (`--linger`).
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(5);
+/// Time between SIGTERM and SIGKILL when nobody said (`--grace`).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(3);
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
             timeout_ms: None,
             idle_timeout_ms: None,
-            linger_ms: 5000,
-            grace_ms: 3000,
+            linger_ms: millis(DEFAULT_LINGER),
+            grace_ms: millis(DEFAULT_GRACE),
         }
     }
 }

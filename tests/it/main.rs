@@ -10,6 +10,7 @@ mod examples;
 mod fanout;
 mod faults;
 mod filter;
+mod interrupt;
 mod lifecycle;
 mod mcp;
 mod mcp_parents;

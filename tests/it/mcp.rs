@@ -787,3 +787,75 @@ async fn list_names_a_damaged_run_and_lists_the_rest() {
     c.close().await;
     env.assert_no_leftovers();
 }
+
+/// `wait` of the CLI and of the MCP server are one answer (`app::wait_answers`): the run that
+/// finished first is the first end the wait saw, not the first run named, and both say which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_server_agree_on_the_run_that_finished_first() {
+    let env = TestEnv::new();
+    let (late, early) = (
+        crate::harness::start_waiting(&env, "late", 0),
+        crate::harness::start_waiting(&env, "early", 3),
+    );
+    let c = connect(&env).await;
+    let c = Arc::new(c);
+    let c1 = c.clone();
+    let call =
+        tokio::spawn(async move { c1.call("wait", json!({"run_ids": ["late", "early"]})).await });
+    c.client.said("waiting for late, early").await;
+    // The CLI's `wait --any` at the same time: whenever it begins, early is the only end.
+    let cli = env
+        .cmd()
+        .args(["wait", "--any", "--json", "late", "early"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::harness::touch(&early);
+    let cli: crate::harness::Ran = tokio::task::spawn_blocking(move || cli.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap()
+        .into();
+    assert_eq!(cli.code, 1, "early failed (it exits 3): {cli:?}");
+    assert_eq!(cli.json()["run_id"], "early");
+    crate::harness::touch(&late);
+    let r = call.await.unwrap();
+    let v = doc(&r);
+    assert_eq!(v["first_finished"], "early", "{v}");
+    assert_eq!(v["runs"][0]["run_id"], "late", "in the order asked: {v}");
+    Arc::into_inner(c).expect("the only handle").close().await;
+    env.assert_no_leftovers();
+}
+
+/// The end of a command's stdout is one policy (`app::ends`) for the CLI's summary and the
+/// server's answer: whole lines (the one the window cuts is left out), control characters
+/// shown as text. Here both sizes come to the same 20 lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_server_show_the_same_end_of_stdout() {
+    use subpane::app::{EndSize, output_end};
+    let env = TestEnv::new();
+    // 31 lines of 100 bytes: an answer's 2 KiB end holds 20 of them and a part of one more.
+    let script = r"for i in $(seq 1 31); do printf 'line-%02d \033[1m%087d\n' $i 0; done";
+    let r = env.sp(["run", "--run-id", "ends", "--", "sh", "-c", script]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cli = env.sp(["status", "ends"]);
+    let note = "(last 20 lines of stdout; `subpane logs ends` has all)\n";
+    let shown = cli
+        .stdout
+        .split_once(note)
+        .unwrap_or_else(|| panic!("no note: {}", cli.stdout))
+        .1
+        .to_owned();
+    let c = connect(&env).await;
+    let r = c.call("status", json!({"run_id": "ends"})).await;
+    let tail = doc(&r)["tails"]["stdout"].as_str().unwrap().to_owned();
+    assert_eq!(shown, tail, "the CLI and the server show different ends");
+    assert!(shown.starts_with("line-12 ^[[1m000"), "{shown}");
+    assert!(shown.ends_with("line-31 ^[[1m{}\n".replace("{}", &"0".repeat(87)).as_str()));
+    assert!(text(&r).contains(&tail), "{}", text(&r));
+    let log = env.attempt_dir("ends", 1).join("stdout.log");
+    assert_eq!(output_end(&log, EndSize::ANSWER).unwrap().text, tail);
+    assert_eq!(output_end(&log, EndSize::TERMINAL).unwrap().text, shown);
+    c.close().await;
+    env.assert_no_leftovers();
+}
