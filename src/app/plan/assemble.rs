@@ -48,12 +48,7 @@ pub(in crate::app) struct Resolved {
 /// The plan of a resolved attempt. Creates nothing.
 pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Result<Plan, Error> {
     let caller_vars = sys.vars();
-    let caller_var = |name: &str| {
-        caller_vars
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
+    let caller_var = |name: &str| var_in(&caller_vars, name);
     if sys
         .which("tmux", caller_var("PATH").as_deref(), &r.cwd)
         .is_none()
@@ -96,11 +91,8 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                     agent_dirs.push(sessions_dir.clone());
                 }
                 if let Some((var, default)) = adapter_for(r.agent).sandbox_needs().state_dir {
-                    let dir = r
-                        .env
-                        .iter()
-                        .find(|(k, _)| k == var)
-                        .map(|(_, v)| PathBuf::from(v))
+                    let dir = var_in(&r.env, var)
+                        .map(PathBuf::from)
                         .or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(default)));
                     agent_dirs.extend(dir);
                 }

@@ -86,6 +86,11 @@ impl std::fmt::Debug for Plan {
     }
 }
 
+/// The value of variable `name` in an environment.
+pub(in crate::app) fn var_in(vars: &[(OsString, OsString)], name: &str) -> Option<OsString> {
+    vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+}
+
 pub(in crate::app) fn invalid(e: impl std::fmt::Display) -> Error {
     Error::invalid(e.to_string())
 }
@@ -145,12 +150,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         }
     }
     let caller_vars = sys.vars();
-    let caller_var = |name: &str| {
-        caller_vars
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
+    let caller_var = |name: &str| var_in(&caller_vars, name);
     let caller_path = caller_var("PATH");
     let mut worktree = req
         .worktree
@@ -177,19 +177,13 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         if ancestor_vars.is_empty() {
             caller_var(name)
         } else {
-            ancestor_vars
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
+            var_in(&ancestor_vars, name)
         }
     };
     let (lineage, max_depth) = lineage(req, &lineage_var, &run_id)?;
     let agent_kind = req.agent.unwrap_or(AgentKind::Command);
     let (env, env_spec) = environment(req, sys, agent_kind, &network)?;
-    let path_var = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone());
+    let path_var = var_in(&env, "PATH");
     let Program {
         agent,
         mut argv,
