@@ -50,7 +50,11 @@ impl EndSize {
 }
 
 /// The end of an output file, made safe to show.
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// ```json
+/// {"text": "ok 12 tests\n", "cut": false}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OutputEnd {
     /// Whole lines, control characters shown as text; `\n` and `\t` kept, the file's final
     /// newline too.

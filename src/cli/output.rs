@@ -3,6 +3,8 @@
 //! terminal first; the end of a command's stdout is [`app::ends`], the policy the MCP
 //! answers follow too, with a terminal's size ([`EndSize::TERMINAL`]).
 
+use std::path::Path;
+
 use crate::app::{self, EndSize};
 use crate::envelope::{Envelope, StatusDoc};
 use crate::exit_code;
@@ -10,7 +12,13 @@ use crate::store::AttemptPaths;
 
 /// A few lines for a human about a finished attempt.
 pub fn human_envelope(env: &Envelope, paths: &AttemptPaths) -> String {
-    let dir = paths.dir();
+    let stdout_end = app::ends(env, paths, EndSize::TERMINAL).stdout;
+    human_summary(env, paths.dir(), stdout_end)
+}
+
+/// [`human_envelope`] of an attempt in `dir`, with the end of its stdout already read (by
+/// whoever can read it: for a run from a sandbox, its worker).
+pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputEnd>) -> String {
     let mut s = String::new();
     let how = env.how_it_ended();
     let kind = env
@@ -53,7 +61,7 @@ pub fn human_envelope(env: &Envelope, paths: &AttemptPaths) -> String {
         s.push('\n');
         s.push_str(&crate::term::sanitize_lines(t.as_bytes()));
         s.push('\n');
-    } else if let Some(end) = app::ends(env, paths, EndSize::TERMINAL).stdout {
+    } else if let Some(end) = stdout_end {
         // A command's own words: the end of its stdout.
         s.push('\n');
         if end.cut {
