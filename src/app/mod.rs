@@ -39,6 +39,7 @@
 pub mod fanout;
 mod group;
 mod launch;
+pub mod nest;
 mod output_end;
 mod plan;
 mod request;

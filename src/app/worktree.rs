@@ -568,6 +568,7 @@ mod tests {
         assert_eq!(
             sb.read_only,
             [
+                PathBuf::from("/h/runs/generated-1/attempts/1/nest.sock"),
                 PathBuf::from("/src/.git/hooks"),
                 PathBuf::from("/src/.git/config"),
                 PathBuf::from("/src/.git/modules"),

@@ -193,8 +193,9 @@ pub struct AttemptSpec {
 pub const DEFAULT_MAX_DEPTH: u32 = 3;
 
 /// The variables the worker sets for an attempt's program: who it is and where it sits
-/// (lineage). They describe one process tree, so nothing else may carry them on: the tmux
-/// server (and so every pane) never gets them from the client that starts it.
+/// (lineage), and for a sandboxed program where it asks for nested runs. They describe one
+/// process tree, so nothing else may carry them on: the tmux server (and so every pane)
+/// never gets them from the client that starts it.
 pub const ATTEMPT_VARS: &[&str] = &[
     "SUBPANE_RUN_ID",
     "SUBPANE_ATTEMPT",
@@ -203,7 +204,15 @@ pub const ATTEMPT_VARS: &[&str] = &[
     "SUBPANE_DEPTH",
     "SUBPANE_MAX_DEPTH",
     "SUBPANE_CHAIN",
+    NEST_SOCKET_VAR,
 ];
+
+/// The variable that names a sandboxed program's request socket: its `subpane run` asks the
+/// attempt's worker for a nested run there (see `app::nest`).
+pub const NEST_SOCKET_VAR: &str = "SUBPANE_NEST_SOCKET";
+
+/// The request socket's name in the attempt directory.
+pub const NEST_SOCKET: &str = "nest.sock";
 
 impl AttemptSpec {
     /// The [`ATTEMPT_VARS`] the worker gives this attempt's program, whose attempt directory
@@ -225,7 +234,7 @@ impl AttemptSpec {
             chain.push('/');
         }
         chain.push_str(self.run_id.as_str());
-        vec![
+        let mut vars = vec![
             ("SUBPANE_RUN_ID", self.run_id.as_str().into()),
             ("SUBPANE_ATTEMPT", self.attempt.to_string().into()),
             ("SUBPANE_ATTEMPT_DIR", dir.as_os_str().to_owned()),
@@ -235,7 +244,12 @@ impl AttemptSpec {
             ("SUBPANE_DEPTH", depth.to_string().into()),
             ("SUBPANE_MAX_DEPTH", self.max_depth.to_string().into()),
             ("SUBPANE_CHAIN", chain.into()),
-        ]
+        ];
+        // A sandboxed program cannot reach the home: its nested runs go through the worker.
+        if self.sandbox.enabled {
+            vars.push((NEST_SOCKET_VAR, dir.join(NEST_SOCKET).into_os_string()));
+        }
+        vars
     }
 }
 

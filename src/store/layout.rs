@@ -122,6 +122,11 @@ impl AttemptPaths {
     file!(network_log, "network.jsonl");
     // The egress proxy's socket, relayed into the sandbox's network namespace.
     file!(proxy_socket, "proxy.sock");
+    // The request socket of a sandboxed attempt's nested runs, served outside the sandbox
+    // (`app::nest`) and carried into it read-only.
+    pub fn nest_socket(&self) -> PathBuf {
+        self.dir.join(crate::spec::NEST_SOCKET)
+    }
     // A FIFO the worker opens and closes right after writing result.json: waiting
     // supervisors hold it open for reading and see the hang-up at once.
     file!(done_fifo, "done.fifo");

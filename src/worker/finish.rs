@@ -33,6 +33,8 @@ impl Worker {
     fn collect(&mut self) -> AgentReport {
         // The proxy serves only this attempt's program, which has ended.
         self.proxy = None;
+        // Before the rest is killed: the server cancels the runs its clients waited for.
+        self.stop_nest();
         // Nothing of the attempt may outlive it.
         let n = self.kill_descendants();
         self.facts.cleanup.killed_descendants += n;

@@ -79,6 +79,8 @@ pub(crate) struct Worker {
     pub(crate) proxy: Option<crate::sandbox::proxy::ProxyHandle>,
     /// The write end of the sandbox helper's report pipe, until the helper has it.
     pub(crate) report_writer: Option<std::os::fd::OwnedFd>,
+    /// The server of a sandboxed program's nested runs (`nest.rs`), until it is reaped.
+    pub(crate) nest: Option<i32>,
 }
 
 impl Worker {
@@ -96,6 +98,7 @@ impl Worker {
             cancels_seen: Vec::new(),
             proxy: None,
             report_writer: None,
+            nest: None,
             life: Life::new(&spec.limits),
             spec,
             paths,

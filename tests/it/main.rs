@@ -15,6 +15,7 @@ mod lifecycle;
 mod mcp;
 mod mcp_parents;
 mod mock;
+mod nest;
 mod pane;
 mod proxy;
 mod relay;

@@ -375,8 +375,9 @@ fn git_hooks_and_config_of_the_workspace_stay_read_only() {
         std::fs::read_to_string(git.join("config")).unwrap(),
         "[core]\n"
     );
+    // The hooks and the config, and the request socket of nested runs.
     let ro = v["sandbox"]["policy"]["read_only"].as_array().unwrap();
-    assert_eq!(ro.len(), 2, "{ro:?}");
+    assert_eq!(ro.len(), 3, "{ro:?}");
     env.assert_no_leftovers();
 }
 

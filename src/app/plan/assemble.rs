@@ -107,6 +107,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                     home: home.root(),
                     out_dir: &paths.out_dir(),
                     proxy_socket: &paths.proxy_socket(),
+                    nest_socket: &paths.nest_socket(),
                     tmux_socket: &socket,
                     agent_dirs,
                     escape_sockets: &escape_sockets(&caller_var),

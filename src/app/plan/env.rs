@@ -25,6 +25,14 @@ pub(in crate::app) fn set_by_sandbox(name: &str) -> bool {
     name == "TMPDIR" || name == "NODE_USE_ENV_PROXY" || PROXY_VARS.contains(&name)
 }
 
+/// Whether the caller's variable `name` reaches a sandboxed program: what every program and
+/// its agent need, and `--env-pass`.
+pub(in crate::app) fn passes_into_sandbox(req: &RunRequest, agent: AgentKind, name: &str) -> bool {
+    env_allowed(BASE_ENV, name)
+        || env_allowed(adapter_for(agent).sandbox_needs().env, name)
+        || req.env_pass.iter().any(|p| p == name)
+}
+
 /// The proxy as the sandboxed program reaches it (the relay in its network namespace).
 pub(in crate::app) fn proxy_url() -> String {
     format!("http://127.0.0.1:{}", crate::sandbox::PROXY_PORT)
@@ -45,17 +53,13 @@ pub(in crate::app) fn environment(
             )));
         }
     }
-    let needs = adapter_for(agent).sandbox_needs();
     let keep = |k: &OsStr| -> bool {
         let Some(k) = k.to_str() else { return false };
         // A `--worktree` program's git must find the worktree, not a caller's GIT_DIR.
         if REMOVED_VARS.contains(&k) || (req.worktree && REPO_VARS.contains(&k)) {
             return false;
         }
-        !req.sandbox
-            || env_allowed(BASE_ENV, k)
-            || env_allowed(needs.env, k)
-            || req.env_pass.iter().any(|p| p == k)
+        !req.sandbox || passes_into_sandbox(req, agent, k)
     };
     let mut env: Vec<(OsString, OsString)> =
         sys.vars().into_iter().filter(|(k, _)| keep(k)).collect();

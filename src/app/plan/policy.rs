@@ -6,7 +6,7 @@
 //!                  ▼                                                                 ▼
 //!  sandbox_policy(request, the attempt's context) ─► SandboxSpec  (once per attempt, for both)
 //!     writable: workspace, out/, agent state, asked
-//!     read_only: .git/hooks, .git/config, a program under /tmp, the proxy socket
+//!     read_only: .git/hooks, .git/config, a program under /tmp, the proxy and nest sockets
 //!     hidden: asked, the tmux socket, the subpane home, escape sockets
 //! ```
 
@@ -153,6 +153,9 @@ pub(in crate::app) fn sandbox_policy(
     if matches!(request.network, Network::Allow(_)) {
         read_only.push(ctx.proxy_socket.to_path_buf());
     }
+    // Nested runs: the program's `subpane run` asks the worker there (a connect needs no
+    // write access).
+    read_only.push(ctx.nest_socket.to_path_buf());
     writable.dedup();
     SandboxSpec {
         enabled: true,
@@ -173,6 +176,7 @@ pub(in crate::app) struct PolicyContext<'a> {
     /// The attempt's artifact directory, the one place of the home the program may write.
     pub(in crate::app) out_dir: &'a Path,
     pub(in crate::app) proxy_socket: &'a Path,
+    pub(in crate::app) nest_socket: &'a Path,
     pub(in crate::app) tmux_socket: &'a Path,
     /// State directories of the agent CLI (it writes them).
     pub(in crate::app) agent_dirs: Vec<PathBuf>,

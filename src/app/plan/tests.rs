@@ -387,7 +387,8 @@ fn the_policy_names_every_path_resolved() {
         sb.read_only,
         [
             PathBuf::from("/work/.git/hooks"),
-            PathBuf::from("/work/.git/config")
+            PathBuf::from("/work/.git/config"),
+            nest_socket()
         ]
     );
     // Paths that do not exist are refused, not ignored.
@@ -474,15 +475,21 @@ fn a_program_installed_under_tmp_is_carried_into_the_sandbox_read_only() {
     sys.on_path.insert("cli".into(), cli);
     let p = plan(&sandboxed(&["cli"]), &home(), &sys).unwrap();
     // The outermost node_modules' directory: the CLI's dependencies sit beside it.
-    assert_eq!(p.spec.sandbox.read_only, [PathBuf::from("/tmp/ck/tools")]);
+    assert_eq!(
+        p.spec.sandbox.read_only,
+        [PathBuf::from("/tmp/ck/tools"), nest_socket()]
+    );
     // A plain program: its directory. Outside /tmp, or inside a writable tree: nothing.
     let tool = PathBuf::from("/tmp/ck/bin/tool");
     sys.files.insert(tool.clone(), String::new());
     sys.on_path.insert("tool".into(), tool);
     let p = plan(&sandboxed(&["tool"]), &home(), &sys).unwrap();
-    assert_eq!(p.spec.sandbox.read_only, [PathBuf::from("/tmp/ck/bin")]);
+    assert_eq!(
+        p.spec.sandbox.read_only,
+        [PathBuf::from("/tmp/ck/bin"), nest_socket()]
+    );
     let p = plan(&sandboxed(&["make"]), &home(), &sys).unwrap();
-    assert!(p.spec.sandbox.read_only.is_empty());
+    assert_eq!(p.spec.sandbox.read_only, [nest_socket()]);
     let mine = PathBuf::from("/tmp/ws/build.sh");
     sys.dirs.push("/tmp/ws".into());
     sys.files.insert(mine.clone(), String::new());
@@ -492,5 +499,15 @@ fn a_program_installed_under_tmp_is_carried_into_the_sandbox_read_only() {
         ..sandboxed(&["./build.sh"])
     };
     let p = plan(&req, &home(), &sys).unwrap();
-    assert!(p.spec.sandbox.read_only.is_empty(), "{:?}", p.spec.sandbox);
+    assert_eq!(
+        p.spec.sandbox.read_only,
+        [nest_socket()],
+        "{:?}",
+        p.spec.sandbox
+    );
+}
+
+/// Every sandboxed attempt's request socket for nested runs (read-only: connecting is all).
+fn nest_socket() -> PathBuf {
+    PathBuf::from("/h/runs/generated-1/attempts/1/nest.sock")
 }

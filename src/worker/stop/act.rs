@@ -102,6 +102,9 @@ impl Worker {
     /// Every reap goes through here: whichever path reaps the agent (SIGCHLD, or the reaping
     /// after a kill), the machine must hear of it, or the loop would wait for it forever.
     fn note_reaped(&mut self, st: WaitStatus) {
+        if st.pid().is_some_and(|p| Some(p.as_raw()) == self.nest) {
+            self.nest = None;
+        }
         let exit = match st {
             WaitStatus::Exited(pid, code) if Some(pid.as_raw()) == self.agent => Exit::Code(code),
             WaitStatus::Signaled(pid, sig, _) if Some(pid.as_raw()) == self.agent => {
