@@ -418,3 +418,38 @@ fn the_depth_limit_holds_through_nested_sandboxes() {
     assert_eq!(spec(&env, "b")["max_depth"], 1);
     env.assert_no_leftovers();
 }
+
+/// The sandboxed program is itself `env -i subpane run …`: no variable names the socket, and
+/// its parent is the worker, whose spec the sandbox hides. It still reaches the worker.
+#[test]
+fn a_bare_client_whose_parent_is_the_worker_still_reaches_it() {
+    let env = TestEnv::with_home_outside_tmp();
+    let path = std::env::var("PATH").unwrap_or_default();
+    let r = env.sp_within(
+        LIMIT,
+        HANG,
+        [
+            "run",
+            "--json",
+            "--run-id",
+            "parent",
+            "--sandbox",
+            "--",
+            "env",
+            "-i",
+            &format!("PATH={path}"),
+            BIN,
+            "run",
+            "--json",
+            "--run-id",
+            "child",
+            "--",
+            "true",
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let child = env.result("child");
+    assert_eq!(child["status"], "completed", "{child}");
+    assert_eq!(child["parent_run"], "parent", "{child}");
+    env.assert_no_leftovers();
+}

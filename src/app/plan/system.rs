@@ -141,7 +141,17 @@ fn worker_program_vars(pid: i32) -> Option<Vec<(OsString, OsString)>> {
         return None;
     }
     let paths = crate::store::AttemptPaths::new(PathBuf::from(OsStr::from_bytes(args.get(2)?)));
-    let spec: AttemptSpec = crate::store::read_json(&paths.spec()).ok()??;
+    let Some(spec) = crate::store::read_json::<AttemptSpec>(&paths.spec())
+        .ok()
+        .flatten()
+    else {
+        // Inside the attempt's sandbox the spec is hidden, but its request socket is carried
+        // in: the run goes there, and the worker knows the lineage.
+        let socket = paths.nest_socket();
+        return socket
+            .exists()
+            .then(|| vec![(crate::spec::NEST_SOCKET_VAR.into(), socket.into_os_string())]);
+    };
     let vars = spec.program_vars(paths.dir(), &paths.out_dir());
     Some(vars.into_iter().map(|(k, v)| (k.into(), v)).collect())
 }
