@@ -497,6 +497,11 @@ pub fn start_waiting(env: &TestEnv, id: &str, code: i32) -> PathBuf {
     flag
 }
 
+/// `s` as one word of a shell line, quoted.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 pub fn touch(p: &Path) {
     std::fs::write(p, "").unwrap();
 }

@@ -24,14 +24,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::harness::shell_quote as q;
 use crate::harness::{BIN, Ran, TestEnv, assert_valid_envelope, outside_the_sandbox};
 
 const LIMIT: Duration = Duration::from_secs(90);
 const HANG: &str = "a run with nested runs did not end";
-
-fn q(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
 
 fn qp(p: &Path) -> String {
     q(&p.display().to_string())

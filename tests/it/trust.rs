@@ -30,16 +30,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    self, Ran, TestEnv, assert_valid_envelope, outside_the_sandbox, pid_alive, start_waiting,
-    touch, wait_pid_gone, wait_until,
+    self, Ran, TestEnv, assert_valid_envelope, outside_the_sandbox, pid_alive, shell_quote,
+    start_waiting, touch, wait_pid_gone, wait_until,
 };
 
 const LIMIT: Duration = Duration::from_secs(60);
 const HANG: &str = "a command of the trust tests did not end";
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
 
 fn q(p: &Path) -> String {
     shell_quote(&p.display().to_string())

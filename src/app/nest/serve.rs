@@ -209,17 +209,9 @@ impl Live {
         for i in s.waits.values() {
             i.interrupt();
         }
-        let end = Instant::now() + END_WAIT;
-        while s.clients > 0 {
-            let left = end.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return;
-            }
-            s = match self.changed.wait_timeout(s, left) {
-                Ok((g, _)) => g,
-                Err(e) => e.into_inner().0,
-            };
-        }
+        let _ = self
+            .changed
+            .wait_timeout_while(s, END_WAIT, |s| s.clients > 0);
     }
 }
 
