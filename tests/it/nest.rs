@@ -316,6 +316,10 @@ def req(r, **more):
 print("GARBAGE", ask(b"this is not json\n"))
 print("HUGE", ask(b"x" * (8 << 20)))
 print("UNKNOWN", ask(req({{"argv": ["true"], "run_id": "u"}}, home="/elsewhere")))
+# A NUL byte would end one variable and begin another in the child's environment file.
+print("NUL_ENV", ask(req({{"argv": ["true"], "run_id": "n1", "env": {{"A": "x\u0000LD_PRELOAD=/x.so"}}}})))
+print("NUL_VAR", ask(req({{"argv": ["true"], "run_id": "n2"}},
+    vars={{"PATH": os.environ["PATH"], "LANG": "C\u0000LD_PRELOAD=/x.so"}})))
 print("FORCED", ask(req({{"argv": ["true"], "run_id": "forced", "sandbox": False}},
     vars={{"PATH": os.environ["PATH"], "SUBPANE_HOME": {home},
           "SUBPANE_TMUX_SOCKET": "/tmp/other.sock", "SUBPANE_RUN_ID": "nobody",
@@ -341,6 +345,13 @@ print("FORCED", ask(req({{"argv": ["true"], "run_id": "forced", "sandbox": False
     );
     assert!(line("UNKNOWN").contains("home"), "{replies}");
     assert!(!env.run_dir("u").exists());
+    for tag in ["NUL_ENV", "NUL_VAR"] {
+        assert!(
+            line(tag).contains("refused") && line(tag).contains("NUL"),
+            "{tag}: {replies}"
+        );
+    }
+    assert!(!env.run_dir("n1").exists() && !env.run_dir("n2").exists());
     assert!(line("FORCED").contains("started"), "{replies}");
     // The forced request ran sandboxed, in this home, on this server, below its parent.
     let w = env.sp_within(LIMIT, HANG, ["wait", "--json", "forced"]);

@@ -99,6 +99,17 @@ pub(in crate::app) fn environment(
         }
         put(&mut env, k, v);
     }
+    // The environment file separates variables with NUL: one inside a value would begin
+    // another variable (a request over JSON can carry it; a real environment cannot).
+    if let Some((k, _)) = env
+        .iter()
+        .find(|(k, v)| k.as_bytes().contains(&0) || v.as_bytes().contains(&0))
+    {
+        return Err(Error::invalid(format!(
+            "variable `{}` holds a NUL byte, which no environment can carry",
+            k.to_string_lossy().replace('\0', "\\0")
+        )));
+    }
     let spec = EnvSpec {
         inherit: !req.sandbox,
         set,

@@ -177,6 +177,18 @@ fn env_names_must_be_variable_names() {
     }
 }
 
+/// The environment file ends each variable with NUL: a NUL inside a value (a request over
+/// JSON can carry one) would smuggle in another variable.
+#[test]
+fn a_nul_byte_in_a_variable_is_refused() {
+    let mut sys = Fake::new();
+    let mut req = cmd(&["make"]);
+    req.env.insert("A".into(), "x\0LD_PRELOAD=/x.so".into());
+    assert!(refused(&req, &sys).contains("`A` holds a NUL byte"));
+    sys.vars.push(("LANG".into(), "C\0LD_PRELOAD=/x.so".into()));
+    assert!(refused(&cmd(&["make"]), &sys).contains("`LANG` holds a NUL byte"));
+}
+
 #[test]
 fn tmux_must_be_installed() {
     let mut sys = Fake::new();
