@@ -7,8 +7,8 @@
 //!       │                                                    SIGTERM when the worker dies)
 //!       └ close the worker's copy of the socket: only the server accepts
 //!  the attempt stops (Term) ─► SIGTERM to every descendant, the server among them
-//!  the end (collect) ─► SIGTERM, wait for it (it cancels the runs its clients still waited
-//!                       for) ─► kill what is left with the rest
+//!  before any SIGKILL to descendants (Kill, KillLeftovers, the end): SIGTERM, and wait for
+//!    it (it cancels the runs its clients still wait for) ─► kill what is left with the rest
 //! ```
 //!
 //! Why a process and not a thread of the worker: the worker reaps with `waitpid(-1)` (it is

@@ -461,3 +461,21 @@ fn a_bare_client_whose_parent_is_the_worker_still_reaches_it() {
     assert_eq!(child["parent_run"], "parent", "{child}");
     env.assert_no_leftovers();
 }
+
+/// The parent's program ends while a `run` it left in the background still waits for its
+/// child: the attempt's end cancels the child (the client is one of the leftovers killed).
+#[test]
+fn a_waited_nested_run_is_cancelled_when_its_parent_attempt_ends() {
+    let env = TestEnv::with_home_outside_tmp();
+    let script = "\
+        $SP run --run-id child -- bash -c 'touch child-started; exec sleep 60' & \
+        i=0; while [ ! -e child-started ]; do \
+          i=$((i+1)); [ $i -gt 600 ] && { echo child-never-started; exit 9; }; sleep 0.05; \
+        done; echo parent-done";
+    let r = parent(&env, "parent", &[], script);
+    assert_eq!(r.code, 0, "{r:?}");
+    let w = env.sp_within(LIMIT, HANG, ["wait", "--json", "--timeout", "30s", "child"]);
+    let v = w.json();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    env.assert_no_leftovers();
+}

@@ -48,9 +48,12 @@ impl Worker {
                 if let Some(pgid) = self.agent {
                     procs::signal_group(pgid, Signal::SIGKILL);
                 }
+                // First the server of nested runs: it cancels the runs its clients wait for.
+                self.stop_nest();
                 self.kill_descendants();
             }
             Action::KillLeftovers => {
+                self.stop_nest();
                 let n = self.kill_descendants();
                 self.facts.cleanup.killed_descendants += n;
                 self.pane.line(
