@@ -16,6 +16,9 @@
 //!    wait_with ─► WaitResult ─► wait_answers     Fanout ─► refills     follow ─► logs -f
 //!
 //!  ends(envelope, paths, EndSize::TERMINAL | ANSWER): what an answer shows of the output
+//!
+//!  nest: `run` inside a sandbox ─► its worker's server ─► plan (the parent's home, a
+//!        policy within the parent's) ─► run ─► the answer back
 //! ```
 //!
 //! The command line, a fan-out file and an MCP server all turn their input into a

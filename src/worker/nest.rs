@@ -65,6 +65,9 @@ impl Worker {
             .arg("--listen-fd")
             .arg(fd.to_string())
             .arg(self.paths.dir())
+            // The marker of the attempt's processes: whoever finds the worker dead ends the
+            // server with the rest.
+            .env("SUBPANE_ATTEMPT_DIR", self.paths.dir())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
