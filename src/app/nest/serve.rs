@@ -54,6 +54,8 @@ const REQUEST_WAIT: Duration = Duration::from_secs(10);
 /// How long an ending server waits for its clients' threads (their cancels take
 /// milliseconds; the runs then stop on their own).
 const END_WAIT: Duration = Duration::from_secs(3);
+/// How long an answer may wait for the client to read it.
+const REPLY_WAIT: Duration = Duration::from_secs(30);
 /// The longest line a client sends after its request.
 const LINE_LIMIT: u64 = 64;
 
@@ -227,6 +229,8 @@ impl Drop for Seat {
 
 fn accept(conn: UnixStream, parent: &Arc<Parent>, live: &Arc<Live>) {
     let _ = conn.set_nonblocking(false);
+    // A client that does not read its answer holds only its own thread, and not for long.
+    let _ = conn.set_write_timeout(Some(REPLY_WAIT));
     {
         let mut s = live.lock();
         if s.clients >= MAX_CLIENTS || s.sending >= MAX_SENDING {
