@@ -374,16 +374,25 @@ fn a_nested_run_is_cancelled_when_its_client_is_killed() {
     let env = TestEnv::with_home_outside_tmp();
     // The inner client waits for its run; the script kills it (SIGKILL: no chance to say
     // goodbye) once the child's program runs.
-    let script = "\
-        $SP run --run-id child -- bash -c 'touch child-started; exec sleep 60' & C=$!; \
-        i=0; while [ ! -e child-started ]; do \
-          i=$((i+1)); [ $i -gt 600 ] && { echo child-never-started; exit 9; }; sleep 0.05; \
-        done; \
-        kill -9 $C; wait $C; echo client_rc=$?";
-    let r = parent(&env, "parent", &[], script);
+    let script = format!("{CHILD_IN_THE_BACKGROUND} kill -9 $C; wait $C; echo client_rc=$?");
+    let r = parent(&env, "parent", &[], &script);
     assert_eq!(r.code, 0, "{r:?}");
     assert!(stdout_log(&env, "parent").contains("client_rc=137"));
-    let w = env.sp_within(LIMIT, HANG, ["wait", "--json", "child"]);
+    assert_child_cancelled(&env);
+}
+
+/// A script's start: `run` a child that sleeps, in the background (its client's pid in `$C`),
+/// and wait until the child's program runs.
+const CHILD_IN_THE_BACKGROUND: &str = "\
+    $SP run --run-id child -- bash -c 'touch child-started; exec sleep 60' & C=$!; \
+    i=0; while [ ! -e child-started ]; do \
+      i=$((i+1)); [ $i -gt 600 ] && { echo child-never-started; exit 9; }; sleep 0.05; \
+    done;";
+
+/// The child of [`CHILD_IN_THE_BACKGROUND`] ends cancelled (a child left running would make
+/// this wait time out), and nothing is left.
+fn assert_child_cancelled(env: &TestEnv) {
+    let w = env.sp_within(LIMIT, HANG, ["wait", "--json", "--timeout", "30s", "child"]);
     let v = w.json();
     assert_eq!(v["status"], "cancelled", "{v}");
     assert_eq!(v["parent_run"], "parent", "{v}");
@@ -467,15 +476,8 @@ fn a_bare_client_whose_parent_is_the_worker_still_reaches_it() {
 #[test]
 fn a_waited_nested_run_is_cancelled_when_its_parent_attempt_ends() {
     let env = TestEnv::with_home_outside_tmp();
-    let script = "\
-        $SP run --run-id child -- bash -c 'touch child-started; exec sleep 60' & \
-        i=0; while [ ! -e child-started ]; do \
-          i=$((i+1)); [ $i -gt 600 ] && { echo child-never-started; exit 9; }; sleep 0.05; \
-        done; echo parent-done";
-    let r = parent(&env, "parent", &[], script);
+    let script = format!("{CHILD_IN_THE_BACKGROUND} echo parent-done");
+    let r = parent(&env, "parent", &[], &script);
     assert_eq!(r.code, 0, "{r:?}");
-    let w = env.sp_within(LIMIT, HANG, ["wait", "--json", "--timeout", "30s", "child"]);
-    let v = w.json();
-    assert_eq!(v["status"], "cancelled", "{v}");
-    env.assert_no_leftovers();
+    assert_child_cancelled(&env);
 }
