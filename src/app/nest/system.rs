@@ -125,6 +125,9 @@ impl System for NestSystem<'_> {
         // The parent's lineage is in `vars` already.
         Vec::new()
     }
+    fn subpane_exe(&self) -> Option<PathBuf> {
+        self.real.subpane_exe()
+    }
     fn pi_session_dir(&self, home: &Home, id: &str) -> Option<PathBuf> {
         // A session of another run is refused by `fit` (its directory is the parent's
         // home); one of the parent's own sessions is in a tree the parent writes.

@@ -105,6 +105,9 @@ impl System for Fake {
     fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)> {
         self.ancestor_vars.clone()
     }
+    fn subpane_exe(&self) -> Option<PathBuf> {
+        Some("/usr/bin/subpane".into())
+    }
     fn pi_session_dir(&self, _home: &Home, id: &str) -> Option<PathBuf> {
         self.pi_sessions.get(id).cloned()
     }

@@ -143,9 +143,13 @@ pub(in crate::app) fn sandbox_policy(
     }
     // A program installed under /tmp would vanish behind the sandbox's private /tmp: its tree
     // is carried in, read-only (unless a writable tree has it anyway).
-    if let Some(tree) = ctx.program.and_then(|p| program_tree(sys, p)) {
-        if !writable.iter().any(|w| tree.starts_with(w)) && !read_only.contains(&tree) {
-            read_only.push(tree);
+    // So is subpane itself: a program that starts nested runs (through its worker) runs it.
+    let subpane = sys.subpane_exe();
+    for program in [ctx.program, subpane.as_deref()].into_iter().flatten() {
+        if let Some(tree) = program_tree(sys, program) {
+            if !writable.iter().any(|w| tree.starts_with(w)) && !read_only.contains(&tree) {
+                read_only.push(tree);
+            }
         }
     }
     // The relay inside the sandbox reaches the egress proxy through its socket, which lives

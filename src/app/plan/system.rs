@@ -37,6 +37,9 @@ pub trait System {
     /// `SUBPANE_RUN_ID`), for a caller whose own environment lost it: an MCP client that
     /// starts its servers with a few variables only, or `env -i`. Empty when there is none.
     fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)>;
+    /// The subpane binary that runs (what a sandboxed program that starts nested runs needs
+    /// to see).
+    fn subpane_exe(&self) -> Option<PathBuf>;
     /// The directory holding pi's saved session `id` (a run's `sessions/`, or the shared
     /// directory of older versions), for a new run that resumes it.
     fn pi_session_dir(&self, home: &Home, id: &str) -> Option<PathBuf>;
@@ -111,6 +114,9 @@ impl System for RealSystem {
         crate::git::discover(dir).ok().flatten()
     }
 
+    fn subpane_exe(&self) -> Option<PathBuf> {
+        std::env::current_exe().ok()
+    }
     fn pi_session_dir(&self, home: &Home, id: &str) -> Option<PathBuf> {
         if id.is_empty() || id.contains('/') {
             return None;
