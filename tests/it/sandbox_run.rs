@@ -371,9 +371,35 @@ fn git_hooks_and_config_of_the_workspace_stay_read_only() {
         std::fs::read_to_string(git.join("config")).unwrap(),
         "[core]\n"
     );
-    // The hooks and the config, and the request socket of nested runs.
-    let ro = v["sandbox"]["policy"]["read_only"].as_array().unwrap();
-    assert_eq!(ro.len(), 3, "{ro:?}");
+    // The hooks and the config, the request socket of nested runs, and subpane's own
+    // directory when the binary lives under /tmp (a checkout there).
+    let ro: Vec<&str> = v["sandbox"]["policy"]["read_only"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let bin_dir = std::path::Path::new(crate::harness::BIN).parent().unwrap();
+    let expected = [
+        git.join("hooks").display().to_string(),
+        git.join("config").display().to_string(),
+        env.attempt_dir("git", 1)
+            .join("nest.sock")
+            .display()
+            .to_string(),
+    ];
+    for e in &expected {
+        assert!(ro.contains(&e.as_str()), "{e} not read-only: {ro:?}");
+    }
+    let others: Vec<&&str> = ro
+        .iter()
+        .filter(|p| !expected.iter().any(|e| e == *p))
+        .collect();
+    assert!(
+        others.is_empty()
+            || (bin_dir.starts_with("/tmp") && others == [&bin_dir.to_str().unwrap()]),
+        "{others:?}"
+    );
     env.assert_no_leftovers();
 }
 
