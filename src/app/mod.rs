@@ -39,6 +39,7 @@
 //! * Environment values reach only the one-shot environment file: never a record, never a
 //!   `Debug` string (see [`RunRequest`]'s and [`Plan`]'s `Debug`).
 
+mod error;
 pub mod fanout;
 mod group;
 mod launch;
@@ -72,43 +73,4 @@ pub use wait::{
 };
 pub use wait_loop::{Driver, Ended, Interrupter, Seen, WaitLoop};
 
-use crate::exit_code;
-
-/// Why a call of the application layer did not do what was asked. Messages say what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    /// The input was not valid: nothing was started (exit 2).
-    #[error("{0}")]
-    Invalid(String),
-    /// Something went wrong on the way (exit 1).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl Error {
-    pub fn invalid(m: impl Into<String>) -> Self {
-        Error::Invalid(m.into())
-    }
-    pub fn failed(m: impl Into<String>) -> Self {
-        Error::Failed(m.into())
-    }
-    /// The documented exit code.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Error::Invalid(_) => exit_code::INVALID,
-            Error::Failed(_) => exit_code::FAILED,
-        }
-    }
-}
-
-impl From<crate::store::StoreError> for Error {
-    fn from(e: crate::store::StoreError) -> Self {
-        Error::Failed(e.to_string())
-    }
-}
-
-impl From<crate::supervisor::SuperviseError> for Error {
-    fn from(e: crate::supervisor::SuperviseError) -> Self {
-        Error::Failed(e.to_string())
-    }
-}
+pub use error::Error;

@@ -172,11 +172,9 @@ pub fn plan_retry(
         None => prev.argv.clone(),
     };
     let mut argv = prev_program;
-    let program = argv.first_mut().ok_or_else(|| {
-        Error::failed(format!(
-            "{} has an empty argv",
-            found.paths.spec().display()
-        ))
+    let program = argv.first_mut().ok_or_else(|| Error::Damaged {
+        path: found.paths.spec(),
+        problem: "has an empty argv".into(),
     })?;
     if let (Some(old), Some(new)) = (&prev.worktree, &worktree) {
         if let Ok(rest) = Path::new(program.as_str()).strip_prefix(&old.path) {
@@ -230,19 +228,14 @@ fn previous_envelope(found: &Found, sys: &dyn System) -> Result<Envelope, Error>
     let (id, n) = (&found.spec.run_id, found.spec.attempt);
     let path = found.paths.result();
     match sys.read_record(&path) {
-        Ok(text) => serde_json::from_slice(&text).map_err(|e| {
-            Error::failed(format!(
-                "{} cannot be read ({e}); the run's record is damaged",
-                path.display()
-            ))
+        Ok(text) => serde_json::from_slice(&text).map_err(|e| Error::Damaged {
+            path: path.clone(),
+            problem: format!("cannot be read ({e})"),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::invalid(format!(
             "attempt {n} of run `{id}` has not finished: wait for it (`subpane wait {id}`) or cancel it (`subpane cancel {id}`), then retry"
         ))),
-        Err(e) => Err(Error::failed(format!(
-            "cannot read {}: {e}",
-            path.display()
-        ))),
+        Err(source) => Err(crate::store::StoreError::Read { path, source }.into()),
     }
 }
 

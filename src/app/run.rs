@@ -127,7 +127,7 @@ pub fn run(
     }
     match res.results.into_iter().next().flatten() {
         Some(envelope) => Ok(RunOutcome::Finished { started, envelope }),
-        None => Err(Error::failed("the attempt ended without an envelope")),
+        None => Err(Error::NoEnvelope),
     }
 }
 

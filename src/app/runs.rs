@@ -59,7 +59,7 @@ impl Found {
 
 /// Finds a run by id; `attempt` picks one, else the latest.
 pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found, Error> {
-    let id = RunId::parse(raw_id).map_err(|e| Error::invalid(e.to_string()))?;
+    let id = RunId::parse(raw_id)?;
     let record = store::read_run(home, &id)?.ok_or_else(|| {
         Error::invalid(format!(
             "no run `{id}` in {}; `subpane ls` lists the runs there",
@@ -76,11 +76,9 @@ pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found
         None => record.attempts.iter().map(|a| a.attempt).max().unwrap_or(1),
     };
     let paths = home.attempt(&id, n);
-    let spec: AttemptSpec = store::read_json(&paths.spec())?.ok_or_else(|| {
-        Error::failed(format!(
-            "{} is missing; the run's record is damaged",
-            paths.spec().display()
-        ))
+    let spec: AttemptSpec = store::read_json(&paths.spec())?.ok_or_else(|| Error::Damaged {
+        path: paths.spec(),
+        problem: "is missing".into(),
     })?;
     Ok(Found {
         record,
@@ -359,8 +357,9 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
                 }
             }
             if !dry_run {
-                std::fs::remove_dir_all(&run.dir).map_err(|e| {
-                    Error::failed(format!("cannot remove {}: {e}", run.dir.display()))
+                std::fs::remove_dir_all(&run.dir).map_err(|source| Error::Remove {
+                    path: run.dir.clone(),
+                    source,
                 })?;
             }
             report.removed_runs.push(run.id.to_string());

@@ -209,7 +209,7 @@ pub fn wait_one(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Box<Envelope
         .into_iter()
         .next()
         .flatten()
-        .ok_or_else(|| Error::failed("the attempt ended without an envelope"))
+        .ok_or(Error::NoEnvelope)
 }
 
 /// What [`follow`] tells its caller.

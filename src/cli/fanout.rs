@@ -113,11 +113,16 @@ fn read_tasks(file: &std::path::Path) -> Result<(String, String), CliError> {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
-            .map_err(|e| CliError::invalid(format!("cannot read the tasks from stdin: {e}")))?;
+            .map_err(|source| CliError::ReadTasks {
+                what: "the tasks from stdin".into(),
+                source,
+            })?;
         return Ok((s, "stdin".into()));
     }
-    let s = std::fs::read_to_string(file)
-        .map_err(|e| CliError::invalid(format!("cannot read {}: {e}", file.display())))?;
+    let s = std::fs::read_to_string(file).map_err(|source| CliError::ReadTasks {
+        what: file.display().to_string(),
+        source,
+    })?;
     Ok((s, file.display().to_string()))
 }
 

@@ -27,5 +27,5 @@ pub fn mcp(home: &Home, _a: McpArgs) -> Result<i32, CliError> {
              client (Ctrl-D ends it)"
         );
     }
-    crate::mcp::serve(home.clone())
+    Ok(crate::mcp::serve(home.clone())?)
 }

@@ -141,9 +141,11 @@ impl RunArgs {
     pub fn to_request(&self) -> Result<RunRequest, CliError> {
         let mut argv: Vec<String> = Vec::with_capacity(self.command.len());
         for arg in &self.command {
-            argv.push(arg.to_str().map(str::to_owned).ok_or_else(|| {
-                CliError::invalid(format!("argument {arg:?} is not valid UTF-8"))
-            })?);
+            argv.push(
+                arg.to_str().map(str::to_owned).ok_or_else(|| {
+                    CliError::Flag(format!("argument {arg:?} is not valid UTF-8"))
+                })?,
+            );
         }
         let mut labels = std::collections::BTreeMap::new();
         for l in &self.labels {
@@ -251,10 +253,9 @@ pub(super) fn start_and_report(
         }
         RunOutcome::Finished { started, envelope } => Ok(report(&envelope, &started.paths, json)),
         // Not asked for: an interrupt cancels and waits.
-        RunOutcome::Cancelled(started) => Err(CliError::failed(format!(
-            "stopped waiting for run {}",
-            started.spec.run_id
-        ))),
+        RunOutcome::Cancelled(started) => {
+            Err(CliError::StoppedWaiting(started.spec.run_id.to_string()))
+        }
     }
 }
 

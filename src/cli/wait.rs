@@ -49,8 +49,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .timeout
         .as_deref()
         .map(|t| parse_positive_duration("--timeout", t))
-        .transpose()
-        .map_err(|e| CliError::invalid(e.to_string()))?;
+        .transpose()?;
     let targets = app::wait_targets(home, &a.runs, a.group.as_deref(), a.attempt)?;
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;

@@ -23,21 +23,23 @@
 
 mod answer;
 mod call;
+mod error;
 mod reply;
 mod server;
 mod tools;
+mod wording;
 
 use std::time::Duration;
 
 use rmcp::ServiceExt;
 
-use crate::app::Error;
 use crate::store::Home;
 
+pub use error::{ServeError, ToolError};
 pub use server::Server;
 
 /// Serves one client on stdin/stdout until it closes the connection. Returns the exit code.
-pub fn serve(home: Home) -> Result<i32, Error> {
+pub fn serve(home: Home) -> Result<i32, ServeError> {
     // One thread runs the protocol (it only moves messages); the work runs on the blocking
     // pool. The multi-thread scheduler would also link libm into the binary every worker
     // starts from.
@@ -45,16 +47,13 @@ pub fn serve(home: Home) -> Result<i32, Error> {
         .thread_name("subpane-mcp")
         .enable_all()
         .build()
-        .map_err(|e| Error::failed(format!("cannot start the MCP server's runtime: {e}")))?;
+        .map_err(ServeError::Runtime)?;
     let out = rt.block_on(async {
         let service = Server::new(home)
             .serve(rmcp::transport::stdio_pipes())
             .await
-            .map_err(|e| Error::failed(format!("the MCP client did not initialize: {e}")))?;
-        service
-            .waiting()
-            .await
-            .map_err(|e| Error::failed(format!("the MCP server stopped: {e}")))
+            .map_err(|e| ServeError::Initialize(Box::new(e)))?;
+        service.waiting().await.map_err(ServeError::Stopped)
     });
     // Waits still in progress are abandoned; the runs they watched go on.
     rt.shutdown_timeout(Duration::from_millis(200));

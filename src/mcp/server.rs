@@ -19,13 +19,14 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
+use super::ToolError;
 use super::answer::{self, MAX_TEXT};
 use super::call::{Call, Cancels, Reporter, blocking};
 use super::reply::{finished, prepend, result, text_of, to_value};
 use super::tools::{self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, StatusArgs, WaitArgs};
 use crate::app::fanout::{DEFAULT_CONCURRENCY, Event, Fanout, Options, new_group_id, plan_values};
 use crate::app::{
-    self, AttemptStatus, CancelOutcome, Error, OnInterrupt, RealSystem, RunOptions, RunOutcome,
+    self, AttemptStatus, CancelOutcome, OnInterrupt, RealSystem, RunOptions, RunOutcome,
     RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
 };
 use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
@@ -41,7 +42,7 @@ pub struct Server {
     cancels: Cancels,
 }
 
-type Answer = Result<CallToolResult, Error>;
+type Answer = Result<CallToolResult, ToolError>;
 
 impl Server {
     pub fn new(home: Home) -> Self {
@@ -76,7 +77,7 @@ impl Server {
             None | Some(Value::Null) => true,
             Some(Value::Bool(b)) => b,
             Some(other) => {
-                return Err(Error::invalid(format!(
+                return Err(ToolError::Invalid(format!(
                     "invalid arguments for `run`: `wait` must be true or false, not {other}"
                 )));
             }
@@ -131,10 +132,9 @@ impl Server {
                 }
                 Ok(r)
             }
-            RunOutcome::Cancelled(started) => Err(Error::failed(format!(
-                "cancelled by the client: run {} was asked to stop",
-                started.spec.run_id
-            ))),
+            RunOutcome::Cancelled(started) => {
+                Err(ToolError::RunCancelled(started.spec.run_id.to_string()))
+            }
         }
     }
 
@@ -146,7 +146,7 @@ impl Server {
         mode: WaitMode,
         timeout: Option<Duration>,
         call: &Call,
-    ) -> Result<(app::WaitResult, Vec<(AttemptPaths, AttemptSpec)>), Error> {
+    ) -> Result<(app::WaitResult, Vec<(AttemptPaths, AttemptSpec)>), ToolError> {
         let mut wl = WaitLoop::new()?;
         let stop = wl.interrupter();
         call.on_cancel(move || stop.interrupt());
@@ -190,10 +190,10 @@ impl Server {
             .as_deref()
             .map(|t| parse_positive_duration("timeout", t))
             .transpose()
-            .map_err(|e| Error::invalid(e.to_string()))?;
+            .map_err(app::Error::from)?;
         if a.run_ids.is_empty() && a.group.is_none() {
-            return Err(Error::invalid(
-                "give `run_ids` (a list of run ids) or `group` (a fan-out group id)",
+            return Err(ToolError::Invalid(
+                "give `run_ids` (a list of run ids) or `group` (a fan-out group id)".into(),
             ));
         }
         let home = self.home.clone();
@@ -207,7 +207,7 @@ impl Server {
         call.reporter().say(app::waiting_for(&targets));
         let (res, targets) = self.wait_on(targets, mode, timeout, call).await?;
         if res.stopped {
-            return Err(Error::failed("cancelled by the client; the runs go on"));
+            return Err(ToolError::WaitCancelled);
         }
         blocking(move || {
             let answers = app::wait_answers(targets, res)?;
@@ -280,7 +280,7 @@ impl Server {
             .as_deref()
             .map(|g| parse_duration("grace", g))
             .transpose()
-            .map_err(|e| Error::invalid(e.to_string()))?
+            .map_err(app::Error::from)?
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let home = self.home.clone();
         blocking(move || {
@@ -325,8 +325,8 @@ impl Server {
     async fn fanout(&self, args: Value, call: &Call) -> Answer {
         let a: FanoutArgs = parse(tools::FANOUT, args)?;
         if a.tasks.is_empty() {
-            return Err(Error::invalid(
-                "`tasks` is empty: give at least one request",
+            return Err(ToolError::Invalid(
+                "`tasks` is empty: give at least one request".into(),
             ));
         }
         let opts = Options {
@@ -369,20 +369,14 @@ impl Server {
         if let Ok(stop) = rx.await {
             call.on_cancel(move || stop.interrupt());
         }
-        let report = work
-            .await
-            .map_err(|e| Error::failed(format!("the fan-out's thread failed: {e}")))??;
+        let report = work.await.map_err(ToolError::Thread)??;
         Ok(result(answer::fanout_text(&report), to_value(&report)))
     }
 }
 
 /// The arguments of `tool` as `T`, or the error a model can act on.
-fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Error> {
-    serde_json::from_value(args).map_err(|e| {
-        Error::invalid(format!(
-            "invalid arguments for `{tool}`: {e}; the tool's input schema lists the fields"
-        ))
-    })
+fn parse<T: DeserializeOwned>(tool: &'static str, args: Value) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|source| ToolError::Args { tool, source })
 }
 
 /// A progress message for a wait: how many finished, and which one just did. `only`: the
@@ -458,7 +452,7 @@ impl ServerHandler for Server {
         }
         Ok(match out {
             Ok(r) => r,
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+            Err(e) => e.answer(),
         }
         .into())
     }
