@@ -38,12 +38,13 @@ pub struct Started {
 }
 
 impl Started {
-    /// The `run --detach --json` answer.
+    /// The `run --detach --json` answer. Its status is what is known when the pane has
+    /// just started: `starting` (the worker may not run yet; `status` tells when it does).
     pub fn answer(&self) -> envelope::Started {
         envelope::Started {
             run_id: self.spec.run_id.to_string(),
             attempt: self.spec.attempt,
-            status: LiveStatus::Running,
+            status: LiveStatus::Starting,
             attempt_dir: self.paths.dir().to_path_buf(),
             tmux: self.spec.tmux.clone(),
         }

@@ -64,10 +64,10 @@ pub struct StatusDoc {
     pub tmux: TmuxInfo,
 }
 
-/// `run --detach --json`: the attempt was started and runs on.
+/// `run --detach --json`: the attempt's pane was started and it runs on.
 ///
 /// ```json
-/// {"run_id": "build-42", "attempt": 1, "status": "running",
+/// {"run_id": "build-42", "attempt": 1, "status": "starting",
 ///  "attempt_dir": "/home/u/.local/state/subpane/runs/build-42/attempts/1",
 ///  "tmux": {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1"}}
 /// ```
@@ -75,7 +75,8 @@ pub struct StatusDoc {
 pub struct Started {
     pub run_id: String,
     pub attempt: u32,
-    /// Always `running`: a pane that could not start is answered with its envelope.
+    /// Always `starting`: the pane started, and whether its worker runs yet is not known
+    /// (`status` tells). A pane that could not start is answered with its envelope.
     pub status: LiveStatus,
     pub attempt_dir: PathBuf,
     pub tmux: TmuxTarget,
@@ -381,7 +382,7 @@ mod tests {
         let s = Started {
             run_id: "r".into(),
             attempt: 1,
-            status: LiveStatus::Running,
+            status: LiveStatus::Starting,
             attempt_dir: "/h/runs/r/attempts/1".into(),
             tmux: TmuxTarget {
                 socket: "/tmp/s".into(),
@@ -391,7 +392,7 @@ mod tests {
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"run_id": "r", "attempt": 1, "status": "running",
+            serde_json::json!({"run_id": "r", "attempt": 1, "status": "starting",
                 "attempt_dir": "/h/runs/r/attempts/1",
                 "tmux": {"socket": "/tmp/s", "session": "r-1"}})
         );
