@@ -53,6 +53,7 @@ mod runs;
 mod start_many;
 mod wait;
 mod wait_loop;
+pub mod wording;
 pub mod worktree;
 
 pub use group::{group_runs, list_group};
@@ -63,8 +64,8 @@ pub use request::{RunRequest, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
 pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};
 pub use runs::{
-    AttemptStatus, CancelOutcome, Found, LogFile, attempt_status, cancel, find_run, gc, list,
-    tmux_for,
+    AttemptStatus, CancelOutcome, Found, LogFile, attempt_status, cancel, cancel_by, find_run, gc,
+    list, tmux_for,
 };
 pub use start_many::start_many;
 pub use wait::{

@@ -61,8 +61,10 @@ pub const DEFAULT_FOLLOW_UP: &str = "Continue where you stopped.";
 pub struct RetryOptions {
     /// Continue the agent session of the latest attempt instead of starting a new one.
     pub resume: bool,
-    /// The task (text, or `@FILE`): the follow-up message with `resume`, else a new task.
+    /// The task: the follow-up message with `resume`, else a new task.
     pub task: Option<String>,
+    /// A file whose content is the task (instead of `task`).
+    pub task_file: Option<std::path::PathBuf>,
     /// Values for variables: those attempt *n* had set (`spec.env.set`) and any new ones.
     pub env: BTreeMap<String, String>,
 }
@@ -257,16 +259,21 @@ fn next_task(
                 "--resume continues an agent's session, and run `{id}` is a command: retry it without --resume"
             )));
         }
-        if opts.task.is_some() {
+        if opts.task.is_some() || opts.task_file.is_some() {
             return Err(Error::invalid(format!(
                 "--task is for agents, and run `{id}` is a command: retry it without --task"
             )));
         }
         return Ok((None, None));
     };
-    let prompt = match &opts.task {
-        Some(raw) => {
-            let p = text_or_file(sys, "--task", raw)?;
+    let given = text_or_file(
+        sys,
+        "--task",
+        opts.task.as_deref(),
+        opts.task_file.as_deref(),
+    )?;
+    let prompt = match given {
+        Some(p) => {
             if p.trim().is_empty() {
                 return Err(Error::invalid(
                     "--task is empty; say what the agent should do",

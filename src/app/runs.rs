@@ -26,7 +26,7 @@ pub struct Found {
 }
 
 /// A file of an attempt that `logs` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFile {
     /// events.jsonl: the agent's filtered JSON events (default for agents).
@@ -153,6 +153,15 @@ pub enum CancelOutcome {
 /// Asks an attempt to stop: SIGTERM to its process group, SIGKILL after `grace_ms` (default:
 /// the run's own grace).
 pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Error> {
+    cancel_by(found, grace_ms, None)
+}
+
+/// [`cancel`], recording who asked (`by`, e.g. "the MCP client"): the envelope says it.
+pub fn cancel_by(
+    found: &Found,
+    grace_ms: Option<u64>,
+    by: Option<&str>,
+) -> Result<CancelOutcome, Error> {
     if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
         return Ok(CancelOutcome::AlreadyFinished(env));
     }
@@ -162,7 +171,7 @@ pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Err
         Socket::from_path(&found.spec.tmux.socket),
         "/dev/null".into(),
     );
-    supervisor::request_cancel(&found.paths, grace_ms, || {
+    supervisor::request_cancel(&found.paths, grace_ms, by, || {
         tmux.pane_of(&found.spec.tmux.session)
             .ok()
             .map(|p| p.pane_pid)

@@ -267,8 +267,12 @@ pub struct RunAnswer {
 pub struct WaitAnswers {
     pub runs: Vec<RunAnswer>,
     pub timed_out: bool,
-    /// Index (into `runs`) of the run whose end the wait saw first.
+    /// Index (into `runs`) of the run that finished first (by its envelope's
+    /// `finished_at`; the wait's own order among equals).
     pub first_finished: Option<usize>,
+    /// Indices into `runs`: the finished ones in the order they finished, then the others
+    /// in the order given.
+    pub order: Vec<usize>,
 }
 
 /// The answers of a wait: a target's envelope if the wait saw it end, else a fresh look at
@@ -278,6 +282,12 @@ pub fn wait_answers(
     res: WaitResult,
 ) -> Result<WaitAnswers, Error> {
     let mut runs = Vec::with_capacity(targets.len());
+    // The wait's own order of ends first, so equal times keep it.
+    let mut seen: Vec<usize> = res.first_finished.into_iter().collect();
+    seen.extend(
+        (0..res.results.len())
+            .filter(|i| res.results[*i].is_some() && Some(*i) != res.first_finished),
+    );
     for ((paths, spec), env) in targets.into_iter().zip(res.results) {
         let status = match env {
             Some(e) => AttemptStatus::Finished(e),
@@ -289,10 +299,28 @@ pub fn wait_answers(
             status,
         });
     }
+    let finished_at = |i: usize| match &runs[i].status {
+        AttemptStatus::Finished(e) => e.finished_at.clone(),
+        AttemptStatus::Live(_) => None,
+    };
+    let mut order: Vec<usize> = seen;
+    let more: Vec<usize> = (0..runs.len())
+        .filter(|i| !order.contains(i) && matches!(runs[*i].status, AttemptStatus::Finished(_)))
+        .collect();
+    order.extend(more);
+    // RFC 3339 UTC with milliseconds: the text sorts as the time does.
+    order.sort_by_key(|i| {
+        let at = finished_at(*i);
+        (at.is_none(), at)
+    });
+    let first_finished = order.first().copied();
+    let rest: Vec<usize> = (0..runs.len()).filter(|i| !order.contains(i)).collect();
+    order.extend(rest);
     Ok(WaitAnswers {
         runs,
         timed_out: res.timed_out,
-        first_finished: res.first_finished,
+        first_finished,
+        order,
     })
 }
 

@@ -150,9 +150,17 @@ impl ProgressLine {
             Event::Stopping(StopReason::KillNow) => {
                 Some("subpane: killing the running tasks".to_owned())
             }
+            // Why a task could not start; a run that failed is in the table.
             Event::Finished { outcome, .. } => outcome
                 .error
                 .as_ref()
+                .filter(|_| {
+                    outcome.run_id.is_none()
+                        || matches!(
+                            outcome.failure_kind,
+                            Some(FailureKind::Spawn | FailureKind::Sandbox)
+                        )
+                })
                 .map(|e| format!("subpane: line {}: {e}", outcome.line)),
             _ => None,
         };
@@ -205,7 +213,7 @@ fn table(r: &FanoutReport) -> String {
     let id_w = r
         .tasks
         .iter()
-        .map(|t| t.run_id.len())
+        .map(|t| t.run_id.as_deref().map_or(1, str::len))
         .max()
         .unwrap_or(3)
         .max(3);
@@ -235,7 +243,9 @@ fn table(r: &FanoutReport) -> String {
             .unwrap_or_else(|| "-".into());
         out.push_str(&format!(
             "{:>5}  {:id_w$}  {painted}  {dur:>9}  {}\n",
-            t.line, t.run_id, t.what
+            t.line,
+            t.run_id.as_deref().unwrap_or("-"),
+            t.what
         ));
     }
     let s = &r.summary;

@@ -70,9 +70,15 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
         let (k, v) = parse_kv("--env", e)?;
         env.insert(k, v);
     }
+    // `--task @FILE` reads the file, as `run --task` does.
+    let (task, task_file) = match a.task.as_deref().map(|t| t.strip_prefix('@')) {
+        Some(Some(path)) => (None, Some(path.into())),
+        _ => (a.task.clone(), None),
+    };
     let opts = RetryOptions {
         resume: a.resume,
-        task: a.task.clone(),
+        task,
+        task_file,
         env,
     };
     let planned = app::prepare_retry(home, &a.run, &opts, &RealSystem)?;

@@ -99,7 +99,7 @@ pub struct CancelRequested {
 /// ```json
 /// "running"
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     Starting,
@@ -258,8 +258,9 @@ impl From<Status> for TaskStatus {
 }
 
 /// One task of `fanout --json`: a line of the file and what became of its run.
-/// `attempt_dir` is `null` for a task that never started; `error` says why a task could not
-/// start (its run was not created, or its pane failed: `failure_kind: "spawn"`).
+/// `run_id` and `attempt_dir` are `null` for a task that never started; `error` says why a
+/// task could not start (its run was not created, or its pane failed: `failure_kind:
+/// "spawn"`), with the end of the program's stderr when it started and failed.
 ///
 /// ```json
 /// {"line": 3, "run_id": "lint-1", "status": "failed", "failure_kind": "exit",
@@ -271,7 +272,9 @@ impl From<Status> for TaskStatus {
 pub struct FanoutTask {
     /// The line of the file (1-based, counting blank and comment lines).
     pub line: usize,
-    pub run_id: String,
+    /// The task's run; `null` for a task that never started (skipped, or its run could
+    /// not be created).
+    pub run_id: Option<String>,
     pub status: TaskStatus,
     pub failure_kind: Option<FailureKind>,
     pub exit_code: Option<i32>,
@@ -322,7 +325,7 @@ pub struct FanoutSummary {
 ///             "exit_code": 0, "duration_ms": 1520,
 ///             "attempt_dir": "/home/u/.local/state/subpane/runs/lint-1/attempts/1",
 ///             "what": "make lint", "error": null},
-///            {"line": 2, "run_id": "test-1", "status": "skipped", "failure_kind": null,
+///            {"line": 2, "run_id": null, "status": "skipped", "failure_kind": null,
 ///             "exit_code": null, "duration_ms": null, "attempt_dir": null,
 ///             "what": "make test", "error": null}],
 ///  "summary": {"total": 2, "completed": 1, "failed": 0, "cancelled": 0, "skipped": 1,
@@ -402,7 +405,7 @@ mod tests {
     fn a_fanout_report_counts_and_takes_the_worst_code() {
         let task = |line, status, kind| FanoutTask {
             line,
-            run_id: format!("r{line}"),
+            run_id: Some(format!("r{line}")),
             status,
             failure_kind: kind,
             exit_code: None,

@@ -383,11 +383,13 @@ fn fail_fast_lets_the_running_finish_and_skips_the_rest() {
         };
         assert_eq!(status, want, "line {line}: {doc}");
     }
+    // A task that never started has no run, and so no run id.
     for t in &doc["tasks"].as_array().unwrap()[12..] {
         assert_eq!(t["attempt_dir"], Value::Null);
-        let id = t["run_id"].as_str().unwrap();
-        assert!(!env.run_dir(id).exists(), "skipped {id} has a run");
+        assert_eq!(t["run_id"], Value::Null, "{t}");
     }
+    let runs = std::fs::read_dir(env.home.join("runs")).unwrap().count();
+    assert_eq!(runs, 12, "a skipped task has a run");
     assert_eq!(doc["summary"]["skipped"], 8);
     env.assert_no_leftovers();
 }
@@ -633,5 +635,93 @@ fn a_fanout_attempt_gets_the_files_a_run_attempt_gets() {
     );
     assert_eq!(f.code, 0, "{f:?}");
     assert_eq!(listing("single"), listing("fanned"));
+    env.assert_no_leftovers();
+}
+
+/// A socket tmux cannot make (under a regular file): every pane fails to start.
+fn panes_fail(env: &TestEnv) -> PathBuf {
+    let blocker = env.root.path().join("not-a-dir");
+    std::fs::write(&blocker, "").unwrap();
+    blocker.join("tmux.sock")
+}
+
+/// Every start of every batch fails and stderr is not a terminal: the fan-out still ends,
+/// with each task failed (spawn), instead of waiting for an end that cannot come.
+#[test]
+fn when_every_start_fails_the_fanout_ends() {
+    let env = TestEnv::new();
+    let lines: Vec<String> = (0..3)
+        .map(|i| task(&["true"], Some(&format!("nostart{i}"))))
+        .collect();
+    let file = write_tasks(&env, &lines);
+    let child = env
+        .cmd()
+        .env("SUBPANE_TMUX_SOCKET", panes_fail(&env))
+        .args([
+            "fanout",
+            "--json",
+            "--concurrency",
+            "1",
+            file.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ran = crate::harness::wait_child_within(
+        child,
+        DEADLINE,
+        "a fan-out whose every start fails waited for an end that cannot come",
+    );
+    assert_eq!(ran.code, 1, "{ran:?}");
+    let doc = ran.json();
+    for t in doc["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "failed", "{t}");
+        assert_eq!(t["failure_kind"], "spawn", "{t}");
+    }
+    env.assert_no_leftovers();
+}
+
+/// `--fail-fast` treats a task that could not start as a failure: the rest are skipped, and
+/// a task that never started has no run id.
+#[test]
+fn fail_fast_counts_a_failed_start() {
+    let env = TestEnv::new();
+    let lines: Vec<String> = (0..4)
+        .map(|i| task(&["true"], Some(&format!("ff{i}"))))
+        .collect();
+    let file = write_tasks(&env, &lines);
+    let child = env
+        .cmd()
+        .env("SUBPANE_TMUX_SOCKET", panes_fail(&env))
+        .args([
+            "fanout",
+            "--json",
+            "--concurrency",
+            "1",
+            "--fail-fast",
+            file.to_str().unwrap(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ran = crate::harness::wait_child_within(
+        child,
+        DEADLINE,
+        "a fan-out whose every start fails waited for an end that cannot come",
+    );
+    assert_eq!(ran.code, 1, "{ran:?}");
+    let doc = ran.json();
+    let tasks = doc["tasks"].as_array().unwrap();
+    assert_eq!(tasks[0]["status"], "failed", "{doc}");
+    for t in &tasks[1..] {
+        assert_eq!(t["status"], "skipped", "{doc}");
+        assert_eq!(t["run_id"], Value::Null, "{t}");
+        assert_eq!(t["attempt_dir"], Value::Null, "{t}");
+    }
+    for i in 1..4 {
+        assert!(!env.run_dir(&format!("ff{i}")).exists());
+    }
     env.assert_no_leftovers();
 }
