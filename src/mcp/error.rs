@@ -8,8 +8,8 @@
 
 use rmcp::model::{CallToolResult, ContentBlock};
 
-use super::wording;
 use crate::app;
+use crate::app::wording;
 
 /// Why a tool call did not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -17,9 +17,14 @@ pub enum ToolError {
     #[error(transparent)]
     App(#[from] app::Error),
     /// The arguments do not fit the tool's input schema.
-    #[error("invalid arguments for `{tool}`: {source}; the tool's input schema lists the fields")]
+    #[error(
+        "invalid arguments for `{tool}`: {}{source}; the tool's input schema lists the arguments",
+        wording::field_of(.path, &.source.to_string())
+    )]
     Args {
         tool: &'static str,
+        /// Where in the arguments (`tasks[1].timeout`), `.` for the whole.
+        path: String,
         source: serde_json::Error,
     },
     /// An argument is not valid (what the schema alone cannot say).

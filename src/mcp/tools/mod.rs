@@ -219,20 +219,41 @@ mod tests {
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
         assert_eq!(names, NAMES);
         for t in &tools {
-            assert_eq!(t.input_schema.get("type"), Some(&Value::from("object")), "{}", t.name);
-            assert!(t.title.as_deref().is_some_and(|x| !x.is_empty()), "{}", t.name);
+            assert_eq!(
+                t.input_schema.get("type"),
+                Some(&Value::from("object")),
+                "{}",
+                t.name
+            );
+            assert!(
+                t.title.as_deref().is_some_and(|x| !x.is_empty()),
+                "{}",
+                t.name
+            );
             let a = t.annotations.as_ref().expect("annotations");
-            assert!(a.read_only_hint.is_some() && a.open_world_hint.is_some(), "{}", t.name);
+            assert!(
+                a.read_only_hint.is_some() && a.open_world_hint.is_some(),
+                "{}",
+                t.name
+            );
             let d = t.description.as_deref().unwrap_or_default();
             assert!(d.len() > 40, "{}", t.name);
             let out = t.output_schema.as_ref().expect("an output schema");
             assert_eq!(out.get("type"), Some(&Value::from("object")), "{}", t.name);
             let input = Value::Object((*t.input_schema).clone());
             let text = input.to_string();
-            assert!(!text.contains("$ref") && !text.contains("\"null\""), "{}: {text}", t.name);
+            assert!(
+                !text.contains("$ref") && !text.contains("\"null\""),
+                "{}: {text}",
+                t.name
+            );
             // Written for a model: no Rust doc links or types, no command-line flags.
             for bad in ["[`", "Debug", "schemars", "RunRequest", "--"] {
-                assert!(!text.contains(bad) && !d.contains(bad), "{}: `{bad}` in {text}", t.name);
+                assert!(
+                    !text.contains(bad) && !d.contains(bad),
+                    "{}: `{bad}` in {text}",
+                    t.name
+                );
             }
             walk(&input, &mut |o| {
                 if let Some(f) = o.get("format").and_then(Value::as_str) {
@@ -282,14 +303,33 @@ mod tests {
         let s = run_schema();
         let props = s["properties"].as_object().unwrap();
         for f in [
-            "agent", "task", "task_file", "argv", "cwd", "model", "timeout", "idle_timeout",
-            "labels", "sandbox", "worktree", "wait", "max_wait",
+            "agent",
+            "task",
+            "task_file",
+            "argv",
+            "cwd",
+            "model",
+            "timeout",
+            "idle_timeout",
+            "labels",
+            "sandbox",
+            "worktree",
+            "wait",
+            "max_wait",
         ] {
             assert!(props.contains_key(f), "{f}");
         }
         let agents = serde_json::to_string(&props["agent"]).unwrap();
-        assert!(agents.contains("claude") && agents.contains("codex"), "{agents}");
-        assert!(props["timeout"]["description"].as_str().unwrap().contains("30s"));
+        assert!(
+            agents.contains("claude") && agents.contains("codex"),
+            "{agents}"
+        );
+        assert!(
+            props["timeout"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("30s")
+        );
     }
 
     /// The defaults the schemas show are the ones in force (defined once, in `spec`,
@@ -305,7 +345,10 @@ mod tests {
         assert_eq!(ms(&p["grace"]["default"]), Limits::default().grace_ms);
         assert_eq!(p["max_depth"]["default"], DEFAULT_MAX_DEPTH);
         let f = schema::of::<FanoutArgs>();
-        assert_eq!(f["properties"]["concurrency"]["default"], DEFAULT_CONCURRENCY);
+        assert_eq!(
+            f["properties"]["concurrency"]["default"],
+            DEFAULT_CONCURRENCY
+        );
         let l = schema::of::<LogsArgs>();
         assert_eq!(l["properties"]["max_bytes"]["default"], LOGS_DEFAULT);
         assert_eq!(l["properties"]["max_bytes"]["maximum"], LOGS_MAX);
@@ -318,7 +361,10 @@ mod tests {
     fn fanout_tasks_take_the_task_arguments() {
         let s = schema::of::<FanoutArgs>();
         let items = &s["properties"]["tasks"]["items"]["properties"];
-        assert!(items.get("argv").is_some() && items.get("task_file").is_some(), "{s:?}");
+        assert!(
+            items.get("argv").is_some() && items.get("task_file").is_some(),
+            "{s:?}"
+        );
         assert!(items.get("wait").is_none(), "{s:?}");
     }
 
