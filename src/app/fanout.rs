@@ -24,11 +24,16 @@
 //! * A skipped task never had a run: its `attempt_dir` is `null`, and nothing on disk knows
 //!   it. Only this report does.
 
+mod detached;
 mod events;
 mod tasks;
 
+pub use detached::{
+    DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, group_record, group_report,
+    read_driver_input,
+};
 pub use events::{Event, Progress, StopReason};
-pub use tasks::{Task, new_group_id, plan_requests, plan_tasks};
+pub use tasks::{Task, new_group_id, plan_lines, plan_requests, plan_tasks};
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
@@ -415,6 +420,7 @@ impl State<'_> {
             TaskStatus::Failed => self.progress.failed += 1,
             TaskStatus::Cancelled => self.progress.cancelled += 1,
             TaskStatus::Skipped => self.progress.skipped += 1,
+            TaskStatus::Running | TaskStatus::Queued => {}
         }
         self.emit(
             &Event::Finished {

@@ -70,7 +70,7 @@ pub use runs::{
 pub use start_many::start_many;
 pub use wait::{
     Followed, RunAnswer, WaitAnswers, WaitMode, WaitOptions, WaitProgress, WaitResult, follow,
-    wait, wait_answers, wait_one, wait_targets, wait_with, waiting_for,
+    regroup, wait, wait_answers, wait_one, wait_targets, wait_with, waiting_for,
 };
 pub use wait_loop::{Driver, Ended, Interrupter, Seen, WaitLoop};
 

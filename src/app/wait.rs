@@ -84,13 +84,56 @@ pub fn wait_targets(
         targets.push((f.paths, f.spec));
     }
     if let Some(g) = group {
-        for f in group_runs(home, g)? {
+        // A group whose driver runs on its own: its driver (a run named as the group) is
+        // waited for too, and its tasks may not have runs yet.
+        let driver = super::fanout::group_record(home, g)
+            .map(|_| find_run(home, g, None))
+            .transpose()?;
+        let runs = match group_runs(home, g) {
+            Err(_) if driver.is_some() => Vec::new(),
+            other => other?,
+        };
+        for f in runs.into_iter().chain(driver) {
             if !targets.iter().any(|(p, _)| *p == f.paths) {
                 targets.push((f.paths, f.spec));
             }
         }
     }
     Ok(targets)
+}
+
+/// After a wait on a `group` whose driver runs on its own: the group's runs that started
+/// since the targets were taken join them (looked at afresh by [`wait_answers`]), and the
+/// driver, waited for only to know when the group is done, leaves them: an answer names
+/// every run of the group, and only those.
+pub fn regroup(
+    home: &Home,
+    group: Option<&str>,
+    targets: &mut Vec<(AttemptPaths, AttemptSpec)>,
+    res: &mut WaitResult,
+) -> Result<(), Error> {
+    let Some(g) = group.filter(|g| super::fanout::group_record(home, g).is_some()) else {
+        return Ok(());
+    };
+    for f in group_runs(home, g).unwrap_or_default() {
+        if !targets.iter().any(|(p, _)| *p == f.paths) {
+            targets.push((f.paths, f.spec));
+            res.results.push(None);
+        }
+    }
+    let driver = targets.iter().position(|(_, s)| {
+        s.run_id.as_str() == g && s.labels.contains_key(super::fanout::DRIVER_LABEL)
+    });
+    if let Some(i) = driver {
+        targets.remove(i);
+        res.results.remove(i);
+        res.first_finished = match res.first_finished {
+            Some(f) if f == i => None,
+            Some(f) if f > i => Some(f - 1),
+            other => other,
+        };
+    }
+    Ok(())
 }
 
 /// Waits for attempts (without polling) until one or all finished, or `timeout` passed.

@@ -15,7 +15,8 @@ use super::common::{color_stdout, print, print_json};
 use super::interrupt;
 use crate::app::RealSystem;
 use crate::app::fanout::{
-    DEFAULT_CONCURRENCY, Event, Fanout, Options, Progress, StopReason, new_group_id, plan_tasks,
+    DEFAULT_CONCURRENCY, Event, Fanout, Options, Progress, StopReason, detach, new_group_id,
+    plan_lines, plan_tasks, read_driver_input,
 };
 use crate::envelope::{FailureKind, FanoutReport, TaskStatus};
 use crate::store::Home;
@@ -42,8 +43,8 @@ Exit code: the worst of the tasks (1 failed > 124 timed out > 130 cancelled > 0)
 task counts as cancelled (130). 2: invalid input, nothing started.")]
 pub struct FanoutArgs {
     /// A file of tasks, one JSON object per line, or - to read them from stdin
-    #[arg(value_name = "FILE|-")]
-    pub file: PathBuf,
+    #[arg(value_name = "FILE|-", required_unless_present = "driver")]
+    pub file: Option<PathBuf>,
     /// Run at most N tasks at once
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CONCURRENCY,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -60,25 +61,79 @@ pub struct FanoutArgs {
     /// "summary"}; status is completed, failed, cancelled or skipped
     #[arg(long)]
     pub json: bool,
+    /// Check every task, then hand the group to a driver of its own (a run whose id is the
+    /// group id, in its own pane) and return: closing this terminal loses no task. Watch it
+    /// with `subpane attach GROUP`, wait with `subpane wait --group GROUP`, stop it with
+    /// `subpane cancel GROUP`
+    #[arg(long)]
+    pub detach: bool,
+    /// Drive the group recorded in this directory (internal: the driver of --detach)
+    #[arg(long, hide = true, value_name = "DIR", conflicts_with_all = ["file", "detach"])]
+    pub driver: Option<PathBuf>,
 }
 
 pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
-    let (text, name) = read_tasks(&a.file)?;
-    let group = new_group_id();
-    let tasks = plan_tasks(&text, home, &RealSystem, &group)?;
+    let tty = std::io::stderr().is_terminal();
+    let (group, tasks, name, mut opts) = match &a.driver {
+        Some(dir) => {
+            let (record, requests) = read_driver_input(dir)?;
+            let tasks = plan_lines(requests, home, &RealSystem, &record.group)?;
+            let opts = Options {
+                concurrency: record.concurrency,
+                fail_fast: record.fail_fast,
+                cancel_siblings: record.cancel_siblings,
+                tick: None,
+            };
+            (
+                record.group,
+                tasks,
+                format!("group {}", dir.display()),
+                opts,
+            )
+        }
+        None => {
+            let file = a.file.as_deref().unwrap_or(std::path::Path::new("-"));
+            let (text, name) = read_tasks(file)?;
+            let group = new_group_id();
+            let tasks = plan_tasks(&text, home, &RealSystem, &group)?;
+            let opts = Options {
+                concurrency: a.concurrency as usize,
+                fail_fast: a.fail_fast,
+                cancel_siblings: a.cancel_siblings,
+                tick: None,
+            };
+            (group, tasks, name, opts)
+        }
+    };
+    opts.tick = tty.then_some(Duration::from_secs(1));
     let total = tasks.len();
     if total == 0 {
         eprintln!("subpane: {name} has no tasks; nothing to do");
     }
-    let tty = std::io::stderr().is_terminal();
-    let opts = Options {
-        concurrency: a.concurrency as usize,
-        fail_fast: a.fail_fast,
-        cancel_siblings: a.cancel_siblings,
-        tick: tty.then_some(Duration::from_secs(1)),
-    };
+    if a.detach && total > 0 {
+        let started = detach(home, &group, &tasks, &opts)?;
+        if let Some(env) = &started.spawn_failed {
+            eprintln!("subpane: error: {}", env.output.errors.join("; "));
+            return Ok(env.exit_code());
+        }
+        eprintln!(
+            "subpane: group {group}: {total} task{}, at most {} at once, driven by run {group} \
+             (watch: subpane attach {group}; wait: subpane wait --group {group}; stop: \
+             subpane cancel {group})",
+            if total == 1 { "" } else { "s" },
+            opts.concurrency
+        );
+        if a.json {
+            print_json(&serde_json::json!({"group": group, "tasks": total,
+                                           "driver": started.answer()}));
+        } else {
+            print(&format!("{group}\n"));
+        }
+        return Ok(crate::exit_code::COMPLETED);
+    }
     // Before the first start: a Ctrl-C during the starts must queue, not kill us half-way.
     interrupt::block();
+    let concurrency = opts.concurrency;
     let fan = Fanout::new(home, group.clone(), tasks, opts)?;
     let stop = fan.interrupter();
     interrupt::on_interrupt(move |n| {
@@ -93,7 +148,7 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
         eprintln!(
             "subpane: group {group}: {total} task{}, at most {} at once",
             if total == 1 { "" } else { "s" },
-            a.concurrency
+            concurrency
         );
     }
     let mut line = ProgressLine { tty, drawn: false };
@@ -232,6 +287,7 @@ fn table(r: &FanoutReport) -> String {
                 TaskStatus::Completed => "32",
                 TaskStatus::Failed => "31",
                 TaskStatus::Cancelled | TaskStatus::Skipped => "33",
+                TaskStatus::Running | TaskStatus::Queued => "36",
             };
             format!("\x1b[{c}m{status:12}\x1b[0m")
         } else {

@@ -222,7 +222,9 @@ pub struct DamagedRun {
 }
 
 /// What became of one task of a fan-out: its run's status, or `skipped` when it never
-/// started (after `--fail-fast` stopped the fan-out, or an interrupt).
+/// started (after `--fail-fast` stopped the fan-out, an interrupt, or its driver ended).
+/// A report of a group whose driver runs on (`fanout --detach`, the MCP `fanout` tool) also
+/// has `running` tasks and `queued` ones (not started yet).
 ///
 /// ```json
 /// "skipped"
@@ -234,6 +236,8 @@ pub enum TaskStatus {
     Failed,
     Cancelled,
     Skipped,
+    Running,
+    Queued,
 }
 
 impl TaskStatus {
@@ -243,6 +247,8 @@ impl TaskStatus {
             TaskStatus::Failed => "failed",
             TaskStatus::Cancelled => "cancelled",
             TaskStatus::Skipped => "skipped",
+            TaskStatus::Running => "running",
+            TaskStatus::Queued => "queued",
         }
     }
 }
@@ -294,6 +300,7 @@ impl FanoutTask {
             TaskStatus::Completed => crate::exit_code::COMPLETED,
             TaskStatus::Skipped | TaskStatus::Cancelled => crate::exit_code::CANCELLED,
             TaskStatus::Failed => super::code_for(Status::Failed, self.failure_kind),
+            TaskStatus::Running | TaskStatus::Queued => crate::exit_code::STILL_RUNNING,
         }
     }
 }
@@ -311,10 +318,20 @@ pub struct FanoutSummary {
     pub failed: usize,
     pub cancelled: usize,
     pub skipped: usize,
+    /// Of a group whose driver runs on: tasks running, and not started yet (left out when
+    /// none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub running: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued: usize,
     pub concurrency: usize,
     /// From the first start to the last end.
     pub duration_ms: u64,
     pub exit_code: i32,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `fanout --json`: the group id, every task in the order of the file, and the counts.
@@ -353,6 +370,8 @@ impl FanoutReport {
             failed: count(TaskStatus::Failed),
             cancelled: count(TaskStatus::Cancelled),
             skipped: count(TaskStatus::Skipped),
+            running: count(TaskStatus::Running),
+            queued: count(TaskStatus::Queued),
             concurrency,
             duration_ms,
             exit_code: crate::exit_code::worst(tasks.iter().map(FanoutTask::code)),
@@ -447,6 +466,8 @@ mod tests {
             TaskStatus::Failed,
             TaskStatus::Cancelled,
             TaskStatus::Skipped,
+            TaskStatus::Running,
+            TaskStatus::Queued,
         ] {
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }

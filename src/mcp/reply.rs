@@ -47,6 +47,12 @@ pub(super) fn text_of(r: &CallToolResult) -> String {
         .collect()
 }
 
+pub(super) fn append(r: &mut CallToolResult, s: &str) {
+    if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
+        r.content[0] = ContentBlock::text(format!("{}{s}", t.text));
+    }
+}
+
 pub(super) fn prepend(r: &mut CallToolResult, s: &str) {
     if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
         r.content[0] = ContentBlock::text(format!("{s}{}", t.text));
@@ -142,6 +148,7 @@ fn run_entry(status: &AttemptStatus, paths: &AttemptPaths) -> (String, Value) {
 /// `status` would.
 pub(super) fn wait_answer(
     a: &WaitAnswers,
+    group: Option<&FanoutReport>,
     max_wait_passed: bool,
     max_wait: Duration,
 ) -> CallToolResult {
@@ -202,10 +209,36 @@ pub(super) fn wait_answer(
     } else if a.timed_out {
         text.push_str("the timeout passed first; the runs that have not finished go on");
     }
+    // A group whose driver runs on its own: its counts, and the tasks it has not started
+    // (queued, or never to start because the driver ended).
+    let group_doc = group.map(|g| {
+        let unstarted: Vec<Value> = g
+            .tasks
+            .iter()
+            .filter(|t| t.run_id.is_none())
+            .take(50)
+            .map(|t| json!({"line": t.line, "status": t.status, "what": t.what, "error": t.error}))
+            .collect();
+        let s = &g.summary;
+        if s.queued > 0 || s.skipped > 0 {
+            text.push_str(&format!(
+                "\ngroup {}: {} queued, {} never started{}",
+                g.group,
+                s.queued,
+                s.skipped,
+                unstarted
+                    .iter()
+                    .find_map(|t| t["error"].as_str())
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            ));
+        }
+        json!({"group": g.group, "summary": g.summary, "unstarted": unstarted})
+    });
     let first = a.first_finished.map(|i| a.runs[i].spec.run_id.as_str());
     let doc = json!({"counts": counts, "timed_out": a.timed_out,
                      "max_wait_passed": max_wait_passed, "first_finished": first,
-                     "runs": docs, "left_out": left_out});
+                     "runs": docs, "left_out": left_out, "group": group_doc});
     result(text.trim_end().to_owned(), doc)
 }
 

@@ -26,9 +26,7 @@ use super::tools::{
     self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs,
     WaitArgs, Waiting,
 };
-use crate::app::fanout::{
-    DEFAULT_CONCURRENCY, Event, Fanout, Options, new_group_id, plan_requests,
-};
+use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
 use crate::app::{
     self, AttemptStatus, CancelOutcome, OnInterrupt, Plan, RealSystem, RunOptions, RunOutcome,
     RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
@@ -282,6 +280,7 @@ impl Server {
             ));
         }
         let home = self.home.clone();
+        let group = a.group.clone();
         let targets =
             blocking(move || app::wait_targets(&home, &a.run_ids, a.group.as_deref(), a.attempt))
                 .await?;
@@ -291,15 +290,23 @@ impl Server {
         };
         call.reporter().say(app::waiting_for(&targets));
         let limit = timeout.map_or(max_wait, |t| t.min(max_wait));
-        let (res, targets) = self.wait_on(targets, mode, Some(limit), call).await?;
+        let (mut res, mut targets) = self.wait_on(targets, mode, Some(limit), call).await?;
         if res.stopped {
             return Err(ToolError::WaitCancelled);
         }
         let max_wait_passed = res.timed_out && timeout.is_none_or(|t| t > max_wait);
+        let home = self.home.clone();
         blocking(move || {
+            app::regroup(&home, group.as_deref(), &mut targets, &mut res)?;
+            let report = group
+                .as_deref()
+                .map(|g| app::fanout::group_report(&home, g))
+                .transpose()?
+                .flatten();
             let answers = app::wait_answers(targets, res)?;
             Ok(super::reply::wait_answer(
                 &answers,
+                report.as_ref(),
                 max_wait_passed,
                 max_wait,
             ))
@@ -403,52 +410,120 @@ impl Server {
                 "`tasks` is empty: give at least one request".into(),
             ));
         }
+        let max_wait = self.max_wait(a.max_wait.as_deref())?;
         let opts = Options {
             concurrency: a.concurrency.unwrap_or(DEFAULT_CONCURRENCY as usize),
             fail_fast: a.fail_fast,
             cancel_siblings: a.cancel_siblings,
-            tick: Some(HEARTBEAT),
+            tick: None,
         };
+        if opts.concurrency == 0 {
+            return Err(ToolError::Invalid(
+                "`concurrency` must be at least 1".into(),
+            ));
+        }
         let requests: Vec<RunRequest> = a.tasks.into_iter().map(RunRequest::from).collect();
         let home = self.home.clone();
         let reporter = call.reporter();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let work = blocking(move || {
+        // The group's driver is a run of its own: this call only starts it, and waits.
+        let starting = self.starts.begin();
+        let (group, total, driver) = blocking(move || {
             let group = new_group_id();
             let tasks = plan_requests(requests, &home, &RealSystem, &group)?;
-            let total = tasks.len();
-            let fan = Fanout::new(&home, group.clone(), tasks, opts)?;
-            let _ = tx.send(fan.interrupter());
-            reporter.say(format!("group {group}: {total} tasks"));
-            let report = fan.run(&mut |ev, p| {
-                let what = match ev {
-                    Event::Started { started, .. } => format!("started {}", started.spec.run_id),
-                    Event::Finished { outcome, .. } => format!(
-                        "{} {}",
-                        outcome.run_id.as_deref().unwrap_or("a task"),
-                        outcome.status.as_str()
-                    ),
-                    Event::Stopping(_) => "stopping: no new task starts".into(),
-                    Event::Tick => "".into(),
-                    Event::Skipped { .. } | Event::Warning(_) => return,
-                };
-                reporter.say(format!(
-                    "{}/{total} done ({} running, {} queued){}{what}",
-                    p.done(),
-                    p.running,
-                    p.queued,
-                    if what.is_empty() { "" } else { "; " }
-                ));
-            })?;
-            Ok(report)
-        });
-        let work = tokio::spawn(work);
-        if let Ok(stop) = rx.await {
+            let started = detach(&home, &group, &tasks, &opts)?;
+            let driver = app::find_run(&home, &group, None)?;
+            Ok((group, tasks.len(), (started, driver)))
+        })
+        .await?;
+        drop(starting);
+        let (started, found) = driver;
+        reporter.say(format!(
+            "group {group}: {total} tasks, driven by run {group} (a human can watch it with \
+             `subpane attach {group}`)"
+        ));
+        let mut wl = WaitLoop::new()?;
+        if started.spawn_failed.is_none() {
+            let stop = wl.interrupter();
             call.on_cancel(move || stop.interrupt());
         }
-        let report = work.await.map_err(ToolError::Thread)??;
-        Ok(super::reply::fanout_answer(&report))
+        let home = self.home.clone();
+        let g = group.clone();
+        let (stopped, report) = blocking(move || {
+            let mut failed = None;
+            let mut on_interrupt = |_n: u32| {
+                // The client gave up on the call: the group stops, as `cancel` of its id does.
+                if let Err(e) = app::cancel_by(&found, None, Some(CANCELLED_BY)) {
+                    failed = Some(e);
+                }
+                std::ops::ControlFlow::Break(())
+            };
+            let mut report = |_: &WaitProgress<'_>| {
+                if let Ok(Some(r)) = app::fanout::group_report(&home, &g) {
+                    reporter.say(fanout_progress(&r));
+                }
+            };
+            let res = if started.spawn_failed.is_some() {
+                None
+            } else {
+                Some(app::wait_with(
+                    &mut wl,
+                    &[(found.paths.clone(), found.spec.clone())],
+                    WaitMode::All,
+                    Some(max_wait),
+                    WaitOptions {
+                        heartbeat: Some(HEARTBEAT),
+                        on_progress: Some(&mut report),
+                        on_interrupt: Some(&mut on_interrupt),
+                    },
+                )?)
+            };
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            let r = app::fanout::group_report(&home, &g)?;
+            if let Some(r) = &r {
+                reporter.say(fanout_progress(r));
+            }
+            Ok((res.is_some_and(|r| r.stopped), r))
+        })
+        .await?;
+        if stopped {
+            return Err(ToolError::RunCancelled(group));
+        }
+        let Some(report) = report else {
+            return Err(ToolError::Invalid(format!("group {group} has no record")));
+        };
+        let mut r = super::reply::fanout_answer(&report);
+        let going = report.summary.running + report.summary.queued;
+        if going > 0 {
+            if let Some(o) = r.structured_content.as_mut().and_then(Value::as_object_mut) {
+                o.insert("max_wait_passed".into(), true.into());
+            }
+            super::reply::append(
+                &mut r,
+                &format!(
+                    "\nmax_wait ({}) passed; the group goes on ({} running, {} queued): call \
+                     `wait` with group \"{group}\" for the rest",
+                    humantime::format_duration(max_wait),
+                    report.summary.running,
+                    report.summary.queued
+                ),
+            );
+        }
+        Ok(r)
     }
+}
+
+/// A progress message of a fan-out: how many tasks are done, running and queued.
+fn fanout_progress(r: &crate::envelope::FanoutReport) -> String {
+    let s = &r.summary;
+    format!(
+        "{}/{} done ({} running, {} queued)",
+        s.completed + s.failed + s.cancelled + s.skipped,
+        s.total,
+        s.running,
+        s.queued
+    )
 }
 
 /// The arguments of `tool` as `T`, or the error a model can act on (naming the argument).

@@ -725,3 +725,159 @@ fn fail_fast_counts_a_failed_start() {
     }
     env.assert_no_leftovers();
 }
+
+/// A task that waits for `gate` to exist, then prints its name.
+fn gated(gate: &Path, name: &str) -> String {
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo {name}",
+        gate.display()
+    );
+    task(&["sh", "-c", &script], Some(name))
+}
+
+/// `fanout --detach` hands the group to a driver of its own and returns at once; `wait
+/// --group` waits for every task, the ones the driver starts later too, and `ls --group`
+/// lists them.
+#[test]
+fn a_detached_fanout_outlives_its_caller() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let lines: Vec<String> = (0..3).map(|i| gated(&gate, &format!("d{i}"))).collect();
+    let file = write_tasks(&env, &lines);
+    let r = env.sp_within(
+        LIMIT,
+        "fanout --detach waited",
+        [
+            "fanout",
+            "--detach",
+            "--json",
+            "--concurrency",
+            "1",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.json()["group"].as_str().unwrap().to_owned();
+    // The driver is a run named as the group, in its own pane.
+    assert_eq!(env.sp(["status", &group]).code, 3, "the driver runs");
+    wait_until("the first task to start", || {
+        env.attempt_dir("d0", 1)
+            .join("launch.json")
+            .exists()
+            .then_some(())
+    });
+    assert!(!env.run_dir("d2").exists(), "one at a time");
+    let waiter = env
+        .cmd()
+        .args(["wait", "--json", "--group", &group])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    touch(&gate);
+    let w = crate::harness::wait_child_within(waiter, LIMIT, "wait --group hung");
+    assert_eq!(w.code, 0, "{w:?}");
+    let ids: Vec<String> = w
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 3, "every task, and not the driver: {ids:?}");
+    for id in ["d0", "d1", "d2"] {
+        assert!(ids.contains(&id.to_owned()), "{ids:?}");
+    }
+    let ls = env.sp(["ls", "--json", "--group", &group]);
+    assert_eq!(ls.json().as_array().unwrap().len(), 3, "{}", ls.stdout);
+    wait_until("the driver to end", || {
+        (env.sp(["status", &group]).code == 0).then_some(())
+    });
+    env.assert_no_leftovers();
+}
+
+/// A driver killed half-way is recorded like any run that was killed, the task it started
+/// goes on, and the tasks it never started are named by `wait --group`, never dropped.
+#[test]
+fn a_killed_driver_leaves_its_queued_tasks_marked() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let lines: Vec<String> = (0..3).map(|i| gated(&gate, &format!("k{i}"))).collect();
+    let file = write_tasks(&env, &lines);
+    let r = env.sp_within(
+        LIMIT,
+        "fanout --detach waited",
+        [
+            "fanout",
+            "--detach",
+            "--json",
+            "--concurrency",
+            "1",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.json()["group"].as_str().unwrap().to_owned();
+    wait_until("the first task to start", || {
+        env.attempt_dir("k0", 1)
+            .join("launch.json")
+            .exists()
+            .then_some(())
+    });
+    let facts = env.attempt_dir(&group, 1).join("worker.json");
+    let driver = wait_until("the driver's pid", || {
+        let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    });
+    send_signal(driver as i32, libc::SIGKILL);
+    let end = env.attempt_dir(&group, 1).join("result.json");
+    wait_until("the driver's envelope", || end.exists().then_some(()));
+    assert_eq!(env.result(&group)["status"], "failed");
+    // The task it started goes on.
+    assert_eq!(env.sp(["status", "k0"]).code, 3);
+    touch(&gate);
+    let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
+    assert_eq!(w.code, 130, "tasks that never started: {w:?}");
+    assert!(
+        w.stderr.contains("2 tasks of group")
+            && w.stderr
+                .contains("never started (its driver ended first): line 2, line 3"),
+        "{}",
+        w.stderr
+    );
+    assert_eq!(env.result("k0")["status"], "completed");
+    assert!(!env.run_dir("k1").exists() && !env.run_dir("k2").exists());
+    env.assert_no_leftovers();
+}
+
+/// Cancelling the group's id stops the group: the running task is cancelled and the
+/// queued ones never start.
+#[test]
+fn cancelling_the_group_stops_its_tasks() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let lines: Vec<String> = (0..3).map(|i| gated(&gate, &format!("c{i}"))).collect();
+    let file = write_tasks(&env, &lines);
+    let r = env.sp([
+        "fanout",
+        "--detach",
+        "--concurrency",
+        "1",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.stdout.trim().to_owned();
+    wait_until("the first task to start", || {
+        env.attempt_dir("c0", 1)
+            .join("launch.json")
+            .exists()
+            .then_some(())
+    });
+    let c = env.sp(["cancel", &group]);
+    assert_eq!(c.code, 0, "{c:?}");
+    let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
+    assert_eq!(w.code, 130, "{w:?}");
+    assert_eq!(env.result("c0")["status"], "cancelled");
+    assert!(!env.run_dir("c1").exists() && !env.run_dir("c2").exists());
+    env.assert_no_leftovers();
+}

@@ -26,6 +26,9 @@ pub struct Task {
     /// The line of the file, 1-based.
     pub line: usize,
     pub plan: Plan,
+    /// The request it was planned from, with its run id (a generated one too): what a
+    /// driver of its own plans again.
+    pub request: RunRequest,
 }
 
 impl Task {
@@ -100,6 +103,17 @@ pub fn plan_requests(
     plan_numbered(numbered, Vec::new(), home, sys, group, "task")
 }
 
+/// Like [`plan_tasks`], for requests already read with their line numbers (what a driver
+/// of its own reads back).
+pub fn plan_lines(
+    requests: Vec<(usize, RunRequest)>,
+    home: &Home,
+    sys: &dyn System,
+    group: &str,
+) -> Result<Vec<Task>, Error> {
+    plan_numbered(requests, Vec::new(), home, sys, group, "line")
+}
+
 /// Plans numbered requests (`unit` N names each in errors), all or none.
 fn plan_numbered(
     requests: Vec<(usize, RunRequest)>,
@@ -128,9 +142,12 @@ fn plan_numbered(
                 if r.run_id.is_none() {
                     taken.insert(p.spec.run_id.to_string(), *line);
                 }
+                let mut request = r.clone();
+                request.run_id = Some(p.spec.run_id.to_string());
                 tasks.push(Task {
                     line: *line,
                     plan: p,
+                    request,
                 });
             }
             Err(e) => errors.push(format!(
