@@ -175,11 +175,13 @@ pub fn all() -> Vec<Tool> {
             FANOUT,
             "Run many tasks",
             "Start many runs (tasks, each with the arguments of `run`), at most `concurrency` \
-             at once. Every task is checked before anything starts. A process of its own \
-             starts the queued tasks as others end, so the group goes on when this call \
-             answers (after max_wait at the latest), is cancelled, or the client goes away. \
-             The runs share a group id: `wait` and `list` take it, and cancelling the group's \
-             id (it is also a run id) stops the rest.",
+             at once. Every task is checked before anything starts. A driver of its own (a \
+             run whose id is the group id) starts the queued tasks as others end, so the group \
+             goes on when this call answers (after max_wait at the latest, below 60 s by \
+             default) or the client goes away: then call `wait` with the group. The answer \
+             gives each task's state (queued, running, completed, failed, cancelled, or \
+             skipped with why). Cancelling this call stops the group, as `cancel` of the \
+             group id does. `wait` and `list` take the group id.",
             schema::of::<FanoutArgs>(),
             schema::fanout_output(),
             Acts::Starts,
