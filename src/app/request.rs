@@ -119,19 +119,20 @@ impl RunRequest {
     /// `system_prompt` that begins with `@` names a file, and becomes `task_file` or
     /// `system_prompt_file`. Called at those edges only: anywhere else a task is its text.
     pub fn read_at_files(&mut self) {
-        if let Some(path) = self.task.as_deref().and_then(|t| t.strip_prefix('@')) {
-            self.task_file = Some(PathBuf::from(path));
-            self.task = None;
+        if let Some(path) = at_file(&mut self.task) {
+            self.task_file = Some(path);
         }
-        if let Some(path) = self
-            .system_prompt
-            .as_deref()
-            .and_then(|t| t.strip_prefix('@'))
-        {
-            self.system_prompt_file = Some(PathBuf::from(path));
-            self.system_prompt = None;
+        if let Some(path) = at_file(&mut self.system_prompt) {
+            self.system_prompt_file = Some(path);
         }
     }
+}
+
+/// The command line's `@FILE`: when `text` is `@PATH`, takes it and returns PATH.
+pub fn at_file(text: &mut Option<String>) -> Option<PathBuf> {
+    let path = PathBuf::from(text.as_deref()?.strip_prefix('@')?);
+    *text = None;
+    Some(path)
 }
 
 /// Splits `KEY=VALUE` (as given to `flag`); the key must not be empty.

@@ -758,13 +758,19 @@ mod tests {
             ("do it", None)
         );
         assert_eq!(r.plan.spec.resumed_from, None);
-        // --task @FILE replaces the task.
+        // A task file (the command line's --task @FILE) replaces the task; a task is text.
+        let opts = RetryOptions {
+            task_file: Some("next.md".into()),
+            ..RetryOptions::default()
+        };
+        let r = plan_retry(&found, &opts, &home(), &sys).unwrap();
+        assert_eq!(r.plan.prompt.as_deref(), Some("do it better"));
         let opts = RetryOptions {
             task: Some("@next.md".into()),
             ..RetryOptions::default()
         };
         let r = plan_retry(&found, &opts, &home(), &sys).unwrap();
-        assert_eq!(r.plan.prompt.as_deref(), Some("do it better"));
+        assert_eq!(r.plan.prompt.as_deref(), Some("@next.md"));
         // A retry of attempt 2, which resumed attempt 1, resumes the same session again.
         let opts = RetryOptions {
             resume: true,

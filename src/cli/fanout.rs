@@ -24,10 +24,12 @@ use crate::store::Home;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Each line is a JSON object with the fields of `run`'s options: argv (a program and its
-arguments) or agent and task, and run_id, cwd, model, system_prompt, tools, thinking, resume,
-labels (an object), correlation_id, timeout, idle_timeout, linger, grace, env (an object),
-keep_session, sandbox, network, writable, hide, env_pass, max_depth. Blank lines and lines
-starting with # are skipped. Relative paths (cwd, @FILE) are relative to the current directory.
+arguments) or agent and task (text or @FILE) or task_file, and run_id, cwd, model,
+system_prompt (text or @FILE), system_prompt_file, tools, thinking, resume, labels (an
+object), correlation_id, timeout, idle_timeout, linger, grace, env (an object),
+keep_session, sandbox, network, writable, hide, env_pass, worktree, max_depth. Blank lines
+and lines starting with # are skipped. Relative paths (cwd, @FILE, task_file) are relative
+to the current directory.
 
   {\"argv\": [\"make\", \"test\"], \"cwd\": \"svc/api\", \"timeout\": \"10m\"}
   {\"agent\": \"claude\", \"task\": \"@tasks/review.md\", \"run_id\": \"review-1\"}
@@ -35,7 +37,9 @@ starting with # are skipped. Relative paths (cwd, @FILE) are relative to the cur
 Every line is checked before anything starts: a bad one is reported as `line N: …` and
 nothing starts (exit 2). The runs share a group id (printed on stderr, recorded in run.json,
 spec.json and each envelope): `subpane ls --group G`, `subpane wait --group G`. If fanout
-itself is killed, the started runs go on and `wait --group G` finds them.
+itself is killed, the started runs go on and `wait --group G` finds them; with --detach the
+group is driven by a run of its own (id G, in its own pane), so closing the terminal loses no
+task: `subpane attach G`, `subpane wait --group G`, `subpane cancel G`.
 
 Ctrl-C (or SIGTERM) cancels the running tasks and skips the rest; a second one kills at once.
 

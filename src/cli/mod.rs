@@ -70,7 +70,7 @@ pub enum Command {
     /// Remove finished sessions and old run directories
     Gc(gc::GcArgs),
     /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
-    /// logs, cancel, list, fanout)
+    /// logs, cancel, list, fanout, retry)
     Mcp(mcp::McpArgs),
     /// The worker that runs inside the pane (internal)
     #[command(name = "__worker", hide = true)]

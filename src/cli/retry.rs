@@ -71,10 +71,8 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
         env.insert(k, v);
     }
     // `--task @FILE` reads the file, as `run --task` does.
-    let (task, task_file) = match a.task.as_deref().map(|t| t.strip_prefix('@')) {
-        Some(Some(path)) => (None, Some(path.into())),
-        _ => (a.task.clone(), None),
-    };
+    let mut task = a.task.clone();
+    let task_file = app::at_file(&mut task);
     let opts = RetryOptions {
         resume: a.resume,
         task,
