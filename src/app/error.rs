@@ -93,6 +93,9 @@ pub enum Error {
     /// A batch start ended without a word about this plan.
     #[error("the attempt was not started")]
     NotStarted,
+    /// A nested run from a sandbox could not be asked for or served.
+    #[error(transparent)]
+    Nest(#[from] super::nest::NestError),
     /// The same error, for each plan of a batch it stopped.
     #[error(transparent)]
     Shared(Arc<Error>),
@@ -123,7 +126,8 @@ impl Error {
             | Error::WorktreeDirNotRemoved { .. }
             | Error::WorktreeLock(_)
             | Error::NoEnvelope
-            | Error::NotStarted => false,
+            | Error::NotStarted
+            | Error::Nest(_) => false,
         }
     }
 }

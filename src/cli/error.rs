@@ -53,11 +53,21 @@ pub enum CliError {
     /// The wait for the run stopped before it ended.
     #[error("stopped waiting for run {0}")]
     StoppedWaiting(String),
+    /// The worker of this sandbox refused a nested run, with the exit code it gave.
+    #[error("{message}")]
+    Refused { exit_code: i32, message: String },
 }
 
 impl CliError {
     /// The documented exit code of this error.
     pub fn exit_code(&self) -> i32 {
+        if let CliError::Refused { exit_code, .. } = self {
+            return if *exit_code == exit_code::INVALID {
+                exit_code::INVALID
+            } else {
+                exit_code::FAILED
+            };
+        }
         let invalid = match self {
             CliError::App(e) => e.nothing_started(),
             CliError::Home(_) | CliError::Env(_) | CliError::Flag(_) => true,
@@ -67,7 +77,8 @@ impl CliError {
             | CliError::Tmux(_)
             | CliError::Attach(_)
             | CliError::NoPane(_)
-            | CliError::StoppedWaiting(_) => false,
+            | CliError::StoppedWaiting(_)
+            | CliError::Refused { .. } => false,
         };
         if invalid {
             exit_code::INVALID
