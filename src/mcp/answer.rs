@@ -315,9 +315,7 @@ pub fn fanout_text(r: &FanoutReport) -> String {
             t.line,
             t.run_id.as_deref().unwrap_or("(no run)"),
             t.status.as_str(),
-            t.failure_kind
-                .map(|k| format!(" ({})", k.as_str()))
-                .unwrap_or_default(),
+            how_it_failed(t),
             t.error
                 .as_deref()
                 .map(|e| format!(": {}", crate::term::sanitize(e.as_bytes(), 200)))
@@ -325,6 +323,18 @@ pub fn fanout_text(r: &FanoutReport) -> String {
         ));
     }
     s.trim_end().to_owned()
+}
+
+/// ` (exit 2)`, ` (timeout, exit 143)`, ` (spawn)`: how a task that did not complete ended.
+fn how_it_failed(t: &crate::envelope::FanoutTask) -> String {
+    use crate::envelope::FailureKind;
+    match (t.failure_kind, t.exit_code) {
+        (Some(FailureKind::Exit), Some(c)) => format!(" (exit {c})"),
+        (Some(k), Some(c)) => format!(" ({}, exit {c})", k.as_str()),
+        (Some(k), None) => format!(" ({})", k.as_str()),
+        (None, Some(c)) if c != 0 => format!(" (exit {c})"),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]

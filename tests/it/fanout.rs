@@ -638,11 +638,30 @@ fn a_fanout_attempt_gets_the_files_a_run_attempt_gets() {
     env.assert_no_leftovers();
 }
 
-/// A socket tmux cannot make (under a regular file): every pane fails to start.
-fn panes_fail(env: &TestEnv) -> PathBuf {
+/// `fanout --json --concurrency 1 [extra] FILE` of `n` tasks named `prefix0…`, on a socket tmux
+/// cannot make (under a regular file): every pane fails to start.
+fn fanout_where_no_pane_starts(env: &TestEnv, prefix: &str, n: usize, extra: &[&str]) -> Ran {
+    let lines: Vec<String> = (0..n)
+        .map(|i| task(&["true"], Some(&format!("{prefix}{i}"))))
+        .collect();
+    let file = write_tasks(env, &lines);
     let blocker = env.root.path().join("not-a-dir");
     std::fs::write(&blocker, "").unwrap();
-    blocker.join("tmux.sock")
+    let child = env
+        .cmd()
+        .env("SUBPANE_TMUX_SOCKET", blocker.join("tmux.sock"))
+        .args(["fanout", "--json", "--concurrency", "1"])
+        .args(extra)
+        .arg(file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::harness::wait_child_within(
+        child,
+        DEADLINE,
+        "a fan-out whose every start fails waited for an end that cannot come",
+    )
 }
 
 /// Every start of every batch fails and stderr is not a terminal: the fan-out still ends,
@@ -650,29 +669,7 @@ fn panes_fail(env: &TestEnv) -> PathBuf {
 #[test]
 fn when_every_start_fails_the_fanout_ends() {
     let env = TestEnv::new();
-    let lines: Vec<String> = (0..3)
-        .map(|i| task(&["true"], Some(&format!("nostart{i}"))))
-        .collect();
-    let file = write_tasks(&env, &lines);
-    let child = env
-        .cmd()
-        .env("SUBPANE_TMUX_SOCKET", panes_fail(&env))
-        .args([
-            "fanout",
-            "--json",
-            "--concurrency",
-            "1",
-            file.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ran = crate::harness::wait_child_within(
-        child,
-        DEADLINE,
-        "a fan-out whose every start fails waited for an end that cannot come",
-    );
+    let ran = fanout_where_no_pane_starts(&env, "nostart", 3, &[]);
     assert_eq!(ran.code, 1, "{ran:?}");
     let doc = ran.json();
     for t in doc["tasks"].as_array().unwrap() {
@@ -687,30 +684,7 @@ fn when_every_start_fails_the_fanout_ends() {
 #[test]
 fn fail_fast_counts_a_failed_start() {
     let env = TestEnv::new();
-    let lines: Vec<String> = (0..4)
-        .map(|i| task(&["true"], Some(&format!("ff{i}"))))
-        .collect();
-    let file = write_tasks(&env, &lines);
-    let child = env
-        .cmd()
-        .env("SUBPANE_TMUX_SOCKET", panes_fail(&env))
-        .args([
-            "fanout",
-            "--json",
-            "--concurrency",
-            "1",
-            "--fail-fast",
-            file.to_str().unwrap(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let ran = crate::harness::wait_child_within(
-        child,
-        DEADLINE,
-        "a fan-out whose every start fails waited for an end that cannot come",
-    );
+    let ran = fanout_where_no_pane_starts(&env, "ff", 4, &["--fail-fast"]);
     assert_eq!(ran.code, 1, "{ran:?}");
     let doc = ran.json();
     let tasks = doc["tasks"].as_array().unwrap();
@@ -735,15 +709,14 @@ fn gated(gate: &Path, name: &str) -> String {
     task(&["sh", "-c", &script], Some(name))
 }
 
-/// `fanout --detach` hands the group to a driver of its own and returns at once; `wait
-/// --group` waits for every task, the ones the driver starts later too, and `ls --group`
-/// lists them.
-#[test]
-fn a_detached_fanout_outlives_its_caller() {
-    let env = TestEnv::new();
+/// `fanout --detach --concurrency 1` of three tasks `prefix0…2` held by the file `gate`, once
+/// the first has started; the group id and the gate.
+fn detached_three(env: &TestEnv, prefix: &str) -> (String, PathBuf) {
     let gate = env.root.path().join("gate");
-    let lines: Vec<String> = (0..3).map(|i| gated(&gate, &format!("d{i}"))).collect();
-    let file = write_tasks(&env, &lines);
+    let lines: Vec<String> = (0..3)
+        .map(|i| gated(&gate, &format!("{prefix}{i}")))
+        .collect();
+    let file = write_tasks(env, &lines);
     let r = env.sp_within(
         LIMIT,
         "fanout --detach waited",
@@ -758,14 +731,22 @@ fn a_detached_fanout_outlives_its_caller() {
     );
     assert_eq!(r.code, 0, "{r:?}");
     let group = r.json()["group"].as_str().unwrap().to_owned();
+    let first = env
+        .attempt_dir(&format!("{prefix}0"), 1)
+        .join("launch.json");
+    wait_until("the first task to start", || first.exists().then_some(()));
+    (group, gate)
+}
+
+/// `fanout --detach` hands the group to a driver of its own and returns at once; `wait
+/// --group` waits for every task, the ones the driver starts later too, and `ls --group`
+/// lists them.
+#[test]
+fn a_detached_fanout_outlives_its_caller() {
+    let env = TestEnv::new();
+    let (group, gate) = detached_three(&env, "d");
     // The driver is a run named as the group, in its own pane.
     assert_eq!(env.sp(["status", &group]).code, 3, "the driver runs");
-    wait_until("the first task to start", || {
-        env.attempt_dir("d0", 1)
-            .join("launch.json")
-            .exists()
-            .then_some(())
-    });
     assert!(!env.run_dir("d2").exists(), "one at a time");
     let waiter = env
         .cmd()
@@ -801,29 +782,7 @@ fn a_detached_fanout_outlives_its_caller() {
 #[test]
 fn a_killed_driver_leaves_its_queued_tasks_marked() {
     let env = TestEnv::new();
-    let gate = env.root.path().join("gate");
-    let lines: Vec<String> = (0..3).map(|i| gated(&gate, &format!("k{i}"))).collect();
-    let file = write_tasks(&env, &lines);
-    let r = env.sp_within(
-        LIMIT,
-        "fanout --detach waited",
-        [
-            "fanout",
-            "--detach",
-            "--json",
-            "--concurrency",
-            "1",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let group = r.json()["group"].as_str().unwrap().to_owned();
-    wait_until("the first task to start", || {
-        env.attempt_dir("k0", 1)
-            .join("launch.json")
-            .exists()
-            .then_some(())
-    });
+    let (group, gate) = detached_three(&env, "k");
     let facts = env.attempt_dir(&group, 1).join("worker.json");
     let driver = wait_until("the driver's pid", || {
         let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
@@ -855,24 +814,7 @@ fn a_killed_driver_leaves_its_queued_tasks_marked() {
 #[test]
 fn cancelling_the_group_stops_its_tasks() {
     let env = TestEnv::new();
-    let gate = env.root.path().join("gate");
-    let lines: Vec<String> = (0..3).map(|i| gated(&gate, &format!("c{i}"))).collect();
-    let file = write_tasks(&env, &lines);
-    let r = env.sp([
-        "fanout",
-        "--detach",
-        "--concurrency",
-        "1",
-        file.to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
-    let group = r.stdout.trim().to_owned();
-    wait_until("the first task to start", || {
-        env.attempt_dir("c0", 1)
-            .join("launch.json")
-            .exists()
-            .then_some(())
-    });
+    let (group, _gate) = detached_three(&env, "c");
     let c = env.sp(["cancel", &group]);
     assert_eq!(c.code, 0, "{c:?}");
     let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);

@@ -617,7 +617,8 @@ async fn fanout_runs_every_task_within_the_limit() {
         t.starts_with(&format!("group {group}: 6 tasks, 5 completed, 1 failed")),
         "{t}"
     );
-    assert!(t.contains("task 4: t3 failed (exit)"), "{t}");
+    // A failure line carries its exit code.
+    assert!(t.contains("task 4: t3 failed (exit 1)"), "{t}");
     c.client.said("6/6 done").await;
     // In the server's order, the count of ended tasks never goes down.
     let done: Vec<usize> = c
@@ -755,58 +756,106 @@ async fn a_cancelled_wait_leaves_the_run_and_a_cancelled_fanout_stops_its_tasks(
     env.assert_no_leftovers();
 }
 
-/// stdout is the protocol's: a line that is not JSON-RPC is ignored, and everything the
-/// server writes is a JSON-RPC message.
-#[test]
-fn stdout_carries_only_protocol_messages() {
-    use std::io::{BufRead, BufReader, Write};
-    let env = TestEnv::new();
-    let mut child = env
-        .cmd()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let lines = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+/// `subpane mcp` spoken to line by line, without a client library: what it writes, as it
+/// comes, so a missing answer fails the test instead of hanging it.
+struct Raw {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Raw {
+    /// A server, initialized.
+    fn start(env: &TestEnv) -> Raw {
+        use std::io::{BufRead, BufReader};
+        let mut child = env
+            .cmd()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut raw = Raw {
+            child,
+            stdin,
+            lines,
+        };
+        raw.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "1"}}})
-        .to_string(),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
-        "this is not json".into(),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "run", "arguments": {"argv": ["sh", "-c", "echo to-the-pane; echo err >&2"]}}})
-        .to_string(),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).to_string(),
-    ];
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut seen = Vec::new();
-    for l in &lines {
-        writeln!(stdin, "{l}").unwrap();
-    }
-    // Answers to ids 1, 2 and 3 (2 waits for its run), then end the session.
-    while !(1..=3).all(|id| seen.iter().any(|v: &Value| v["id"] == id)) {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "stdout ended early: {seen:?}"
+            .to_string(),
         );
+        assert_eq!(raw.next()["id"], 1);
+        raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        raw
+    }
+
+    fn send(&mut self, line: &str) {
+        use std::io::Write;
+        writeln!(self.stdin.as_mut().expect("stdin open"), "{line}").unwrap();
+    }
+
+    /// The next message the server writes; it must be JSON-RPC.
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(crate::harness::DEADLINE)
+            .expect("a message on stdout");
         let v: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line:?}"));
         assert_eq!(v["jsonrpc"], "2.0", "{v}");
-        seen.push(v);
+        v
     }
-    drop(stdin);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    for line in rest.lines() {
-        let v: Value = serde_json::from_str(line).expect("JSON-RPC");
-        assert_eq!(v["jsonrpc"], "2.0");
+
+    /// Closes stdin: the server's end of input.
+    fn close(&mut self) {
+        self.stdin = None;
     }
-    let status = child.wait().unwrap();
+
+    /// Every message written after stdin closed, and how the server exited.
+    fn finish(mut self) -> (Vec<Value>, std::process::ExitStatus) {
+        self.close();
+        let status = self.child.wait().unwrap();
+        let rest = self.lines.iter().map(|l| {
+            let v: Value = serde_json::from_str(&l).expect("JSON-RPC");
+            assert_eq!(v["jsonrpc"], "2.0", "{v}");
+            v
+        });
+        (rest.collect(), status)
+    }
+}
+
+/// stdout is the protocol's: everything the server writes is a JSON-RPC message (a line
+/// that is not JSON is answered with a parse error, and the session goes on).
+#[test]
+fn stdout_carries_only_protocol_messages() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    raw.send("this is not json");
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run", "arguments": {"argv": ["sh", "-c", "echo to-the-pane; echo err >&2"]}}})
+        .to_string(),
+    );
+    raw.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).to_string());
+    // Answers to ids 2 and 3 (2 waits for its run), then end the session.
+    let mut seen: Vec<Value> = Vec::new();
+    while !(2..=3).all(|id| seen.iter().any(|v| v["id"] == id)) {
+        seen.push(raw.next());
+    }
+    let (_, status) = raw.finish();
     assert!(status.success(), "{status}");
     let run = seen.iter().find(|v| v["id"] == 2).unwrap();
     assert_eq!(
@@ -1095,49 +1144,16 @@ async fn answers_stay_small_with_huge_records_and_many_runs() {
 /// the run it started goes on to its end.
 #[test]
 fn bad_lines_get_json_rpc_errors_and_closing_stdin_ends_the_server_at_once() {
-    use std::io::{BufRead, BufReader, Write};
     let env = TestEnv::new();
-    let mut child = env
-        .cmd()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    // Lines of stdout as they come, so a missing answer fails the test instead of hanging it.
-    let (tx, lines) = std::sync::mpsc::channel::<String>();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    let next = || -> Value {
-        let line = lines
-            .recv_timeout(crate::harness::DEADLINE)
-            .expect("an answer on stdout");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
-    };
-    let send = |stdin: &mut std::process::ChildStdin, v: &str| writeln!(stdin, "{v}").unwrap();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "1"}}});
-    send(&mut stdin, &init.to_string());
-    assert_eq!(next()["id"], 1);
-    let ready = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    send(&mut stdin, &ready.to_string());
-    send(&mut stdin, "this is not json");
-    let v = next();
+    let mut raw = Raw::start(&env);
+    raw.send("this is not json");
+    let v = raw.next();
     assert_eq!(v["error"]["code"], -32700, "{v}");
     assert_eq!(v["id"], Value::Null, "{v}");
     let array_args = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "list", "arguments": [1, 2]}});
-    send(&mut stdin, &array_args.to_string());
-    let v = next();
+    raw.send(&array_args.to_string());
+    let v = raw.next();
     assert_eq!(v["id"], 2, "{v}");
     assert_eq!(v["error"]["code"], -32602, "{v}");
     // A run whose call is in flight when stdin closes.
@@ -1145,15 +1161,15 @@ fn bad_lines_get_json_rpc_errors_and_closing_stdin_ends_the_server_at_once() {
     let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", flag.display());
     let run = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
         "params": {"name": "run", "arguments": {"argv": ["sh", "-c", script], "run_id": "held"}}});
-    send(&mut stdin, &run.to_string());
+    raw.send(&run.to_string());
     let launched = env.attempt_dir("held", 1).join("launch.json");
     wait_until("the held run to start", || launched.exists().then_some(()));
     let t0 = Instant::now();
-    drop(stdin);
-    let pid = child.id() as i32;
+    raw.close();
+    let pid = raw.child.id() as i32;
     wait_until("the server to exit", || (!pid_alive(pid)).then_some(()));
     let took = t0.elapsed();
-    let status = child.wait().unwrap();
+    let (_, status) = raw.finish();
     assert!(
         took < Duration::from_secs(2),
         "the server took {took:?} to exit"
