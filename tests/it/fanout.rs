@@ -538,20 +538,7 @@ fn a_killed_fanout_loses_nothing_and_wait_group_finds_every_started_run() {
     );
     let ls = env.sp(["ls", "--json", "--group", &g]).json();
     assert_eq!(ls.as_array().unwrap().len(), 4, "{ls}");
-    let waiter = env
-        .cmd()
-        .args(["wait", "--json", "--group", &g])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    touch(&gate);
-    let w = crate::harness::wait_child_within(waiter, LIMIT, "wait --group did not end");
-    assert_eq!(w.code, 0, "{w:?}");
-    let ids: Vec<String> = w
-        .json()
-        .as_array()
-        .unwrap()
+    let ids: Vec<String> = wait_group_past(&env, &g, &gate)
         .iter()
         .map(|e| {
             assert_eq!(e["status"], "completed");
@@ -636,6 +623,22 @@ fn a_fanout_attempt_gets_the_files_a_run_attempt_gets() {
     assert_eq!(f.code, 0, "{f:?}");
     assert_eq!(listing("single"), listing("fanned"));
     env.assert_no_leftovers();
+}
+
+/// `wait --json --group G`, started before `gate` lets the group's tasks end: its envelopes
+/// (it exits 0).
+fn wait_group_past(env: &TestEnv, group: &str, gate: &Path) -> Vec<Value> {
+    let waiter = env
+        .cmd()
+        .args(["wait", "--json", "--group", group])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    touch(gate);
+    let w = crate::harness::wait_child_within(waiter, LIMIT, "wait --group did not end");
+    assert_eq!(w.code, 0, "{w:?}");
+    w.json().as_array().unwrap().clone()
 }
 
 /// `fanout --json --concurrency 1 [extra] FILE` of `n` tasks named `prefix0…`, on a socket tmux
@@ -748,20 +751,7 @@ fn a_detached_fanout_outlives_its_caller() {
     // The driver is a run named as the group, in its own pane.
     assert_eq!(env.sp(["status", &group]).code, 3, "the driver runs");
     assert!(!env.run_dir("d2").exists(), "one at a time");
-    let waiter = env
-        .cmd()
-        .args(["wait", "--json", "--group", &group])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    touch(&gate);
-    let w = crate::harness::wait_child_within(waiter, LIMIT, "wait --group hung");
-    assert_eq!(w.code, 0, "{w:?}");
-    let ids: Vec<String> = w
-        .json()
-        .as_array()
-        .unwrap()
+    let ids: Vec<String> = wait_group_past(&env, &group, &gate)
         .iter()
         .map(|e| e["run_id"].as_str().unwrap().to_owned())
         .collect();
