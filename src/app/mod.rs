@@ -12,6 +12,9 @@
 //!  find_run ─► Found ─► status / cancel / logs paths
 //!  list ─► RunRow…      gc ─► GcReport
 //!
+//!  fanout::detach ─► groups/<G>/ + a driver run G (`fanout --driver`, in its own pane)
+//!  fanout::group_report(G) ─► each task: its run, queued, or skipped once the driver ended
+//!
 //!  WaitLoop (one loop over the supervisor's Waiter, one heartbeat, interrupts) driven by:
 //!    wait_with ─► WaitResult ─► wait_answers     Fanout ─► refills     follow ─► logs -f
 //!

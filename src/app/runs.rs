@@ -370,6 +370,10 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
                     path: run.dir.clone(),
                     source,
                 })?;
+                // A fan-out's driver goes with its group's record.
+                if run.record.labels.contains_key(super::fanout::DRIVER_LABEL) {
+                    let _ = std::fs::remove_dir_all(home.group_dir(&run.id));
+                }
             }
             report.removed_runs.push(run.id.to_string());
         }

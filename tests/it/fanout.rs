@@ -813,3 +813,20 @@ fn cancelling_the_group_stops_its_tasks() {
     assert!(!env.run_dir("c1").exists() && !env.run_dir("c2").exists());
     env.assert_no_leftovers();
 }
+
+/// `gc` removes a detached group's record with its driver's run.
+#[test]
+fn gc_removes_a_detached_groups_record_with_its_driver() {
+    let env = TestEnv::new();
+    let (group, gate) = detached_three(&env, "g");
+    let _ = wait_group_past(&env, &group, &gate);
+    wait_until("the driver to end", || {
+        (env.sp(["status", &group]).code == 0).then_some(())
+    });
+    assert!(env.home.join("groups").join(&group).exists());
+    let r = env.sp(["gc", "--older-than", "0s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!env.run_dir(&group).exists());
+    assert!(!env.home.join("groups").join(&group).exists());
+    env.assert_no_leftovers();
+}
