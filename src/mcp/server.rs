@@ -364,9 +364,14 @@ impl Server {
                     r
                 }
                 CancelOutcome::Requested(c) => {
+                    // Its state as the request left it (it ends soon; `wait` shows the end).
+                    let status = match app::attempt_status(&f.paths, &f.spec)? {
+                        AttemptStatus::Finished(env) => env.status.as_str(),
+                        AttemptStatus::Live(doc) => doc.status.as_str(),
+                    };
                     let mut doc = to_value(&c);
                     if let Some(o) = doc.as_object_mut() {
-                        o.insert("status".into(), "running".into());
+                        o.insert("status".into(), status.into());
                     }
                     result(
                         format!(
@@ -574,10 +579,11 @@ impl ServerHandler for Server {
             .with_server_info(Implementation::new("subpane", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "subpane runs subagents (pi, claude, codex) or any program as supervised, \
-                 recorded attempts. `run` with wait: true returns the outcome; for long or \
-                 parallel work start runs with wait: false (or `fanout`) and use `wait`. \
-                 Every run is recorded under the subpane home; `status`, `logs` and `list` \
-                 read it.",
+                 recorded runs. `run` answers with the outcome, or after max_wait (below 60 s) \
+                 with the run still going: then call `wait` with its run_id, as often as \
+                 needed. For parallel work use `fanout` (its group goes on without you) or \
+                 runs with wait: false, then `wait`. Every run is recorded under the subpane \
+                 home; `status`, `logs` and `list` read it; `retry` starts the next attempt.",
             )
     }
 

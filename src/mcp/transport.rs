@@ -25,7 +25,7 @@ use rmcp::model::ErrorCode;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, watch};
 
 /// The longest line read whole; a longer one is answered -32600 and skipped.
@@ -210,8 +210,6 @@ where
         w.flush().await
     }
 }
-
-use tokio::io::AsyncReadExt as _;
 
 #[cfg(test)]
 mod tests {
