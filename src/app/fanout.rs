@@ -24,11 +24,16 @@
 //! * A skipped task never had a run: its `attempt_dir` is `null`, and nothing on disk knows
 //!   it. Only this report does.
 
+mod detached;
 mod events;
 mod tasks;
 
+pub use detached::{
+    DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, group_record, group_report,
+    read_driver_input,
+};
 pub use events::{Event, Progress, StopReason};
-pub use tasks::{Task, new_group_id, plan_tasks, plan_values};
+pub use tasks::{Task, new_group_id, plan_lines, plan_requests, plan_tasks};
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
@@ -189,7 +194,9 @@ impl Driver for Drive<'_, '_> {
     fn settled(&mut self, wl: &mut WaitLoop) -> Result<ControlFlow<()>, Error> {
         let s = &mut *self.state;
         s.take_interrupts(wl.interrupts(), self.on_event);
-        if !s.stopping {
+        // Until something runs or nothing is left: a batch whose every start failed frees
+        // its slots at once, and no end would come to refill them.
+        while !s.stopping && !s.queue.is_empty() && s.running.len() < s.opts.concurrency {
             s.fill(wl, self.on_event);
         }
         // Nothing runs, and nothing will start.
@@ -238,10 +245,11 @@ impl State<'_> {
             match res {
                 Ok(started) => self.started(wl, i, record, started, on_event),
                 Err(e) => {
-                    let (line, run_id, what) = self.ids(i);
+                    // The run was not created: the task never started.
+                    let (line, _, what) = self.ids(i);
                     let t = FanoutTask {
                         line,
-                        run_id,
+                        run_id: None,
                         status: TaskStatus::Failed,
                         failure_kind: Some(crate::envelope::FailureKind::Spawn),
                         exit_code: None,
@@ -296,7 +304,7 @@ impl State<'_> {
                 let (line, run_id, what) = self.ids(i);
                 let t = FanoutTask {
                     line,
-                    run_id,
+                    run_id: Some(run_id),
                     status: TaskStatus::Failed,
                     failure_kind: None,
                     exit_code: None,
@@ -324,17 +332,7 @@ impl State<'_> {
             Phase::Running { started, .. } => self.outcome(i, envelope, started),
             _ => return,
         };
-        let failed = t.status != TaskStatus::Completed;
         self.finish(i, t, on_event);
-        if failed && self.opts.fail_fast && !self.stopping {
-            self.stop(
-                StopReason::Failed {
-                    task: i,
-                    cancel_siblings: self.opts.cancel_siblings,
-                },
-                on_event,
-            );
-        }
     }
 
     /// Acts on interrupts that came since the last look.
@@ -413,12 +411,16 @@ impl State<'_> {
         }
     }
 
+    /// Task `i` ended (its run ended, or it could not start); with `fail_fast`, the first
+    /// one that did not complete stops the fan-out.
     fn finish(&mut self, i: usize, t: FanoutTask, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
+        let failed = t.status != TaskStatus::Completed;
         match t.status {
             TaskStatus::Completed => self.progress.completed += 1,
             TaskStatus::Failed => self.progress.failed += 1,
             TaskStatus::Cancelled => self.progress.cancelled += 1,
             TaskStatus::Skipped => self.progress.skipped += 1,
+            TaskStatus::Running | TaskStatus::Queued => {}
         }
         self.emit(
             &Event::Finished {
@@ -428,19 +430,28 @@ impl State<'_> {
             on_event,
         );
         self.slots[i].state = Phase::Done(t);
+        if failed && self.opts.fail_fast && !self.stopping {
+            self.stop(
+                StopReason::Failed {
+                    task: i,
+                    cancel_siblings: self.opts.cancel_siblings,
+                },
+                on_event,
+            );
+        }
     }
 
     fn outcome(&self, i: usize, env: &Envelope, started: &Started) -> FanoutTask {
         let s = &self.slots[i];
-        let error = match env.failure_kind {
-            Some(crate::envelope::FailureKind::Spawn | crate::envelope::FailureKind::Sandbox) => {
-                env.output.errors.first().cloned()
-            }
-            _ => None,
+        // Why it did not complete, in the envelope's words (for a program that failed, the
+        // end of its stderr).
+        let error = match env.status {
+            crate::envelope::Status::Completed => None,
+            _ => env.output.errors.first().cloned(),
         };
         FanoutTask {
             line: s.line,
-            run_id: env.run_id.clone(),
+            run_id: Some(env.run_id.clone()),
             status: env.status.into(),
             failure_kind: env.failure_kind,
             exit_code: env.exit_code,
@@ -457,10 +468,11 @@ impl State<'_> {
     }
 }
 
-fn skipped(line: usize, run_id: String, what: String) -> FanoutTask {
+/// A task that never started: no run, so no run id.
+fn skipped(line: usize, _planned_id: String, what: String) -> FanoutTask {
     FanoutTask {
         line,
-        run_id,
+        run_id: None,
         status: TaskStatus::Skipped,
         failure_kind: None,
         exit_code: None,

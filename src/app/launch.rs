@@ -38,12 +38,13 @@ pub struct Started {
 }
 
 impl Started {
-    /// The `run --detach --json` answer.
+    /// The `run --detach --json` answer. Its status is what is known when the pane has
+    /// just started: `starting` (the worker may not run yet; `status` tells when it does).
     pub fn answer(&self) -> envelope::Started {
         envelope::Started {
             run_id: self.spec.run_id.to_string(),
             attempt: self.spec.attempt,
-            status: LiveStatus::Running,
+            status: LiveStatus::Starting,
             attempt_dir: self.paths.dir().to_path_buf(),
             tmux: self.spec.tmux.clone(),
         }
@@ -177,14 +178,11 @@ pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
 pub(super) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
     let p = home.tmux_conf();
     if std::fs::read(&p).ok().as_deref() != Some(tmux::CONFIG.as_bytes()) {
-        std::fs::create_dir_all(home.root()).map_err(|e| {
-            Error::invalid(format!(
-                "cannot create the subpane home {}: {e}; set --home or SUBPANE_HOME to a writable directory",
-                home.root().display()
-            ))
+        std::fs::create_dir_all(home.root()).map_err(|source| Error::HomeDir {
+            path: home.root().to_path_buf(),
+            source,
         })?;
-        store::write_atomic(&p, tmux::CONFIG.as_bytes())
-            .map_err(|e| Error::invalid(e.to_string()))?;
+        store::write_atomic(&p, tmux::CONFIG.as_bytes()).map_err(Error::HomeFile)?;
     }
     Ok(())
 }
@@ -197,8 +195,7 @@ pub(super) fn start_pane(
     spec: &AttemptSpec,
     warnings: &mut Vec<String>,
 ) -> Result<Option<Envelope>, Error> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::failed(format!("cannot find the subpane binary: {e}")))?;
+    let exe = std::env::current_exe().map_err(Error::CurrentExe)?;
     ensure_socket_dir(&spec.tmux.socket);
     let t = tmux_for(home, spec);
     let cmd = worker_command(&exe, paths);
@@ -228,8 +225,5 @@ pub(super) fn start_pane(
 
 /// Why an attempt's records could not be made, as the caller is told (nothing started).
 pub(super) fn not_created(e: CreateError) -> Error {
-    match e {
-        CreateError::Exists(_) | CreateError::NoRun(_) => Error::invalid(e.to_string()),
-        CreateError::Store(s) => Error::invalid(format!("nothing was started: {s}")),
-    }
+    Error::NotCreated(e)
 }

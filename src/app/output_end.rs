@@ -108,8 +108,10 @@ pub fn output_end(path: &Path, size: EndSize) -> Option<OutputEnd> {
 /// The last `max` bytes of `path` as text safe to show (from a character on), and the
 /// file's size; `None` when it does not exist. What the MCP `logs` tool answers.
 pub fn log_end(path: &Path, max: u64) -> Result<Option<(String, u64)>, Error> {
-    let w = read_window(path, max)
-        .map_err(|e| Error::failed(format!("cannot read {}: {e}", path.display())))?;
+    let w = read_window(path, max).map_err(|source| crate::store::StoreError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(w.map(|w| {
         let b = if w.start > 0 {
             from_a_character(&w.bytes)

@@ -8,6 +8,7 @@
 //!            ├ detach ───────────────────────────► Detached
 //!            ▼
 //!          wait_with(loop, [the attempt], heartbeat, on_progress) ─► Finished (its envelope)
+//!            ├ max_wait passed ─────────────────► StillRunning (it goes on)
 //!            ▲ interrupt n (the loop's Interrupter, any thread, even during the start)
 //!            └─ cancel: n = 1 with the run's grace, later at once (app::cancel: an attempt
 //!               that finished is left alone); then CancelAndWait waits on,
@@ -25,8 +26,8 @@ use std::time::Duration;
 
 use super::wait_loop::WaitLoop;
 use super::{
-    CancelOutcome, Error, Found, Plan, Started, WaitMode, WaitOptions, WaitProgress, cancel, start,
-    wait_with,
+    CancelOutcome, Error, Found, Plan, Started, WaitMode, WaitOptions, WaitProgress, cancel_by,
+    start, wait_with,
 };
 use crate::envelope::Envelope;
 use crate::store::Home;
@@ -52,6 +53,10 @@ pub struct RunOptions<'a> {
     pub on_started: Option<&'a mut dyn FnMut(&Started)>,
     /// Told when the attempt ends and on each heartbeat.
     pub on_progress: Option<&'a mut dyn FnMut(&WaitProgress<'_>)>,
+    /// Stop waiting after this long ([`RunOutcome::StillRunning`]); the attempt goes on.
+    pub max_wait: Option<Duration>,
+    /// Who an interrupt's cancel is recorded as coming from (the envelope says it).
+    pub cancel_by: Option<&'a str>,
 }
 
 /// How [`run`] ended.
@@ -67,6 +72,8 @@ pub enum RunOutcome {
     },
     /// [`OnInterrupt::CancelAndReturn`]: the attempt was asked to stop, and not waited for.
     Cancelled(Started),
+    /// `max_wait` passed first: the attempt goes on.
+    StillRunning(Started),
 }
 
 /// Starts the attempt of `plan` and, unless `detach`, waits on `wl` for its envelope (see
@@ -93,10 +100,10 @@ pub fn run(
         paths: started.paths.clone(),
         spec: started.spec.clone(),
     };
-    let (then, mut on_progress) = (opts.on_interrupt, opts.on_progress);
+    let (then, mut on_progress, by) = (opts.on_interrupt, opts.on_progress, opts.cancel_by);
     let mut failed = None;
     let mut on_interrupt = |n: u32| {
-        if let Err(e) = cancel_on_interrupt(&found, n) {
+        if let Err(e) = cancel(&found, (n > 1).then_some(0), by) {
             failed = Some(e);
             return ControlFlow::Break(());
         }
@@ -109,7 +116,7 @@ pub fn run(
         wl,
         &[(found.paths.clone(), found.spec.clone())],
         WaitMode::All,
-        None,
+        opts.max_wait,
         WaitOptions {
             heartbeat: opts.heartbeat,
             on_progress: match &mut on_progress {
@@ -125,14 +132,21 @@ pub fn run(
     if res.stopped {
         return Ok(RunOutcome::Cancelled(started));
     }
+    if res.timed_out {
+        return Ok(RunOutcome::StillRunning(started));
+    }
     match res.results.into_iter().next().flatten() {
         Some(envelope) => Ok(RunOutcome::Finished { started, envelope }),
-        None => Err(Error::failed("the attempt ended without an envelope")),
+        None => Err(Error::NoEnvelope),
     }
 }
 
 /// The n-th interrupt (n = 1, 2, …) of a waited-for attempt as a cancel: the first with the
 /// run's grace, a later one at once. An attempt that has finished is left alone.
 pub fn cancel_on_interrupt(found: &Found, n: u32) -> Result<CancelOutcome, Error> {
-    cancel(found, (n > 1).then_some(0))
+    cancel(found, (n > 1).then_some(0), None)
+}
+
+fn cancel(found: &Found, grace_ms: Option<u64>, by: Option<&str>) -> Result<CancelOutcome, Error> {
+    cancel_by(found, grace_ms, by)
 }

@@ -26,7 +26,7 @@ pub struct Found {
 }
 
 /// A file of an attempt that `logs` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFile {
     /// events.jsonl: the agent's filtered JSON events (default for agents).
@@ -59,7 +59,7 @@ impl Found {
 
 /// Finds a run by id; `attempt` picks one, else the latest.
 pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found, Error> {
-    let id = RunId::parse(raw_id).map_err(|e| Error::invalid(e.to_string()))?;
+    let id = RunId::parse(raw_id)?;
     let record = store::read_run(home, &id)?.ok_or_else(|| {
         Error::invalid(format!(
             "no run `{id}` in {}; `subpane ls` lists the runs there",
@@ -76,11 +76,9 @@ pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found
         None => record.attempts.iter().map(|a| a.attempt).max().unwrap_or(1),
     };
     let paths = home.attempt(&id, n);
-    let spec: AttemptSpec = store::read_json(&paths.spec())?.ok_or_else(|| {
-        Error::failed(format!(
-            "{} is missing; the run's record is damaged",
-            paths.spec().display()
-        ))
+    let spec: AttemptSpec = store::read_json(&paths.spec())?.ok_or_else(|| Error::Damaged {
+        path: paths.spec(),
+        problem: "is missing".into(),
     })?;
     Ok(Found {
         record,
@@ -155,6 +153,15 @@ pub enum CancelOutcome {
 /// Asks an attempt to stop: SIGTERM to its process group, SIGKILL after `grace_ms` (default:
 /// the run's own grace).
 pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Error> {
+    cancel_by(found, grace_ms, None)
+}
+
+/// [`cancel`], recording who asked (`by`, e.g. "the MCP client"): the envelope says it.
+pub fn cancel_by(
+    found: &Found,
+    grace_ms: Option<u64>,
+    by: Option<&str>,
+) -> Result<CancelOutcome, Error> {
     if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
         return Ok(CancelOutcome::AlreadyFinished(env));
     }
@@ -164,7 +171,7 @@ pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Err
         Socket::from_path(&found.spec.tmux.socket),
         "/dev/null".into(),
     );
-    supervisor::request_cancel(&found.paths, grace_ms, || {
+    supervisor::request_cancel(&found.paths, grace_ms, by, || {
         tmux.pane_of(&found.spec.tmux.session)
             .ok()
             .map(|p| p.pane_pid)
@@ -359,9 +366,14 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
                 }
             }
             if !dry_run {
-                std::fs::remove_dir_all(&run.dir).map_err(|e| {
-                    Error::failed(format!("cannot remove {}: {e}", run.dir.display()))
+                std::fs::remove_dir_all(&run.dir).map_err(|source| Error::Remove {
+                    path: run.dir.clone(),
+                    source,
                 })?;
+                // A fan-out's driver goes with its group's record.
+                if run.record.labels.contains_key(super::fanout::DRIVER_LABEL) {
+                    let _ = std::fs::remove_dir_all(home.group_dir(&run.id));
+                }
             }
             report.removed_runs.push(run.id.to_string());
         }

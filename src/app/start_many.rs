@@ -50,14 +50,16 @@ pub fn start_many(home: &Home, plans: Vec<Plan>) -> Vec<Result<Started, Error>> 
     if plans.is_empty() {
         return Vec::new();
     }
-    if let Err(e) = ensure_tmux_conf(home) {
-        return plans.iter().map(|_| Err(e.clone())).collect();
-    }
-    let exe = match std::env::current_exe() {
+    let ready =
+        ensure_tmux_conf(home).and_then(|()| std::env::current_exe().map_err(Error::CurrentExe));
+    let exe = match ready {
         Ok(p) => p,
         Err(e) => {
-            let e = Error::failed(format!("cannot find the subpane binary: {e}"));
-            return plans.iter().map(|_| Err(e.clone())).collect();
+            let e = std::sync::Arc::new(e);
+            return plans
+                .iter()
+                .map(|_| Err(Error::Shared(e.clone())))
+                .collect();
         }
     };
     let n = plans.len();
@@ -134,7 +136,7 @@ pub fn start_many(home: &Home, plans: Vec<Plan>) -> Vec<Result<Started, Error>> 
     });
     results
         .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(Error::failed("the attempt was not started"))))
+        .map(|r| r.unwrap_or(Err(Error::NotStarted)))
         .collect()
 }
 

@@ -84,13 +84,56 @@ pub fn wait_targets(
         targets.push((f.paths, f.spec));
     }
     if let Some(g) = group {
-        for f in group_runs(home, g)? {
+        // A group whose driver runs on its own: its driver (a run named as the group) is
+        // waited for too, and its tasks may not have runs yet.
+        let driver = super::fanout::group_record(home, g)
+            .map(|_| find_run(home, g, None))
+            .transpose()?;
+        let runs = match group_runs(home, g) {
+            Err(_) if driver.is_some() => Vec::new(),
+            other => other?,
+        };
+        for f in runs.into_iter().chain(driver) {
             if !targets.iter().any(|(p, _)| *p == f.paths) {
                 targets.push((f.paths, f.spec));
             }
         }
     }
     Ok(targets)
+}
+
+/// After a wait on a `group` whose driver runs on its own: the group's runs that started
+/// since the targets were taken join them (looked at afresh by [`wait_answers`]), and the
+/// driver, waited for only to know when the group is done, leaves them: an answer names
+/// every run of the group, and only those.
+pub fn regroup(
+    home: &Home,
+    group: Option<&str>,
+    targets: &mut Vec<(AttemptPaths, AttemptSpec)>,
+    res: &mut WaitResult,
+) -> Result<(), Error> {
+    let Some(g) = group.filter(|g| super::fanout::group_record(home, g).is_some()) else {
+        return Ok(());
+    };
+    for f in group_runs(home, g).unwrap_or_default() {
+        if !targets.iter().any(|(p, _)| *p == f.paths) {
+            targets.push((f.paths, f.spec));
+            res.results.push(None);
+        }
+    }
+    let driver = targets.iter().position(|(_, s)| {
+        s.run_id.as_str() == g && s.labels.contains_key(super::fanout::DRIVER_LABEL)
+    });
+    if let Some(i) = driver {
+        targets.remove(i);
+        res.results.remove(i);
+        res.first_finished = match res.first_finished {
+            Some(f) if f == i => None,
+            Some(f) if f > i => Some(f - 1),
+            other => other,
+        };
+    }
+    Ok(())
 }
 
 /// Waits for attempts (without polling) until one or all finished, or `timeout` passed.
@@ -209,7 +252,7 @@ pub fn wait_one(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Box<Envelope
         .into_iter()
         .next()
         .flatten()
-        .ok_or_else(|| Error::failed("the attempt ended without an envelope"))
+        .ok_or(Error::NoEnvelope)
 }
 
 /// What [`follow`] tells its caller.
@@ -267,8 +310,12 @@ pub struct RunAnswer {
 pub struct WaitAnswers {
     pub runs: Vec<RunAnswer>,
     pub timed_out: bool,
-    /// Index (into `runs`) of the run whose end the wait saw first.
+    /// Index (into `runs`) of the run that finished first (by its envelope's
+    /// `finished_at`; the wait's own order among equals).
     pub first_finished: Option<usize>,
+    /// Indices into `runs`: the finished ones in the order they finished, then the others
+    /// in the order given.
+    pub order: Vec<usize>,
 }
 
 /// The answers of a wait: a target's envelope if the wait saw it end, else a fresh look at
@@ -278,6 +325,12 @@ pub fn wait_answers(
     res: WaitResult,
 ) -> Result<WaitAnswers, Error> {
     let mut runs = Vec::with_capacity(targets.len());
+    // The wait's own order of ends first, so equal times keep it.
+    let mut seen: Vec<usize> = res.first_finished.into_iter().collect();
+    seen.extend(
+        (0..res.results.len())
+            .filter(|i| res.results[*i].is_some() && Some(*i) != res.first_finished),
+    );
     for ((paths, spec), env) in targets.into_iter().zip(res.results) {
         let status = match env {
             Some(e) => AttemptStatus::Finished(e),
@@ -289,10 +342,28 @@ pub fn wait_answers(
             status,
         });
     }
+    let finished_at = |i: usize| match &runs[i].status {
+        AttemptStatus::Finished(e) => e.finished_at.clone(),
+        AttemptStatus::Live(_) => None,
+    };
+    let mut order: Vec<usize> = seen;
+    let more: Vec<usize> = (0..runs.len())
+        .filter(|i| !order.contains(i) && matches!(runs[*i].status, AttemptStatus::Finished(_)))
+        .collect();
+    order.extend(more);
+    // RFC 3339 UTC with milliseconds: the text sorts as the time does.
+    order.sort_by_key(|i| {
+        let at = finished_at(*i);
+        (at.is_none(), at)
+    });
+    let first_finished = order.first().copied();
+    let rest: Vec<usize> = (0..runs.len()).filter(|i| !order.contains(i)).collect();
+    order.extend(rest);
     Ok(WaitAnswers {
         runs,
         timed_out: res.timed_out,
-        first_finished: res.first_finished,
+        first_finished,
+        order,
     })
 }
 

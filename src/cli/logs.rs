@@ -99,10 +99,10 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
         match r {
             Ok(()) => Ok(false),
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(true),
-            Err(e) => Err(CliError::failed(format!(
-                "cannot print {}: {e}",
-                path.display()
-            ))),
+            Err(source) => Err(CliError::Print {
+                path: path.clone(),
+                source,
+            }),
         }
     };
     let finish = |out: &mut std::io::StdoutLock<'_>, filter: &mut Option<TerminalFilter>| {
@@ -131,14 +131,21 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     }
     // Each time: what is new; at the end, the last of it (everything the worker wrote is in
     // place before result.json).
+    // A failure to print stops following; it is this verb's error, not the wait's.
+    let mut failed = None;
     app::follow(&f, &mut |what| {
-        if done(copy_from(&path, &mut offset, &mut out, &mut filter))? {
-            return Ok(ControlFlow::Break(()));
+        match done(copy_from(&path, &mut offset, &mut out, &mut filter)) {
+            Ok(true) => return Ok(ControlFlow::Break(())),
+            Ok(false) => {}
+            Err(e) => {
+                failed = Some(e);
+                return Ok(ControlFlow::Break(()));
+            }
         }
         if what == Followed::Ended {
             finish(&mut out, &mut filter);
         }
         Ok(ControlFlow::Continue(()))
     })?;
-    Ok(0)
+    failed.map_or(Ok(0), Err)
 }

@@ -7,6 +7,7 @@
 mod attach;
 mod cancel;
 mod common;
+mod error;
 mod fanout;
 mod gc;
 mod interrupt;
@@ -25,7 +26,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-pub use crate::app::Error as CliError;
+pub use error::CliError;
 
 /// Run AI subagents (pi, Claude Code, Codex, or any command) as supervised, recorded,
 /// attachable attempts.
@@ -69,7 +70,7 @@ pub enum Command {
     /// Remove finished sessions and old run directories
     Gc(gc::GcArgs),
     /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
-    /// logs, cancel, list, fanout)
+    /// logs, cancel, list, fanout, retry)
     Mcp(mcp::McpArgs),
     /// The worker that runs inside the pane (internal)
     #[command(name = "__worker", hide = true)]
@@ -126,8 +127,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     }
     // Read for every verb (the MCP server serves many), so a malformed value is refused
     // alike everywhere, before anything runs.
-    let tmux_limit =
-        crate::tmux::time_limit_from_env().map_err(|e| CliError::Invalid(e.to_string()))?;
+    let tmux_limit = crate::tmux::time_limit_from_env().map_err(CliError::Env)?;
     crate::tmux::set_time_limit(tmux_limit);
     if let Command::Nest { listen_fd, dir } = &cli.command {
         return Ok(crate::app::nest::serve(dir, *listen_fd));
@@ -141,7 +141,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
             _ => Err(nested::not_served()),
         };
     }
-    let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Invalid)?;
+    let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Home)?;
     match cli.command {
         Command::Run(a) => run::run(&home, *a),
         Command::Retry(a) => retry::retry(&home, a),

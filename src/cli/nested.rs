@@ -23,16 +23,16 @@ use crate::exit_code;
 
 /// Why a verb other than `run` is refused inside a sandbox.
 pub(super) fn not_served() -> CliError {
-    CliError::invalid(
-        "only `subpane run` works inside a sandbox: the subpane home is hidden here, so runs started from a sandbox are watched from outside it (`subpane ls`, `status`, `wait`, `logs`, `cancel` there)",
+    CliError::Flag(
+        "only `subpane run` works inside a sandbox: the subpane home is hidden here, so runs started from a sandbox are watched from outside it (`subpane ls`, `status`, `wait`, `logs`, `cancel` there)".into(),
     )
 }
 
 /// `run` with the request socket `socket`. `home_given`: `--home` was on the command line.
 pub(super) fn run(a: RunArgs, socket: &Path, home_given: bool) -> Result<i32, CliError> {
     if home_given {
-        return Err(CliError::invalid(
-            "--home cannot be given to a run from inside a sandbox: it runs in its parent's home, started by the parent's worker",
+        return Err(CliError::Flag(
+            "--home cannot be given to a run from inside a sandbox: it runs in its parent's home, started by the parent's worker".into(),
         ));
     }
     let (detach, json) = (a.detach, a.json);
@@ -75,8 +75,9 @@ pub(super) fn run(a: RunArgs, socket: &Path, home_given: bool) -> Result<i32, Cl
                 started = Some(answer);
             }
             Reply::Detached => {
-                let answer = started.ok_or_else(|| {
-                    CliError::failed("the worker answered out of order: no run was started")
+                let answer = started.ok_or_else(|| CliError::Refused {
+                    exit_code: exit_code::FAILED,
+                    message: "the worker answered out of order: no run was started".into(),
                 })?;
                 if json {
                     print_json(&answer);
@@ -102,11 +103,7 @@ pub(super) fn run(a: RunArgs, socket: &Path, home_given: bool) -> Result<i32, Cl
                 return Ok(envelope.exit_code());
             }
             Reply::Refused { exit_code, message } => {
-                return Err(if exit_code == exit_code::INVALID {
-                    CliError::Invalid(message)
-                } else {
-                    CliError::Failed(message)
-                });
+                return Err(CliError::Refused { exit_code, message });
             }
         }
     }

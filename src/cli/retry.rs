@@ -70,9 +70,13 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
         let (k, v) = parse_kv("--env", e)?;
         env.insert(k, v);
     }
+    // `--task @FILE` reads the file, as `run --task` does.
+    let mut task = a.task.clone();
+    let task_file = app::at_file(&mut task);
     let opts = RetryOptions {
         resume: a.resume,
-        task: a.task.clone(),
+        task,
+        task_file,
         env,
     };
     let planned = app::prepare_retry(home, &a.run, &opts, &RealSystem)?;

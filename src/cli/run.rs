@@ -141,9 +141,11 @@ impl RunArgs {
     pub fn to_request(&self) -> Result<RunRequest, CliError> {
         let mut argv: Vec<String> = Vec::with_capacity(self.command.len());
         for arg in &self.command {
-            argv.push(arg.to_str().map(str::to_owned).ok_or_else(|| {
-                CliError::invalid(format!("argument {arg:?} is not valid UTF-8"))
-            })?);
+            argv.push(
+                arg.to_str().map(str::to_owned).ok_or_else(|| {
+                    CliError::Flag(format!("argument {arg:?} is not valid UTF-8"))
+                })?,
+            );
         }
         let mut labels = std::collections::BTreeMap::new();
         for l in &self.labels {
@@ -155,18 +157,20 @@ impl RunArgs {
             let (k, v) = parse_kv("--env", e)?;
             env.insert(k, v);
         }
-        Ok(RunRequest {
+        let mut req = RunRequest {
             agent: self.agent.map(|a| match a {
                 AgentArg::Pi => AgentKind::Pi,
                 AgentArg::Claude => AgentKind::Claude,
                 AgentArg::Codex => AgentKind::Codex,
             }),
             task: self.task.clone(),
+            task_file: None,
             argv,
             run_id: self.run_id.clone(),
             cwd: self.cwd.clone(),
             model: self.model.clone(),
             system_prompt: self.system_prompt.clone(),
+            system_prompt_file: None,
             tools: self.tools.clone(),
             thinking: self.thinking.clone(),
             resume: self.resume.clone(),
@@ -185,7 +189,9 @@ impl RunArgs {
             env_pass: self.env_pass.clone(),
             worktree: self.worktree,
             max_depth: self.max_depth,
-        })
+        };
+        req.read_at_files();
+        Ok(req)
     }
 }
 
@@ -239,6 +245,8 @@ pub(super) fn start_and_report(
         heartbeat: None,
         on_started: Some(&mut on_started),
         on_progress: None,
+        max_wait: None,
+        cancel_by: None,
     };
     match app::run(home, plan, &mut wl, opts)? {
         RunOutcome::Detached(started) => {
@@ -250,11 +258,10 @@ pub(super) fn start_and_report(
             Ok(crate::exit_code::COMPLETED)
         }
         RunOutcome::Finished { started, envelope } => Ok(report(&envelope, &started.paths, json)),
-        // Not asked for: an interrupt cancels and waits.
-        RunOutcome::Cancelled(started) => Err(CliError::failed(format!(
-            "stopped waiting for run {}",
-            started.spec.run_id
-        ))),
+        // Not asked for: an interrupt cancels and waits, and no max_wait is given.
+        RunOutcome::Cancelled(started) | RunOutcome::StillRunning(started) => {
+            Err(CliError::StoppedWaiting(started.spec.run_id.to_string()))
+        }
     }
 }
 

@@ -49,8 +49,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .timeout
         .as_deref()
         .map(|t| parse_positive_duration("--timeout", t))
-        .transpose()
-        .map_err(|e| CliError::invalid(e.to_string()))?;
+        .transpose()?;
     let targets = app::wait_targets(home, &a.runs, a.group.as_deref(), a.attempt)?;
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;
@@ -60,7 +59,9 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
             app::waiting_for(&targets)
         );
     }
-    let out = app::wait(&targets, mode, timeout)?;
+    let mut out = app::wait(&targets, mode, timeout)?;
+    let mut targets = targets;
+    app::regroup(home, a.group.as_deref(), &mut targets, &mut out)?;
     let answers = app::wait_answers(targets, out)?;
     // --any prints the run that finished; otherwise every run, in the order given.
     let shown: Vec<&RunAnswer> = match answers.first_finished {
@@ -91,6 +92,31 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     } else {
         print(human.trim_end_matches('\n'));
         print("\n");
+    }
+    // A group whose driver ended before it started every task: those are named, never lost.
+    if let Some(report) = a
+        .group
+        .as_deref()
+        .map(|g| crate::app::fanout::group_report(home, g))
+        .transpose()?
+        .flatten()
+    {
+        let never: Vec<String> = report
+            .tasks
+            .iter()
+            .filter(|t| t.run_id.is_none() && t.status == crate::envelope::TaskStatus::Skipped)
+            .map(|t| format!("line {}", t.line))
+            .collect();
+        if !never.is_empty() {
+            eprintln!(
+                "subpane: {} task{} of group {} never started (its driver ended first): {}",
+                never.len(),
+                if never.len() == 1 { "" } else { "s" },
+                report.group,
+                never.join(", ")
+            );
+            codes.push(exit_code::CANCELLED);
+        }
     }
     if answers.timed_out {
         return Ok(exit_code::STILL_RUNNING);

@@ -26,7 +26,7 @@ use rmcp::service::{Peer, RequestContext};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::app::Error;
+use super::ToolError;
 
 type Action = Box<dyn FnOnce() + Send>;
 
@@ -182,11 +182,11 @@ async fn forward(
 
 /// Runs blocking work of the application layer on tokio's blocking threads.
 pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
-) -> Result<T, Error> {
-    tokio::task::spawn_blocking(f)
+    f: impl FnOnce() -> Result<T, crate::app::Error> + Send + 'static,
+) -> Result<T, ToolError> {
+    Ok(tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Error::failed(format!("the call's worker thread failed: {e}")))?
+        .map_err(ToolError::Thread)??)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub const RUN_SCHEMA: &str = "subpane.run/v1";
 /// ```json
 /// "command"
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentKind {
     Pi,

@@ -70,6 +70,16 @@ impl Home {
         self.root.join("tmux.conf")
     }
     /// Where `--worktree` attempts get their git worktrees (outside every repository).
+    /// `groups/`: the records of fan-outs whose driver runs on its own (`fanout --detach`).
+    pub fn groups_dir(&self) -> PathBuf {
+        self.root.join("groups")
+    }
+
+    /// `groups/<group>/`: `group.json` (the tasks) and `requests.jsonl` (for the driver).
+    pub fn group_dir(&self, group: &RunId) -> PathBuf {
+        self.groups_dir().join(group.as_str())
+    }
+
     pub fn worktrees_dir(&self) -> PathBuf {
         self.root.join("worktrees")
     }

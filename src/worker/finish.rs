@@ -119,6 +119,13 @@ impl Worker {
                 ));
             }
         }
+        if let Some(by) = self
+            .cancelled_by
+            .as_deref()
+            .filter(|_| outcome.status == envelope::Status::Cancelled)
+        {
+            output.push_error(format!("cancelled by {by}"));
+        }
         if self.facts.kill_reason == Some(KillReason::PaneClosed) {
             output.push_error("the pane closed under the worker (its tmux session or server was killed); the program was stopped");
         }

@@ -75,6 +75,8 @@ pub(crate) struct Worker {
     pub(crate) stream: Stream,
     /// The ids of the cancel requests already acted on.
     pub(crate) cancels_seen: Vec<String>,
+    /// Who asked for the cancel, when its request said (`cancel.json`'s `by`).
+    pub(crate) cancelled_by: Option<String>,
     /// The egress proxy of a sandbox with an allow list; stopped at the end.
     pub(crate) proxy: Option<crate::sandbox::proxy::ProxyHandle>,
     /// The write end of the sandbox helper's report pipe, until the helper has it.
@@ -96,6 +98,7 @@ impl Worker {
         Self {
             stream: Stream::new(adapter_for(spec.agent).parser()),
             cancels_seen: Vec::new(),
+            cancelled_by: None,
             proxy: None,
             report_writer: None,
             nest: None,

@@ -14,6 +14,7 @@ mod interrupt;
 mod lifecycle;
 mod mcp;
 mod mcp_parents;
+mod mcp_python;
 mod mock;
 mod nest;
 mod pane;

@@ -149,7 +149,7 @@ fn a_detached_nested_run_returns_at_once_and_is_waited_for_outside() {
     assert!(log.contains("rc=0"), "{log}\n{err}");
     let started: Value = serde_json::from_str(&out_file(&env, "parent", "started.json")).unwrap();
     assert_eq!(started["run_id"], "child", "{started}");
-    assert_eq!(started["status"], "running", "{started}");
+    assert_eq!(started["status"], "starting", "{started}");
     assert_eq!(
         real(Path::new(started["attempt_dir"].as_str().unwrap())),
         real(&env.attempt_dir("child", 1))

@@ -19,7 +19,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use super::{ClientLine, NestRequest, REQUEST_LIMIT, Reply};
+use super::{ClientLine, NestError, NestRequest, REQUEST_LIMIT, Reply};
 use crate::app::plan::{passes_into_sandbox, text_or_file, var_in};
 use crate::app::{Error, RealSystem, RunRequest, System};
 use crate::sandbox::relay::SocketPath;
@@ -44,12 +44,18 @@ impl NestRequest {
     /// the variables the run takes from the caller.
     pub fn from_caller(mut request: RunRequest, detach: bool) -> Result<Self, Error> {
         let sys = RealSystem;
-        for (flag, field) in [
-            ("--task", &mut request.task),
-            ("--system-prompt", &mut request.system_prompt),
+        // A file is read here, where the caller sees it: the request carries its text.
+        for (flag, text, file) in [
+            ("--task", &mut request.task, &mut request.task_file),
+            (
+                "--system-prompt",
+                &mut request.system_prompt,
+                &mut request.system_prompt_file,
+            ),
         ] {
-            if let Some(v) = field.as_deref() {
-                *field = Some(text_or_file(&sys, flag, v)?);
+            if let Some(t) = text_or_file(&sys, flag, text.as_deref(), file.as_deref())? {
+                *text = Some(t);
+                *file = None;
             }
         }
         let cwd = sys.current_dir().map_err(|e| {
@@ -100,11 +106,9 @@ impl Interrupts {
 
 impl Client {
     pub fn connect(socket: &Path) -> Result<Self, Error> {
-        let why = |e: std::io::Error| {
-            Error::failed(format!(
-                "cannot reach the worker of this sandbox at {} ({e}): runs from a sandbox are started by it; is the attempt ending?",
-                socket.display()
-            ))
+        let why = |source: std::io::Error| NestError::Unreachable {
+            socket: socket.to_path_buf(),
+            source,
         };
         let at = SocketPath::new(socket).map_err(why)?;
         let stream = UnixStream::connect(at.usable()).map_err(why)?;
@@ -113,19 +117,28 @@ impl Client {
     }
 
     pub fn interrupts(&self) -> Result<Interrupts, Error> {
-        self.stream
-            .try_clone()
-            .map(Interrupts)
-            .map_err(|e| Error::failed(format!("cannot hand on interrupts: {e}")))
+        self.stream.try_clone().map(Interrupts).map_err(|source| {
+            NestError::Io {
+                what: "cannot hand on interrupts",
+                source,
+            }
+            .into()
+        })
     }
 
     pub fn send(&self, req: &NestRequest) -> Result<(), Error> {
-        let mut line = serde_json::to_vec(req)
-            .map_err(|e| Error::failed(format!("cannot write the request: {e}")))?;
+        let mut line = serde_json::to_vec(req).map_err(|source| NestError::Json {
+            what: "cannot write the request",
+            source,
+        })?;
         line.push(b'\n');
-        (&self.stream)
-            .write_all(&line)
-            .map_err(|e| Error::failed(format!("cannot send the request to the worker: {e}")))
+        (&self.stream).write_all(&line).map_err(|source| {
+            NestError::Io {
+                what: "cannot send the request to the worker",
+                source,
+            }
+            .into()
+        })
     }
 
     /// The worker's next answer.
@@ -135,13 +148,19 @@ impl Client {
         (&mut self.reader)
             .take(limit + 1)
             .read_until(b'\n', &mut line)
-            .map_err(|e| Error::failed(format!("cannot read the worker's answer: {e}")))?;
+            .map_err(|source| NestError::Io {
+                what: "cannot read the worker's answer",
+                source,
+            })?;
         if line.is_empty() {
-            return Err(Error::failed(
-                "the worker of this sandbox ended the request without an answer (is the attempt ending?)",
-            ));
+            return Err(NestError::NoAnswer.into());
         }
-        serde_json::from_slice(&line)
-            .map_err(|e| Error::failed(format!("the worker's answer cannot be read: {e}")))
+        serde_json::from_slice(&line).map_err(|source| {
+            NestError::Json {
+                what: "the worker's answer cannot be read",
+                source,
+            }
+            .into()
+        })
     }
 }

@@ -6,7 +6,7 @@
 //!  subpane run … ─ client.rs ─ NestRequest ─► nest.sock ─► serve.rs: one thread a client
 //!    (@FILE read here; the vars the run         │  bounded: 4 MiB, 10 s, 64 clients
 //!     needs; its cwd)                           │  admit: sandboxed; no --worktree, no
-//!                                               │    loader variables, no @FILE
+//!                                               │    loader variables, no task file
 //!                                               │  plan(request, the parent's home,
 //!                                               │       NestSystem)          system.rs
 //!                                               │    (the caller's cwd and vars, the parent's
@@ -36,6 +36,43 @@ mod client;
 mod fit;
 mod serve;
 mod system;
+
+/// Why a nested run could not be asked for or served (over the attempt's socket).
+#[derive(Debug, thiserror::Error)]
+pub enum NestError {
+    #[error(
+        "cannot reach the worker of this sandbox at {} ({source}): runs from a sandbox are started by it; is the attempt ending?",
+        .socket.display()
+    )]
+    Unreachable {
+        socket: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    /// Talking over the socket failed (`what`: what was being done).
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// A message could not be written or read as JSON.
+    #[error("{what}: {source}")]
+    Json {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error(
+        "the worker of this sandbox ended the request without an answer (is the attempt ending?)"
+    )]
+    NoAnswer,
+    #[error("the sandboxed attempt is ending: it starts no more runs")]
+    Ending,
+    #[error(
+        "too many runs asked for at once from this sandbox (at most {clients} served, {sending} sending): try again when some have ended"
+    )]
+    Busy { clients: usize, sending: usize },
+    #[error("stopped waiting for run {0}")]
+    StoppedWaiting(String),
+}
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -147,7 +184,11 @@ pub enum Reply {
 impl Reply {
     fn refused(e: &Error) -> Self {
         Reply::Refused {
-            exit_code: e.exit_code(),
+            exit_code: if e.nothing_started() {
+                crate::exit_code::INVALID
+            } else {
+                crate::exit_code::FAILED
+            },
             message: e.to_string(),
         }
     }

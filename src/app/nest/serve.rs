@@ -5,7 +5,7 @@
 //!  main thread: poll(listening socket, signalfd)
 //!    accept ─► over 64 clients, or 8 still sending: refused ─► else a thread:
 //!      peer's uid = ours ─► one line ≤ 4 MiB within 10 s ─► NestRequest
-//!      ─► admit (sandboxed; no --worktree, @FILE, loader variables; network: the parent's
+//!      ─► admit (sandboxed; no --worktree, task file, loader variables; network: the parent's
 //!         unless asked) ─► plan(.., the parent's home, NestSystem) ─► fit ─► exists
 //!      ─► app::run (started ─► reply; a waited run: the client's lines ─► interrupts,
 //!         its end ─► one interrupt, a cancel) ─► Detached | Finished | Refused
@@ -35,7 +35,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 use super::fit::{fit, network_flag};
 use super::system::NestSystem;
-use super::{ClientLine, LOADER_VARS, NestRequest, REQUEST_LIMIT, Reply};
+use super::{ClientLine, LOADER_VARS, NestError, NestRequest, REQUEST_LIMIT, Reply};
 use crate::adapter::env_allowed;
 use crate::app::plan::{passes_into_sandbox, plan};
 use crate::app::{
@@ -190,9 +190,7 @@ impl Live {
     fn hold(&self, i: Interrupter) -> Result<u64, Error> {
         let mut s = self.lock();
         if s.ending {
-            return Err(Error::failed(
-                "the sandboxed attempt is ending: it starts no more runs",
-            ));
+            return Err(NestError::Ending.into());
         }
         s.next += 1;
         let id = s.next;
@@ -235,9 +233,10 @@ fn accept(conn: UnixStream, parent: &Arc<Parent>, live: &Arc<Live>) {
         let mut s = live.lock();
         if s.clients >= MAX_CLIENTS || s.sending >= MAX_SENDING {
             drop(s);
-            let e = Error::failed(format!(
-                "too many runs asked for at once from this sandbox (at most {MAX_CLIENTS} served, {MAX_SENDING} sending): try again when some have ended"
-            ));
+            let e = Error::from(NestError::Busy {
+                clients: MAX_CLIENTS,
+                sending: MAX_SENDING,
+            });
             send(&conn, &Reply::refused(&e));
             return;
         }
@@ -307,6 +306,8 @@ fn client(conn: UnixStream, parent: &Parent, live: &Live) {
             heartbeat: None,
             on_started: Some(&mut on_started),
             on_progress: None,
+            max_wait: None,
+            cancel_by: None,
         },
     );
     live.release(held);
@@ -316,10 +317,9 @@ fn client(conn: UnixStream, parent: &Parent, live: &Live) {
             stdout_end: ends(&envelope, &started.paths, EndSize::TERMINAL).stdout,
             envelope,
         },
-        Ok(RunOutcome::Cancelled(s)) => Reply::refused(&Error::failed(format!(
-            "stopped waiting for run {}",
-            s.spec.run_id
-        ))),
+        Ok(RunOutcome::Cancelled(s) | RunOutcome::StillRunning(s)) => {
+            Reply::refused(&NestError::StoppedWaiting(s.spec.run_id.to_string()).into())
+        }
         Err(e) => Reply::refused(&e),
     };
     send(&conn, &reply);
@@ -337,9 +337,10 @@ fn read_request(conn: &UnixStream) -> Result<(BufReader<UnixStream>, NestRequest
             "the client is not the attempt's user: nothing was started",
         ));
     }
-    let clone = conn
-        .try_clone()
-        .map_err(|e| Error::failed(format!("cannot read the request: {e}")))?;
+    let clone = conn.try_clone().map_err(|source| NestError::Io {
+        what: "cannot read the request",
+        source,
+    })?;
     let mut reader = BufReader::new(clone);
     let line = read_line_within(&mut reader, REQUEST_LIMIT, REQUEST_WAIT)?;
     let req: NestRequest = serde_json::from_slice(&line)
@@ -457,13 +458,15 @@ fn admit(n: &NestRequest, parent: &AttemptSpec) -> Result<RunRequest, Error> {
             "--worktree is not offered to a run from a sandbox: its git worktree would be made by git outside the sandbox, from a repository the sandboxed program could have written",
         ));
     }
-    for (flag, v) in [
-        ("--task", &req.task),
-        ("--system-prompt", &req.system_prompt),
+    // A task is text to the planner; a file would be read outside the sandbox, where the
+    // caller may not see it (the client reads it inside and sends its text).
+    for (flag, file) in [
+        ("--task", &req.task_file),
+        ("--system-prompt", &req.system_prompt_file),
     ] {
-        if v.as_deref().is_some_and(|v| v.starts_with('@')) {
+        if file.is_some() {
             return Err(Error::invalid(format!(
-                "{flag} begins with @: a run from a sandbox carries its text (`subpane run` inside reads @FILE itself), and text that begins with @ cannot be sent"
+                "{flag} names a file: a run from a sandbox carries its text (`subpane run` inside reads @FILE itself)"
             )));
         }
     }
@@ -562,7 +565,7 @@ mod tests {
 
     fn refused(r: RunRequest) -> String {
         match admit(&nest(r), &parent("none")) {
-            Err(Error::Invalid(m)) => m,
+            Err(e) if e.nothing_started() => e.to_string(),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
@@ -596,13 +599,14 @@ mod tests {
             ..base.clone()
         });
         assert!(m.contains("--worktree"), "{m}");
+        // A file would be read outside, where the sandboxed caller may not see it.
         let m = refused(RunRequest {
             agent: Some(AgentKind::Pi),
-            task: Some("@/etc/shadow".into()),
+            task_file: Some("/etc/shadow".into()),
             argv: vec![],
             ..base.clone()
         });
-        assert!(m.contains("--task begins with @"), "{m}");
+        assert!(m.contains("--task names a file"), "{m}");
         for (name, how) in [("LD_PRELOAD", "env"), ("GLIBC_TUNABLES", "pass")] {
             let mut r = base.clone();
             if how == "env" {

@@ -126,7 +126,7 @@ pub(crate) fn cmd(argv: &[&str]) -> RunRequest {
 
 pub(crate) fn refused(req: &RunRequest, sys: &Fake) -> String {
     match plan(req, &home(), sys) {
-        Err(Error::Invalid(m)) => m,
+        Err(e) if e.nothing_started() => e.to_string(),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }

@@ -91,23 +91,19 @@ pub(in crate::app) fn var_in(vars: &[(OsString, OsString)], name: &str) -> Optio
     vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
 }
 
-pub(in crate::app) fn invalid(e: impl std::fmt::Display) -> Error {
-    Error::invalid(e.to_string())
-}
-
 pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
     let positive = |flag: &str, v: &Option<String>| -> Result<Option<u64>, Error> {
         v.as_deref()
             .map(|t| {
                 parse_positive_duration(flag, t)
                     .map(millis)
-                    .map_err(invalid)
+                    .map_err(Error::from)
             })
             .transpose()
     };
     let any = |flag: &str, v: &Option<String>, default: u64| -> Result<u64, Error> {
         v.as_deref()
-            .map(|t| parse_duration(flag, t).map(millis).map_err(invalid))
+            .map(|t| parse_duration(flag, t).map(millis).map_err(Error::from))
             .transpose()
             .map(|v| v.unwrap_or(default))
     };
@@ -123,7 +119,7 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
 /// Checks and completes a request for attempt 1 of a new run. Creates nothing.
 pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Error> {
     let run_id = match &req.run_id {
-        Some(r) => RunId::parse(r).map_err(invalid)?,
+        Some(r) => RunId::parse(r)?,
         None => sys.new_run_id(),
     };
     let limits = limits(req)?;
@@ -158,8 +154,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         .transpose()?;
     if let (Some(wt), Some(raw)) = (worktree.as_mut(), caller_var("SUBPANE_GIT_TIMEOUT")) {
         let raw = raw.to_string_lossy();
-        let d = crate::spec::parse_positive_duration("SUBPANE_GIT_TIMEOUT", &raw)
-            .map_err(|e| Error::invalid(e.to_string()))?;
+        let d = crate::spec::parse_positive_duration("SUBPANE_GIT_TIMEOUT", &raw)?;
         wt.git_time_limit_ms = Some(crate::spec::millis(d));
     }
     let network = match &req.network {

@@ -71,23 +71,33 @@ fn at_file_tasks_are_read_and_missing_ones_refused() {
     sys.on_path.insert("pi".into(), "/usr/bin/pi".into());
     sys.files
         .insert("/work/task.md".into(), "fix the test".into());
-    let req = RunRequest {
+    let mut req = RunRequest {
         agent: Some(AgentKind::Pi),
         task: Some("@task.md".into()),
         ..RunRequest::default()
     };
+    // A task is text to the planner: `@FILE` is the command line's (and a fan-out file's).
+    let literal = plan(&req, &home(), &sys).unwrap();
+    assert_eq!(literal.prompt.as_deref(), Some("@task.md"));
+    req.read_at_files();
     let p = plan(&req, &home(), &sys).unwrap();
     assert_eq!(p.prompt.as_deref(), Some("fix the test"));
     assert_eq!(p.spec.argv[0], "/usr/bin/pi");
     assert!(p.spec.argv.contains(&"fix the test".to_owned()));
     let req = RunRequest {
-        task: Some("@nope.md".into()),
+        task_file: Some("nope.md".into()),
         ..req
     };
     let m = refused(&req, &sys);
     assert!(m.contains("cannot read --task file `nope.md`"), "{m}");
+    let both = RunRequest {
+        task: Some("hi".into()),
+        ..req.clone()
+    };
+    assert!(refused(&both, &sys).contains("not both"));
     let req = RunRequest {
         task: Some("  \n".into()),
+        task_file: None,
         ..req
     };
     assert!(refused(&req, &sys).contains("--task is empty"));

@@ -81,6 +81,9 @@ impl Worker {
                     return;
                 }
                 self.cancels_seen.push(r.key().to_owned());
+                if self.cancelled_by.is_none() {
+                    self.cancelled_by.clone_from(&r.by);
+                }
             }
             req.map(|c| c.grace_ms).unwrap_or(self.spec.limits.grace_ms)
         } else {
