@@ -609,7 +609,12 @@ fn a_fanout_attempt_gets_the_files_a_run_attempt_gets() {
         let launch = env.read_json(&dir.join("launch.json"));
         let mut keys: Vec<String> = launch.as_object().unwrap().keys().cloned().collect();
         keys.sort();
-        assert!(launch["worker"]["pid"].is_i64(), "{launch}");
+        // `worker` is null when the pane's process had exited by the time it was looked at
+        // (a fan-out records its panes a moment after making them; `true` is quick).
+        assert!(
+            launch["worker"]["pid"].is_i64() || launch["worker"].is_null(),
+            "{launch}"
+        );
         (names, keys)
     };
     let r = env.sp(["run", "--json", "--run-id", "single", "--", "true"]);
