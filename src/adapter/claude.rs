@@ -32,7 +32,7 @@ use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds,
     StreamParser, mentions_context_overflow,
 };
-use crate::envelope::{Output, Usage};
+use crate::envelope::{Output, SoFar, Usage};
 use crate::spec::{AgentKind, TaskSpec};
 
 pub struct ClaudeAdapter;
@@ -117,6 +117,75 @@ pub struct ClaudeParser {
     api_errors: Vec<String>,
     terminal: Option<String>,
     is_error: bool,
+    /// Tokens of the messages so far, for the live views (the `result` has the final sum).
+    live: LiveUsage,
+}
+
+/// Tokens of the assistant messages so far. A message is reported several times (once per
+/// content block, and its output count again in `message_delta`), so each message counts
+/// once, with the largest figures seen for it.
+#[derive(Default)]
+struct LiveUsage {
+    /// The messages before the current one.
+    done: Usage,
+    current_id: Option<String>,
+    current: Usage,
+}
+
+impl LiveUsage {
+    fn message(&mut self, id: Option<&str>, u: &Value) {
+        let seen = Usage {
+            input_tokens: u64_at(u, "input_tokens"),
+            output_tokens: u64_at(u, "output_tokens"),
+            cache_read_tokens: u64_at(u, "cache_read_input_tokens"),
+            cache_write_tokens: u64_at(u, "cache_creation_input_tokens"),
+            total_tokens: None,
+        };
+        if id.is_none() || id != self.current_id.as_deref() {
+            super::common::add_usage(&mut self.done, &std::mem::take(&mut self.current));
+            self.current_id = id.map(str::to_owned);
+        }
+        max_into(&mut self.current, &seen);
+    }
+
+    fn output(&mut self, tokens: u64) {
+        let o = &mut self.current.output_tokens;
+        *o = Some(o.unwrap_or(0).max(tokens));
+    }
+
+    fn total(&self) -> Option<Usage> {
+        let mut sum = self.done.clone();
+        super::common::add_usage(&mut sum, &self.current);
+        if sum == Usage::default() {
+            return None;
+        }
+        sum.total_tokens = Some(
+            [
+                sum.input_tokens,
+                sum.output_tokens,
+                sum.cache_read_tokens,
+                sum.cache_write_tokens,
+            ]
+            .iter()
+            .flatten()
+            .sum(),
+        );
+        Some(sum)
+    }
+}
+
+/// Each field of `a` becomes the larger of itself and `b`'s.
+fn max_into(a: &mut Usage, b: &Usage) {
+    for (x, y) in [
+        (&mut a.input_tokens, b.input_tokens),
+        (&mut a.output_tokens, b.output_tokens),
+        (&mut a.cache_read_tokens, b.cache_read_tokens),
+        (&mut a.cache_write_tokens, b.cache_write_tokens),
+    ] {
+        if let Some(y) = y {
+            *x = Some(x.unwrap_or(0).max(y));
+        }
+    }
 }
 
 /// `stream_event`, read only as far as the pane needs.
@@ -132,6 +201,15 @@ struct StreamEvent<'a> {
     kind: Cow<'a, str>,
     #[serde(borrow, default)]
     delta: Option<Delta<'a>>,
+    /// `message_delta`: the message's output tokens so far.
+    #[serde(default)]
+    usage: Option<DeltaUsage>,
+}
+
+#[derive(Deserialize)]
+struct DeltaUsage {
+    #[serde(default)]
+    output_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -157,6 +235,24 @@ impl StreamParser for ClaudeParser {
         match serde_json::from_slice::<Value>(line) {
             Ok(ev) => self.on_event(&kind, &ev),
             Err(_) => LineResult::keep(),
+        }
+    }
+
+    fn so_far(&self) -> SoFar {
+        // Once the `result` came, its figures are the attempt's.
+        if self.terminal.is_some() {
+            return SoFar {
+                usage: self.out.usage.clone(),
+                cost_usd: self.out.cost_usd,
+                turns: self.out.turns,
+                tool_calls: Some(self.tool_calls),
+            };
+        }
+        SoFar {
+            usage: self.live.total(),
+            cost_usd: None,
+            turns: None,
+            tool_calls: Some(self.tool_calls),
         }
     }
 
@@ -197,6 +293,11 @@ impl ClaudeParser {
                         self.streaming_text = true;
                         r.pane.push(PaneItem::Text(t.into_owned()));
                     }
+                }
+            }
+            "message_delta" => {
+                if let Some(n) = ev.usage.and_then(|u| u.output_tokens) {
+                    self.live.output(n);
                 }
             }
             "content_block_stop" if self.streaming_text => {
@@ -245,6 +346,9 @@ impl ClaudeParser {
 
     fn on_assistant(&mut self, ev: &Value, r: &mut LineResult) {
         let msg = ev.get("message").unwrap_or(&Value::Null);
+        if let Some(u) = msg.get("usage") {
+            self.live.message(msg.get("id").and_then(Value::as_str), u);
+        }
         let blocks = msg
             .get("content")
             .and_then(Value::as_array)

@@ -36,7 +36,7 @@ use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds,
     StreamParser, mentions_context_overflow,
 };
-use crate::envelope::{Output, Usage};
+use crate::envelope::{Output, SoFar, Usage};
 use crate::spec::{AgentKind, TaskSpec};
 
 pub struct CodexAdapter;
@@ -157,6 +157,15 @@ impl StreamParser for CodexParser {
         match serde_json::from_slice::<Value>(line) {
             Ok(ev) => self.on_event(&kind, &ev),
             Err(_) => LineResult::keep(),
+        }
+    }
+
+    fn so_far(&self) -> SoFar {
+        SoFar {
+            usage: self.usage.clone(),
+            cost_usd: None,
+            turns: Some(self.turns),
+            tool_calls: Some(self.tool_items.len() as u64),
         }
     }
 

@@ -344,6 +344,19 @@ pub(crate) mod replay {
                 .flat_map(|(_, r)| r.pane.clone())
                 .collect()
         }
+        /// What the worker wrote to `events.jsonl`: the lines kept, as kept.
+        pub fn events_jsonl(&self) -> String {
+            let mut out = String::new();
+            for (l, r) in &self.lines {
+                match &r.action {
+                    LineAction::Keep => out.push_str(l),
+                    LineAction::Replace(b) => out.push_str(&String::from_utf8_lossy(b)),
+                    LineAction::Drop | LineAction::Plain => continue,
+                }
+                out.push('\n');
+            }
+            out
+        }
         /// All streamed text, concatenated.
         pub fn pane_text(&self) -> String {
             self.pane()

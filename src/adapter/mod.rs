@@ -20,7 +20,7 @@ mod pi;
 
 use std::path::Path;
 
-use crate::envelope::Output;
+use crate::envelope::{Output, SoFar};
 use crate::spec::{AgentKind, Stdin, TaskSpec};
 
 pub use claude::ClaudeAdapter;
@@ -122,6 +122,11 @@ pub trait StreamParser: Send {
     /// deltas without reading them: their text is only for the pane, and reading them is most
     /// of the filter's work on a fast stream.
     fn set_pane_room(&mut self, _room: bool) {}
+    /// Usage and counts so far, for the live views (`progress.json`). Called at most a few
+    /// times a second, never per line.
+    fn so_far(&self) -> SoFar {
+        SoFar::default()
+    }
 }
 
 /// Paths an adapter may use when building argv (e.g. where pi keeps its sessions).
@@ -225,7 +230,74 @@ pub fn mentions_context_overflow(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use super::common::replay::Replay;
     use super::*;
+
+    /// `logs --pretty` reads `events.jsonl` back through the adapter: what it shows must be
+    /// what the pane showed from the live stream (the same text, tool calls, results, errors
+    /// and usage line), for every recorded transcript of every agent.
+    #[test]
+    fn events_read_back_show_what_the_pane_showed() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/transcripts");
+        let mut checked = 0;
+        for kind in [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex] {
+            let dir = root.join(kind.as_str());
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_none_or(|e| e != "jsonl") {
+                    continue;
+                }
+                let t = std::fs::read_to_string(&path).unwrap();
+                let live = Replay::run(adapter_for(kind).parser(), &t, "");
+                let back = Replay::run(adapter_for(kind).parser(), &live.events_jsonl(), "");
+                let what = path.display();
+                assert_eq!(back.pane_text(), live.pane_text(), "text of {what}");
+                let others = |r: &Replay| -> Vec<PaneItem> {
+                    r.pane()
+                        .into_iter()
+                        .filter(|p| !matches!(p, PaneItem::Text(_) | PaneItem::TextEnd))
+                        .collect()
+                };
+                assert_eq!(others(&back), others(&live), "items of {what}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 18, "only {checked} transcripts found");
+    }
+
+    /// The live figures (`progress.json`) grow as the agent goes and end at what the envelope
+    /// reports; before its last event an agent already shows tokens.
+    #[test]
+    fn usage_so_far_ends_at_the_reported_usage() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/transcripts");
+        for kind in [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex] {
+            let t =
+                std::fs::read_to_string(root.join(kind.as_str()).join("tool_write.jsonl")).unwrap();
+            let mut p = adapter_for(kind).parser();
+            let lines: Vec<&str> = t.lines().collect();
+            let mut before_end = None;
+            for l in &lines {
+                if p.on_line(l.as_bytes()).terminal {
+                    break;
+                }
+                before_end = Some(p.so_far());
+            }
+            let end = p.so_far();
+            let rep = p.finish(b"");
+            assert_eq!(end.usage, rep.output.usage, "{kind:?}");
+            assert_eq!(end.tool_calls, rep.output.tool_calls, "{kind:?}");
+            assert_eq!(end.tool_calls, Some(1), "{kind:?}");
+            let before = before_end.unwrap();
+            assert_eq!(before.tool_calls, Some(1), "{kind:?}");
+            if kind != AgentKind::Codex {
+                // Codex reports usage only with the turn's end.
+                assert!(
+                    before.usage.and_then(|u| u.input_tokens).unwrap_or(0) > 0,
+                    "{kind:?} shows no tokens before its end"
+                );
+            }
+        }
+    }
 
     #[test]
     fn overflow_phrases() {

@@ -33,7 +33,7 @@ use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, SandboxNeeds,
     StreamParser, mentions_context_overflow,
 };
-use crate::envelope::{Output, Usage};
+use crate::envelope::{Output, SoFar, Usage};
 use crate::spec::{AgentKind, TaskSpec};
 
 pub struct PiAdapter;
@@ -129,6 +129,10 @@ pub struct PiParser {
     terminal: Option<String>,
     /// The pane takes more text (see `StreamParser::set_pane_room`).
     pane_full: bool,
+    /// The current message came with deltas (shown as they came, or dropped unread). Without
+    /// any, as when `events.jsonl` is read back (`logs --pretty`), its `message_end` shows
+    /// the whole text.
+    streamed: bool,
 }
 
 /// `message_update`, read only as far as the pane needs.
@@ -154,7 +158,10 @@ impl StreamParser for PiParser {
         if let Some(kind) = leading_type(line) {
             return match kind {
                 // Nobody can see the text now: a delta is dropped unread.
-                "message_update" if self.pane_full => LineResult::drop_line(),
+                "message_update" if self.pane_full => {
+                    self.streamed = true;
+                    LineResult::drop_line()
+                }
                 "message_update" => self
                     .on_update(line)
                     .unwrap_or_else(|| LineResult::plain(line)),
@@ -196,6 +203,15 @@ impl StreamParser for PiParser {
         self.pane_full = !room;
     }
 
+    fn so_far(&self) -> SoFar {
+        SoFar {
+            usage: (self.usage != Usage::default()).then(|| self.usage.clone()),
+            cost_usd: self.cost,
+            turns: Some(self.turns),
+            tool_calls: Some(self.tool_calls),
+        }
+    }
+
     fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport {
         let mut out = std::mem::take(&mut self.out);
         for e in self.retried_errors.drain(..) {
@@ -219,6 +235,7 @@ impl StreamParser for PiParser {
 impl PiParser {
     /// A delta: dropped, shown in the pane. `None` when the line is not valid JSON.
     fn on_update(&mut self, line: &[u8]) -> Option<LineResult> {
+        self.streamed = true;
         let mut r = LineResult::drop_line();
         let update = match serde_json::from_slice::<Update<'_>>(line) {
             Ok(u) => u,
@@ -358,6 +375,10 @@ impl PiParser {
             }
         }
         let text = content_text(msg.get("content").unwrap_or(&Value::Null));
+        if !std::mem::take(&mut self.streamed) && !text.is_empty() {
+            r.pane.push(PaneItem::Text(text.clone()));
+            r.pane.push(PaneItem::TextEnd);
+        }
         self.out.final_text = (!text.is_empty()).then_some(text);
         if stop.as_deref() == Some("error") {
             let e = error

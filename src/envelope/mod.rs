@@ -7,6 +7,7 @@
 mod answers;
 mod build;
 mod outcome;
+mod progress;
 mod records;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,9 @@ pub use answers::{
 };
 pub use build::{build, duration_between};
 pub use outcome::{Facts, KillReason, Outcome, Start, decide};
+pub use progress::{
+    EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_SCHEMA, Progress, SoFar,
+};
 pub use records::{
     CancelRequest, LaunchRecord, NetworkEntry, ProcRef, Verdict, WORKER_SCHEMA, WorkerFacts,
     WorkerState,
