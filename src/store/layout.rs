@@ -121,6 +121,8 @@ impl AttemptPaths {
     file!(spec, "spec.json");
     file!(launch, "launch.json");
     file!(worker, "worker.json");
+    // What the attempt has done so far (usage, the last event), rewritten as it runs.
+    file!(progress, "progress.json");
     file!(result, "result.json");
     file!(cancel, "cancel.json");
     file!(events, "events.jsonl");

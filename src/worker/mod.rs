@@ -8,6 +8,7 @@
 //!                  │           timeout = the stop machine's next deadline
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
 //!                  │    stderr ─► stderr.log, pane        (logs: logfile.rs, losses counted)
+//!                  │    usage, last event ─► progress.json, at most twice a second    progress.rs
 //!                  │    SIGCHLD ─► reap;  SIGUSR1/TERM/INT ─► cancel;  SIGHUP ─► pane closed
 //!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants  stop/
 //!                  ▼
@@ -37,6 +38,7 @@ mod lines;
 mod logfile;
 mod nest;
 mod pane;
+mod progress;
 mod run;
 mod sandboxed;
 mod spawn;

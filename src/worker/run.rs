@@ -96,7 +96,10 @@ impl Worker {
         };
         let color = std::env::var_os("NO_COLOR").is_none();
         Self {
-            stream: Stream::new(adapter_for(spec.agent).parser()),
+            stream: Stream::new(
+                adapter_for(spec.agent).parser(),
+                spec.agent == crate::spec::AgentKind::Command,
+            ),
             cancels_seen: Vec::new(),
             cancelled_by: None,
             proxy: None,

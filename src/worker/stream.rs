@@ -6,7 +6,7 @@
 //!    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane   ┐ Output,
 //!    stderr ─► stderr.log, tail for the adapter, LineSplitter ─► pane       ┘ TerminalSeen
 //!    signals ─► reap (AgentExited), cancel, pane closed
-//!    then: flush the logs, one pane write, Tick
+//!    then: flush the logs, progress.json when due (progress.rs), one pane write, Tick
 //! ```
 //!
 //! Common pitfalls:
@@ -26,6 +26,7 @@ use nix::sys::signal::Signal;
 use super::lines::{LineSplitter, MAX_LINE, Piece};
 use super::logfile::{LogFile, Lost};
 use super::pane::{Pane, Style};
+use super::progress::Tracker;
 use super::run::Worker;
 use super::stop::Event;
 use crate::adapter::{AgentReport, LineAction, StreamParser};
@@ -53,6 +54,8 @@ struct Filter {
     parser: Box<dyn StreamParser>,
     events: Option<LogFile>,
     stdout_log: Option<LogFile>,
+    /// What `progress.json` says.
+    live: Tracker,
 }
 
 /// What one wake-up's reads saw.
@@ -63,7 +66,8 @@ struct Seen {
 }
 
 impl Stream {
-    pub(crate) fn new(parser: Box<dyn StreamParser>) -> Self {
+    /// `stderr_events`: the program's stderr lines count as its last event (a command's).
+    pub(crate) fn new(parser: Box<dyn StreamParser>, stderr_events: bool) -> Self {
         Self {
             out: None,
             err: None,
@@ -73,6 +77,7 @@ impl Stream {
                 parser,
                 events: None,
                 stdout_log: None,
+                live: Tracker::new(stderr_events),
             },
             stderr_log: None,
             stderr_tail: Vec::new(),
@@ -141,6 +146,17 @@ impl Stream {
         }
     }
 
+    /// When a change of `progress.json` waits for its write.
+    pub(crate) fn progress_due(&self) -> Option<Instant> {
+        self.filter.live.due()
+    }
+
+    /// Writes `progress.json` if a change is due at `now`.
+    pub(crate) fn write_progress(&mut self, now: Instant, paths: &crate::store::AttemptPaths) {
+        let f = &mut self.filter;
+        f.live.write_if_due(now, paths, || f.parser.so_far());
+    }
+
     /// What failed writes lost, per log: `events.jsonl`, `stdout.log`, `stderr.log`.
     pub(crate) fn lost(&self) -> [(&'static str, Option<&Lost>); 3] {
         [
@@ -202,9 +218,11 @@ impl Stream {
         loop {
             match pipe.read(buf) {
                 Ok(0) => {
+                    let live = &mut self.filter.live;
                     self.stderr_splitter.finish(&mut |p| {
                         if let Piece::Line(l) = p {
-                            pane.stderr_line(l)
+                            pane.stderr_line(l);
+                            live.stderr_line(l);
                         }
                     });
                     break;
@@ -220,9 +238,11 @@ impl Stream {
                         let cut = self.stderr_tail.len() - STDERR_TAIL;
                         self.stderr_tail.drain(..cut);
                     }
+                    let live = &mut self.filter.live;
                     self.stderr_splitter.feed(chunk, &mut |p| {
                         if let Piece::Line(l) = p {
-                            pane.stderr_line(l)
+                            pane.stderr_line(l);
+                            live.stderr_line(l);
                         }
                     });
                 }
@@ -256,10 +276,12 @@ impl Filter {
                     LineAction::Keep => {
                         f.kept_lines += 1;
                         write_line(&mut self.events, line);
+                        self.live.touch();
                     }
                     LineAction::Replace(b) => {
                         f.kept_lines += 1;
                         write_line(&mut self.events, b);
+                        self.live.touch();
                     }
                     LineAction::Drop => {
                         f.dropped_lines += 1;
@@ -272,6 +294,7 @@ impl Filter {
                 }
                 for item in &r.pane {
                     pane.item(item);
+                    self.live.item(item);
                 }
                 r.terminal
             }
@@ -284,7 +307,11 @@ impl Worker {
     pub(crate) fn stream(&mut self) {
         let mut buf = vec![0u8; 256 * 1024];
         while !self.life.done() {
-            let timeout = match self.life.next_deadline() {
+            let next = match (self.life.next_deadline(), self.stream.progress_due()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = match next {
                 None => PollTimeout::NONE,
                 Some(t) => {
                     let ms = t.saturating_duration_since(Instant::now()).as_millis();
@@ -305,8 +332,9 @@ impl Worker {
                 s.read_stderr(&mut buf, &mut self.pane, &mut seen);
             }
             s.flush();
+            let now = Instant::now();
+            s.write_progress(now, &self.paths);
             if seen.output || s.closed() {
-                let now = Instant::now();
                 if seen.output {
                     self.feed(Event::Output, now);
                 }

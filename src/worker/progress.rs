@@ -1,0 +1,257 @@
+//! `progress.json`: what the attempt has done so far (usage, the last event), written as it
+//! happens for the live views (`top`, the live line of `run` and `wait`, `status`).
+//!
+//! ```text
+//!  pane items, stderr lines ─► Tracker::item / stderr_line   (a copy into reused buffers)
+//!  kept events              ─► Tracker::touch                 (usage may have changed)
+//!  after a wake-up: due? ─► parser.so_far() + the last event ─► progress.json (rename, no fsync)
+//!  the poll's timeout: the next write of a pending change, at most every PROGRESS_EVERY
+//! ```
+//!
+//! Common pitfalls:
+//! * This sits on the hot path: per line it only copies into buffers it keeps; the text is
+//!   made into a line and the file written at most every [`PROGRESS_EVERY`].
+//! * Nothing is written before the program says something: the start of an attempt costs
+//!   nothing more, and an attempt with no `progress.json` simply has nothing to show yet.
+
+use std::time::Instant;
+
+use crate::adapter::PaneItem;
+use crate::envelope::{
+    EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_SCHEMA, Progress, SoFar,
+};
+use crate::spec::now_rfc3339;
+use crate::store::{self, AttemptPaths};
+use crate::term::sanitize;
+
+/// Bytes of the latest text or line kept to make the last event from.
+const KEEP: usize = 4 * LAST_EVENT_CHARS;
+
+/// The state behind `progress.json`.
+pub(crate) struct Tracker {
+    /// Lines of the program's stderr count as events (a command's; an agent's stderr is
+    /// mostly noise next to its events).
+    stderr_events: bool,
+    kind: Option<EventKind>,
+    /// The end of the agent's streamed text, or the last output line, or an item's text.
+    last: Vec<u8>,
+    /// `last` holds streamed text that may go on.
+    text_open: bool,
+    dirty: bool,
+    written_at: Option<Instant>,
+}
+
+impl Tracker {
+    pub(crate) fn new(stderr_events: bool) -> Self {
+        Self {
+            stderr_events,
+            kind: None,
+            last: Vec::new(),
+            text_open: false,
+            dirty: false,
+            written_at: None,
+        }
+    }
+
+    fn set(&mut self, kind: EventKind, parts: &[&[u8]]) {
+        self.kind = Some(kind);
+        self.text_open = false;
+        self.last.clear();
+        for p in parts {
+            let room = KEEP.saturating_sub(self.last.len());
+            self.last.extend_from_slice(&p[..p.len().min(room)]);
+        }
+        self.dirty = true;
+    }
+
+    /// Something went to the events: the agent's usage may have changed.
+    pub(crate) fn touch(&mut self) {
+        self.dirty = true;
+    }
+
+    /// One item the pane shows.
+    pub(crate) fn item(&mut self, item: &PaneItem) {
+        match item {
+            PaneItem::Raw(b) => self.set(EventKind::Output, &[b]),
+            PaneItem::Text(t) => {
+                if !(self.text_open && self.kind == Some(EventKind::Text)) {
+                    self.set(EventKind::Text, &[]);
+                    self.text_open = true;
+                }
+                self.last.extend_from_slice(t.as_bytes());
+                if self.last.len() > 2 * KEEP {
+                    // Keep the end, from a character on.
+                    let mut cut = self.last.len() - KEEP;
+                    while cut < self.last.len() && (self.last[cut] & 0xC0) == 0x80 {
+                        cut += 1;
+                    }
+                    self.last.drain(..cut);
+                }
+                self.dirty = true;
+            }
+            PaneItem::TextEnd => self.text_open = false,
+            PaneItem::ToolCall { name, summary } => self.set(
+                EventKind::ToolCall,
+                &[name.as_bytes(), b" ", summary.as_bytes()],
+            ),
+            PaneItem::ToolResult { summary, is_error } => {
+                let kind = if *is_error {
+                    EventKind::Error
+                } else {
+                    EventKind::ToolResult
+                };
+                self.set(kind, &[summary.as_bytes()])
+            }
+            PaneItem::Error(e) => self.set(EventKind::Error, &[e.as_bytes()]),
+            PaneItem::Info(i) => self.set(EventKind::Info, &[i.as_bytes()]),
+        }
+    }
+
+    /// A line of the program's stderr.
+    pub(crate) fn stderr_line(&mut self, line: &[u8]) {
+        if self.stderr_events {
+            self.set(EventKind::Stderr, &[line]);
+        }
+    }
+
+    /// When a change waits for its write (the writes are at most every [`PROGRESS_EVERY`]).
+    pub(crate) fn due(&self) -> Option<Instant> {
+        if !self.dirty {
+            return None;
+        }
+        Some(match self.written_at {
+            Some(t) => t + PROGRESS_EVERY,
+            // Never written: at once.
+            None => Instant::now(),
+        })
+    }
+
+    /// The last event as one line safe for a terminal.
+    fn last_event(&self) -> Option<LastEvent> {
+        let kind = self.kind?;
+        let text = if kind == EventKind::Text {
+            // The last line that has something on it.
+            self.last
+                .split(|b| *b == b'\n')
+                .rfind(|l| l.iter().any(|b| !b.is_ascii_whitespace()))
+                .unwrap_or_default()
+        } else {
+            &self.last[..]
+        };
+        let line: Vec<u8> = text
+            .iter()
+            .map(|b| {
+                if matches!(b, b'\n' | b'\r' | b'\t') {
+                    b' '
+                } else {
+                    *b
+                }
+            })
+            .collect();
+        let s = String::from_utf8_lossy(&line);
+        Some(LastEvent {
+            kind,
+            text: sanitize(s.trim().as_bytes(), LAST_EVENT_CHARS)
+                .chars()
+                .take(LAST_EVENT_CHARS)
+                .collect(),
+        })
+    }
+
+    /// Writes `progress.json` if a change is due at `now`.
+    pub(crate) fn write_if_due(
+        &mut self,
+        now: Instant,
+        paths: &AttemptPaths,
+        so_far: impl FnOnce() -> SoFar,
+    ) {
+        let due = self.dirty && self.written_at.is_none_or(|t| t + PROGRESS_EVERY <= now);
+        if !due {
+            return;
+        }
+        let p = Progress {
+            schema: PROGRESS_SCHEMA.to_owned(),
+            updated_at: now_rfc3339(),
+            so_far: so_far(),
+            last_event: self.last_event(),
+        };
+        // Worth nothing once result.json exists: no fsync, and a failed write only costs
+        // the live views a moment of staleness.
+        let _ = store::write_json_unsynced(&paths.progress(), &p);
+        self.dirty = false;
+        self.written_at = Some(now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last(t: &Tracker) -> (EventKind, String) {
+        let e = t.last_event().unwrap();
+        (e.kind, e.text)
+    }
+
+    #[test]
+    fn the_last_event_is_the_last_line_of_text_or_the_last_item() {
+        let mut t = Tracker::new(false);
+        assert!(t.last_event().is_none() && t.due().is_none());
+        t.item(&PaneItem::Text("Looking at the ".into()));
+        t.item(&PaneItem::Text("tests.\nThey \x1b[31mfail".into()));
+        assert_eq!(last(&t), (EventKind::Text, "They ^[[31mfail".into()));
+        t.item(&PaneItem::Text("\n\n".into()));
+        assert_eq!(last(&t), (EventKind::Text, "They ^[[31mfail".into()));
+        t.item(&PaneItem::TextEnd);
+        t.item(&PaneItem::ToolCall {
+            name: "bash".into(),
+            summary: "cargo test".into(),
+        });
+        assert_eq!(last(&t), (EventKind::ToolCall, "bash cargo test".into()));
+        t.item(&PaneItem::Text("Done".into()));
+        assert_eq!(last(&t), (EventKind::Text, "Done".into()));
+        t.stderr_line(b"warning: ignored for agents");
+        assert_eq!(last(&t), (EventKind::Text, "Done".into()));
+    }
+
+    #[test]
+    fn a_command_shows_its_last_line_bounded() {
+        let mut t = Tracker::new(true);
+        t.item(&PaneItem::Raw(vec![b'x'; 10_000]));
+        let (kind, text) = last(&t);
+        assert_eq!(kind, EventKind::Output);
+        assert_eq!(text.chars().count(), LAST_EVENT_CHARS);
+        t.stderr_line(b"oops\r");
+        assert_eq!(last(&t), (EventKind::Stderr, "oops".into()));
+        // Streamed text is bounded too, whatever comes.
+        for _ in 0..1000 {
+            t.item(&PaneItem::Text("é".repeat(100)));
+        }
+        assert!(t.last.len() <= 2 * KEEP);
+        assert!(std::str::from_utf8(&t.last).is_ok());
+    }
+
+    #[test]
+    fn writes_are_at_most_every_period() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths = AttemptPaths::new(dir.path().to_path_buf());
+        let mut t = Tracker::new(true);
+        let t0 = Instant::now();
+        t.item(&PaneItem::Raw(b"one".to_vec()));
+        t.write_if_due(t0, &paths, SoFar::default);
+        assert!(
+            paths.progress().exists(),
+            "the first change is written at once"
+        );
+        assert_eq!(t.due(), None);
+        t.item(&PaneItem::Raw(b"two".to_vec()));
+        let due = t.due().unwrap();
+        assert_eq!(due, t0 + PROGRESS_EVERY);
+        t.write_if_due(due - PROGRESS_EVERY / 2, &paths, || {
+            unreachable!("too early")
+        });
+        t.write_if_due(due, &paths, SoFar::default);
+        let p: Progress =
+            serde_json::from_slice(&std::fs::read(paths.progress()).unwrap()).unwrap();
+        assert_eq!(p.last_event.unwrap().text, "two");
+    }
+}
