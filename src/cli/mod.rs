@@ -10,6 +10,7 @@ mod common;
 mod error;
 mod fanout;
 mod gc;
+mod human;
 mod interrupt;
 mod logs;
 mod ls;

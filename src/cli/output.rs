@@ -5,8 +5,9 @@
 
 use std::path::Path;
 
+use super::human;
 use crate::app::{self, EndSize};
-use crate::envelope::{Envelope, StatusDoc};
+use crate::envelope::{Envelope, Progress, StatusDoc};
 use crate::exit_code;
 use crate::store::AttemptPaths;
 
@@ -83,17 +84,36 @@ pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputE
 /// The most characters of one line of a command's stdout in a summary.
 const LINE_CHARS: usize = 1000;
 
-/// One line for a human about a running attempt.
-pub fn human_running(doc: &StatusDoc) -> String {
-    format!(
-        "run       {} (attempt {})\nstatus    {}\nstarted   {}\nattach    subpane attach {}\nfiles     {}\n",
+/// A few lines for a human about a running attempt: since when, for how long, and what it
+/// has done so far (from its `progress.json`).
+pub fn human_running(doc: &StatusDoc, progress: Option<&Progress>) -> String {
+    let mut s = format!(
+        "run       {} (attempt {})\nstatus    {}\n",
         doc.run_id,
         doc.attempt,
-        doc.status.as_str(),
-        doc.started_at.as_deref().unwrap_or("-"),
+        doc.status.as_str()
+    );
+    if let Some(t) = doc.started_at.as_deref() {
+        s.push_str(&format!("started   {}\n", human::utc(t)));
+        if let Some(d) = human::since(t, std::time::SystemTime::now()) {
+            s.push_str(&format!("elapsed   {}\n", human::duration(d)));
+        }
+    }
+    if let Some(p) = progress {
+        let so_far = human::so_far(&p.so_far);
+        if !so_far.is_empty() {
+            s.push_str(&format!("so far    {so_far}\n"));
+        }
+        if let Some(e) = &p.last_event {
+            s.push_str(&format!("last      {}\n", human::last_event(e)));
+        }
+    }
+    s.push_str(&format!(
+        "attach    subpane attach {}\nfiles     {}\n",
         doc.run_id,
         doc.attempt_dir.display()
-    )
+    ));
+    s
 }
 
 /// The worst of several exit codes: failed (1) > timed out (124) > cancelled (130) >

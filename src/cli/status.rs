@@ -38,7 +38,7 @@ pub fn status(home: &crate::store::Home, a: StatusArgs) -> Result<i32, CliError>
             if a.json {
                 print_json(&doc);
             } else {
-                print(&human_running(&doc));
+                print(&human_running(&doc, app::progress(&f.paths).as_ref()));
             }
             Ok(exit_code::STILL_RUNNING)
         }

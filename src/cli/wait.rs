@@ -77,7 +77,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
                 codes.push(env.exit_code());
             }
             AttemptStatus::Live(doc) => {
-                human.push_str(&human_running(doc));
+                human.push_str(&human_running(doc, app::progress(&r.paths).as_ref()));
                 codes.push(exit_code::STILL_RUNNING);
             }
         }
