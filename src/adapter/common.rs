@@ -229,12 +229,21 @@ pub(crate) fn usage_info(out: &Output) -> PaneItem {
         s.push_str(&format!(" · ${c:.4}"));
     }
     if let Some(t) = out.turns {
-        s.push_str(&format!(" · {t} turns"));
+        s.push_str(&format!(" · {}", counted(t, "turn")));
     }
     if let Some(t) = out.tool_calls {
-        s.push_str(&format!(" · {t} tool calls"));
+        s.push_str(&format!(" · {}", counted(t, "tool call")));
     }
     PaneItem::Info(s)
+}
+
+/// `1 tool call`, `2 tool calls`.
+pub(crate) fn counted(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 /// The last line of a stderr tail that reads like a fatal error (`Error: …`), for agents that
@@ -423,6 +432,28 @@ mod tests {
         );
         assert_eq!(abbreviate("one\n\ntwo\nthree"), "one ⏎ two …");
         assert_eq!(abbreviate(""), "(no output)");
+    }
+
+    #[test]
+    fn the_usage_line_counts_in_words() {
+        let out = Output {
+            turns: Some(1),
+            tool_calls: Some(1),
+            ..Output::default()
+        };
+        assert_eq!(
+            usage_info(&out),
+            PaneItem::Info("done · 1 turn · 1 tool call".into())
+        );
+        let out = Output {
+            turns: Some(2),
+            tool_calls: Some(0),
+            ..Output::default()
+        };
+        assert_eq!(
+            usage_info(&out),
+            PaneItem::Info("done · 2 turns · 0 tool calls".into())
+        );
     }
 
     #[test]

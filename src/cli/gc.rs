@@ -4,7 +4,9 @@ use clap::Args;
 
 use super::CliError;
 use super::common::{print, print_json};
+use super::human::counted;
 use crate::app;
+use crate::envelope::GcReport;
 use crate::spec::parse_duration;
 use crate::store::Home;
 
@@ -30,22 +32,7 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
     if a.json {
         print_json(&report);
     } else {
-        let verb = if a.dry_run { "would remove" } else { "removed" };
-        let worktrees = match report.removed_worktrees.len() {
-            0 => String::new(),
-            n => format!(" and {n} kept worktree(s)"),
-        };
-        print(&format!(
-            "{verb} {} run(s){worktrees}, closed {} session(s){}; {} run(s) still running were kept\n",
-            report.removed_runs.len(),
-            report.closed_sessions.len(),
-            if report.server_stopped {
-                ", stopped the idle tmux server"
-            } else {
-                ""
-            },
-            report.running.len()
-        ));
+        print(&gc_text(&report));
         // Left alone, each named with its problem (on stderr: a diagnostic, not the summary).
         for d in &report.damaged {
             eprintln!(
@@ -56,4 +43,77 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
         }
     }
     Ok(0)
+}
+
+/// What `gc` did (or, with `--dry-run`, would do), naming each run, session and worktree,
+/// then the counts.
+fn gc_text(r: &GcReport) -> String {
+    let (remove, close, stop) = if r.dry_run {
+        ("would remove", "would close", "would stop")
+    } else {
+        ("removed", "closed", "stopped")
+    };
+    let mut s = String::new();
+    for id in &r.removed_runs {
+        s.push_str(&format!("{remove} run {id}\n"));
+    }
+    for wt in &r.removed_worktrees {
+        s.push_str(&format!("{remove} worktree {wt}\n"));
+    }
+    for name in &r.closed_sessions {
+        s.push_str(&format!("{close} session {name}\n"));
+    }
+    if r.server_stopped {
+        s.push_str(&format!("{stop} the tmux server: no session was left\n"));
+    }
+    if !r.running.is_empty() {
+        s.push_str(&format!(
+            "left {} still running: {}\n",
+            counted(r.running.len() as u64, "run"),
+            r.running.join(", ")
+        ));
+    }
+    s.push_str(&format!(
+        "{}: {}, {}, {}{}\n",
+        if r.dry_run { "would do" } else { "done" },
+        counted(r.removed_runs.len() as u64, "run") + " removed",
+        counted(r.removed_worktrees.len() as u64, "worktree") + " removed",
+        counted(r.closed_sessions.len() as u64, "session") + " closed",
+        if r.dry_run {
+            " (nothing was changed)"
+        } else {
+            ""
+        }
+    ));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dry_run_names_what_it_would_do() {
+        let r = GcReport {
+            dry_run: true,
+            removed_runs: vec!["old-1".into()],
+            closed_sessions: vec!["keep-1-1".into()],
+            running: vec!["live-1".into()],
+            server_stopped: true,
+            ..GcReport::default()
+        };
+        assert_eq!(
+            gc_text(&r),
+            "would remove run old-1\n\
+             would close session keep-1-1\n\
+             would stop the tmux server: no session was left\n\
+             left 1 run still running: live-1\n\
+             would do: 1 run removed, 0 worktrees removed, 1 session closed (nothing was changed)\n"
+        );
+        let done = GcReport {
+            dry_run: false,
+            ..r
+        };
+        assert!(gc_text(&done).starts_with("removed run old-1\nclosed session keep-1-1\n"));
+    }
 }

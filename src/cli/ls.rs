@@ -54,13 +54,19 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         return Ok(0);
     }
     if rows.is_empty() {
-        match &a.group {
-            Some(g) => eprintln!(
-                "subpane: no runs of group {g} in {}",
-                home.runs_dir().display()
-            ),
-            None => eprintln!("subpane: no runs in {}", home.runs_dir().display()),
-        }
+        let state = a
+            .status
+            .map(|s| format!("{} ", RunState::from(s).as_str()))
+            .unwrap_or_default();
+        let group = a
+            .group
+            .as_ref()
+            .map(|g| format!(" of group {g}"))
+            .unwrap_or_default();
+        eprintln!(
+            "subpane: no {state}runs{group} in {}",
+            home.runs_dir().display()
+        );
         return Ok(0);
     }
     let rows = as_tree(rows);
@@ -71,16 +77,23 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         .max()
         .unwrap_or(6)
         .max(6);
+    // A failure says its kind, unless it is the plain one (the program failed).
+    let status_of = |r: &RunRow| match (r.failure_kind, r.status) {
+        (Some(k), RunState::Failed) if k != FailureKind::Exit => k.as_str(),
+        _ => r.status.as_str(),
+    };
+    let st_w = rows
+        .iter()
+        .map(|r| status_of(r).len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     let mut out = format!(
-        "{:id_w$}  {:9}  {:7}  {:20}  {:>9}  {}\n",
-        "RUN", "STATUS", "AGENT", "STARTED", "DURATION", "WHAT"
+        "{:id_w$}  {:st_w$}  {:7}  {:19}  {:>9}  {}\n",
+        "RUN", "STATUS", "AGENT", "STARTED (UTC)", "DURATION", "WHAT"
     );
     for r in &rows {
-        // A failure says its kind, unless it is the plain one (the program failed).
-        let status = match (r.failure_kind, r.status) {
-            (Some(k), RunState::Failed) if k != FailureKind::Exit => k.as_str(),
-            _ => r.status.as_str(),
-        };
+        let status = status_of(r);
         let painted = if color {
             let c = match r.status {
                 RunState::Completed => "32",
@@ -89,9 +102,9 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
                 RunState::Starting | RunState::Running => "36",
                 RunState::Damaged => "35",
             };
-            format!("\x1b[{c}m{status:9}\x1b[0m")
+            format!("\x1b[{c}m{status:st_w$}\x1b[0m")
         } else {
-            format!("{status:9}")
+            format!("{status:st_w$}")
         };
         let started = r
             .started_at
@@ -105,7 +118,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
             .map(|d| format!("{:.1}s", d as f64 / 1000.0))
             .unwrap_or_else(|| "-".into());
         out.push_str(&format!(
-            "{:id_w$}  {painted}  {:7}  {:20}  {:>9}  {}\n",
+            "{:id_w$}  {painted}  {:7}  {:19}  {:>9}  {}\n",
             format!("{}{}", "  ".repeat(r.depth.min(8) as usize), r.run_id),
             r.agent.as_str(),
             started,

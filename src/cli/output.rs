@@ -20,20 +20,13 @@ pub fn human_envelope(env: &Envelope, paths: &AttemptPaths) -> String {
 /// [`human_envelope`] of an attempt in `dir`, with the end of its stdout already read (by
 /// whoever can read it: for a run from a sandbox, its worker).
 pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputEnd>) -> String {
+    let paths = &AttemptPaths::new(dir.to_path_buf());
     let mut s = String::new();
-    let how = env.how_it_ended();
-    let kind = env
-        .failure_kind
-        .map(|k| format!(", {}", k.as_str()))
-        .unwrap_or_default();
     s.push_str(&format!(
         "run       {} (attempt {})\n",
         env.run_id, env.attempt
     ));
-    s.push_str(&format!(
-        "status    {}{kind} ({how})\n",
-        env.status.as_str()
-    ));
+    s.push_str(&format!("status    {}\n", env.outcome_words()));
     if let Some(d) = env.duration_ms {
         s.push_str(&format!("duration  {:.3}s\n", d as f64 / 1000.0));
     }
@@ -51,6 +44,9 @@ pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputE
             }
         ));
     }
+    if let Some(wt) = &env.worktree {
+        s.push_str(&worktree_lines(env, wt, paths));
+    }
     for e in env.output.errors.iter().take(5) {
         s.push_str(&format!(
             "error     {}\n",
@@ -67,22 +63,75 @@ pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputE
         s.push('\n');
         if end.cut {
             s.push_str(&format!(
-                "(last {} lines of stdout; `subpane logs {}` has all)\n",
-                end.text.lines().count(),
+                "({} of stdout; `subpane logs {}` has all)\n",
+                match end.text.lines().count() {
+                    1 => "the end of the last line".to_owned(),
+                    n => format!("last {n} lines"),
+                },
                 env.run_id
             ));
         }
         for l in end.text.lines() {
-            // Made safe already; a line longer than a terminal is wide is cut here.
-            s.push_str(&crate::term::sanitize(l.as_bytes(), LINE_CHARS));
+            // Made safe already; a line longer than a terminal is wide shows its end.
+            s.push_str(&end_of_line(l, LINE_CHARS));
             s.push('\n');
         }
+    } else if env.agent == crate::spec::AgentKind::Command {
+        // Nothing shown: say so when there was something, rather than look like silence.
+        let size = std::fs::symlink_metadata(paths.stdout_log()).map_or(0, |m| m.len());
+        if size > 0 {
+            s.push_str(&format!(
+                "stdout    {size} bytes with nothing to show at their end; `subpane logs {}` has them\n",
+                env.run_id
+            ));
+        }
+    }
+    s
+}
+
+/// What became of a `--worktree` attempt's worktree and branch, and where its changes are.
+fn worktree_lines(
+    env: &Envelope,
+    wt: &crate::envelope::WorktreeInfo,
+    paths: &AttemptPaths,
+) -> String {
+    let mut s = if wt.kept {
+        format!(
+            "worktree  kept at {} on branch {} (`subpane gc` removes it)\n",
+            wt.path, wt.branch
+        )
+    } else if wt.branch_kept {
+        format!(
+            "worktree  removed; branch {} kept: it has commits to merge\n",
+            wt.branch
+        )
+    } else {
+        format!(
+            "worktree  removed, with its branch {} (no commits)\n",
+            wt.branch
+        )
+    };
+    if env.artifacts.iter().any(|a| a.kind == "worktree_diff") {
+        s.push_str(&format!(
+            "changes   {} (`git apply --binary` applies it)\n",
+            paths.worktree_diff().display()
+        ));
     }
     s
 }
 
 /// The most characters of one line of a command's stdout in a summary.
 const LINE_CHARS: usize = 1000;
+
+/// The last `max` characters of `line`, after a note of how much came before them.
+fn end_of_line(line: &str, max: usize) -> String {
+    let n = line.chars().count();
+    if n <= max {
+        return line.to_owned();
+    }
+    let start = line.char_indices().nth(n - max).map_or(0, |(i, _)| i);
+    format!("({start} bytes before) …{}", &line[start..])
+}
 
 /// A few lines for a human about a running attempt: since when, for how long, and what it
 /// has done so far (from its `progress.json`).
@@ -125,6 +174,12 @@ pub fn worst_code(codes: impl IntoIterator<Item = i32>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_line_shows_its_end() {
+        assert_eq!(end_of_line("short", 10), "short");
+        assert_eq!(end_of_line("abcdefé", 3), "(4 bytes before) …efé");
+    }
 
     #[test]
     fn worst_code_orders_outcomes() {

@@ -350,6 +350,23 @@ impl Envelope {
             _ => "no exit status".into(),
         }
     }
+
+    /// The outcome in a few words, for people: `completed (exit 0)`, `failed (exit 7)`,
+    /// `failed: timeout (killed by SIGTERM)`, `cancelled (killed by SIGTERM)`, `failed: spawn`.
+    /// The failure kind is named unless the status already says it (`cancelled`) or the
+    /// exit does (`exit`).
+    pub fn outcome_words(&self) -> String {
+        let how = match (self.exit_code, &self.signal) {
+            (None, None) => String::new(),
+            _ => format!(" ({})", self.how_it_ended()),
+        };
+        match self.failure_kind {
+            Some(k) if !matches!(k, FailureKind::Exit | FailureKind::Cancelled) => {
+                format!("{}: {}{how}", self.status.as_str(), k.as_str())
+            }
+            _ => format!("{}{how}", self.status.as_str()),
+        }
+    }
 }
 
 /// Maps an outcome to the exit code of `run`/`wait`/`status`.
@@ -404,6 +421,48 @@ mod tests {
         for s in [Status::Completed, Status::Failed, Status::Cancelled] {
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }
+    }
+
+    #[test]
+    fn outcomes_read_plainly() {
+        let env = |status, kind, exit_code, signal: Option<&str>| {
+            let mut e: Envelope = serde_json::from_value(serde_json::json!({
+                "schema": RESULT_SCHEMA, "run_id": "r", "attempt": 1, "agent": "command",
+                "argv": [], "cwd": "/", "labels": {}, "correlation_id": null,
+                "status": "completed", "failure_kind": null, "exit_code": null, "signal": null,
+                "signals_sent": [], "started_at": null, "finished_at": null,
+                "duration_ms": null, "terminal_event": null, "lingered": false,
+                "output": Output::default(), "filter": FilterCounts::default(),
+                "cleanup": Cleanup::default(), "tmux": TmuxInfo::default(),
+                "sandbox": SandboxInfo::default(), "artifacts": []
+            }))
+            .unwrap();
+            e.status = status;
+            e.failure_kind = kind;
+            e.exit_code = exit_code;
+            e.signal = signal.map(str::to_owned);
+            e.outcome_words()
+        };
+        use FailureKind as K;
+        use Status as S;
+        assert_eq!(env(S::Completed, None, Some(0), None), "completed (exit 0)");
+        assert_eq!(
+            env(S::Failed, Some(K::Exit), Some(7), None),
+            "failed (exit 7)"
+        );
+        assert_eq!(
+            env(S::Cancelled, Some(K::Cancelled), None, Some("SIGTERM")),
+            "cancelled (killed by SIGTERM)"
+        );
+        assert_eq!(
+            env(S::Cancelled, Some(K::Cancelled), None, None),
+            "cancelled"
+        );
+        assert_eq!(
+            env(S::Failed, Some(K::IdleTimeout), None, Some("SIGKILL")),
+            "failed: idle_timeout (killed by SIGKILL)"
+        );
+        assert_eq!(env(S::Failed, Some(K::Spawn), None, None), "failed: spawn");
     }
 
     #[test]

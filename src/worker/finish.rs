@@ -158,31 +158,20 @@ impl Worker {
     fn show_end(&mut self, env: &Envelope, write: Result<bool, StoreError>) {
         let dur = env
             .duration_ms
-            .map(|d| format!("{:.1}s", d as f64 / 1000.0))
+            .map(|d| format!(" · {:.1}s", d as f64 / 1000.0))
             .unwrap_or_default();
-        let how = match (env.exit_code, &env.signal) {
-            (Some(c), _) => format!("exit {c}"),
-            (None, Some(s)) => s.clone(),
-            _ => "not started".into(),
-        };
         // The end must show even when the pane is behind: what it has not taken yet gives way.
         self.pane.make_room_for_final();
         self.pane.line(Style::Dim, &"─".repeat(60));
         match write {
             Ok(_) => {
-                let kind = env
-                    .failure_kind
-                    .map(|k| format!(" ({})", k.as_str()))
-                    .unwrap_or_default();
                 let (mark, style) = if env.status == envelope::Status::Completed {
                     ("✔", Style::Green)
                 } else {
                     ("✘", Style::Red)
                 };
-                self.pane.line(
-                    style,
-                    &format!("{mark} {}{kind} · {how} · {dur}", env.status.as_str()),
-                );
+                self.pane
+                    .line(style, &format!("{mark} {}{dur}", env.outcome_words()));
             }
             Err(e) => self.pane.line(
                 Style::Red,

@@ -931,7 +931,7 @@ fn pi_pane_shows_text_tool_call_and_cost() {
 fn claude_pane_shows_text_tool_call_and_cost() {
     pane_shows_the_conversation(
         Agent::Claude,
-        "done · tokens in 240 out 16 cache r/w 40/0 · $0.0013 · 2 turns · 1 tool calls",
+        "done · tokens in 240 out 16 cache r/w 40/0 · $0.0013 · 2 turns · 1 tool call",
     );
 }
 
@@ -939,6 +939,6 @@ fn claude_pane_shows_text_tool_call_and_cost() {
 fn codex_pane_shows_text_tool_call_and_usage() {
     pane_shows_the_conversation(
         Agent::Codex,
-        "done · tokens in 240 out 16 cache r/w 40/0 · 1 turns · 1 tool calls",
+        "done · tokens in 240 out 16 cache r/w 40/0 · 1 turn · 1 tool call",
     );
 }

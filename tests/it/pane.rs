@@ -86,7 +86,7 @@ fn the_pane_shows_header_output_stderr_and_the_final_status() {
         "second text line".into(),
         "oops on stderr".into(),
         "second stderr line".into(),
-        "✘ failed (exit) · exit 3".into(),
+        "✘ failed (exit 3) · ".into(),
     ] {
         assert!(s.contains(&want), "the pane lacks {want:?}:\n{s}");
     }
@@ -107,7 +107,7 @@ fn the_pane_shows_header_output_stderr_and_the_final_status() {
     ]);
     assert_eq!(ok.code, 0, "{ok:?}");
     let s = capture_until(&env, &session_of(&ok.json()), "session kept");
-    assert!(s.contains("✔ completed · exit 0"), "{s}");
+    assert!(s.contains("✔ completed (exit 0) · "), "{s}");
     close_kept_and_assert_no_leftovers(&env, &["pv", "pv-ok"]);
 }
 

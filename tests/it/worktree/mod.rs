@@ -8,6 +8,7 @@
 mod ends;
 mod refused;
 mod sandbox;
+mod summary;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
