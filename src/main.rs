@@ -1,7 +1,5 @@
 //! `subpane`: thin entry point. Parses, dispatches, maps errors to documented exit codes.
 
-use clap::Parser;
-
 fn main() {
     // The worker starts once per attempt, hundreds at a time under `fanout`: it skips clap,
     // whose command tree costs about a millisecond to build.
@@ -11,7 +9,7 @@ fn main() {
             std::process::exit(subpane::worker::main(std::path::Path::new(dir)));
         }
     }
-    let cli = subpane::cli::Cli::parse();
+    let cli = subpane::cli::parse(args);
     let code = match subpane::cli::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -86,6 +86,10 @@ impl Adapter for ClaudeAdapter {
     fn expects_terminal_event(&self) -> bool {
         true
     }
+    fn thinking_levels(&self) -> &'static [&'static str] {
+        // Claude Code's own top effort too.
+        &["off", "minimal", "low", "medium", "high", "xhigh", "max"]
+    }
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             env: &["ANTHROPIC_*", "CLAUDE_*", "DISABLE_*"],
@@ -95,8 +99,8 @@ impl Adapter for ClaudeAdapter {
 }
 
 /// subpane's thinking levels (pi's: off, minimal, low, medium, high, xhigh) as Claude Code's
-/// `--effort` (low, medium, high, xhigh, max). `off` leaves Claude's default; unknown levels
-/// are passed on for Claude to judge.
+/// `--effort` (low, medium, high, xhigh, max). `off` leaves Claude's default; the levels were
+/// checked when the run was planned (`Adapter::thinking_levels`).
 fn effort_for(level: &str) -> Option<&str> {
     match level {
         "off" | "none" => None,

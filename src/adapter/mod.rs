@@ -165,11 +165,18 @@ pub trait Adapter: Sync {
     fn parser(&self) -> Box<dyn StreamParser>;
     /// Whether a clean run must show a terminal event.
     fn expects_terminal_event(&self) -> bool;
+    /// The levels `--thinking` may name for this CLI.
+    fn thinking_levels(&self) -> &'static [&'static str] {
+        THINKING_LEVELS
+    }
     /// What the CLI needs inside a sandbox besides [`BASE_ENV`].
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds::default()
     }
 }
+
+/// subpane's thinking levels (pi's own; Claude Code and Codex get them as their effort).
+pub const THINKING_LEVELS: &[&str] = &["off", "minimal", "low", "medium", "high", "xhigh"];
 
 /// Variables every sandboxed program keeps (a trailing `*` is a prefix).
 pub const BASE_ENV: &[&str] = &[

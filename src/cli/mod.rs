@@ -10,6 +10,7 @@ mod common;
 mod error;
 mod fanout;
 mod gc;
+mod hint;
 mod human;
 mod interrupt;
 mod logs;
@@ -104,6 +105,15 @@ pub enum Command {
         /// The attempt directory
         dir: PathBuf,
     },
+}
+
+/// Parses the command line (exiting as clap does on an error or `--help`), with a hint for
+/// a likely mistake (see `hint.rs`).
+pub fn parse(args: Vec<OsString>) -> Cli {
+    match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => hint::with_hint(e, &args).exit(),
+    }
 }
 
 /// Runs the parsed command; returns the process exit code.

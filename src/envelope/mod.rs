@@ -6,6 +6,7 @@
 
 mod answers;
 mod build;
+mod hints;
 mod outcome;
 mod progress;
 mod records;
@@ -19,6 +20,7 @@ pub use answers::{
     RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus,
 };
 pub use build::{build, duration_between};
+pub use hints::{network_hint, says_connection_failed};
 pub use outcome::{Facts, KillReason, Outcome, Start, decide};
 pub use progress::{
     EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_SCHEMA, Progress, SoFar,

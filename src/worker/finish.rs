@@ -135,6 +135,17 @@ impl Worker {
                 output.push_error(format!("stderr: {last}"));
             }
         }
+        if outcome.status != envelope::Status::Completed && self.spec.sandbox.enabled {
+            let tail = String::from_utf8_lossy(self.stream.stderr_tail()).into_owned();
+            let texts = output
+                .errors
+                .iter()
+                .map(String::as_str)
+                .chain([tail.as_str()]);
+            if let Some(hint) = envelope::network_hint(&self.spec.sandbox.network, texts) {
+                output.push_error(hint);
+            }
+        }
         // Before worker.json: what became of the worktree is one of the worker's facts.
         self.end_worktree(outcome.status, &mut output);
         // Both are renamed before result.json, whose write fsyncs the directory once for all

@@ -37,6 +37,7 @@ mod finish;
 mod lines;
 mod logfile;
 mod nest;
+mod not_started;
 mod pane;
 mod progress;
 mod run;

@@ -125,7 +125,7 @@ impl Worker {
         self.facts.started_at = Some(now_rfc3339());
         let mut child = cmd
             .spawn()
-            .map_err(|e| format!("cannot start {program}: {e}"))?;
+            .map_err(|e| super::not_started::why_not_started(program, &e))?;
         let pid = child.id() as i32;
         self.agent = Some(pid);
         self.facts.agent = procs::proc_ref(pid).or(Some(ProcRef {

@@ -128,6 +128,11 @@ impl Stream {
         self.filter.parser.finish(&self.stderr_tail)
     }
 
+    /// The end of the program's stderr (the last 64 KiB at least, when there was as much).
+    pub(crate) fn stderr_tail(&self) -> &[u8] {
+        &self.stderr_tail
+    }
+
     /// The program's last line on stderr, to say why it failed.
     pub(crate) fn last_stderr_line(&self) -> Option<String> {
         let text = String::from_utf8_lossy(&self.stderr_tail);

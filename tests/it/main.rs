@@ -15,6 +15,7 @@ mod lifecycle;
 mod mcp;
 mod mcp_parents;
 mod mcp_python;
+mod messages;
 mod mock;
 mod nest;
 mod pane;

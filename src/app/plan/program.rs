@@ -98,6 +98,16 @@ pub(in crate::app) fn program(
         }
         (Some(kind), true) => {
             let adapter = adapter_for(kind);
+            if let Some(t) = &req.thinking {
+                let levels = adapter.thinking_levels();
+                if !levels.contains(&t.as_str()) {
+                    return Err(Error::invalid(format!(
+                        "--thinking {t} is not a thinking level of {}: use {}",
+                        kind.as_str(),
+                        levels.join(", ")
+                    )));
+                }
+            }
             let Some(prompt) =
                 text_or_file(sys, "--task", req.task.as_deref(), req.task_file.as_deref())?
             else {

@@ -533,3 +533,28 @@ fn a_program_installed_under_tmp_is_carried_into_the_sandbox_read_only() {
 fn nest_socket() -> PathBuf {
     PathBuf::from("/h/runs/generated-1/attempts/1/nest.sock")
 }
+
+#[test]
+fn thinking_levels_are_the_agents_own() {
+    let mut sys = Fake::new();
+    sys.on_path.insert("pi".into(), "/usr/bin/pi".into());
+    sys.on_path
+        .insert("claude".into(), "/usr/bin/claude".into());
+    let req = |agent, level: &str| RunRequest {
+        agent: Some(agent),
+        task: Some("fix the test".into()),
+        thinking: Some(level.into()),
+        ..RunRequest::default()
+    };
+    let m = refused(&req(AgentKind::Pi, "extreme"), &sys);
+    assert!(
+        m.contains("--thinking extreme is not a thinking level of pi")
+            && m.contains("off, minimal, low, medium, high, xhigh"),
+        "{m}"
+    );
+    assert!(refused(&req(AgentKind::Pi, "max"), &sys).contains("not a thinking level"));
+    for level in ["off", "high", "xhigh"] {
+        plan(&req(AgentKind::Pi, level), &home(), &sys).unwrap();
+    }
+    plan(&req(AgentKind::Claude, "max"), &home(), &sys).unwrap();
+}
