@@ -5,6 +5,10 @@
 //! ended (its FIFO, its worker's pidfd), and this verb copies what is new each time. On a
 //! terminal the bytes are made safe first (an agent's escape sequences are shown, not
 //! obeyed); piped, they are copied as they are.
+//!
+//! An agent's events on a terminal (or with `--pretty`) are shown as its pane shows them
+//! ([`app::PrettyLog`]: the adapter and the pane's renderer); `--events` and a pipe keep
+//! the JSON lines.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -14,21 +18,30 @@ use clap::Args;
 use super::CliError;
 use std::ops::ControlFlow;
 
+use super::common::color_stdout;
 use crate::app::{self, AttemptStatus, Followed, LogFile};
+use crate::spec::AgentKind;
 use crate::term::{OutputMode, TerminalFilter};
 
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("which").args(["events", "stderr", "output", "stdout"]))]
+#[command(group = clap::ArgGroup::new("which").args(["events", "stderr", "output", "stdout", "pretty"]))]
 #[command(after_help = "\
+An agent's log on a terminal reads like its pane (streamed text, tool calls, results, usage);
+piped, it is events.jsonl, one JSON event per line. --events prints the JSON lines on a
+terminal too, --pretty renders them when piped.
+
 On a terminal, control characters in the output (escape sequences, a title change, a
 clipboard write) are shown as visible text such as ^[ instead of acting on the terminal; piped
 or redirected output is byte for byte. --raw keeps the bytes on a terminal too.")]
 pub struct LogsArgs {
     /// The run id
     pub run: String,
-    /// events.jsonl: the filtered agent events (default for agents)
+    /// events.jsonl as JSON lines (for agents, the default when piped)
     #[arg(long)]
     pub events: bool,
+    /// An agent's events as its pane shows them (the default on a terminal)
+    #[arg(long, conflicts_with = "raw")]
+    pub pretty: bool,
     /// stderr.log: the program's stderr
     #[arg(long)]
     pub stderr: bool,
@@ -49,13 +62,40 @@ pub struct LogsArgs {
     pub raw: bool,
 }
 
-/// Copies what `path` has past `offset` to `out`, through `filter` when the output is a
-/// terminal.
+/// How the bytes of the file reach stdout.
+enum Shown {
+    /// As they are (a pipe, or `--raw`).
+    Bytes,
+    /// Control characters made visible (a terminal).
+    Safe(TerminalFilter),
+    /// An agent's events as its pane shows them.
+    Pretty(app::PrettyLog),
+}
+
+impl Shown {
+    fn push(&mut self, b: &[u8], out: &mut impl Write) -> std::io::Result<()> {
+        match self {
+            Shown::Bytes => out.write_all(b),
+            Shown::Safe(t) => out.write_all(t.push(b).as_bytes()),
+            Shown::Pretty(p) => out.write_all(p.push(b).as_bytes()),
+        }
+    }
+
+    fn finish(&mut self) -> String {
+        match self {
+            Shown::Bytes => String::new(),
+            Shown::Safe(t) => t.finish(),
+            Shown::Pretty(p) => p.finish(),
+        }
+    }
+}
+
+/// Copies what `path` has past `offset` to `out`, shown as `shown` says.
 fn copy_from(
     path: &Path,
     offset: &mut u64,
     out: &mut impl Write,
-    filter: &mut Option<TerminalFilter>,
+    shown: &mut Shown,
 ) -> std::io::Result<()> {
     // Never through a link: the program may have put one under the log's name.
     let mut f = match crate::store::open_read(path) {
@@ -70,10 +110,7 @@ fn copy_from(
         if n == 0 {
             break;
         }
-        match filter {
-            Some(t) => out.write_all(t.push(&buf[..n]).as_bytes())?,
-            None => out.write_all(&buf[..n])?,
-        }
+        shown.push(&buf[..n], out)?;
         *offset += n as u64;
     }
     out.flush()
@@ -90,8 +127,17 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     .into_iter()
     .find_map(|(asked, file)| asked.then_some(file));
     let path = f.log_path(file);
-    let mut filter =
-        (OutputMode::for_stdout(a.raw) == OutputMode::Safe).then(TerminalFilter::default);
+    let terminal = OutputMode::for_stdout(a.raw) == OutputMode::Safe;
+    let agent = f.spec.agent != AgentKind::Command;
+    // An agent's log reads like its pane on a terminal, unless a file was named.
+    let pretty = agent && (a.pretty || (terminal && file.is_none()));
+    let mut shown = if pretty {
+        Shown::Pretty(app::PrettyLog::new(f.spec.agent, color_stdout()))
+    } else if terminal {
+        Shown::Safe(TerminalFilter::default())
+    } else {
+        Shown::Bytes
+    };
     let mut out = std::io::stdout().lock();
     let mut offset = 0u64;
     // A closed pipe (`| head`) ends the command quietly.
@@ -105,11 +151,9 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
             }),
         }
     };
-    let finish = |out: &mut std::io::StdoutLock<'_>, filter: &mut Option<TerminalFilter>| {
-        if let Some(t) = filter {
-            let _ = out.write_all(t.finish().as_bytes());
-            let _ = out.flush();
-        }
+    let finish = |out: &mut std::io::StdoutLock<'_>, shown: &mut Shown| {
+        let _ = out.write_all(shown.finish().as_bytes());
+        let _ = out.flush();
     };
     if !a.follow {
         if !path.exists()
@@ -125,8 +169,8 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
                     .unwrap_or("the file")
             );
         }
-        done(copy_from(&path, &mut offset, &mut out, &mut filter))?;
-        finish(&mut out, &mut filter);
+        done(copy_from(&path, &mut offset, &mut out, &mut shown))?;
+        finish(&mut out, &mut shown);
         return Ok(0);
     }
     // Each time: what is new; at the end, the last of it (everything the worker wrote is in
@@ -134,7 +178,7 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     // A failure to print stops following; it is this verb's error, not the wait's.
     let mut failed = None;
     app::follow(&f, &mut |what| {
-        match done(copy_from(&path, &mut offset, &mut out, &mut filter)) {
+        match done(copy_from(&path, &mut offset, &mut out, &mut shown)) {
             Ok(true) => return Ok(ControlFlow::Break(())),
             Ok(false) => {}
             Err(e) => {
@@ -143,7 +187,7 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
             }
         }
         if what == Followed::Ended {
-            finish(&mut out, &mut filter);
+            finish(&mut out, &mut shown);
         }
         Ok(ControlFlow::Continue(()))
     })?;

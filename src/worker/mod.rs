@@ -40,6 +40,7 @@ mod nest;
 mod not_started;
 mod pane;
 mod progress;
+mod render;
 mod run;
 mod sandboxed;
 mod spawn;
@@ -48,4 +49,5 @@ mod stream;
 mod worktree;
 
 pub use lines::{LineSplitter, MAX_LINE, Piece};
+pub use render::{Render, Style};
 pub use run::main;

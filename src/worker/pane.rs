@@ -10,40 +10,13 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
+use super::render::Render;
 use crate::adapter::PaneItem;
-use crate::term::sanitize;
 
-/// Longest line shown, in characters; the rest is summarised (a pane is ~200 columns wide;
-/// the whole line is in the files).
-const MAX_SHOWN: usize = 1000;
 /// Pending bytes kept for a slow pane.
 const PENDING_CAP: usize = 256 * 1024;
 
-/// Styles used in the pane.
-#[derive(Clone, Copy)]
-pub enum Style {
-    Plain,
-    Dim,
-    Bold,
-    Red,
-    Green,
-    Yellow,
-    Cyan,
-}
-
-impl Style {
-    fn code(self) -> &'static str {
-        match self {
-            Style::Plain => "",
-            Style::Dim => "\x1b[2m",
-            Style::Bold => "\x1b[1m",
-            Style::Red => "\x1b[31m",
-            Style::Green => "\x1b[32m",
-            Style::Yellow => "\x1b[33m",
-            Style::Cyan => "\x1b[36m",
-        }
-    }
-}
+pub use super::render::Style;
 
 /// The pane writer.
 pub struct Pane {
@@ -52,9 +25,8 @@ pub struct Pane {
     skipped: u64,
     pub total_skipped: u64,
     dead: bool,
-    color: bool,
-    /// Assistant text is mid-line.
-    text_open: bool,
+    /// Items into text (the renderer `logs --pretty` uses too).
+    render: Render,
     /// The pane's input is in non-canonical mode (see `raw_input`).
     input_raw: bool,
 }
@@ -78,8 +50,7 @@ impl Pane {
             skipped: 0,
             total_skipped: 0,
             dead: false,
-            color,
-            text_open: false,
+            render: Render::new(color, "\r\n"),
             input_raw,
         }
     }
@@ -143,77 +114,28 @@ impl Pane {
             return;
         }
         let mut s = String::with_capacity(text.len() + 16);
-        if self.text_open {
-            s.push_str("\r\n");
-            self.text_open = false;
-        }
-        if self.color && !matches!(style, Style::Plain) {
-            s.push_str(style.code());
-            s.push_str(text);
-            s.push_str("\x1b[0m");
-        } else {
-            s.push_str(text);
-        }
-        s.push_str("\r\n");
-        self.push_raw(&s);
-    }
-
-    /// Streaming assistant text (sanitised here; newlines kept).
-    fn text(&mut self, t: &str) {
-        if !self.take_room() {
-            return;
-        }
-        let mut s = String::with_capacity(t.len() + 8);
-        for (i, part) in t.split('\n').enumerate() {
-            if i > 0 {
-                s.push_str("\r\n");
-            }
-            s.push_str(&sanitize(part.as_bytes(), MAX_SHOWN));
-        }
-        self.text_open = !t.ends_with('\n');
+        self.render.line(style, text, &mut s);
         self.push_raw(&s);
     }
 
     /// One stdout line of the program or an adapter item.
     pub fn item(&mut self, item: &PaneItem) {
-        match item {
-            PaneItem::Raw(b) => {
-                // Checked before sanitising, so a full pane costs nothing.
-                if self.take_room() {
-                    self.line(Style::Plain, &sanitize(b, MAX_SHOWN));
-                }
-            }
-            PaneItem::Text(t) => self.text(t),
-            PaneItem::TextEnd => {
-                if self.text_open {
-                    self.push_raw("\r\n");
-                    self.text_open = false;
-                }
-            }
-            PaneItem::ToolCall { name, summary } => {
-                let t = format!(
-                    "▸ {} {}",
-                    sanitize(name.as_bytes(), 80),
-                    sanitize(summary.as_bytes(), 300)
-                );
-                self.line(Style::Cyan, &t);
-            }
-            PaneItem::ToolResult { summary, is_error } => {
-                let t = format!("  ↳ {}", sanitize(summary.as_bytes(), 300));
-                self.line(if *is_error { Style::Red } else { Style::Dim }, &t);
-            }
-            PaneItem::Error(e) => self.line(
-                Style::Red,
-                &format!("✘ {}", sanitize(e.as_bytes(), MAX_SHOWN)),
-            ),
-            PaneItem::Info(i) => self.line(Style::Dim, &sanitize(i.as_bytes(), MAX_SHOWN)),
+        // Checked before rendering, so a full pane costs nothing; the end of a text block
+        // takes no room of its own.
+        if !matches!(item, PaneItem::TextEnd) && !self.take_room() {
+            return;
         }
+        let mut s = String::new();
+        self.render.item(item, &mut s);
+        self.push_raw(&s);
     }
 
     /// A line the program wrote to stderr.
     pub fn stderr_line(&mut self, b: &[u8]) {
         if self.take_room() {
-            self.line(Style::Yellow, &sanitize(b, MAX_SHOWN));
+            let mut s = String::new();
+            self.render.stderr_line(b, &mut s);
+            self.push_raw(&s);
         }
     }
 
@@ -257,7 +179,7 @@ impl Pane {
         self.pending.extend_from_slice(b"\r\n");
         self.skipped += dropped;
         self.total_skipped += dropped;
-        self.text_open = false;
+        self.render.forget_open_text();
     }
 
     /// Final lines: waits up to `bound` for the terminal to take them, then gives up.
