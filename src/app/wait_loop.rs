@@ -136,6 +136,31 @@ impl WaitLoop {
         Ok(self.waiter.follow(paths, spec)?)
     }
 
+    /// Like [`WaitLoop::add`], and also reports [`Seen::Changed`] when one of its records
+    /// (`progress.json`, `worker.json`) is renamed into place: for live views.
+    pub fn watch_records(
+        &mut self,
+        paths: AttemptPaths,
+        spec: AttemptSpec,
+    ) -> Result<Token, Error> {
+        Ok(self.waiter.watch_records(paths, spec)?)
+    }
+
+    /// Reports [`Seen::Changed`] when an entry of `dir` is made, renamed or removed.
+    pub fn watch_dir(&mut self, dir: &std::path::Path) -> Result<Token, Error> {
+        Ok(self.waiter.watch_dir(dir)?)
+    }
+
+    /// Reports [`Seen::Changed`] whenever `fd` is readable; the caller keeps it open.
+    pub fn watch_fd(&mut self, fd: std::os::fd::RawFd) -> Token {
+        self.waiter.watch_fd(fd)
+    }
+
+    /// Stops holding an attempt, a directory or a descriptor.
+    pub fn remove(&mut self, token: Token) {
+        self.waiter.remove(token);
+    }
+
     /// Runs `driver` until it says `Break` or `deadline` passes, with a [`Seen::Beat`] every
     /// `heartbeat` from now.
     pub fn run(

@@ -1,9 +1,12 @@
 //! The one way to wait on attempts: a [`Waiter`] that holds any number of them.
 //!
 //! ```text
-//!  add(paths, spec) ─► Token          next(deadline) ─► Finished { token, envelope }
-//!  follow(paths, spec) ─► Token                      ─► Changed(token)   (follow only)
-//!  remove(token)                                     ─► TimedOut | Woken
+//!  add(paths, spec) ─► Token             next(deadline) ─► Finished { token, envelope }
+//!  watch_records(paths, spec) ─► Token                  ─► Changed(token)   (not for add)
+//!  follow(paths, spec) ─► Token                         ─► TimedOut | Woken
+//!  watch_dir(dir) ─► Token      (entries made, renamed in or removed: `top`'s runs)
+//!  watch_fd(fd) ─► Token        (readable: `top`'s terminal and signals)
+//!  remove(token)
 //!  waker() ─► Waker (Send + Clone): wake() from any thread ends the current next()
 //! ```
 //!
@@ -15,9 +18,11 @@
 //! * a pidfd per worker: readable the moment the worker dies (a worker that dies without a
 //!   result is `lost`, and the waiter writes that envelope);
 //! * one inotify instance for the whole waiter, with a watch on the directory of attempts
-//!   that have no worker yet (to see `launch.json`/`worker.json` appear) or no FIFO, and of
-//!   attempts that are followed (appends to their logs);
-//! * an eventfd, written by [`Waker::wake`].
+//!   that have no worker yet (to see `launch.json`/`worker.json` appear) or no FIFO, of
+//!   attempts whose records are watched (`progress.json` renamed into place) or that are
+//!   followed (appends to their logs), and of directories watched for their entries;
+//! * an eventfd, written by [`Waker::wake`];
+//! * descriptors of the caller's ([`Waiter::watch_fd`]), reported when readable.
 //!
 //! The timeout of that poll is the caller's deadline or the end of an attempt's starting
 //! grace, never a timer that grows with the attempts.
@@ -71,6 +76,20 @@ pub enum WaitEvent {
     Woken,
 }
 
+/// What a held attempt is reported for besides its end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Interest {
+    /// Only its end ([`Waiter::add`]).
+    End,
+    /// Its records renamed into place: `progress.json`, `worker.json`, … ([`Waiter::watch_records`]).
+    Records,
+    /// Any change of its files: logs growing ([`Waiter::follow`]).
+    Files,
+}
+
+/// The records whose renaming reports [`Interest::Records`].
+const RECORDS: [&str; 4] = ["progress.json", "worker.json", "launch.json", "cancel.json"];
+
 /// Wakes a [`Waiter`] from another thread.
 #[derive(Clone, Debug)]
 pub struct Waker(Arc<EventFd>);
@@ -89,13 +108,14 @@ struct Slot {
     pidfd: Option<OwnedFd>,
     starting_since: Option<SystemTime>,
     watch: Option<WatchDescriptor>,
-    follow: bool,
+    interest: Interest,
 }
 
 impl Slot {
     /// Whether only a directory watch can tell what happens next.
     fn needs_watch(&self) -> bool {
-        self.watch.is_none() && (self.follow || self.pidfd.is_none() || self.fifo.is_none())
+        self.watch.is_none()
+            && (self.interest != Interest::End || self.pidfd.is_none() || self.fifo.is_none())
     }
 }
 
@@ -108,6 +128,10 @@ pub struct Waiter {
     woken: bool,
     inotify: Option<Inotify>,
     by_wd: HashMap<WatchDescriptor, Vec<Token>>,
+    /// Directories watched for their entries ([`Waiter::watch_dir`]).
+    dirs: HashMap<Token, WatchDescriptor>,
+    /// Descriptors of the caller's, reported when readable ([`Waiter::watch_fd`]).
+    fds: Vec<(Token, std::os::fd::RawFd)>,
     /// No inotify instance or watch could be had (the per-user limits): attempts with no
     /// worker yet are looked at on a short timer; everything else still wakes the waiter.
     degraded: bool,
@@ -132,6 +156,8 @@ impl Waiter {
             woken: false,
             inotify: None,
             by_wd: HashMap::new(),
+            dirs: HashMap::new(),
+            fds: Vec::new(),
             degraded: false,
             wake: Arc::new(wake),
         })
@@ -145,7 +171,18 @@ impl Waiter {
     /// Holds an attempt until it finishes. An attempt that has finished already is returned
     /// by the next call of [`Waiter::next`].
     pub fn add(&mut self, paths: AttemptPaths, spec: AttemptSpec) -> Result<Token, SuperviseError> {
-        self.insert(paths, spec, false)
+        self.insert(paths, spec, Interest::End)
+    }
+
+    /// Like [`Waiter::add`], and also reports [`WaitEvent::Changed`] when one of the attempt's
+    /// records is renamed into place (`progress.json` as it runs, `worker.json`): for live
+    /// views. Appends to its logs are not reported.
+    pub fn watch_records(
+        &mut self,
+        paths: AttemptPaths,
+        spec: AttemptSpec,
+    ) -> Result<Token, SuperviseError> {
+        self.insert(paths, spec, Interest::Records)
     }
 
     /// Like [`Waiter::add`], and also reports [`WaitEvent::Changed`] when the attempt's files
@@ -155,17 +192,57 @@ impl Waiter {
         paths: AttemptPaths,
         spec: AttemptSpec,
     ) -> Result<Token, SuperviseError> {
-        self.insert(paths, spec, true)
+        self.insert(paths, spec, Interest::Files)
+    }
+
+    /// Reports [`WaitEvent::Changed`] when an entry of `dir` is made, renamed in, removed or
+    /// renamed away (a new run in `runs/`, a new attempt in a run's directory). An error when
+    /// no inotify watch can be had.
+    pub fn watch_dir(&mut self, dir: &std::path::Path) -> Result<Token, SuperviseError> {
+        if self.inotify.is_none() {
+            self.inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok();
+        }
+        let err = |e| SuperviseError::Watch {
+            what: dir.display().to_string(),
+            source: e,
+        };
+        let n = self
+            .inotify
+            .as_ref()
+            .ok_or(err(nix::errno::Errno::EMFILE))?;
+        let flags = AddWatchFlags::IN_CREATE
+            | AddWatchFlags::IN_MOVED_TO
+            | AddWatchFlags::IN_DELETE
+            | AddWatchFlags::IN_MOVED_FROM
+            | AddWatchFlags::from_bits_retain(libc::IN_MASK_ADD);
+        let wd = n.add_watch(dir, flags).map_err(err)?;
+        let token = self.new_token();
+        self.dirs.insert(token, wd);
+        self.by_wd.entry(wd).or_default().push(token);
+        Ok(token)
+    }
+
+    /// Reports [`WaitEvent::Changed`] whenever `fd` is readable (level-triggered: read it
+    /// before the next `next`). The caller keeps `fd` open until it removes the token.
+    pub fn watch_fd(&mut self, fd: std::os::fd::RawFd) -> Token {
+        let token = self.new_token();
+        self.fds.push((token, fd));
+        token
+    }
+
+    fn new_token(&mut self) -> Token {
+        let token = Token(self.next_token);
+        self.next_token += 1;
+        token
     }
 
     fn insert(
         &mut self,
         paths: AttemptPaths,
         spec: AttemptSpec,
-        follow: bool,
+        interest: Interest,
     ) -> Result<Token, SuperviseError> {
-        let token = Token(self.next_token);
-        self.next_token += 1;
+        let token = self.new_token();
         // Open before looking: a result written after the look hangs this FIFO up.
         let fifo = open_done_fifo(&paths);
         self.slots.insert(
@@ -177,10 +254,10 @@ impl Waiter {
                 pidfd: None,
                 starting_since: None,
                 watch: None,
-                follow,
+                interest,
             },
         );
-        if follow {
+        if interest != Interest::End {
             // Followers need the watch in place before the caller's first read.
             self.watch(token);
         }
@@ -195,9 +272,14 @@ impl Waiter {
         if let Some(slot) = self.slots.remove(&token) {
             self.unwatch(token, slot.watch);
         }
+        if let Some(wd) = self.dirs.remove(&token) {
+            self.unwatch(token, Some(wd));
+        }
+        self.fds.retain(|(t, _)| *t != token);
     }
 
-    /// How many attempts are held and not yet returned as finished.
+    /// How many attempts are held and not yet returned as finished (directories and
+    /// descriptors are not counted).
     pub fn pending(&self) -> usize {
         self.slots.len() + self.ready.len()
     }
@@ -275,14 +357,22 @@ impl Waiter {
             Inotify,
             Fifo(Token),
             Pidfd(Token),
+            Fd(Token),
         }
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(2 + 2 * self.slots.len());
+        let mut fds: Vec<PollFd<'_>> =
+            Vec::with_capacity(2 + 2 * self.slots.len() + self.fds.len());
         let mut sources: Vec<Source> = Vec::with_capacity(fds.capacity());
         fds.push(PollFd::new(self.wake.as_fd(), PollFlags::POLLIN));
         sources.push(Source::Wake);
         if let Some(n) = &self.inotify {
             fds.push(PollFd::new(n.as_fd(), PollFlags::POLLIN));
             sources.push(Source::Inotify);
+        }
+        for (t, fd) in &self.fds {
+            // SAFETY: the caller keeps the descriptor open while it is watched.
+            let b = unsafe { std::os::fd::BorrowedFd::borrow_raw(*fd) };
+            fds.push(PollFd::new(b, PollFlags::POLLIN));
+            sources.push(Source::Fd(*t));
         }
         for (t, s) in &self.slots {
             if let Some(f) = &s.fifo {
@@ -326,6 +416,11 @@ impl Waiter {
                     touched.push(t);
                 }
                 Source::Pidfd(t) => touched.push(t),
+                Source::Fd(t) => {
+                    if !self.changed.contains(&t) {
+                        self.changed.push(t);
+                    }
+                }
                 Source::Inotify => self.read_inotify(&mut touched),
             }
         }
@@ -353,18 +448,25 @@ impl Waiter {
                 let Some(tokens) = self.by_wd.get(&ev.wd) else {
                     continue;
                 };
-                let record = ev.name.as_ref().is_some_and(|n| {
-                    matches!(
-                        n.to_str(),
-                        Some("result.json" | "worker.json" | "launch.json")
-                    )
-                });
+                let name = ev.name.as_ref().and_then(|n| n.to_str());
+                let record = matches!(name, Some("result.json" | "worker.json" | "launch.json"));
+                let live = name.is_some_and(|n| RECORDS.contains(&n));
                 for t in tokens {
-                    if record {
-                        touched.push(*t);
-                    }
-                    let follows = self.slots.get(t).is_some_and(|s| s.follow);
-                    if follows && !self.changed.contains(t) {
+                    let report = match self.slots.get(t) {
+                        Some(s) => {
+                            if record {
+                                touched.push(*t);
+                            }
+                            match s.interest {
+                                Interest::End => false,
+                                Interest::Records => live,
+                                Interest::Files => true,
+                            }
+                        }
+                        // A watched directory.
+                        None => self.dirs.contains_key(t),
+                    };
+                    if report && !self.changed.contains(t) {
                         self.changed.push(*t);
                     }
                 }
@@ -385,7 +487,7 @@ impl Waiter {
         // to the watch instead of replacing its mask.
         let mut flags =
             AddWatchFlags::IN_MOVED_TO | AddWatchFlags::from_bits_retain(libc::IN_MASK_ADD);
-        if slot.follow {
+        if slot.interest == Interest::Files {
             flags |= AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE;
         }
         match n.add_watch(slot.paths.dir(), flags) {
@@ -426,7 +528,8 @@ impl Waiter {
             match observe(&slot.paths, &slot.spec)? {
                 AttemptState::Finished(env) => {
                     let slot = self.slots.remove(&t);
-                    if slot.as_ref().is_some_and(|s| s.follow) && !self.changed.contains(&t) {
+                    let follows = slot.as_ref().is_some_and(|s| s.interest == Interest::Files);
+                    if follows && !self.changed.contains(&t) {
                         self.changed.push(t);
                     }
                     self.unwatch(t, slot.and_then(|s| s.watch));

@@ -30,4 +30,5 @@ mod terminal;
 mod tmux_hangs;
 mod trust;
 mod waiter;
+mod waiter_watch;
 mod worktree;
