@@ -66,7 +66,7 @@ pub use launch::{Started, start};
 pub use output_end::{EndSize, Ends, OutputEnd, ends, log_end, output_end};
 pub use plan::{Plan, RealSystem, System, plan};
 pub use pretty::PrettyLog;
-pub use progress::progress;
+pub use progress::{Live, progress};
 pub use request::{RunRequest, at_file, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
 pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};

@@ -49,6 +49,9 @@ pub struct WaitResult {
 pub struct WaitProgress<'a> {
     /// Index (into the targets) of the attempt that just finished; `None` on a heartbeat.
     pub finished: Option<usize>,
+    /// Index of an attempt whose records changed (its `progress.json`): only with
+    /// [`WaitLoop::report_records`].
+    pub changed: Option<usize>,
     /// Attempts finished so far, and in all.
     pub done: usize,
     pub total: usize,
@@ -194,10 +197,11 @@ struct Collect<'a> {
 }
 
 impl Collect<'_> {
-    fn report(&mut self, finished: Option<usize>) {
+    fn report(&mut self, finished: Option<usize>, changed: Option<usize>) {
         if let Some(f) = self.opts.on_progress.as_mut() {
             f(&WaitProgress {
                 finished,
+                changed,
                 done: self.done,
                 total: self.tokens.len(),
                 elapsed: self.t0.elapsed(),
@@ -233,13 +237,17 @@ impl Driver for Collect<'_> {
                 self.results[i] = Some(envelope);
                 self.done += 1;
                 self.first_finished.get_or_insert(i);
-                self.report(Some(i));
+                self.report(Some(i), None);
                 return Ok(done_when(
                     self.mode == WaitMode::Any || self.done == self.tokens.len(),
                 ));
             }
-            Seen::Beat => self.report(None),
-            Seen::Changed(_) => {}
+            Seen::Beat => self.report(None, None),
+            Seen::Changed(token) => {
+                if let Some(i) = self.tokens.iter().position(|t| *t == token) {
+                    self.report(None, Some(i));
+                }
+            }
         }
         Ok(ControlFlow::Continue(()))
     }

@@ -102,6 +102,8 @@ impl Interrupter {
 pub struct WaitLoop {
     waiter: Waiter,
     hits: Arc<AtomicU32>,
+    /// Attempts added also report their records ([`WaitLoop::report_records`]).
+    records: bool,
 }
 
 impl WaitLoop {
@@ -109,7 +111,15 @@ impl WaitLoop {
         Ok(Self {
             waiter: Waiter::new()?,
             hits: Arc::new(AtomicU32::new(0)),
+            records: false,
         })
+    }
+
+    /// From now on, attempts added with [`WaitLoop::add`] also report [`Seen::Changed`] when
+    /// one of their records is renamed into place (`progress.json`): for a front end that
+    /// shows a live view of what it waits for (the live line of `run` and `wait`).
+    pub fn report_records(&mut self, on: bool) {
+        self.records = on;
     }
 
     /// A handle that interrupts this loop from another thread, before or while it runs.
@@ -127,6 +137,9 @@ impl WaitLoop {
 
     /// Holds an attempt until it finishes ([`Seen::Finished`]; at once if it has).
     pub fn add(&mut self, paths: AttemptPaths, spec: AttemptSpec) -> Result<Token, Error> {
+        if self.records {
+            return self.watch_records(paths, spec);
+        }
         Ok(self.waiter.add(paths, spec)?)
     }
 

@@ -19,6 +19,16 @@ pub fn duration(d: Duration) -> String {
     }
 }
 
+/// A running time by the second, for a clock that ticks: `0:07`, `2:05`, `1:02:09`.
+pub fn clock(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 3600 {
+        format!("{}:{:02}", s / 60, s % 60)
+    } else {
+        format!("{}:{:02}:{:02}", s / 3600, (s % 3600) / 60, s % 60)
+    }
+}
+
 /// An RFC 3339 UTC time as people read it, marked as UTC: `2026-11-30 03:39:43 UTC`.
 pub fn utc(rfc3339: &str) -> String {
     match rfc3339.get(..19) {
@@ -119,6 +129,8 @@ mod tests {
         assert_eq!(duration(Duration::from_millis(4250)), "4.2s");
         assert_eq!(duration(s(125)), "2m 05s");
         assert_eq!(duration(s(3720)), "1h 02m");
+        assert_eq!(clock(s(7)), "0:07");
+        assert_eq!(clock(s(3729)), "1:02:09");
         assert_eq!(tokens(950), "950");
         assert_eq!(tokens(12_345), "12.3k");
         assert_eq!(cost(0.01234), "$0.0123");

@@ -13,6 +13,7 @@ mod gc;
 mod hint;
 mod human;
 mod interrupt;
+mod live_line;
 mod logs;
 mod ls;
 mod mcp;

@@ -10,6 +10,7 @@ use clap::{Args, ValueEnum};
 use super::CliError;
 use super::common::{print, print_json};
 use super::interrupt;
+use super::live_line::{self, LiveLines};
 use super::output::human_envelope;
 use crate::app::{self, RealSystem, RunOutcome, RunRequest, Started, parse_kv};
 use crate::envelope::Envelope;
@@ -210,6 +211,20 @@ pub(super) fn start_and_report(
     json: bool,
 ) -> Result<i32, CliError> {
     let mut wl = app::WaitLoop::new()?;
+    // On a terminal, a live line until the summary (see live_line.rs).
+    let lines = if detach {
+        None
+    } else {
+        let target = (
+            plan.spec.run_id.to_string(),
+            home.attempt(&plan.spec.run_id, plan.spec.attempt),
+        );
+        LiveLines::for_stdout(json, vec![target])
+    };
+    let live = lines.is_some();
+    wl.report_records(live);
+    // Drawn once the attempt exists, then on each report of the wait.
+    let lines = std::cell::RefCell::new(lines);
     if !detach {
         // Before the launch: a Ctrl-C during it must queue and then cancel, not kill us.
         interrupt::block();
@@ -238,17 +253,30 @@ pub(super) fn start_and_report(
                 spec.run_id, spec.run_id
             );
         }
+        // Below what was said on stderr, which may be the same terminal.
+        if let Some(l) = lines.borrow_mut().as_mut() {
+            l.draw();
+        }
+    };
+    let mut on_progress = |p: &app::WaitProgress<'_>| {
+        if let Some(l) = lines.borrow_mut().as_mut() {
+            l.seen(p);
+        }
     };
     let opts = app::RunOptions {
         detach,
         on_interrupt: app::OnInterrupt::CancelAndWait,
-        heartbeat: None,
+        heartbeat: live.then_some(live_line::TICK),
         on_started: Some(&mut on_started),
-        on_progress: None,
+        on_progress: if live { Some(&mut on_progress) } else { None },
         max_wait: None,
         cancel_by: None,
     };
-    match app::run(home, plan, &mut wl, opts)? {
+    let outcome = app::run(home, plan, &mut wl, opts);
+    if let Some(l) = lines.borrow_mut().as_mut() {
+        l.clear();
+    }
+    match outcome? {
         RunOutcome::Detached(started) => {
             if json {
                 print_json(&started.answer());

@@ -4,6 +4,7 @@ use clap::Args;
 
 use super::CliError;
 use super::common::{print, print_json};
+use super::live_line::{self, LiveLines};
 use super::output::{human_envelope, human_running, worst_code};
 use crate::app::{self, AttemptStatus, RunAnswer, WaitMode};
 use crate::exit_code;
@@ -59,7 +60,35 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
             app::waiting_for(&targets)
         );
     }
-    let mut out = app::wait(&targets, mode, timeout)?;
+    // On a terminal, a live line per attempt until the summary (see live_line.rs).
+    let mut lines = LiveLines::for_stdout(
+        a.json,
+        targets
+            .iter()
+            .map(|(paths, spec)| (spec.run_id.to_string(), paths.clone()))
+            .collect(),
+    );
+    let mut wl = app::WaitLoop::new()?;
+    wl.report_records(lines.is_some());
+    if let Some(l) = lines.as_mut() {
+        l.draw();
+    }
+    let live = lines.is_some();
+    let mut on_progress = |p: &app::WaitProgress<'_>| {
+        if let Some(l) = lines.as_mut() {
+            l.seen(p);
+        }
+    };
+    let opts = app::WaitOptions {
+        heartbeat: live.then_some(live_line::TICK),
+        on_progress: if live { Some(&mut on_progress) } else { None },
+        on_interrupt: None,
+    };
+    let out = app::wait_with(&mut wl, &targets, mode, timeout, opts);
+    if let Some(l) = lines.as_mut() {
+        l.clear();
+    }
+    let mut out = out?;
     let mut targets = targets;
     app::regroup(home, a.group.as_deref(), &mut targets, &mut out)?;
     let answers = app::wait_answers(targets, out)?;

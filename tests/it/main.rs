@@ -12,6 +12,7 @@ mod faults;
 mod filter;
 mod interrupt;
 mod lifecycle;
+mod live_line;
 mod logs_pretty;
 mod mcp;
 mod mcp_parents;

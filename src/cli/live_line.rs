@@ -1,0 +1,356 @@
+//! The live lines of `run` and `wait` on a terminal: one line per attempt (its state, how
+//! long it has run, tokens and cost so far, its last event), redrawn in place as the
+//! attempts' records change and once a second for the clock, and cleared before the summary.
+//!
+//! ```text
+//!  wait loop (report_records) ─► WaitProgress ─► LiveLines::seen ─► Live::look (that attempt)
+//!        finished / changed / heartbeat (1 s)                       redraw (at most every 100 ms,
+//!                                                                   an end at once)
+//!  the end ─► LiveLines::clear ─► the summary prints where the lines were
+//! ```
+//!
+//! Only on a terminal, and never with `--json`: piped output gets the summary alone.
+//!
+//! Common pitfalls:
+//! * A line that wraps breaks the cursor-up count of the next redraw: every line is cut to
+//!   the terminal's width (read again at each redraw, so a resize is taken).
+//! * Text from the program reached `progress.json` made safe by the worker; it is cut here
+//!   by characters, never inside one.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::human;
+use crate::app::{Live, WaitProgress};
+use crate::envelope::Envelope;
+use crate::store::AttemptPaths;
+
+/// How often the clock of the lines moves.
+pub const TICK: Duration = Duration::from_secs(1);
+/// The shortest time between two redraws caused by records changing.
+const FRAME: Duration = Duration::from_millis(100);
+
+/// What one line shows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LineState {
+    /// Running (or starting: no start time yet).
+    Live(Live),
+    /// Ended: how, and after how long.
+    Ended {
+        ok: bool,
+        words: String,
+        duration: Option<Duration>,
+    },
+}
+
+/// One attempt of the lines.
+#[derive(Clone, Debug)]
+pub struct LineRow {
+    pub run_id: String,
+    pub paths: AttemptPaths,
+    pub state: LineState,
+}
+
+/// The live lines on stdout.
+pub struct LiveLines {
+    rows: Vec<LineRow>,
+    /// Lines on the screen now, the cursor below them.
+    drawn: usize,
+    last_draw: Option<Instant>,
+    /// A change not drawn yet (it came within a frame of the last redraw).
+    dirty: bool,
+}
+
+impl LiveLines {
+    /// Lines for `targets` (run id and attempt files), when stdout is a terminal and the
+    /// answer is not `--json`.
+    pub fn for_stdout(json: bool, targets: Vec<(String, AttemptPaths)>) -> Option<Self> {
+        if json || !std::io::stdout().is_terminal() {
+            return None;
+        }
+        let rows = targets
+            .into_iter()
+            .map(|(run_id, paths)| {
+                let mut live = Live::default();
+                live.look(&paths);
+                LineRow {
+                    run_id,
+                    paths,
+                    state: LineState::Live(live),
+                }
+            })
+            .collect();
+        Some(Self {
+            rows,
+            drawn: 0,
+            last_draw: None,
+            dirty: true,
+        })
+    }
+
+    /// What the wait loop reported: an end, a change of records, or the clock.
+    pub fn seen(&mut self, p: &WaitProgress<'_>) {
+        let mut urgent = false;
+        if let Some(i) = p.finished {
+            if let (Some(row), Some(Some(env))) = (self.rows.get_mut(i), p.results.get(i)) {
+                row.state = ended(env);
+                urgent = true;
+            }
+        }
+        if let Some(i) = p.changed {
+            if let Some(row) = self.rows.get_mut(i) {
+                if let LineState::Live(l) = &mut row.state {
+                    l.look(&row.paths);
+                }
+            }
+        }
+        if p.finished.is_none() && p.changed.is_none() {
+            // The clock. An attempt that said nothing yet is looked at again: what it wrote
+            // before its records were watched was not reported.
+            for row in &mut self.rows {
+                if let LineState::Live(l) = &mut row.state {
+                    if l.started_at.is_none() || l.progress.is_none() {
+                        l.look(&row.paths);
+                    }
+                }
+            }
+            urgent = true;
+        }
+        self.dirty = true;
+        let due = self.last_draw.is_none_or(|t| t.elapsed() >= FRAME);
+        if urgent || due {
+            self.draw();
+        }
+    }
+
+    /// Draws the lines in place of the last ones.
+    pub fn draw(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        let (cols, rows) = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
+        let text = lines(&self.rows, SystemTime::now(), cols as usize, rows as usize);
+        let mut s = String::new();
+        if self.drawn > 0 {
+            s.push_str(&format!("\r\x1b[{}A", self.drawn));
+        }
+        for l in &text {
+            s.push_str("\x1b[2K");
+            s.push_str(l);
+            s.push('\n');
+        }
+        // Fewer lines than before: clear what is left below.
+        s.push_str("\x1b[J");
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(s.as_bytes());
+        let _ = out.flush();
+        self.drawn = text.len();
+        self.last_draw = Some(Instant::now());
+        self.dirty = false;
+    }
+
+    /// Removes the lines: what is printed next takes their place.
+    pub fn clear(&mut self) {
+        if self.drawn == 0 {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = write!(out, "\r\x1b[{}A\x1b[J", self.drawn);
+        let _ = out.flush();
+        self.drawn = 0;
+    }
+}
+
+impl Drop for LiveLines {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+fn ended(env: &Envelope) -> LineState {
+    LineState::Ended {
+        ok: env.status == crate::envelope::Status::Completed,
+        words: env.outcome_words(),
+        duration: env.duration_ms.map(Duration::from_millis),
+    }
+}
+
+/// The lines for `rows` at `now` on a terminal `cols` wide and `height` high: one per
+/// attempt, at most the screen's height less two (the rest counted on a last line).
+pub fn lines(rows: &[LineRow], now: SystemTime, cols: usize, height: usize) -> Vec<String> {
+    let room = height.saturating_sub(2).max(1);
+    let width = cols.saturating_sub(1).max(10);
+    let id_w = rows
+        .iter()
+        .map(|r| r.run_id.chars().count())
+        .max()
+        .unwrap_or(0)
+        .min(32);
+    let shown = if rows.len() > room {
+        room - 1
+    } else {
+        rows.len()
+    };
+    // Running ones first when not all fit.
+    let mut order: Vec<&LineRow> = rows.iter().collect();
+    if shown < rows.len() {
+        order.sort_by_key(|r| matches!(r.state, LineState::Ended { .. }));
+    }
+    let mut out: Vec<String> = order[..shown]
+        .iter()
+        .map(|r| cut(&line(r, now, id_w), width))
+        .collect();
+    if shown < rows.len() {
+        let done = rows
+            .iter()
+            .filter(|r| matches!(r.state, LineState::Ended { .. }))
+            .count();
+        out.push(cut(
+            &format!(
+                "… and {} more ({done} of {} done)",
+                rows.len() - shown,
+                rows.len()
+            ),
+            width,
+        ));
+    }
+    out
+}
+
+/// One attempt's line.
+fn line(r: &LineRow, now: SystemTime, id_w: usize) -> String {
+    let id: String = r.run_id.chars().take(id_w).collect();
+    match &r.state {
+        LineState::Ended {
+            ok,
+            words,
+            duration,
+        } => {
+            let mark = if *ok { "✔" } else { "✘" };
+            let d = duration.map(human::clock).unwrap_or_default();
+            format!("{mark} {id:id_w$}  {d:>5}  {words}")
+        }
+        LineState::Live(l) => {
+            let (state, clock) = match l.started_at {
+                Some(t) => (
+                    "running",
+                    human::clock(now.duration_since(t).unwrap_or_default()),
+                ),
+                None => ("starting", "-".to_owned()),
+            };
+            let mut s = format!("● {id:id_w$}  {clock:>5}  {state}");
+            if let Some(p) = &l.progress {
+                let so_far = human::so_far(&p.so_far);
+                if !so_far.is_empty() {
+                    s.push_str("  ");
+                    s.push_str(&so_far);
+                }
+                if let Some(e) = &p.last_event {
+                    s.push_str("  ");
+                    s.push_str(&human::last_event(e));
+                }
+            }
+            s
+        }
+    }
+}
+
+/// At most `width` characters of `s`, with `…` when cut.
+fn cut(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::{EventKind, LastEvent, PROGRESS_SCHEMA, Progress, SoFar, Usage};
+
+    fn row(id: &str, state: LineState) -> LineRow {
+        LineRow {
+            run_id: id.into(),
+            paths: AttemptPaths::new("/nowhere".into()),
+            state,
+        }
+    }
+
+    fn running(since: SystemTime, progress: Option<Progress>) -> LineState {
+        LineState::Live(Live {
+            started_at: Some(since),
+            progress,
+        })
+    }
+
+    #[test]
+    fn a_line_says_state_clock_usage_and_last_event() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let now = t0 + Duration::from_secs(83);
+        let p = Progress {
+            schema: PROGRESS_SCHEMA.into(),
+            updated_at: String::new(),
+            so_far: SoFar {
+                usage: Some(Usage {
+                    total_tokens: Some(12_345),
+                    ..Usage::default()
+                }),
+                cost_usd: Some(0.0123),
+                turns: None,
+                tool_calls: Some(3),
+            },
+            last_event: Some(LastEvent {
+                kind: EventKind::ToolCall,
+                text: "bash cargo test".into(),
+            }),
+        };
+        let rows = [
+            row("fix-1", running(t0, Some(p))),
+            row("b", LineState::Live(Live::default())),
+            row(
+                "done",
+                LineState::Ended {
+                    ok: false,
+                    words: "failed (exit 7)".into(),
+                    duration: Some(Duration::from_secs(4)),
+                },
+            ),
+        ];
+        assert_eq!(
+            lines(&rows, now, 200, 24),
+            [
+                "● fix-1   1:23  running  12.3k tokens · $0.0123 · 3 tool calls  ▸ bash cargo test",
+                "● b          -  starting",
+                "✘ done    0:04  failed (exit 7)",
+            ]
+        );
+        // Cut to the width, never wrapped.
+        let narrow = lines(&rows, now, 30, 24);
+        assert!(narrow.iter().all(|l| l.chars().count() <= 29), "{narrow:?}");
+        assert!(narrow[0].ends_with('…'));
+    }
+
+    #[test]
+    fn more_attempts_than_rows_show_the_running_ones_and_a_count() {
+        let t0 = SystemTime::now();
+        let mut rows: Vec<LineRow> = (0..10)
+            .map(|i| {
+                row(
+                    &format!("r{i}"),
+                    LineState::Ended {
+                        ok: true,
+                        words: "completed (exit 0)".into(),
+                        duration: None,
+                    },
+                )
+            })
+            .collect();
+        rows.push(row("live", running(t0, None)));
+        let l = lines(&rows, t0, 80, 6);
+        assert_eq!(l.len(), 4, "{l:?}");
+        assert!(l[0].starts_with("● live"), "{l:?}");
+        assert_eq!(l[3], "… and 8 more (10 of 11 done)");
+    }
+}
