@@ -1,11 +1,17 @@
-//! `subpane attach RUN`: exec `tmux attach` on the private socket.
+//! `subpane attach RUN`: `tmux attach` on the private socket, then what became of the run.
+//!
+//! tmux shows only `[exited]` when the session of a run that ended closes under the
+//! client: `attach` runs the client as a child (not by exec) and, when it returns, says how
+//! the run ended, or that it goes on after a detach. `top` attaches the same way and comes
+//! back to its screen.
 
-use std::os::unix::process::CommandExt;
+use std::process::ExitStatus;
 
 use clap::Args;
 
 use super::CliError;
-use crate::app::{self, AttemptStatus};
+use crate::app::{self, AttemptStatus, Found};
+use crate::store::Home;
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
@@ -16,8 +22,15 @@ pub struct AttachArgs {
     pub read_only: bool,
 }
 
-pub fn attach(home: &crate::store::Home, a: AttachArgs) -> Result<i32, CliError> {
+pub fn attach(home: &Home, a: AttachArgs) -> Result<i32, CliError> {
     let f = app::find_run(home, &a.run, None)?;
+    let status = attach_to(home, &f, a.read_only)?;
+    println!("{}", after_attach(&f)?);
+    Ok(status.code().unwrap_or(1))
+}
+
+/// Attaches this terminal to the run's pane until the client detaches or the session ends.
+pub(super) fn attach_to(home: &Home, f: &Found, read_only: bool) -> Result<ExitStatus, CliError> {
     let t = app::tmux_for(home, &f.spec);
     let exists = t.has_session(&f.spec.tmux.session)?;
     if !exists {
@@ -25,7 +38,7 @@ pub fn attach(home: &crate::store::Home, a: AttachArgs) -> Result<i32, CliError>
             AttemptStatus::Finished(env) => format!(
                 "run {} has finished ({}) and its session is closed; read its output with `subpane logs {}`, or start runs with --keep-session to keep the pane",
                 env.run_id,
-                env.status.as_str(),
+                env.outcome_words(),
                 env.run_id
             ),
             _ => format!(
@@ -37,6 +50,35 @@ pub fn attach(home: &crate::store::Home, a: AttachArgs) -> Result<i32, CliError>
         };
         return Err(CliError::NoPane(msg));
     }
-    let err = t.attach_command(&f.spec.tmux.session, a.read_only).exec();
-    Err(CliError::Attach(err))
+    // Interactive, for as long as the person likes: no deadline.
+    t.attach_command(&f.spec.tmux.session, read_only)
+        .status()
+        .map_err(CliError::Attach)
+}
+
+/// What to say when the client returned: how the run ended, or that it goes on.
+pub(super) fn after_attach(f: &Found) -> Result<String, CliError> {
+    Ok(match app::attempt_status(&f.paths, &f.spec)? {
+        AttemptStatus::Finished(env) => {
+            let after = env
+                .duration_ms
+                .map(|d| {
+                    format!(
+                        " after {}",
+                        super::human::duration(std::time::Duration::from_millis(d))
+                    )
+                })
+                .unwrap_or_default();
+            format!(
+                "subpane: run {} {}{after}; `subpane status {}` has the summary",
+                env.run_id,
+                env.outcome_words(),
+                env.run_id
+            )
+        }
+        AttemptStatus::Live(doc) => format!(
+            "subpane: detached; run {} goes on (`subpane attach {}` to come back)",
+            doc.run_id, doc.run_id
+        ),
+    })
 }

@@ -387,6 +387,9 @@ impl Tmux {
     /// The command that attaches the terminal to a session (to be exec'd).
     pub fn attach_command(&self, session: &str, read_only: bool) -> Command {
         let mut c = Command::new("tmux");
+        // The caller may block signals (`top` takes them on a signalfd): the client must
+        // get them. SAFETY: only async-signal-safe calls.
+        unsafe { c.pre_exec(crate::procs::reset_signals_in_child) };
         c.args(self.socket.args());
         c.arg("-f").arg(&self.config);
         c.env_remove("TMUX").env_remove("TMUX_PANE");

@@ -3,6 +3,7 @@
 mod harness;
 
 mod agents;
+mod attach;
 mod bad_input;
 mod commands;
 mod envelope;
