@@ -177,12 +177,13 @@ pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
 /// Writes the private server's config if it is missing or different.
 pub(super) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
     let p = home.tmux_conf();
-    if std::fs::read(&p).ok().as_deref() != Some(tmux::CONFIG.as_bytes()) {
+    let config = tmux::current_config();
+    if std::fs::read(&p).ok().as_deref() != Some(config.as_bytes()) {
         std::fs::create_dir_all(home.root()).map_err(|source| Error::HomeDir {
             path: home.root().to_path_buf(),
             source,
         })?;
-        store::write_atomic(&p, tmux::CONFIG.as_bytes()).map_err(Error::HomeFile)?;
+        store::write_atomic(&p, config.as_bytes()).map_err(Error::HomeFile)?;
     }
     Ok(())
 }

@@ -141,6 +141,8 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
     // alike everywhere, before anything runs.
     let tmux_limit = crate::tmux::time_limit_from_env().map_err(CliError::Env)?;
     crate::tmux::set_time_limit(tmux_limit);
+    let tmux_idle = crate::tmux::idle_from_env().map_err(CliError::Env)?;
+    crate::tmux::set_idle(tmux_idle);
     if let Command::Nest { listen_fd, dir } = &cli.command {
         return Ok(crate::app::nest::serve(dir, *listen_fd));
     }

@@ -134,6 +134,12 @@ impl Tmux {
         if args.is_empty() {
             return BatchResult::default();
         }
+        if let Err(e) = self.ensure_server() {
+            return BatchResult {
+                panes: Vec::new(),
+                error: Some(e),
+            };
+        }
         let limit = batch_limit(TIME_LIMIT.get(), reqs.len());
         let out = match self.output("new-session", &args, limit) {
             Ok(o) => o,

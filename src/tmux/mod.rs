@@ -20,16 +20,19 @@
 //!   attempt's pane.
 //! * A batched `new-session` of many panes is one client doing many commands: its limit grows
 //!   with the batch ([`batch_limit`]), so a healthy server is never cut off mid-batch.
-//! * tmux exits when its last session closes; a `new-session` racing that exit fails with
-//!   "server exited unexpectedly" (or "lost server"). Nothing was created then, so the start
-//!   is retried (see [`Tmux::new_session`]).
+//! * tmux exits when its last session closes (ours only after `SUBPANE_TMUX_IDLE` with no
+//!   session, see `idle.rs`); a `new-session` racing that exit fails with "server exited
+//!   unexpectedly" (or "lost server"). Nothing was created then, so the start is retried
+//!   (see [`Tmux::new_session`]).
 //! * The server's environment is the first client's, not ours: the worker gets the agent's
 //!   environment from a file, never from the pane.
 //! * `TMUX` in our own environment would make tmux think it is nested: it is removed.
 
 mod batch;
+mod idle;
 
 pub use batch::{BatchResult, SessionReq, batchable, chunks};
+pub use idle::{DEFAULT_IDLE, config, current_config, idle_from_env, set_idle};
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -38,26 +41,6 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::command;
-
-/// The config the private server starts with (never the user's `~/.tmux.conf`).
-pub const CONFIG: &str = "\
-# subpane's private tmux server. Written by subpane; changes are overwritten.
-# Stay up between attempts: starting a server costs more than the rest of an attempt's start,
-# and a server exiting with its last session races the next new-session. `subpane gc` stops it
-# when no session is left.
-set -g exit-empty off
-set -g history-limit 20000
-set -g status-style 'bg=colour236,fg=colour250'
-set -g status-left '[subpane] '
-set -g status-left-length 20
-set -g status-right '#{session_name} '
-set -g status-right-length 60
-set -g mouse off
-set -g escape-time 10
-set -g set-titles off
-set -g allow-rename off
-set -g automatic-rename off
-";
 
 /// Which server: `-L NAME` (in tmux's own socket directory) or `-S PATH`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -312,6 +295,7 @@ impl Tmux {
         let args = new_session_args(session, cwd, command, keep);
         let mut tries = 0u32;
         loop {
+            self.ensure_server()?;
             match self.run(&args) {
                 Ok(out) => {
                     return parse_pane(&out).ok_or_else(|| TmuxError::Failed {

@@ -30,6 +30,7 @@ mod sandbox_exec;
 mod sandbox_run;
 mod terminal;
 mod tmux_hangs;
+mod tmux_idle;
 mod trust;
 mod waiter;
 mod waiter_watch;

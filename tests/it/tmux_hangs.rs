@@ -79,6 +79,9 @@ fn assert_gave_up_on(verb: &str, text: &str, bin: &Path) {
 fn a_run_whose_tmux_server_hangs_ends_as_a_spawn_failure_naming_the_tmux_command() {
     let env = TestEnv::new();
     let bin = hung_tmux(&env);
+    // A hung server still accepts connections on its socket (the kernel does): subpane
+    // then takes it for running and goes on to `new-session`.
+    let _server = std::os::unix::net::UnixListener::bind(&env.socket).unwrap();
     let r = sp_hung(
         &env,
         &bin,
@@ -92,6 +95,22 @@ fn a_run_whose_tmux_server_hangs_ends_as_a_spawn_failure_naming_the_tmux_command
     assert_eq!(env.result("hung"), v);
     assert_gave_up_on("new-session", &v["output"]["errors"].to_string(), &bin);
     assert_gave_up_on("new-session", &r.stderr, &bin);
+    env.assert_no_leftovers();
+}
+
+/// With no server on the socket, the first command is the one that starts it.
+#[test]
+fn a_run_whose_tmux_never_starts_a_server_ends_as_a_spawn_failure() {
+    let env = TestEnv::new();
+    let bin = hung_tmux(&env);
+    let r = sp_hung(
+        &env,
+        &bin,
+        &["run", "--json", "--run-id", "hung", "--", "true"],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    assert_eq!(r.json()["failure_kind"], "spawn", "{r:?}");
+    assert_gave_up_on("start-server", &r.stderr, &bin);
     env.assert_no_leftovers();
 }
 
@@ -114,6 +133,7 @@ fn gc_with_a_hung_tmux_server_still_ends() {
 fn a_fanout_whose_tmux_server_hangs_ends_with_every_task_a_spawn_failure() {
     let env = TestEnv::new();
     let bin = hung_tmux(&env);
+    let _server = std::os::unix::net::UnixListener::bind(&env.socket).unwrap();
     let tasks = env.root.path().join("tasks.jsonl");
     std::fs::write(&tasks, "{\"argv\": [\"true\"]}\n{\"argv\": [\"true\"]}\n").unwrap();
     let r = sp_hung(&env, &bin, &["fanout", tasks.to_str().unwrap(), "--json"]);
