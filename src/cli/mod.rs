@@ -7,6 +7,7 @@
 mod attach;
 mod cancel;
 mod common;
+mod docs;
 mod error;
 mod fanout;
 mod gc;
@@ -75,6 +76,10 @@ pub enum Command {
     /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
     /// logs, cancel, list, fanout, retry)
     Mcp(mcp::McpArgs),
+    /// Print a shell completion script (bash, zsh, fish)
+    Completions(docs::CompletionsArgs),
+    /// Print the man page (roff), of subpane or of one verb
+    Man(docs::ManArgs),
     /// The worker that runs inside the pane (internal)
     #[command(name = "__worker", hide = true)]
     Worker {
@@ -135,6 +140,9 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
                 argv,
             }));
         }
+        // Text from the definitions only: no home, no environment.
+        Command::Completions(a) => return docs::completions(a),
+        Command::Man(a) => return docs::man(a),
         _ => {}
     }
     // Read for every verb (the MCP server serves many), so a malformed value is refused
@@ -168,8 +176,10 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Ls(a) => ls::ls(&home, a),
         Command::Gc(a) => gc::gc(&home, a),
         Command::Mcp(a) => mcp::mcp(&home, a),
-        Command::Worker { .. } | Command::Sandbox { .. } | Command::Nest { .. } => {
-            unreachable!("handled above")
-        }
+        Command::Worker { .. }
+        | Command::Sandbox { .. }
+        | Command::Nest { .. }
+        | Command::Completions(_)
+        | Command::Man(_) => unreachable!("handled above"),
     }
 }

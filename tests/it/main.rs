@@ -6,6 +6,7 @@ mod agents;
 mod attach;
 mod bad_input;
 mod commands;
+mod docs;
 mod envelope;
 mod examples;
 mod fanout;
