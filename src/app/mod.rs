@@ -42,6 +42,7 @@
 //! * Environment values reach only the one-shot environment file: never a record, never a
 //!   `Debug` string (see [`RunRequest`]'s and [`Plan`]'s `Debug`).
 
+pub mod board;
 mod error;
 pub mod fanout;
 mod group;
@@ -72,7 +73,7 @@ pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_
 pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};
 pub use runs::{
     AttemptStatus, CancelOutcome, Found, LogFile, attempt_status, cancel, cancel_by, find_run, gc,
-    list, tmux_for,
+    list, list_one, tmux_for,
 };
 pub use start_many::start_many;
 pub use wait::{

@@ -228,6 +228,26 @@ pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
     Ok(rows)
 }
 
+/// The row of one run, as [`list`] makes it (a `damaged` row when its records cannot be
+/// read); `None` when it has no `run.json` (yet: a run's directory comes first).
+pub fn list_one(home: &Home, id: &RunId) -> Option<RunRow> {
+    match store::read_run(home, id) {
+        Ok(Some(record)) => {
+            let run = store::RunEntry {
+                id: id.clone(),
+                dir: home.run_dir(id),
+                record,
+            };
+            Some(
+                run_row(home, &run)
+                    .unwrap_or_else(|p| damaged_row(id.as_str(), Some(&run.record), p)),
+            )
+        }
+        Ok(None) => None,
+        Err(e) => Some(damaged_row(id.as_str(), None, e.to_string())),
+    }
+}
+
 /// The row of a run and its latest attempt, or why it cannot be made.
 fn run_row(home: &Home, run: &store::RunEntry) -> Result<RunRow, String> {
     let n = run
