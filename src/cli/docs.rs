@@ -214,7 +214,7 @@ mod tests {
             &mut out,
         );
         let bash = String::from_utf8(out).unwrap();
-        for w in ["completions", "--pretty", "--worktree", "--network"] {
+        for w in ["top", "completions", "--pretty", "--worktree", "--network"] {
             assert!(bash.contains(w), "bash completion lacks {w}");
         }
         assert!(!bash.contains("__worker"), "hidden verbs are not completed");

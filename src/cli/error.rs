@@ -53,6 +53,15 @@ pub enum CliError {
     /// The wait for the run stopped before it ended.
     #[error("stopped waiting for run {0}")]
     StoppedWaiting(String),
+    /// `top` was started without a terminal to draw on.
+    #[error("top needs a terminal; `subpane ls` (or `ls --json`) lists the runs")]
+    NoTerminal,
+    /// The terminal could not be set up for `top` (`what`: what was being done).
+    #[error("cannot {what}: {source}")]
+    Terminal {
+        what: &'static str,
+        source: std::io::Error,
+    },
     /// The worker of this sandbox refused a nested run, with the exit code it gave.
     #[error("{message}")]
     Refused { exit_code: i32, message: String },
@@ -70,7 +79,7 @@ impl CliError {
         }
         let invalid = match self {
             CliError::App(e) => e.nothing_started(),
-            CliError::Home(_) | CliError::Env(_) | CliError::Flag(_) => true,
+            CliError::Home(_) | CliError::Env(_) | CliError::Flag(_) | CliError::NoTerminal => true,
             CliError::ReadTasks { .. } => true,
             CliError::Mcp(_)
             | CliError::Print { .. }
@@ -78,6 +87,7 @@ impl CliError {
             | CliError::Attach(_)
             | CliError::NoPane(_)
             | CliError::StoppedWaiting(_)
+            | CliError::Terminal { .. }
             | CliError::Refused { .. } => false,
         };
         if invalid {

@@ -29,6 +29,36 @@ pub fn clock(d: Duration) -> String {
     }
 }
 
+/// How long ago, in one unit: `12s`, `5m`, `3h`, `2d`.
+pub fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m", s / 60)
+    } else if s < 48 * 3600 {
+        format!("{}h", s / 3600)
+    } else {
+        format!("{}d", s / 86400)
+    }
+}
+
+/// When [`age`] of something `d` old next shows another text.
+pub fn age_changes_in(d: Duration) -> Duration {
+    let s = d.as_secs();
+    let unit = if s < 60 {
+        1
+    } else if s < 3600 {
+        60
+    } else if s < 48 * 3600 {
+        3600
+    } else {
+        86400
+    };
+    let next = (s / unit + 1) * unit;
+    Duration::from_secs(next) - d
+}
+
 /// An RFC 3339 UTC time as people read it, marked as UTC: `2026-11-30 03:39:43 UTC`.
 pub fn utc(rfc3339: &str) -> String {
     match rfc3339.get(..19) {
@@ -131,6 +161,10 @@ mod tests {
         assert_eq!(duration(s(3720)), "1h 02m");
         assert_eq!(clock(s(7)), "0:07");
         assert_eq!(clock(s(3729)), "1:02:09");
+        assert_eq!(age(s(12)), "12s");
+        assert_eq!(age(s(300)), "5m");
+        assert_eq!(age(s(3 * 3600)), "3h");
+        assert_eq!(age(s(50 * 3600)), "2d");
         assert_eq!(tokens(950), "950");
         assert_eq!(tokens(12_345), "12.3k");
         assert_eq!(cost(0.01234), "$0.0123");
@@ -138,6 +172,17 @@ mod tests {
         assert_eq!(utc("2026-11-30T03:39:43.123Z"), "2026-11-30 03:39:43 UTC");
         assert_eq!(counted(1, "tool call"), "1 tool call");
         assert_eq!(counted(2, "run"), "2 runs");
+    }
+
+    #[test]
+    fn an_age_says_when_it_changes() {
+        let ms = Duration::from_millis;
+        assert_eq!(age_changes_in(ms(12_300)), ms(700));
+        assert_eq!(age_changes_in(ms(61_000)), ms(59_000));
+        assert_eq!(
+            age_changes_in(Duration::from_secs(3600)),
+            Duration::from_secs(3600)
+        );
     }
 
     #[test]

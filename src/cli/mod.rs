@@ -23,6 +23,7 @@ mod output;
 mod retry;
 mod run;
 mod status;
+mod top;
 mod wait;
 
 use std::ffi::OsString;
@@ -71,6 +72,8 @@ pub enum Command {
     Attach(attach::AttachArgs),
     /// List runs, newest first
     Ls(ls::LsArgs),
+    /// Watch every run live in this terminal: filters, details, groups; attach, cancel, retry
+    Top(top::TopArgs),
     /// Remove finished sessions and old run directories
     Gc(gc::GcArgs),
     /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
@@ -174,6 +177,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Cancel(a) => cancel::cancel(&home, a),
         Command::Attach(a) => attach::attach(&home, a),
         Command::Ls(a) => ls::ls(&home, a),
+        Command::Top(a) => top::top(&home, a),
         Command::Gc(a) => gc::gc(&home, a),
         Command::Mcp(a) => mcp::mcp(&home, a),
         Command::Worker { .. }

@@ -32,6 +32,8 @@ mod sandbox_run;
 mod terminal;
 mod tmux_hangs;
 mod tmux_idle;
+mod top;
+mod top_load;
 mod trust;
 mod waiter;
 mod waiter_watch;

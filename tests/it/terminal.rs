@@ -143,24 +143,24 @@ impl<'a> Terminal<'a> {
     /// The exit status of the command, once it has exited.
     pub fn wait_exit(&self) -> i32 {
         crate::harness::wait_until("the terminal's command to exit", || {
-            self.exited().then_some(())
-        });
-        let out = self
-            .env
-            .tmux()
-            .args([
-                "display-message",
-                "-p",
-                "-t",
-                &self.target(),
-                "#{pane_dead_status}",
-            ])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .unwrap_or(-1)
+            if !self.exited() {
+                return None;
+            }
+            let out = self
+                .env
+                .tmux()
+                .args([
+                    "display-message",
+                    "-p",
+                    "-t",
+                    &self.target(),
+                    "#{pane_dead_status}",
+                ])
+                .output()
+                .unwrap();
+            // Dead, but the status may be set a moment later.
+            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+        })
     }
 
     /// The pid of the command in the terminal.

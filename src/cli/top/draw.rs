@@ -1,0 +1,449 @@
+//! `top`'s screens, drawn from the board and the state of the screen. Pure: the same board,
+//! state and time draw the same screen (the snapshot tests rely on it).
+//!
+//! ```text
+//!  ┌ header: counts, the filter ───────────────────────────────────────┐
+//!  │ table of runs (or of groups)         the selected row reversed     │
+//!  │ detail of the selected run (Mode::Detail): figures, events, stderr │
+//!  └ status line: a question, what was done, or the keys ──────────────┘
+//! ```
+//!
+//! Common pitfalls:
+//! * 80 columns must hold the essentials: the agent, group and labels columns come only
+//!   when there is room, and the last event takes what is left.
+//! * `NO_COLOR`: no colour at all; the selection is shown reversed, which is not a colour.
+
+use std::time::{Duration, SystemTime};
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
+
+use super::ui::{Editing, KEYS, Mode, Ui};
+use crate::app::board::{Board, BoardRun, Detail, GroupSummary, groups};
+use crate::cli::human;
+use crate::envelope::{FailureKind, RunState};
+
+/// Draws the whole screen.
+pub fn draw(f: &mut Frame, board: &Board, ui: &mut Ui, detail: Option<&Detail>, now: SystemTime) {
+    let area = f.area();
+    let detail_h = if ui.mode == Mode::Detail {
+        (area.height.saturating_sub(2) / 2).max(6)
+    } else {
+        0
+    };
+    let [head, body, det, foot] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(detail_h),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header(f, head, board, ui);
+    if ui.mode == Mode::Groups {
+        group_table(f, body, board, ui, now);
+    } else {
+        run_table(f, body, board, ui, now);
+    }
+    if ui.mode == Mode::Detail {
+        detail_pane(f, det, board, ui, detail, now);
+    }
+    status_line(f, foot, ui);
+}
+
+/// A style, or none without colour.
+fn fg(ui: &Ui, c: Color) -> Style {
+    if ui.color {
+        Style::default().fg(c)
+    } else {
+        Style::default()
+    }
+}
+
+fn header(f: &mut Frame, area: Rect, board: &Board, ui: &Ui) {
+    let runs = board.runs();
+    let count = |s: RunState| runs.iter().filter(|r| r.row.status == s).count();
+    let live = count(RunState::Running) + count(RunState::Starting);
+    let mut text = format!(
+        "subpane top · {} · {live} running · {} failed",
+        human::counted(runs.len() as u64, "run"),
+        count(RunState::Failed)
+    );
+    if !ui.filter.is_empty() {
+        text.push_str(&format!(
+            " · {} shown: {}",
+            ui.visible(board).len(),
+            ui.filter.describe()
+        ));
+    }
+    if ui.mode == Mode::Groups {
+        text.push_str(" · groups");
+    }
+    let style = Style::default().add_modifier(Modifier::BOLD);
+    f.render_widget(Paragraph::new(Line::styled(text, style)), area);
+}
+
+/// The status column: the state, and a failure's kind.
+pub fn status_text(r: &BoardRun) -> String {
+    let row = &r.row;
+    match row.status {
+        RunState::Starting => "◌ starting".into(),
+        RunState::Running => "● running".into(),
+        RunState::Completed => "✔ completed".into(),
+        RunState::Cancelled => "■ cancelled".into(),
+        RunState::Damaged => "? damaged".into(),
+        RunState::Failed => match (row.failure_kind, row.exit_code) {
+            (Some(FailureKind::Exit) | None, Some(c)) => format!("✘ exit {c}"),
+            (Some(k), _) => format!("✘ {}", k.as_str()),
+            (None, None) => "✘ failed".into(),
+        },
+    }
+}
+
+fn status_color(s: RunState) -> Color {
+    match s {
+        RunState::Starting | RunState::Running => Color::Cyan,
+        RunState::Completed => Color::Green,
+        RunState::Failed => Color::Red,
+        RunState::Cancelled => Color::Yellow,
+        RunState::Damaged => Color::Magenta,
+    }
+}
+
+/// How long it ran, or has run so far.
+fn elapsed(r: &BoardRun, now: SystemTime) -> String {
+    if let Some(ms) = r.row.duration_ms {
+        return human::clock(Duration::from_millis(ms));
+    }
+    match (r.is_live(), r.live.started_at) {
+        (true, Some(t)) => human::clock(now.duration_since(t).unwrap_or_default()),
+        _ => "-".into(),
+    }
+}
+
+/// The last thing it did: its last event, else its task or command.
+fn last(r: &BoardRun) -> String {
+    if let Some(p) = &r.row.problem {
+        return p.clone();
+    }
+    match r.last_event() {
+        Some(e) => human::last_event(e),
+        None => r.row.what.clone(),
+    }
+}
+
+/// Which optional columns fit a table `width` wide.
+struct Columns {
+    agent: bool,
+    group: bool,
+    labels: bool,
+}
+
+fn columns(width: u16) -> Columns {
+    Columns {
+        agent: width >= 100,
+        group: width >= 120,
+        labels: width >= 150,
+    }
+}
+
+fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemTime) {
+    let rows = ui.visible(board);
+    if rows.is_empty() {
+        let text = if board.runs().is_empty() {
+            format!(
+                "no runs in {} yet: they show here as they start (`subpane run …`)",
+                board.home().runs_dir().display()
+            )
+        } else {
+            format!(
+                "no run matches {} (x clears the filter)",
+                ui.filter.describe()
+            )
+        };
+        f.render_widget(Paragraph::new(text), area);
+        return;
+    }
+    let cols = columns(area.width);
+    let id_w = rows
+        .iter()
+        .map(|r| r.row.run_id.chars().count())
+        .max()
+        .unwrap_or(3)
+        .clamp(3, 24) as u16;
+    let mut widths = vec![Constraint::Length(14), Constraint::Length(id_w)];
+    let mut head = vec!["STATUS", "RUN"];
+    if cols.agent {
+        widths.push(Constraint::Length(7));
+        head.push("AGENT");
+    }
+    if cols.group {
+        widths.push(Constraint::Length(14));
+        head.push("GROUP");
+    }
+    if cols.labels {
+        widths.push(Constraint::Length(18));
+        head.push("LABELS");
+    }
+    widths.extend([
+        Constraint::Length(4),
+        Constraint::Length(7),
+        Constraint::Length(6),
+        Constraint::Length(7),
+        Constraint::Min(10),
+    ]);
+    head.extend(["AGE", "ELAPSED", "TOKENS", "COST", "LAST EVENT"]);
+    let table_rows: Vec<Row> = rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![
+                Cell::from(status_text(r)).style(fg(ui, status_color(r.row.status))),
+                Cell::from(r.row.run_id.clone()),
+            ];
+            if cols.agent {
+                cells.push(Cell::from(r.row.agent.as_str()));
+            }
+            if cols.group {
+                cells.push(Cell::from(r.row.group.clone().unwrap_or_default()));
+            }
+            if cols.labels {
+                let l: Vec<String> = r
+                    .row
+                    .labels
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                cells.push(Cell::from(l.join(",")));
+            }
+            let so_far = r.so_far();
+            cells.extend([
+                Cell::from(
+                    r.created
+                        .map(|c| human::age(now.duration_since(c).unwrap_or_default()))
+                        .unwrap_or_default(),
+                ),
+                Cell::from(elapsed(r, now)),
+                Cell::from(
+                    so_far
+                        .and_then(human::total_tokens)
+                        .map(human::tokens)
+                        .unwrap_or_default(),
+                ),
+                Cell::from(
+                    so_far
+                        .and_then(|s| s.cost_usd)
+                        .map(human::cost)
+                        .unwrap_or_default(),
+                ),
+                Cell::from(last(r)),
+            ]);
+            Row::new(cells)
+        })
+        .collect();
+    let selected = ui.selected_index(&rows);
+    // Keep the selection in view: the table shows `area.height - 1` rows under its header.
+    let room = area.height.saturating_sub(1).max(1) as usize;
+    if let Some(i) = selected {
+        if i < ui.offset {
+            ui.offset = i;
+        } else if i >= ui.offset + room {
+            ui.offset = i + 1 - room;
+        }
+    }
+    ui.offset = ui.offset.min(rows.len().saturating_sub(1));
+    let mut state = TableState::default()
+        .with_offset(ui.offset)
+        .with_selected(selected);
+    let table = Table::new(table_rows, widths)
+        .header(Row::new(head).style(Style::default().add_modifier(Modifier::BOLD)))
+        .column_spacing(1)
+        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+    f.render_stateful_widget(table, area, &mut state);
+}
+
+/// `████░░░░ 12/20`: a group's progress as text (drawn alike with and without colour).
+fn progress_bar(g: &GroupSummary, width: usize) -> String {
+    let done = g.done();
+    let filled = (done * width).checked_div(g.total).unwrap_or(0);
+    format!(
+        "{}{} {done}/{}",
+        "█".repeat(filled),
+        "░".repeat(width - filled),
+        g.total
+    )
+}
+
+fn group_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemTime) {
+    let gs = groups(board.runs());
+    if gs.is_empty() {
+        f.render_widget(
+            Paragraph::new("no fan-out groups: runs of one `subpane fanout` share a group (g or Esc goes back)"),
+            area,
+        );
+        return;
+    }
+    ui.group_at = ui.group_at.min(gs.len() - 1);
+    let rows: Vec<Row> = gs
+        .iter()
+        .map(|g| {
+            Row::new(vec![
+                Cell::from(g.group.clone()),
+                Cell::from(progress_bar(g, 10)),
+                Cell::from(g.running.to_string()).style(fg(ui, Color::Cyan)),
+                Cell::from(g.completed.to_string()).style(fg(ui, Color::Green)),
+                Cell::from(g.failed.to_string()).style(fg(ui, Color::Red)),
+                Cell::from(g.cancelled.to_string()).style(fg(ui, Color::Yellow)),
+                Cell::from(
+                    g.since
+                        .map(|s| human::age(now.duration_since(s).unwrap_or_default()))
+                        .unwrap_or_default(),
+                ),
+            ])
+        })
+        .collect();
+    let widths = [
+        Constraint::Min(16),
+        Constraint::Length(18),
+        Constraint::Length(7),
+        Constraint::Length(9),
+        Constraint::Length(6),
+        Constraint::Length(9),
+        Constraint::Length(4),
+    ];
+    let head = Row::new([
+        "GROUP",
+        "PROGRESS",
+        "RUNNING",
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "AGE",
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let mut state = TableState::default().with_selected(Some(ui.group_at));
+    let table = Table::new(rows, widths)
+        .header(head)
+        .column_spacing(1)
+        .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
+    f.render_stateful_widget(table, area, &mut state);
+}
+
+fn detail_pane(
+    f: &mut Frame,
+    area: Rect,
+    board: &Board,
+    ui: &Ui,
+    detail: Option<&Detail>,
+    now: SystemTime,
+) {
+    let rows = ui.visible(board);
+    let Some(r) = ui.selected_index(&rows).and_then(|i| rows.get(i)) else {
+        return;
+    };
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let title = Style::default().add_modifier(Modifier::BOLD);
+    let mut lines: Vec<Line> = Vec::new();
+    let row = &r.row;
+    let mut head = format!(
+        "{} · attempt {} · {}",
+        row.run_id,
+        row.attempt,
+        row.agent.as_str()
+    );
+    if let Some(g) = &row.group {
+        head.push_str(&format!(" · group {g}"));
+    }
+    for (k, v) in &row.labels {
+        head.push_str(&format!(" · {k}={v}"));
+    }
+    lines.push(Line::styled(format!("─ {head} "), title));
+    let mut state = match detail.and_then(|d| d.envelope.as_deref()) {
+        Some(env) => env.outcome_words(),
+        None => row.status.as_str().to_owned(),
+    };
+    state.push_str(&format!(" · {}", elapsed(r, now)));
+    if let Some(s) = r.so_far() {
+        let words = human::so_far(s);
+        if !words.is_empty() {
+            state.push_str(&format!(" · {words}"));
+        }
+    }
+    lines.push(Line::from(vec![
+        Span::styled("status  ", dim),
+        Span::styled(state, fg(ui, status_color(row.status))),
+    ]));
+    lines.push(Line::from(vec![
+        Span::styled("what    ", dim),
+        Span::raw(row.what.clone()),
+    ]));
+    if let Some(env) = detail.and_then(|d| d.envelope.as_deref()) {
+        for e in env.output.errors.iter().take(3) {
+            lines.push(Line::from(vec![
+                Span::styled("error   ", dim),
+                Span::styled(crate::term::sanitize(e.as_bytes(), 300), fg(ui, Color::Red)),
+            ]));
+        }
+        if let Some(t) = &env.output.final_text {
+            let first = t.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            lines.push(Line::from(vec![
+                Span::styled("answer  ", dim),
+                Span::raw(crate::term::sanitize(first.as_bytes(), 300)),
+            ]));
+        }
+    }
+    lines.push(Line::from(vec![
+        Span::styled("files   ", dim),
+        Span::raw(r.paths.dir().display().to_string()),
+    ]));
+    if let Some(d) = detail.filter(|d| d.run_id == row.run_id && d.attempt == row.attempt) {
+        let events = if row.agent == crate::spec::AgentKind::Command {
+            "stdout"
+        } else {
+            "events"
+        };
+        lines.push(Line::styled(format!("─ {events} "), title));
+        lines.extend(d.events.iter().map(|l| Line::raw(l.clone())));
+        if !d.stderr.is_empty() {
+            lines.push(Line::styled("─ stderr ", title));
+            lines.extend(
+                d.stderr
+                    .iter()
+                    .map(|l| Line::styled(l.clone(), fg(ui, Color::Yellow))),
+            );
+        }
+    }
+    f.render_widget(Paragraph::new(lines), area);
+}
+
+fn status_line(f: &mut Frame, area: Rect, ui: &Ui) {
+    let (text, style) = if let Some((what, t)) = &ui.editing {
+        let name = match what {
+            Editing::Text => "find",
+            Editing::Label => "label (K=V or K)",
+        };
+        (
+            format!("{name}: {t}▏ (⏎ apply · Esc keep)"),
+            Style::default(),
+        )
+    } else if let Some(p) = &ui.pending {
+        (
+            p.question.clone(),
+            fg(ui, Color::Yellow).add_modifier(Modifier::BOLD),
+        )
+    } else if let Some(s) = &ui.said {
+        let style = if s.error {
+            fg(ui, Color::Red)
+        } else {
+            Style::default()
+        };
+        (s.text.clone(), style)
+    } else {
+        (
+            KEYS.to_owned(),
+            Style::default().add_modifier(Modifier::DIM),
+        )
+    };
+    f.render_widget(Paragraph::new(Line::styled(text, style)), area);
+}

@@ -1,0 +1,460 @@
+//! `top`'s screens drawn on ratatui's test backend (empty, busy, filtered, detail, groups,
+//! at 80×24 and wider, without colour) and its keys, over a board made in memory.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::draw::draw;
+use super::ui::{Action, Mode, Ui};
+use crate::app::Live;
+use crate::app::board::{Board, BoardRun, Detail, Filter};
+use crate::envelope::{
+    EventKind, FailureKind, LastEvent, PROGRESS_SCHEMA, Progress, RunRow, RunState, SoFar, Usage,
+};
+use crate::spec::AgentKind;
+use crate::store::{AttemptPaths, Home};
+
+/// The time of every snapshot.
+fn now() -> SystemTime {
+    humantime::parse_rfc3339("2026-11-30T12:00:00Z").unwrap()
+}
+
+fn ago(secs: u64) -> SystemTime {
+    now() - Duration::from_secs(secs)
+}
+
+fn rfc(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// A run made `age` seconds ago.
+fn run(id: &str, agent: AgentKind, status: RunState, age: u64) -> BoardRun {
+    BoardRun {
+        row: RunRow {
+            run_id: id.into(),
+            attempt: 1,
+            agent,
+            status,
+            failure_kind: None,
+            exit_code: None,
+            created_at: rfc(ago(age)),
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            labels: BTreeMap::new(),
+            correlation_id: None,
+            group: None,
+            parent_run: None,
+            depth: 0,
+            what: format!("the task of {id}"),
+            problem: None,
+        },
+        paths: AttemptPaths::new(format!("/h/runs/{id}/attempts/1").into()),
+        created: Some(ago(age)),
+        live: Live::default(),
+        done: None,
+    }
+}
+
+fn progress(tokens: u64, cost: Option<f64>, kind: EventKind, text: &str) -> Progress {
+    Progress {
+        schema: PROGRESS_SCHEMA.into(),
+        updated_at: String::new(),
+        so_far: SoFar {
+            usage: Some(Usage {
+                total_tokens: Some(tokens),
+                ..Usage::default()
+            }),
+            cost_usd: cost,
+            turns: None,
+            tool_calls: Some(2),
+        },
+        last_event: Some(LastEvent {
+            kind,
+            text: text.into(),
+        }),
+    }
+}
+
+/// A board with a run in each state, two of them in a fan-out group, one labelled.
+fn busy() -> Board {
+    let mut fix = run("fix-tests", AgentKind::Claude, RunState::Running, 300);
+    fix.live = Live {
+        started_at: Some(ago(272)),
+        progress: Some(progress(
+            12_345,
+            None,
+            EventKind::ToolCall,
+            "Bash cargo test --lib",
+        )),
+    };
+    fix.row.labels.insert("pr".into(), "42".into());
+    let mut review = run("review-1", AgentKind::Pi, RunState::Completed, 3 * 3600);
+    review.row.duration_ms = Some(95_000);
+    review.done = Some(SoFar {
+        usage: Some(Usage {
+            total_tokens: Some(48_000),
+            ..Usage::default()
+        }),
+        cost_usd: Some(0.0412),
+        turns: Some(3),
+        tool_calls: Some(5),
+    });
+    review.live.progress = Some(progress(
+        40_000,
+        Some(0.03),
+        EventKind::Text,
+        "All done: 3 files changed.",
+    ));
+    let mut build = run("build", AgentKind::Command, RunState::Failed, 90);
+    build.row.failure_kind = Some(FailureKind::Exit);
+    build.row.exit_code = Some(2);
+    build.row.duration_ms = Some(4_200);
+    build.row.what = "make test".into();
+    build.row.group = Some("g-1".into());
+    let mut slow = run("slow", AgentKind::Command, RunState::Failed, 60);
+    slow.row.failure_kind = Some(FailureKind::IdleTimeout);
+    slow.row.duration_ms = Some(30_000);
+    slow.row.group = Some("g-1".into());
+    let mut gone = run("stopped", AgentKind::Codex, RunState::Cancelled, 50 * 3600);
+    gone.row.duration_ms = Some(1_000);
+    let mut starting = run("next", AgentKind::Command, RunState::Starting, 1);
+    starting.row.group = Some("g-1".into());
+    Board::from_runs(
+        Home::at("/h".into()),
+        vec![starting, slow, build, fix, review, gone],
+    )
+}
+
+/// What the screen shows, one line per row, trailing spaces cut.
+fn screen(board: &Board, ui: &mut Ui, detail: Option<&Detail>, (w, h): (u16, u16)) -> String {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| draw(f, board, ui, detail, now())).unwrap();
+    let buf = t.backend().buffer();
+    let mut out = String::new();
+    for y in 0..h {
+        let mut line = String::new();
+        for x in 0..w {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn plain() -> Ui {
+    Ui::new(Filter::default(), false)
+}
+
+fn key(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+#[test]
+fn an_empty_home_says_where_runs_will_show() {
+    let b = Board::from_runs(Home::at("/h".into()), Vec::new());
+    let s = screen(&b, &mut plain(), None, (80, 24));
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines[0], "subpane top · 0 runs · 0 running · 0 failed");
+    assert_eq!(
+        lines[1],
+        "no runs in /h/runs yet: they show here as they start (`subpane run …`)"
+    );
+    assert!(lines[23].starts_with("q quit · ↑↓ move · ⏎ detail"), "{s}");
+}
+
+#[test]
+fn a_busy_board_at_80_by_24() {
+    let s = screen(&busy(), &mut plain(), None, (80, 24));
+    let want = "\
+subpane top · 6 runs · 2 running · 2 failed
+STATUS         RUN       AGE  ELAPSED TOKENS COST    LAST EVENT
+◌ starting     next      1s   -                      the task of next
+✘ idle_timeout slow      1m   0:30                   the task of slow
+✘ exit 2       build     1m   0:04                   make test
+● running      fix-tests 5m   4:32    12.3k          ▸ Bash cargo test --lib
+✔ completed    review-1  3h   1:35    48.0k  $0.0412 All done: 3 files changed.
+■ cancelled    stopped   2d   0:01                   the task of stopped
+";
+    assert_eq!(&s[..want.len()], want, "\n{s}");
+    assert!(s.lines().nth(23).unwrap().starts_with("q quit"), "{s}");
+}
+
+#[test]
+fn a_wide_screen_shows_agent_group_and_labels() {
+    let s = screen(&busy(), &mut plain(), None, (160, 12));
+    let head = s.lines().nth(1).unwrap();
+    assert!(
+        head.starts_with("STATUS         RUN       AGENT   GROUP          LABELS             AGE"),
+        "{s}"
+    );
+    let fix = s.lines().find(|l| l.contains("fix-tests")).unwrap();
+    assert!(fix.contains("claude") && fix.contains("pr=42"), "{fix}");
+    let build = s.lines().find(|l| l.contains(" build ")).unwrap();
+    assert!(build.contains("g-1"), "{build}");
+}
+
+#[test]
+fn a_filtered_board_says_its_filter_and_shows_only_what_passes() {
+    let b = busy();
+    let mut ui = Ui::new(
+        Filter {
+            status: Some(RunState::Failed),
+            group: Some("g-1".into()),
+            ..Filter::default()
+        },
+        false,
+    );
+    let s = screen(&b, &mut ui, None, (80, 24));
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(
+        lines[0],
+        "subpane top · 6 runs · 2 running · 2 failed · 2 shown: status failed · group g-1"
+    );
+    assert!(
+        lines[2].contains("slow") && lines[3].contains("build"),
+        "{s}"
+    );
+    assert_eq!(lines[4], "");
+    // Text finds in the last event too; a filter nothing passes says how to clear it.
+    let mut ui = Ui::new(
+        Filter {
+            text: "CARGO".into(),
+            ..Filter::default()
+        },
+        false,
+    );
+    let s = screen(&b, &mut ui, None, (80, 24));
+    assert_eq!(
+        s.lines().filter(|l| l.contains("fix-tests")).count(),
+        1,
+        "{s}"
+    );
+    assert!(!s.contains("review-1"), "{s}");
+    let mut ui = Ui::new(
+        Filter {
+            label: Some("pr=7".into()),
+            ..Filter::default()
+        },
+        false,
+    );
+    let s = screen(&b, &mut ui, None, (80, 24));
+    assert!(
+        s.contains("no run matches label pr=7 (x clears the filter)"),
+        "{s}"
+    );
+}
+
+#[test]
+fn the_detail_pane_shows_the_selected_runs_figures_events_and_stderr() {
+    let b = busy();
+    let mut ui = plain();
+    ui.mode = Mode::Detail;
+    ui.selected = Some("fix-tests".into());
+    let d = Detail {
+        run_id: "fix-tests".into(),
+        attempt: 1,
+        envelope: None,
+        events: vec![
+            "Let me run the tests.".into(),
+            "▸ Bash cargo test --lib".into(),
+        ],
+        stderr: vec!["warning: unused variable".into()],
+    };
+    let s = screen(&b, &mut ui, Some(&d), (80, 24));
+    let lines: Vec<&str> = s.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("─ fix-tests · attempt 1 · claude · pr=42"))
+        .unwrap_or_else(|| panic!("no detail:\n{s}"));
+    assert_eq!(
+        &lines[at + 1..at + 9],
+        [
+            "status  running · 4:32 · 12.3k tokens · 2 tool calls",
+            "what    the task of fix-tests",
+            "files   /h/runs/fix-tests/attempts/1",
+            "─ events",
+            "Let me run the tests.",
+            "▸ Bash cargo test --lib",
+            "─ stderr",
+            "warning: unused variable",
+        ],
+        "\n{s}"
+    );
+    // The selected row stays in view above it.
+    assert!(lines[..at].iter().any(|l| l.contains("fix-tests")), "{s}");
+}
+
+#[test]
+fn the_group_view_shows_each_groups_progress() {
+    let b = busy();
+    let mut ui = plain();
+    ui.mode = Mode::Groups;
+    let s = screen(&b, &mut ui, None, (80, 24));
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(
+        lines[0],
+        "subpane top · 6 runs · 2 running · 2 failed · groups"
+    );
+    assert!(lines[1].starts_with("GROUP"), "{s}");
+    assert!(
+        lines[2].starts_with("g-1") && lines[2].contains("██████░░░░ 2/3"),
+        "{s}"
+    );
+}
+
+#[test]
+fn colour_only_without_no_color_and_the_selection_either_way() {
+    let b = busy();
+    let cells = |color: bool| {
+        let mut ui = Ui::new(Filter::default(), color);
+        ui.selected = Some("build".into());
+        let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
+        t.draw(|f| draw(f, &b, &mut ui, None, now())).unwrap();
+        t.backend().buffer().clone()
+    };
+    use ratatui::style::{Color, Modifier};
+    let (colored, plain) = (cells(true), cells(false));
+    // Row 4 is `build`: red status with colour, none without; reversed in both.
+    assert_eq!(colored[(0, 4)].fg, Color::Red);
+    assert_eq!(plain[(0, 4)].fg, Color::Reset);
+    for buf in [&colored, &plain] {
+        assert!(buf[(20, 4)].modifier.contains(Modifier::REVERSED));
+        assert!(!buf[(20, 5)].modifier.contains(Modifier::REVERSED));
+    }
+    let any_color = (0..80)
+        .flat_map(|x| (0..24).map(move |y| (x, y)))
+        .any(|p| plain[p].fg != Color::Reset || plain[p].bg != Color::Reset);
+    assert!(!any_color, "NO_COLOR draws no colour");
+}
+
+#[test]
+fn keys_move_filter_and_ask_before_acting() {
+    let b = busy();
+    let mut ui = plain();
+    assert_eq!(ui.key(key(KeyCode::Down), &b, 10), None);
+    assert_eq!(ui.selected.as_deref(), Some("slow"));
+    ui.key(key(KeyCode::End), &b, 10);
+    assert_eq!(ui.selected.as_deref(), Some("stopped"));
+    ui.key(key(KeyCode::PageUp), &b, 3);
+    assert_eq!(ui.selected.as_deref(), Some("build"));
+    // Cancel a run that ended: nothing to ask.
+    ui.key(key(KeyCode::Char('c')), &b, 10);
+    assert!(ui.pending.is_none());
+    assert!(ui.said.as_ref().unwrap().text.contains("nothing to cancel"));
+    // Retry asks, and y does it; any other key keeps it.
+    assert_eq!(ui.key(key(KeyCode::Char('r')), &b, 10), None);
+    assert!(
+        ui.pending
+            .as_ref()
+            .unwrap()
+            .question
+            .starts_with("retry run build")
+    );
+    assert_eq!(ui.key(key(KeyCode::Char('n')), &b, 10), None);
+    assert_eq!(ui.said.as_ref().unwrap().text, "nothing done");
+    ui.key(key(KeyCode::Char('r')), &b, 10);
+    assert_eq!(
+        ui.key(key(KeyCode::Char('y')), &b, 10),
+        Some(Action::Retry {
+            run: "build".into(),
+            resume: false
+        })
+    );
+    // A command has no session to resume.
+    ui.key(key(KeyCode::Char('R')), &b, 10);
+    assert!(ui.pending.is_none() && ui.said.as_ref().unwrap().text.contains("no session"));
+    // Cancel a running one.
+    ui.selected = Some("fix-tests".into());
+    ui.key(key(KeyCode::Char('c')), &b, 10);
+    assert_eq!(
+        ui.key(key(KeyCode::Char('y')), &b, 10),
+        Some(Action::Cancel("fix-tests".into()))
+    );
+    assert_eq!(
+        ui.key(key(KeyCode::Char('a')), &b, 10),
+        Some(Action::Attach("fix-tests".into()))
+    );
+    // Typing a filter: the keys go to the text until Enter.
+    ui.key(key(KeyCode::Char('/')), &b, 10);
+    for c in "mak q".chars() {
+        assert_eq!(
+            ui.key(key(KeyCode::Char(c)), &b, 10),
+            None,
+            "{c} is text here"
+        );
+    }
+    ui.key(key(KeyCode::Backspace), &b, 10);
+    ui.key(key(KeyCode::Backspace), &b, 10);
+    ui.key(key(KeyCode::Enter), &b, 10);
+    assert_eq!(ui.filter.text, "mak");
+    assert_eq!(ui.said.as_ref().unwrap().text, "1 of 6 runs: \"mak\"");
+    // s steps through the states; x clears.
+    ui.key(key(KeyCode::Char('s')), &b, 10);
+    assert_eq!(ui.filter.status, Some(RunState::Running));
+    ui.key(key(KeyCode::Char('x')), &b, 10);
+    assert!(ui.filter.is_empty());
+    // Enter opens the detail, Esc closes it, Esc again quits; so do q and Ctrl-C.
+    ui.key(key(KeyCode::Enter), &b, 10);
+    assert_eq!(ui.mode, Mode::Detail);
+    assert_eq!(ui.key(key(KeyCode::Esc), &b, 10), None);
+    assert_eq!(ui.mode, Mode::Table);
+    assert_eq!(ui.key(key(KeyCode::Esc), &b, 10), Some(Action::Quit));
+    assert_eq!(ui.key(key(KeyCode::Char('q')), &b, 10), Some(Action::Quit));
+    assert_eq!(
+        ui.key(
+            KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+            &b,
+            10
+        ),
+        Some(Action::Quit)
+    );
+    // g shows the groups; Enter picks one as the filter.
+    ui.key(key(KeyCode::Char('g')), &b, 10);
+    assert_eq!(ui.mode, Mode::Groups);
+    ui.key(key(KeyCode::Enter), &b, 10);
+    assert_eq!(
+        (ui.mode, ui.filter.group.as_deref()),
+        (Mode::Table, Some("g-1"))
+    );
+}
+
+#[test]
+fn a_redraw_of_500_runs_takes_less_than_50_ms() {
+    let mut runs = Vec::new();
+    for i in 0..500u64 {
+        let live = i % 5 == 0;
+        let status = if live {
+            RunState::Running
+        } else {
+            RunState::Completed
+        };
+        let mut r = run(&format!("run-{i:03}"), AgentKind::Pi, status, 10 + i);
+        r.live.started_at = Some(ago(i));
+        r.live.progress = Some(progress(
+            i * 100,
+            Some(0.001 * i as f64),
+            EventKind::Text,
+            "thinking about it",
+        ));
+        runs.push(r);
+    }
+    let b = Board::from_runs(Home::at("/h".into()), runs);
+    let mut ui = plain();
+    ui.selected = Some("run-250".into());
+    let mut t = Terminal::new(TestBackend::new(200, 50)).unwrap();
+    // The first draw fills the buffers; the ones after are what a change costs.
+    t.draw(|f| draw(f, &b, &mut ui, None, now())).unwrap();
+    let t0 = std::time::Instant::now();
+    for _ in 0..10 {
+        t.draw(|f| draw(f, &b, &mut ui, None, now())).unwrap();
+    }
+    let each = t0.elapsed() / 10;
+    assert!(each < Duration::from_millis(50), "a redraw took {each:?}");
+    let _ = Mode::Table;
+}

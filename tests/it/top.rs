@@ -1,0 +1,191 @@
+//! `subpane top` in a real terminal (a tmux pane of the test's own server): it shows runs as
+//! they come, change and end, acts on keys with a question and an answer on its last line,
+//! attaches and comes back, and gives the terminal back on every way out.
+
+use crate::harness::{TestEnv, send_signal, start_waiting, touch, wait_until};
+use crate::terminal::Terminal;
+
+/// `subpane top; stty -a` in a terminal: once top is gone, its exit status and the terminal's
+/// mode. The shell then waits (a dead pane's screen is not kept as it was), until the test
+/// closes the session.
+fn top_then_stty<'a>(env: &'a TestEnv, session: &str, vars: &[(&str, &str)]) -> Terminal<'a> {
+    let mut sets: Vec<String> = vars.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    sets.push(format!("SUBPANE_HOME={}", env.home.display()));
+    sets.push(format!("SUBPANE_TMUX_SOCKET={}", env.socket.display()));
+    let script = format!(
+        "env {} {} top; echo \"top exited $?\"; echo \"modes: $(stty -a | tr ' ;' '\\n\\n' | grep -x -e -icanon -e icanon -e -echo -e echo | tr '\\n' ' ')end\"; sleep 60",
+        sets.join(" "),
+        crate::harness::BIN
+    );
+    Terminal::command(env, session, (100, 30), &["sh".into(), "-c".into(), script])
+}
+
+/// Whether the terminal shows its alternate screen (as a full-screen program does).
+fn alternate_on(env: &TestEnv, t: &Terminal) -> bool {
+    let out = env
+        .tmux()
+        .args([
+            "display-message",
+            "-p",
+            "-t",
+            &format!("={}:", t.session),
+            "#{alternate_on}",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim() == "1"
+}
+
+/// The row of `run` on the screen.
+fn row<'s>(screen: &'s str, run: &str) -> Option<&'s str> {
+    screen
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == run) && !l.starts_with('─'))
+}
+
+#[test]
+fn top_follows_runs_and_acts_on_keys_in_a_real_terminal() {
+    let env = TestEnv::new();
+    assert_eq!(env.sp(["run", "--run-id", "done1", "--", "true"]).code, 0);
+    let t = Terminal::subpane(&env, "top", (100, 30), &[], &["top"]);
+    t.wait_until("the finished run", |s| {
+        row(s, "done1").is_some_and(|l| l.contains("✔ completed"))
+    });
+    // A run started while top runs shows up, live, with its last line.
+    let flag = start_waiting(&env, "live", 0);
+    t.wait_until("the new run, running, with its last event", |s| {
+        row(s, "live").is_some_and(|l| l.contains("● running") && l.contains("waiting for"))
+    });
+    // Newest first: `live` is the first row. c asks, y cancels, the row follows.
+    t.keys(&["Home", "c"]);
+    t.wait_for("cancel run live? y to confirm");
+    t.keys(&["y"]);
+    t.wait_for("cancel requested for live");
+    t.wait_until("live cancelled", |s| {
+        row(s, "live").is_some_and(|l| l.contains("■ cancelled"))
+    });
+    // r asks, y retries: attempt 2 runs.
+    t.keys(&["r"]);
+    t.wait_for("retry run live as a new attempt? y to confirm");
+    t.keys(&["y"]);
+    t.wait_for("retried live as a new attempt: attempt 2 started");
+    t.wait_until("the retry running", |s| {
+        row(s, "live").is_some_and(|l| l.contains("● running"))
+    });
+    // Enter shows the detail of the selected run, with its output.
+    t.keys(&["Enter"]);
+    t.wait_until("the detail of live", |s| {
+        s.contains("─ live · attempt 2 · command") && s.contains("─ stdout")
+    });
+    // a attaches to the pane; a detach comes back to top, which says so.
+    t.keys(&["a"]);
+    t.wait_for("subpane ▸ run live · attempt 2");
+    t.keys(&["C-b", "d"]);
+    t.wait_for("detached; run live goes on");
+    // The run ends: the row says how.
+    touch(&flag);
+    t.wait_until("live completed", |s| {
+        row(s, "live").is_some_and(|l| l.contains("✔ completed"))
+    });
+    // A filter: s steps to running, which none is now.
+    t.keys(&["Escape", "s"]);
+    t.wait_for("0 of 2 runs: status running");
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), 0);
+    assert!(
+        !alternate_on(&env, &t),
+        "the terminal is left on top's screen"
+    );
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn top_gives_the_terminal_back_on_q_ctrl_c_sigterm_and_a_panic() {
+    let env = TestEnv::new();
+    assert_eq!(env.sp(["run", "--run-id", "r1", "--", "true"]).code, 0);
+    for (how, vars) in [
+        ("q", &[][..]),
+        ("C-c", &[][..]),
+        ("SIGTERM", &[][..]),
+        ("panic", &[("SUBPANE_TOP_FAULT", "panic")][..]),
+    ] {
+        let t = top_then_stty(&env, &format!("top-{how}"), vars);
+        if how != "panic" {
+            t.wait_until("top's screen", |s| s.contains("subpane top · 1 run"));
+            assert!(
+                alternate_on(&env, &t),
+                "{how}: top draws on the alternate screen"
+            );
+            match how {
+                "SIGTERM" => {
+                    let pid = wait_until("top's pid", || top_pid(&t));
+                    send_signal(pid, libc::SIGTERM);
+                }
+                keys => t.keys(&[keys]),
+            }
+        }
+        let s = t.wait_until("top to exit and stty to print", |s| {
+            s.lines().any(|l| l.starts_with("modes:"))
+        });
+        assert!(
+            !alternate_on(&env, &t),
+            "{how}: left on the alternate screen:\n{s}"
+        );
+        let modes = s.lines().find(|l| l.starts_with("modes:")).unwrap();
+        assert_eq!(
+            modes, "modes: icanon echo end",
+            "{how}: the terminal is not back in its mode:\n{s}"
+        );
+        let code = s
+            .lines()
+            .find(|l| l.starts_with("top exited"))
+            .unwrap_or_else(|| panic!("{how}: no exit line:\n{s}\nhistory:\n{}", t.history()));
+        match how {
+            "panic" => {
+                assert_ne!(code, "top exited 0", "{s}");
+                assert!(
+                    t.history().contains("SUBPANE_TOP_FAULT=panic"),
+                    "the panic's message is shown"
+                );
+            }
+            _ => assert_eq!(code, "top exited 0", "{how}:\n{s}"),
+        }
+    }
+    env.assert_no_leftovers();
+}
+
+/// The pid of `subpane top` in the terminal (a child of its shell).
+fn top_pid(t: &Terminal) -> Option<i32> {
+    let shell = t.pid();
+    let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).ok()?;
+    children.split_whitespace().next()?.parse().ok()
+}
+
+#[test]
+fn top_at_80_by_24_without_colour_and_with_a_filter_from_the_command_line() {
+    let env = TestEnv::new();
+    assert_eq!(
+        env.sp(["run", "--run-id", "ok", "--label", "team=a", "--", "true"])
+            .code,
+        0
+    );
+    assert_eq!(env.sp(["run", "--run-id", "bad", "--", "false"]).code, 1);
+    let t = Terminal::subpane(
+        &env,
+        "top-small",
+        (80, 24),
+        &[("NO_COLOR", "1")],
+        &["top", "--label", "team=a"],
+    );
+    let s = t.wait_until("the filtered board", |s| {
+        s.contains("1 shown: label team=a")
+    });
+    assert!(row(&s, "ok").is_some() && row(&s, "bad").is_none(), "{s}");
+    assert!(s.lines().all(|l| l.chars().count() <= 80), "{s}");
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), 0);
+    // Not a terminal: refused, with where to look instead.
+    let r = env.sp(["top"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("top needs a terminal"), "{r:?}");
+}
