@@ -195,7 +195,19 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
         Constraint::Min(10),
     ]);
     head.extend(["AGE", "ELAPSED", "TOKENS", "COST", "LAST EVENT"]);
-    let table_rows: Vec<Row> = rows
+    let selected = ui.selected_index(&rows);
+    // Keep the selection in view: the table shows `area.height - 1` rows under its header.
+    let room = area.height.saturating_sub(1).max(1) as usize;
+    if let Some(i) = selected {
+        if i < ui.offset {
+            ui.offset = i;
+        } else if i >= ui.offset + room {
+            ui.offset = i + 1 - room;
+        }
+    }
+    ui.offset = ui.offset.min(rows.len().saturating_sub(1));
+    // Only the rows in view are made: a board of hundreds of runs costs what a screen does.
+    let table_rows: Vec<Row> = rows[ui.offset..(ui.offset + room).min(rows.len())]
         .iter()
         .map(|r| {
             let mut cells = vec![
@@ -242,20 +254,7 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
             Row::new(cells)
         })
         .collect();
-    let selected = ui.selected_index(&rows);
-    // Keep the selection in view: the table shows `area.height - 1` rows under its header.
-    let room = area.height.saturating_sub(1).max(1) as usize;
-    if let Some(i) = selected {
-        if i < ui.offset {
-            ui.offset = i;
-        } else if i >= ui.offset + room {
-            ui.offset = i + 1 - room;
-        }
-    }
-    ui.offset = ui.offset.min(rows.len().saturating_sub(1));
-    let mut state = TableState::default()
-        .with_offset(ui.offset)
-        .with_selected(selected);
+    let mut state = TableState::default().with_selected(selected.map(|i| i - ui.offset));
     let table = Table::new(table_rows, widths)
         .header(Row::new(head).style(Style::default().add_modifier(Modifier::BOLD)))
         .column_spacing(1)
