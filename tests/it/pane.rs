@@ -433,34 +433,9 @@ fn a_pane_behind_at_the_end_still_gets_the_note_and_the_status_line() {
 /// Runs `subpane ARGS` in a new tmux session (a real terminal) on this test's server and
 /// returns the screen and the pane's title once it printed everything.
 fn in_a_terminal(env: &TestEnv, session: &str, args: &[&str]) -> (String, String) {
-    let mut cmd = env.tmux();
-    cmd.args(["new-session", "-d", "-s", session, "-x", "150", "-y", "40"])
-        .arg("-e")
-        .arg(format!("SUBPANE_HOME={}", env.home.display()))
-        .arg("-e")
-        .arg(format!("SUBPANE_TMUX_SOCKET={}", env.socket.display()))
-        .arg("--")
-        .arg(crate::harness::BIN)
-        .args(args)
-        // The pane stays (with what was printed) after the command exits. In the same
-        // command: tmux runs it before it sees the command exit.
-        .args([
-            ";",
-            "set-option",
-            "-t",
-            &format!("={session}:"),
-            "remain-on-exit",
-            "on",
-        ]);
-    let started = cmd.output().unwrap();
-    assert!(started.status.success(), "{started:?}");
-    let screen = capture_until(env, session, "visible after the escapes");
-    let title = env.pane_title(session);
-    let _ = env
-        .tmux()
-        .args(["kill-session", "-t", &format!("={session}")])
-        .output();
-    (screen, title)
+    let t = crate::terminal::Terminal::subpane(env, session, (150, 40), &[], args);
+    let screen = capture_until(env, &t.session, "visible after the escapes");
+    (screen, env.pane_title(&t.session))
 }
 
 #[test]

@@ -123,55 +123,35 @@ impl<'a> Terminal<'a> {
         assert!(out.status.success(), "{out:?}");
     }
 
-    /// Whether the command in the terminal has exited.
-    pub fn exited(&self) -> bool {
+    /// A tmux format of the terminal's pane (`#{pane_pid}`, `#{alternate_on}`).
+    pub fn format(&self, f: &str) -> String {
         let out = self
             .env
             .tmux()
-            .args([
-                "display-message",
-                "-p",
-                "-t",
-                &self.target(),
-                "#{pane_dead}",
-            ])
+            .args(["display-message", "-p", "-t", &self.target(), f])
             .output()
             .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim() == "1"
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// Whether the command in the terminal has exited.
+    pub fn exited(&self) -> bool {
+        self.format("#{pane_dead}") == "1"
     }
 
     /// The exit status of the command, once it has exited.
     pub fn wait_exit(&self) -> i32 {
         crate::harness::wait_until("the terminal's command to exit", || {
-            if !self.exited() {
-                return None;
-            }
-            let out = self
-                .env
-                .tmux()
-                .args([
-                    "display-message",
-                    "-p",
-                    "-t",
-                    &self.target(),
-                    "#{pane_dead_status}",
-                ])
-                .output()
-                .unwrap();
             // Dead, but the status may be set a moment later.
-            String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+            self.exited()
+                .then(|| self.format("#{pane_dead_status}").parse().ok())
+                .flatten()
         })
     }
 
     /// The pid of the command in the terminal.
     pub fn pid(&self) -> i32 {
-        let out = self
-            .env
-            .tmux()
-            .args(["display-message", "-p", "-t", &self.target(), "#{pane_pid}"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+        self.format("#{pane_pid}").parse().unwrap()
     }
 }
 

@@ -21,19 +21,8 @@ fn top_then_stty<'a>(env: &'a TestEnv, session: &str, vars: &[(&str, &str)]) -> 
 }
 
 /// Whether the terminal shows its alternate screen (as a full-screen program does).
-fn alternate_on(env: &TestEnv, t: &Terminal) -> bool {
-    let out = env
-        .tmux()
-        .args([
-            "display-message",
-            "-p",
-            "-t",
-            &format!("={}:", t.session),
-            "#{alternate_on}",
-        ])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).trim() == "1"
+fn alternate_on(t: &Terminal) -> bool {
+    t.format("#{alternate_on}") == "1"
 }
 
 /// The row of `run` on the screen.
@@ -92,10 +81,7 @@ fn top_follows_runs_and_acts_on_keys_in_a_real_terminal() {
     t.wait_for("0 of 2 runs: status running");
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), 0);
-    assert!(
-        !alternate_on(&env, &t),
-        "the terminal is left on top's screen"
-    );
+    assert!(!alternate_on(&t), "the terminal is left on top's screen");
     env.assert_no_leftovers();
 }
 
@@ -112,10 +98,7 @@ fn top_gives_the_terminal_back_on_q_ctrl_c_sigterm_and_a_panic() {
         let t = top_then_stty(&env, &format!("top-{how}"), vars);
         if how != "panic" {
             t.wait_until("top's screen", |s| s.contains("subpane top · 1 run"));
-            assert!(
-                alternate_on(&env, &t),
-                "{how}: top draws on the alternate screen"
-            );
+            assert!(alternate_on(&t), "{how}: top draws on the alternate screen");
             match how {
                 "SIGTERM" => {
                     let pid = wait_until("top's pid", || top_pid(&t));
@@ -128,7 +111,7 @@ fn top_gives_the_terminal_back_on_q_ctrl_c_sigterm_and_a_panic() {
             s.lines().any(|l| l.starts_with("modes:"))
         });
         assert!(
-            !alternate_on(&env, &t),
+            !alternate_on(&t),
             "{how}: left on the alternate screen:\n{s}"
         );
         let modes = s.lines().find(|l| l.starts_with("modes:")).unwrap();
