@@ -56,6 +56,16 @@ fn push_visible(out: &mut String, c: char, lines: bool) {
     }
 }
 
+/// A count of things in words: `1 tool call`, `2 tool calls` (for the pane's usage line, the
+/// summaries and the live views).
+pub fn counted(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
 /// One line of text for a terminal: every control character is shown as text (a newline
 /// as `^J`), and the text is cut after `max_chars` characters with a note of what was left.
 pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {

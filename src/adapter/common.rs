@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::{LineResult, MAX_INLINE_PROMPT, PaneItem, Stdin, command::is_json_event};
 use crate::envelope::{Output, Usage};
+use crate::term::counted;
 
 /// The `type` of an event. Every other field is skipped without being materialised, so this
 /// costs one scan of the line and no allocation (unless the type string holds escapes).
@@ -235,15 +236,6 @@ pub(crate) fn usage_info(out: &Output) -> PaneItem {
         s.push_str(&format!(" · {}", counted(t, "tool call")));
     }
     PaneItem::Info(s)
-}
-
-/// `1 tool call`, `2 tool calls`.
-pub(crate) fn counted(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
 }
 
 /// The last line of a stderr tail that reads like a fatal error (`Error: …`), for agents that

@@ -139,14 +139,7 @@ pub fn last_event(e: &LastEvent) -> String {
     format!("{mark}{}", e.text)
 }
 
-/// `1 run`, `2 runs`.
-pub fn counted(n: u64, what: &str) -> String {
-    if n == 1 {
-        format!("1 {what}")
-    } else {
-        format!("{n} {what}s")
-    }
-}
+pub use crate::term::counted;
 
 #[cfg(test)]
 mod tests {
