@@ -515,3 +515,20 @@ pub fn outside_the_sandbox(prefix: &str) -> tempfile::TempDir {
         .tempdir_in("/var/tmp")
         .expect("these tests need a writable /var/tmp (a directory outside /tmp)")
 }
+
+/// Waits up to `limit` for `child` to exit; kills it (SIGKILL) if it has not. Whether it
+/// exited by itself.
+pub fn wait_child_within_or_kill(child: &mut std::process::Child, limit: Duration) -> bool {
+    let end = Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("try_wait").is_some() {
+            return true;
+        }
+        if Instant::now() >= end {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

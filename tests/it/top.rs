@@ -172,3 +172,66 @@ fn top_at_80_by_24_without_colour_and_with_a_filter_from_the_command_line() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("top needs a terminal"), "{r:?}");
 }
+
+/// A terminal that goes away under top (its pty's other end closed, as when a tmux server
+/// or an ssh connection dies) reads as end of file for ever: top must end, not spin on it.
+/// top is not the session leader here, so no SIGHUP comes to say so.
+#[test]
+fn top_ends_when_its_terminal_goes_away() {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let env = TestEnv::new();
+    assert_eq!(env.sp(["run", "--run-id", "r1", "--", "true"]).code, 0);
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 24,
+        ws_col: 80,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty with valid out pointers and a winsize.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty: {}", std::io::Error::last_os_error());
+    // Only the test holds the terminal's other end: top must not inherit it.
+    // SAFETY: fcntl on a descriptor just made.
+    unsafe { libc::fcntl(master, libc::F_SETFD, libc::FD_CLOEXEC) };
+    // SAFETY: both descriptors were just made and are owned here.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let io = |fd: &OwnedFd| std::process::Stdio::from(fd.try_clone().unwrap());
+    let mut top = env
+        .cmd()
+        .arg("top")
+        .stdin(io(&slave))
+        .stdout(io(&slave))
+        .stderr(io(&slave))
+        .spawn()
+        .unwrap();
+    drop(slave);
+    let mut reader = std::fs::File::from(master);
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains("subpane top · 1 run") {
+        let n = reader.read(&mut buf).unwrap_or(0);
+        assert!(
+            n > 0,
+            "top drew nothing: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+    // The terminal goes away.
+    drop(reader);
+    let gone = crate::harness::wait_child_within_or_kill(&mut top, crate::harness::DEADLINE);
+    assert!(
+        gone,
+        "top went on after its terminal went away (killed now)"
+    );
+}

@@ -22,6 +22,9 @@
 //!   the loop like `q` does, and the terminal is given back on the way out.
 //! * While attached, nothing reads the terminal but tmux: the loop is not running then (its
 //!   events wait in the kernel), and tmux gets a clean signal state.
+//! * A terminal that went away reads as end of file for ever, and crossterm would read it
+//!   for ever (a process spinning at 100% long after its window closed): the terminal's
+//!   hang-up is checked before crossterm reads.
 
 mod draw;
 mod screen;
@@ -242,6 +245,12 @@ impl Top {
 
     /// Every key and resize waiting on the terminal.
     fn read_input(&mut self) {
+        // A terminal that went away (its other end closed) reads as end of file for ever,
+        // and crossterm would read it for ever: that is the end of top.
+        if hung_up() {
+            self.action = Some(Action::Quit);
+            return;
+        }
         let page = self
             .screen
             .terminal
@@ -360,6 +369,20 @@ impl Top {
     }
 }
 
+/// Whether the terminal (stdin) hung up.
+fn hung_up() -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    let stdin = std::io::stdin();
+    let mut fds = [PollFd::new(
+        std::os::fd::AsFd::as_fd(&stdin),
+        PollFlags::POLLIN,
+    )];
+    poll(&mut fds, PollTimeout::ZERO).is_ok()
+        && fds[0].revents().is_some_and(|r| {
+            r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL)
+        })
+}
+
 impl Driver for Top {
     fn settled(&mut self, _wl: &mut WaitLoop) -> Result<ControlFlow<()>, crate::app::Error> {
         if self.action.is_some() {
@@ -391,7 +414,13 @@ impl Driver for Top {
         seen: Seen,
     ) -> Result<ControlFlow<()>, crate::app::Error> {
         match seen {
-            Seen::Changed(t) if t == self.input => self.read_input(),
+            Seen::Changed(t) if t == self.input => {
+                // A SIGTERM or SIGHUP that came with the keys goes first.
+                self.read_signals();
+                if self.action.is_none() {
+                    self.read_input();
+                }
+            }
             Seen::Changed(t) if t == self.sig => self.read_signals(),
             Seen::Changed(t) => {
                 if self.board.seen(wl, t, false) {
