@@ -136,8 +136,9 @@ impl CancelRequest {
 /// ```
 ///
 /// `host` and `port` are the request's target (`host` lower case, no trailing dot); for a
-/// request that could not be read (400) `host` is as much of it as could be made out and
-/// `port` is `null`. `address` is the IP the proxy connected to; `null` when it did not
+/// request that could not be read (400) or did not arrive in time (408) `host` is as much of
+/// it as could be made out and `port` is `null`; a connection refused because the proxy was
+/// full (503) was never read, so `method`, `host` and `port` are `null`. `address` is the IP the proxy connected to; `null` when it did not
 /// connect, with `reason` saying why (`"cannot connect to 203.0.113.9:443: …"` for an
 /// allowed host that did not answer).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
