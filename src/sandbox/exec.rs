@@ -179,13 +179,72 @@ fn read_policy(path: &Path) -> Result<SandboxSpec, SandboxFailure> {
         .iter()
         .chain(&spec.read_only)
         .chain(&spec.hidden);
-    if let Some(p) = all.into_iter().find(|p| !p.is_absolute()) {
+    if let Some(p) = all.clone().find(|p| !p.is_absolute()) {
         return Err(why(format!(
             "the path {} is relative: the policy holds absolute, resolved paths",
             p.display()
         )));
     }
+    // The plan resolved every path, so a link on the way now was put there since, perhaps
+    // by a program of an earlier attempt in a writable tree: never follow it.
+    for p in all {
+        match no_links(p) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(why(format!(
+                    "{} passes through a symbolic link, which the policy was not made with (a program may have planted it): remove the link or start a new run",
+                    p.display()
+                )));
+            }
+            // What must exist is checked where it is used; what the user hid, here.
+            Err(_) => {
+                let asked = spec.asked.as_ref().is_some_and(|a| a.hidden.contains(p));
+                if asked && spec.hidden.contains(p) {
+                    return Err(why(format!(
+                        "{} is gone, so it cannot be hidden (a program may have moved it or a directory above it, and would see it under its new name)",
+                        p.display()
+                    )));
+                }
+            }
+        }
+    }
     Ok(spec)
+}
+
+/// Whether `p` can be reached without following any symbolic link (`ELOOP` when not).
+fn no_links(p: &Path) -> std::io::Result<()> {
+    let path = std::ffi::CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: open_how is plain old data; all zeroes is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: openat2(2) with a NUL-terminated path and an open_how of the size passed; the
+    // descriptor it returns is closed at once.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // With O_PATH and O_NOFOLLOW a final link is opened itself, not refused: its type says.
+    // SAFETY: a descriptor the kernel just gave us.
+    let fd = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) };
+    // SAFETY: stat is plain old data; all zeroes is a valid value.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat on an open descriptor into a stat of the right type.
+    if unsafe { libc::fstat(std::os::fd::AsRawFd::as_raw_fd(&fd), &mut st) } == 0
+        && st.st_mode & libc::S_IFMT == libc::S_IFLNK
+    {
+        return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    Ok(())
 }
 
 fn c_argv(argv: &[OsString]) -> Result<Vec<CString>, SandboxFailure> {

@@ -124,6 +124,11 @@ impl HostPattern {
         }
         let bare = raw.strip_prefix('[').and_then(|r| r.strip_suffix(']'));
         if let Ok(ip) = bare.unwrap_or(raw).parse::<IpAddr>() {
+            if unspecified(ip) {
+                return why(
+                    "is an unspecified address (0.0.0.0/8 or ::), which the kernel reads as \"this host\": list the address you mean, like 127.0.0.1 or ::1",
+                );
+            }
             return Ok(HostPattern::Ip(ip));
         }
         if raw.contains(':') {
@@ -139,6 +144,11 @@ impl HostPattern {
             if !valid_host_name(suffix) {
                 return why("is not a host name: use letters, digits, `-` and `.`");
             }
+            if looks_numeric(suffix) {
+                return why(
+                    "is a wildcard over an IP address: addresses have no names below them; list the address itself",
+                );
+            }
             if !suffix.contains('.') || is_public_suffix(suffix) {
                 return why(&format!(
                     "allows every name under the public suffix `{suffix}`: name a domain, like *.example.com"
@@ -152,6 +162,11 @@ impl HostPattern {
         let name = lower.strip_suffix('.').unwrap_or(&lower);
         if !valid_host_name(name) {
             return why("is not a host name: use letters, digits, `-` and `.`");
+        }
+        if looks_numeric(name) {
+            return why(
+                "is an address in a short form (like 127.1 or 0x7f000001), which resolvers read as an IP: write the address in full",
+            );
         }
         Ok(HostPattern::Name(name.to_owned()))
     }
@@ -183,6 +198,28 @@ impl HostPattern {
             HostPattern::Below(_) => false,
         }
     }
+}
+
+/// Whether an address means "any address of this host" to the kernel: `::`, `0.0.0.0/8`,
+/// and their IPv4-mapped forms.
+fn unspecified(ip: IpAddr) -> bool {
+    let v4 = match ip {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4,
+            None => return v6.is_unspecified(),
+        },
+    };
+    v4.octets()[0] == 0
+}
+
+/// Whether a name's last label starts with a digit: no top-level domain does, and resolvers
+/// read such names (`127.1`, `0x7f000001`, `2130706433`) as IP addresses.
+fn looks_numeric(name: &str) -> bool {
+    name.rsplit('.')
+        .next()
+        .and_then(|l| l.bytes().next())
+        .is_some_and(|b| b.is_ascii_digit())
 }
 
 /// Whether `name` is itself a public suffix (`com`, `co.uk`, `github.io`).
@@ -258,6 +295,15 @@ mod tests {
             HostPattern::Ip("::1".parse().unwrap())
         );
         assert!(HostPattern::parse("localhost").unwrap().names_local());
+        // Digits are fine where a name's last label starts with a letter.
+        for ok in [
+            "db1",
+            "1password.com",
+            "v2.api.example.com",
+            "*.s3.example.com",
+        ] {
+            assert!(HostPattern::parse(ok).is_ok(), "{ok}");
+        }
     }
 
     #[test]
@@ -276,6 +322,16 @@ mod tests {
             ("exa*mple.com", "leading `*.`"),
             ("-bad.com", "not a host name"),
             ("bad_name.com", "not a host name"),
+            ("0.0.0.0", "unspecified"),
+            ("0.1.2.3", "unspecified"),
+            ("::", "unspecified"),
+            ("[::]", "unspecified"),
+            ("::ffff:0.0.0.0", "unspecified"),
+            ("*.0.0.1", "wildcard over an IP address"),
+            ("*.168.1.1", "wildcard over an IP address"),
+            ("127.1", "short form"),
+            ("0x7f000001", "short form"),
+            ("2130706433", "short form"),
         ] {
             let e = HostPattern::parse(raw).unwrap_err();
             assert!(e.contains(says), "{raw:?}: {e}");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::harness::{
     self, BIN, TestEnv, agent_pid, assert_valid_envelope, fixture, pid_alive, send_signal,
-    wait_for_text, wait_pid_gone,
+    shell_quote, wait_for_text, wait_pid_gone,
 };
 
 fn fx(name: &str) -> String {
@@ -621,10 +621,6 @@ cat "$H.seen"
         "rounds where the disk filled before launch.json, and where writing it failed (of 3):\n{r:?}"
     );
     env.assert_no_leftovers();
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 // ---- attempts whose pane never started ----------------------------------------------

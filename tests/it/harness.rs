@@ -504,6 +504,16 @@ pub fn touch(p: &Path) {
 /// A new directory that a sandboxed program can see but must not write: outside `/tmp` (which
 /// the sandbox makes private) and outside the checkout (which may itself sit under `/tmp`).
 /// Removed on drop.
+/// `s` quoted for a POSIX shell.
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// A path quoted for a POSIX shell.
+pub fn q(p: &Path) -> String {
+    shell_quote(&p.display().to_string())
+}
+
 pub fn outside_the_sandbox(prefix: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(prefix)

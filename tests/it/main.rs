@@ -6,6 +6,7 @@ mod agents;
 mod bad_input;
 mod commands;
 mod envelope;
+mod escapes;
 mod examples;
 mod fanout;
 mod faults;

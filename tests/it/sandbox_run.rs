@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::harness::{Ran, TestEnv, assert_valid_envelope, require_tool};
+use crate::harness::{Ran, TestEnv, assert_valid_envelope, require_tool, shell_quote};
 
 /// A directory the sandboxed program can see (it is not under /tmp, which the sandbox makes
 /// private) but must not write.
@@ -28,10 +28,6 @@ fn sandboxed(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> (Ran, Va
 
 fn stdout_of(env: &TestEnv, run: &str) -> String {
     std::fs::read_to_string(env.attempt_dir(run, 1).join("stdout.log")).unwrap_or_default()
-}
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
 }
 
 #[test]

@@ -30,30 +30,22 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    self, Ran, TestEnv, assert_valid_envelope, outside_the_sandbox, pid_alive, start_waiting,
+    self, Ran, TestEnv, assert_valid_envelope, outside_the_sandbox, pid_alive, q, start_waiting,
     touch, wait_pid_gone, wait_until,
 };
 
-const LIMIT: Duration = Duration::from_secs(60);
-const HANG: &str = "a command of the trust tests did not end";
-
-fn shell_quote(s: &str) -> String {
-    format!("'{}'", s.replace('\'', "'\\''"))
-}
-
-fn q(p: &Path) -> String {
-    shell_quote(&p.display().to_string())
-}
+pub(crate) const LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const HANG: &str = "a command of the trust tests did not end";
 
 /// `run --json --run-id RUN [extra] -- bash -c SCRIPT`, bounded in time.
-fn run_bash(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> Ran {
+pub(crate) fn run_bash(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> Ran {
     let mut args = vec!["run", "--json", "--run-id", run];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "bash", "-c", script]);
     env.sp_within(LIMIT, HANG, &args)
 }
 
-fn stdout_log(env: &TestEnv, run: &str, attempt: u32) -> String {
+pub(crate) fn stdout_log(env: &TestEnv, run: &str, attempt: u32) -> String {
     std::fs::read_to_string(env.attempt_dir(run, attempt).join("stdout.log")).unwrap_or_default()
 }
 

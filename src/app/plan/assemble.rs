@@ -107,6 +107,14 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
             }
             // With --worktree, the worktree is the workspace.
             let workspace = r.worktree.as_ref().map_or(&r.cwd, |wt| &wt.path);
+            let user_home = caller_var("HOME").map(PathBuf::from);
+            let protected_dirs = [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex]
+                .iter()
+                .filter_map(|k| adapter_for(*k).sandbox_needs().state_dir)
+                .filter_map(|(var, _)| caller_var(var))
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .collect();
             let mut policy = sandbox_policy(
                 request,
                 sys,
@@ -119,8 +127,10 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                     agent_dirs,
                     escape_sockets: &escape_sockets(&caller_var),
                     program: argv.first().map(Path::new),
+                    user_home: user_home.as_deref(),
+                    protected_dirs,
                 },
-            );
+            )?;
             if let Some(wt) = &r.worktree {
                 worktree::sandbox_git(sys, wt, &mut policy);
             }

@@ -46,6 +46,7 @@ mod assemble;
 mod env;
 #[cfg(test)]
 pub(super) mod fake;
+mod guard;
 mod lineage;
 mod policy;
 mod program;

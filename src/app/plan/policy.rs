@@ -10,6 +10,7 @@
 //!     hidden: asked, the tmux socket, the subpane home, escape sockets
 //! ```
 
+use super::guard::{Guarded, check_policy, named_path};
 use super::*;
 
 /// What a run asked of the sandbox: kept for every attempt of the run.
@@ -72,21 +73,14 @@ pub(in crate::app) fn sandbox_request(
         }
         return Ok(None);
     }
-    let resolve = |flag: &str, p: &Path| -> Result<PathBuf, Error> {
-        let abs = if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            caller_dir.join(p)
-        };
-        sys.canonicalize(&abs)
-            .map_err(|e| Error::invalid(format!("{flag} `{}` cannot be used: {e}", p.display())))
-    };
     let mut asked = crate::spec::SandboxAsk::default();
     for w in &req.writable {
-        asked.writable.push(resolve("--writable", w)?);
+        asked
+            .writable
+            .push(named_path(sys, "--writable", caller_dir, w)?);
     }
     for h in &req.hide {
-        asked.hidden.push(resolve("--hide", h)?);
+        asked.hidden.push(named_path(sys, "--hide", caller_dir, h)?);
     }
     Ok(Some(SandboxRequest {
         network,
@@ -96,25 +90,43 @@ pub(in crate::app) fn sandbox_request(
 }
 
 /// The sandbox policy of one attempt: what the run asked, and what this attempt's places
-/// need. Pure but for the questions it asks `sys`.
+/// need; refused when it would switch the sandbox off or a named path changed since (see
+/// [`guard`](super::guard)). Pure but for the questions it asks `sys`.
 pub(in crate::app) fn sandbox_policy(
     request: &SandboxRequest,
     sys: &dyn System,
     ctx: &PolicyContext<'_>,
-) -> SandboxSpec {
+) -> Result<SandboxSpec, Error> {
     let asked = &request.asked;
-    let mut writable = vec![ctx.cwd.to_path_buf(), ctx.out_dir.to_path_buf()];
+    let subpane_home = sys
+        .canonicalize(ctx.home)
+        .unwrap_or_else(|_| ctx.home.to_path_buf());
+    check_policy(
+        sys,
+        asked,
+        &Guarded {
+            user_home: ctx
+                .user_home
+                .map(|h| sys.canonicalize(h).unwrap_or_else(|_| h.to_path_buf())),
+            agent_dirs: ctx
+                .protected_dirs
+                .iter()
+                .map(|d| sys.canonicalize(d).unwrap_or_else(|_| d.clone()))
+                .collect(),
+            subpane_home: &subpane_home,
+            workspace: ctx.cwd,
+        },
+    )?;
+    // Paths of subpane's own are resolved like the user's: the helper refuses any link.
+    let mut writable = vec![ctx.cwd.to_path_buf(), resolved(sys, ctx.out_dir)];
     writable.extend(ctx.agent_dirs.iter().cloned());
     writable.extend(asked.writable.iter().cloned());
     let mut hidden = asked.hidden.clone();
     // The tmux server would run anything asked of it, outside the sandbox.
-    hidden.push(ctx.tmux_socket.to_path_buf());
+    hidden.push(resolved(sys, ctx.tmux_socket));
     // Every other run's records, one-shot environment files and proxy sockets: only this
     // attempt's `out/` (and its proxy socket) is carried back in below it.
-    hidden.push(
-        sys.canonicalize(ctx.home)
-            .unwrap_or_else(|_| ctx.home.to_path_buf()),
-    );
+    hidden.push(subpane_home.clone());
     // A hook or a config written in the workspace's repository would run outside the
     // sandbox on the user's next git command.
     let mut read_only = Vec::new();
@@ -151,10 +163,10 @@ pub(in crate::app) fn sandbox_policy(
     // The relay inside the sandbox reaches the egress proxy through its socket, which lives
     // in the attempt directory under the hidden home.
     if matches!(request.network, Network::Allow(_)) {
-        read_only.push(ctx.proxy_socket.to_path_buf());
+        read_only.push(resolved(sys, ctx.proxy_socket));
     }
     writable.dedup();
-    SandboxSpec {
+    Ok(SandboxSpec {
         enabled: true,
         network: request.network.clone(),
         writable,
@@ -162,6 +174,25 @@ pub(in crate::app) fn sandbox_policy(
         hidden,
         env_pass: request.env_pass.clone(),
         asked: Some(asked.clone()),
+    })
+}
+
+/// `p` with the links of its longest existing part resolved (the rest may not exist yet: an
+/// attempt's directory, `out/` and proxy socket are made after the plan).
+fn resolved(sys: &dyn System, p: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = p;
+    loop {
+        if let Ok(real) = sys.canonicalize(at) {
+            return rest.iter().rev().fold(real, |acc, c| acc.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                at = parent;
+            }
+            _ => return p.to_path_buf(),
+        }
     }
 }
 
@@ -180,6 +211,11 @@ pub(in crate::app) struct PolicyContext<'a> {
     pub(in crate::app) escape_sockets: &'a [PathBuf],
     /// The program that runs (`argv[0]`, resolved).
     pub(in crate::app) program: Option<&'a Path>,
+    /// The user's home (`$HOME` of the caller).
+    pub(in crate::app) user_home: Option<&'a Path>,
+    /// Agent state directories the caller's variables name (`CLAUDE_CONFIG_DIR`, …): never
+    /// writable, like the defaults under the home.
+    pub(in crate::app) protected_dirs: Vec<PathBuf>,
 }
 
 /// The tree a program under `/tmp` needs to run: its directory, or for a program inside a
