@@ -111,8 +111,8 @@ fn enter(req: &Request) -> Result<Ready, SandboxFailure> {
     let arch = seccomp::Arch::host().ok_or_else(|| SandboxFailure::Seccomp {
         why: format!("no filter for {}", std::env::consts::ARCH),
     })?;
-    let filters =
-        seccomp::programs(arch).map_err(|e| SandboxFailure::Seccomp { why: e.to_string() })?;
+    let filters = seccomp::programs(arch, seccomp::Role::Program)
+        .map_err(|e| SandboxFailure::Seccomp { why: e.to_string() })?;
     let proxy = match &spec.network {
         Network::Allow(_) => {
             Some(

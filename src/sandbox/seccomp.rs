@@ -1,10 +1,16 @@
-//! The seccomp filters of a sandboxed program: the system calls an agent never needs.
+//! The seccomp filters of a sandbox's processes: the system calls an agent never needs, and
+//! for the helpers what they never do.
 //!
 //! ```text
-//!  rules(arch) ── pure ──► programs(arch) ── pure ──► [BPF, BPF, (BPF)] ──► install() ── kernel
-//!   name → nr per arch       1. refused calls → EPERM      each filter: any other arch → kill
-//!   clone + CLONE_NEW* bit   2. clone3 → ENOSYS
-//!   ioctl TIOCSTI/TIOCLINUX  3. (x86_64) x32 numbers → EPERM
+//!  rules(arch) ── pure ──► programs(arch, role) ── pure ──► [BPF…] ──► install() ── kernel
+//!   name → nr per arch       1. refused calls, socket families, clone + CLONE_NEW*,
+//!   socket families             terminal ioctls → EPERM     each filter: other arch → kill
+//!   ioctl TIOCSTI/TIOCLINUX  2. clone3 → ENOSYS
+//!                            3. (x86_64) x32 numbers → EPERM
+//!                            4. (helpers) execve, sockets, fork as the role says → EPERM
+//!  roles: Program (the program and all it starts) · Supervisor (the helper outside the PID
+//!         namespace and pid 1 inside: no exec, no socket) · Relay (no exec, no fork, Unix
+//!         sockets only)
 //! ```
 //!
 //! The filters are built by pure functions and tested on their own (like codex's
@@ -15,8 +21,12 @@
 //! sandbox's own mounts would come undone: `umount2` on a hidden path shows what it hid),
 //! keyrings, bpf, perf, tracing other processes, loading kernel code or modules,
 //! `open_by_handle_at` (opens a file by handle, around path checks), `userfaultfd` (a tool for
-//! kernel exploits), and pushing input into a terminal (`TIOCSTI`, `TIOCLINUX`: the pane's
-//! terminal would run what the program typed).
+//! kernel exploits), `io_uring` (a ring opens and connects sockets without the system calls
+//! a filter sees), socket families other than Unix, IPv4, IPv6 and routing netlink
+//! (`AF_VSOCK` reaches the hypervisor and is not isolated by a network namespace; netfilter
+//! and audit netlink, `AF_PACKET` and the rest are kernel surface no agent uses), and pushing
+//! input into a terminal (`TIOCSTI`, `TIOCLINUX`: the pane's terminal would run what the
+//! program typed).
 //!
 //! Common pitfalls:
 //! * One seccompiler filter has one action for all its rules: `clone3` (ENOSYS, so libc falls
@@ -26,10 +36,15 @@
 //! * x86_64 also accepts x32 system call numbers (bit 30 set) with the same audit arch: a
 //!   filter matching `mount` by number alone misses x32 `mount`. The third filter refuses
 //!   every x32 number, whether or not the kernel has x32 built in.
-//! * `ioctl`'s request and `clone`'s flags are compared on their low 32 bits (`Dword`): the
-//!   kernel truncates the request to `unsigned int`, so a filter comparing 64 bits would let
-//!   `TIOCSTI | 1 << 32` through.
+//! * `ioctl`'s request, `clone`'s flags and `socket`'s family are compared on their low 32
+//!   bits (`Dword`): the kernel truncates them to `int`, so a filter comparing 64 bits would
+//!   let `TIOCSTI | 1 << 32` through.
 //! * `AF_UNIX` sockets are not refused: Claude Code talks to itself over one under `/tmp`.
+//!   Netlink is allowed for routing only: glibc asks it which addresses exist (`getifaddrs`,
+//!   `getaddrinfo` with `AI_ADDRCONFIG`), and falls back when it is refused, but Node's
+//!   `os.networkInterfaces()` does not.
+//! * A filter is inherited across `fork`: a helper installs its own after it has forked the
+//!   processes that get a different one.
 
 use std::collections::BTreeMap;
 
@@ -121,7 +136,26 @@ pub const REFUSED: &[Syscall] = &[
     sc("delete_module", 176, 106),
     sc("open_by_handle_at", 304, 265),
     sc("userfaultfd", 323, 282),
+    sc("io_uring_setup", 425, 425),
+    sc("io_uring_enter", 426, 426),
+    sc("io_uring_register", 427, 427),
 ];
+
+/// Refused with EPERM for the socket families in [`refused_socket_rules`].
+pub const SOCKET: Syscall = sc("socket", 41, 198);
+pub const SOCKETPAIR: Syscall = sc("socketpair", 53, 199);
+/// Refused to the helper processes, which never run another program.
+pub const EXECVE: Syscall = sc("execve", 59, 221);
+pub const EXECVEAT: Syscall = sc("execveat", 322, 281);
+
+/// Socket families a sandboxed program may open: Unix (Claude Code talks to itself over
+/// one), IPv4 and IPv6 (its own loopback, or the host's network with `full`), and netlink
+/// for the routing protocol only (glibc's `getifaddrs` and `getaddrinfo` with
+/// `AI_ADDRCONFIG` ask it which addresses exist).
+pub const ALLOWED_FAMILIES: &[(&str, u64)] = &[("AF_UNIX", 1), ("AF_INET", 2), ("AF_INET6", 10)];
+pub const AF_NETLINK: u64 = 16;
+/// The one netlink protocol allowed.
+pub const NETLINK_ROUTE: u64 = 0;
 
 /// Refused with EPERM when its first argument (the flags) asks for a new namespace.
 pub const CLONE: Syscall = sc("clone", 56, 220);
@@ -144,6 +178,22 @@ pub const CLONE_NEW_FLAGS: &[(&str, u64)] = &[
 
 /// `ioctl` requests that push input into a terminal.
 pub const REFUSED_IOCTLS: &[(&str, u64)] = &[("TIOCSTI", 0x5412), ("TIOCLINUX", 0x541C)];
+
+/// `clone` flag of a new thread: the relay starts threads, never processes.
+const CLONE_THREAD: u64 = 0x0001_0000;
+
+/// Who a filter is for. Every process of the sandbox has one; the helpers add to the
+/// program's what they never do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// The program and everything it starts.
+    Program,
+    /// The helpers that wait for the program (the helper outside the PID namespace, and
+    /// pid 1 inside): no program, no socket.
+    Supervisor,
+    /// The relay to the egress proxy: threads and Unix sockets only, no program.
+    Relay,
+}
 
 /// x86_64's x32 system calls carry this bit in their number.
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
@@ -175,11 +225,77 @@ pub fn eperm_rules(arch: Arch) -> Result<BTreeMap<i64, Vec<SeccompRule>>, Backen
         })
         .collect::<Result<Vec<_>, BackendError>>()?;
     rules.insert(IOCTL.nr(arch), ioctl);
+    let sockets = refused_socket_rules()?;
+    rules.insert(SOCKET.nr(arch), sockets.clone());
+    rules.insert(SOCKETPAIR.nr(arch), sockets);
     Ok(rules)
 }
 
-/// The BPF programs to install, in order. Pure.
-pub fn programs(arch: Arch) -> Result<Vec<BpfProgram>, BackendError> {
+/// `socket`/`socketpair` rules that match a family outside [`ALLOWED_FAMILIES`] (netlink
+/// with a protocol other than routing among them). The families are small numbers, so the
+/// gaps between the allowed ones are ranges.
+fn refused_socket_rules() -> Result<Vec<SeccompRule>, BackendError> {
+    let arg =
+        |i: u8, op: SeccompCmpOp, v: u64| SeccompCondition::new(i, SeccompCmpArgLen::Dword, op, v);
+    let mut allowed: Vec<u64> = ALLOWED_FAMILIES.iter().map(|&(_, f)| f).collect();
+    allowed.push(AF_NETLINK);
+    allowed.sort_unstable();
+    let mut rules = Vec::new();
+    let mut low = 0u64;
+    for &f in &allowed {
+        if f > low {
+            rules.push(SeccompRule::new(vec![
+                arg(0, SeccompCmpOp::Ge, low)?,
+                arg(0, SeccompCmpOp::Lt, f)?,
+            ])?);
+        }
+        low = f + 1;
+    }
+    rules.push(SeccompRule::new(vec![arg(0, SeccompCmpOp::Ge, low)?])?);
+    rules.push(SeccompRule::new(vec![
+        arg(0, SeccompCmpOp::Eq, AF_NETLINK)?,
+        arg(2, SeccompCmpOp::Ne, NETLINK_ROUTE)?,
+    ])?);
+    Ok(rules)
+}
+
+/// What a helper adds to the program's rules: no program, and sockets only as its role
+/// needs. Pure.
+fn helper_rules(arch: Arch, role: Role) -> Result<BTreeMap<i64, Vec<SeccompRule>>, BackendError> {
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = [EXECVE, EXECVEAT]
+        .iter()
+        .map(|s| (s.nr(arch), Vec::new()))
+        .collect();
+    let arg =
+        |i: u8, op: SeccompCmpOp, v: u64| SeccompCondition::new(i, SeccompCmpArgLen::Dword, op, v);
+    match role {
+        Role::Program => return Ok(BTreeMap::new()),
+        Role::Supervisor => {
+            rules.insert(SOCKET.nr(arch), Vec::new());
+            rules.insert(SOCKETPAIR.nr(arch), Vec::new());
+        }
+        Role::Relay => {
+            rules.insert(
+                SOCKET.nr(arch),
+                vec![SeccompRule::new(vec![arg(0, SeccompCmpOp::Ne, 1)?])?],
+            );
+            rules.insert(SOCKETPAIR.nr(arch), Vec::new());
+            // fork() is clone(SIGCHLD): a clone without CLONE_THREAD.
+            rules.insert(
+                CLONE.nr(arch),
+                vec![SeccompRule::new(vec![arg(
+                    0,
+                    SeccompCmpOp::MaskedEq(CLONE_THREAD),
+                    0,
+                )?])?],
+            );
+        }
+    }
+    Ok(rules)
+}
+
+/// The BPF programs to install for `role`, in order. Pure.
+pub fn programs(arch: Arch, role: Role) -> Result<Vec<BpfProgram>, BackendError> {
     let eperm = SeccompFilter::new(
         eperm_rules(arch)?,
         SeccompAction::Allow,
@@ -195,6 +311,16 @@ pub fn programs(arch: Arch) -> Result<Vec<BpfProgram>, BackendError> {
     let mut out = vec![eperm.try_into()?, enosys.try_into()?];
     if arch == Arch::X86_64 {
         out.push(x32_guard());
+    }
+    let extra = helper_rules(arch, role)?;
+    if !extra.is_empty() {
+        let helper = SeccompFilter::new(
+            extra,
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::EPERM as u32),
+            arch.target(),
+        )?;
+        out.push(helper.try_into()?);
     }
     Ok(out)
 }
@@ -279,13 +405,21 @@ mod tests {
     }
 
     fn decide_as(arch: Arch, audit_arch: u32, nr: u32, args: [u64; 6]) -> u32 {
+        decide_role(arch, Role::Program, audit_arch, nr, args)
+    }
+
+    fn decide_for(arch: Arch, role: Role, nr: i64, args: [u64; 6]) -> u32 {
+        decide_role(arch, role, audit(arch), nr as u32, args)
+    }
+
+    fn decide_role(arch: Arch, role: Role, audit_arch: u32, nr: u32, args: [u64; 6]) -> u32 {
         // Precedence of seccomp actions (kernel: seccomp_run_filters): lower action value
         // is stricter, with KILL_PROCESS the strictest of all.
         let rank = |r: u32| match r & libc::SECCOMP_RET_ACTION_FULL {
             libc::SECCOMP_RET_KILL_PROCESS => 0,
             a => 1 + (a as u64),
         };
-        programs(arch)
+        programs(arch, role)
             .unwrap()
             .iter()
             .map(|p| run(p, nr, audit_arch, args))
@@ -328,8 +462,10 @@ mod tests {
             (59, 221),
             (62, 129),
         ] {
-            assert_eq!(decide(Arch::X86_64, x86, NONE), ALLOW, "x86_64 nr {x86}");
-            assert_eq!(decide(Arch::Aarch64, arm, NONE), ALLOW, "aarch64 nr {arm}");
+            // socket(AF_INET, SOCK_STREAM, 0); the other calls ignore the arguments.
+            let args = [2, 1, 0, 0, 0, 0];
+            assert_eq!(decide(Arch::X86_64, x86, args), ALLOW, "x86_64 nr {x86}");
+            assert_eq!(decide(Arch::Aarch64, arm, args), ALLOW, "aarch64 nr {arm}");
         }
     }
 
@@ -356,6 +492,77 @@ mod tests {
             // Bits above 32 do not hide a flag.
             let high = (1u64 << 40) | 0x1000_0000;
             assert_eq!(decide(arch, nr, [high, 0, 0, 0, 0, 0]), EPERM);
+        }
+    }
+
+    #[test]
+    fn only_unix_inet_and_routing_netlink_sockets_are_opened() {
+        const AF_VSOCK: u64 = 40;
+        const AF_PACKET: u64 = 17;
+        const NETLINK_NETFILTER: u64 = 12;
+        for arch in both() {
+            for nr in [SOCKET.nr(arch), SOCKETPAIR.nr(arch)] {
+                let ask = |fam: u64, proto: u64| decide(arch, nr, [fam, 1, proto, 0, 0, 0]);
+                for (fam, proto) in [(1, 0), (2, 0), (10, 0), (2, 6), (AF_NETLINK, 0)] {
+                    assert_eq!(ask(fam, proto), ALLOW, "{fam}/{proto} on {arch:?}");
+                }
+                for (fam, proto) in [
+                    (0, 0),
+                    (3, 0),
+                    (9, 0),
+                    (11, 0),
+                    (15, 0),
+                    (AF_PACKET, 0),
+                    (AF_VSOCK, 0),
+                    (255, 0),
+                    (AF_NETLINK, NETLINK_NETFILTER),
+                    (AF_NETLINK, 9),
+                ] {
+                    assert_eq!(ask(fam, proto), EPERM, "{fam}/{proto} on {arch:?}");
+                }
+                // The family is an int: high bits do not hide one.
+                assert_eq!(ask(AF_VSOCK | 1 << 32, 0), EPERM);
+            }
+        }
+    }
+
+    #[test]
+    fn io_uring_is_refused() {
+        for arch in both() {
+            for nr in [425, 426, 427] {
+                assert_eq!(decide(arch, nr, NONE), EPERM, "{nr} on {arch:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn helpers_run_no_program_and_open_only_what_their_role_needs() {
+        const SIGCHLD: u64 = 17;
+        const THREAD: u64 = 0x100 | 0x10000 | 0x800 | 0x400 | 0x200;
+        for arch in both() {
+            for role in [Role::Supervisor, Role::Relay] {
+                assert_eq!(decide_for(arch, role, EXECVE.nr(arch), NONE), EPERM);
+                assert_eq!(decide_for(arch, role, EXECVEAT.nr(arch), NONE), EPERM);
+                // What the program's filter refuses, the helpers' does too.
+                assert_eq!(decide_for(arch, role, REFUSED[0].nr(arch), NONE), EPERM);
+                assert_eq!(decide_for(arch, role, 425, NONE), EPERM);
+            }
+            let sock =
+                |role, fam: u64| decide_for(arch, role, SOCKET.nr(arch), [fam, 1, 0, 0, 0, 0]);
+            assert_eq!(sock(Role::Supervisor, 1), EPERM);
+            assert_eq!(sock(Role::Relay, 1), ALLOW);
+            assert_eq!(sock(Role::Relay, 2), EPERM);
+            let clone =
+                |role, flags: u64| decide_for(arch, role, CLONE.nr(arch), [flags, 0, 0, 0, 0, 0]);
+            assert_eq!(clone(Role::Relay, THREAD), ALLOW);
+            assert_eq!(clone(Role::Relay, SIGCHLD), EPERM);
+            assert_eq!(clone(Role::Supervisor, SIGCHLD), ALLOW);
+            // The program keeps its own way of running others.
+            assert_eq!(
+                decide_for(arch, Role::Program, EXECVE.nr(arch), NONE),
+                ALLOW
+            );
+            assert_eq!(clone(Role::Program, SIGCHLD), ALLOW);
         }
     }
 
@@ -438,11 +645,26 @@ mod tests {
             ("delete_module", libc::SYS_delete_module),
             ("open_by_handle_at", libc::SYS_open_by_handle_at),
             ("userfaultfd", libc::SYS_userfaultfd),
+            ("io_uring_setup", libc::SYS_io_uring_setup),
+            ("io_uring_enter", libc::SYS_io_uring_enter),
+            ("io_uring_register", libc::SYS_io_uring_register),
+            ("socket", libc::SYS_socket),
+            ("socketpair", libc::SYS_socketpair),
+            ("execve", libc::SYS_execve),
+            ("execveat", libc::SYS_execveat),
             ("clone", libc::SYS_clone),
             ("clone3", libc::SYS_clone3),
             ("ioctl", libc::SYS_ioctl),
         ];
-        let all = REFUSED.iter().chain([&CLONE, &CLONE3, &IOCTL]);
+        let all = REFUSED.iter().chain([
+            &CLONE,
+            &CLONE3,
+            &IOCTL,
+            &SOCKET,
+            &SOCKETPAIR,
+            &EXECVE,
+            &EXECVEAT,
+        ]);
         for s in all {
             if let Some((_, nr)) = known.iter().find(|(n, _)| *n == s.name) {
                 assert_eq!(s.nr(arch), *nr, "{} on {arch:?}", s.name);
