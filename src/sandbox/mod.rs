@@ -6,13 +6,12 @@
 //!  [allow:] egress proxy thread ◄─ <attempt>/proxy.sock ◄─ relay 127.0.0.1:3128 (in the netns)
 //!     │ network.jsonl                                       ▲ HTTP(S)_PROXY, ALL_PROXY
 //!  spawn `subpane __sandbox --policy spec.json --report-fd 3 -- PROGRAM ARGS…`
-//!                                   │ unshare user+mount[+net] namespaces
-//!                                   │ mounts: private /tmp, hidden paths, read-only git hooks
-//!                                   │ [allow:] start the relay
-//!                                   │ Landlock (files, scopes), no_new_privs, seccomp
-//!                                   │ report {"enforced": …} on fd 3, then exec
-//!                                   ▼
-//!                                 PROGRAM  (fd 3 closes on exec: the worker knows it ran)
+//!    helper: unshare user+mount[+net]+pid namespaces; waits, then ends as the program did
+//!      └─ init (pid 1): mounts (private /tmp, hidden paths, read-only host with writable
+//!         │             binds, its own /proc), Landlock (files, scopes), no_new_privs
+//!         ├─ [allow:] relay (seccomp: Relay)
+//!         └─ program (pid 2): seccomp, report {"enforced": …} on fd 3, then exec
+//!                     PROGRAM  (fd 3 closes on exec: the worker knows it ran)
 //! ```
 //!
 //! The sandbox applies to the program only: the worker, the pane and tmux stay outside. It
@@ -21,22 +20,30 @@
 //! ends with `failure_kind: "sandbox"`.
 //!
 //! Who owns what in the helper:
-//! * [`exec`]: the order of the steps, the report, and the exec itself;
-//! * `namespaces`: user, mount and network namespaces, and the loopback;
-//! * `mounts`: what the program can see (private `/tmp`, read-only holes, hidden paths);
+//! * [`exec`]: the order of the steps, the report, the helper's wait and its exit;
+//! * `init`: pid 1 of the PID namespace: the view, the relay, the program, the reaping;
+//! * `namespaces`: user, mount, network and PID namespaces, and the loopback;
+//! * `mounts`: what the program can see and change (private `/tmp`, hidden paths, read-only
+//!   holes, the read-only host, its own `/proc`);
 //! * `landlock`: what it may write and whom it may signal;
-//! * [`seccomp`]: the system calls it never needs (pure rules, then install).
+//! * [`seccomp`]: the system calls it never needs, per process (pure rules, then install).
 //!
 //! Common pitfalls:
 //! * Landlock rules only add rights: a read-only hole in a writable tree (`.git/hooks`) needs
 //!   a read-only bind mount, and a hidden path needs a mount over it.
+//! * Landlock covers a file's bytes, not its metadata: the host's tree is read-only in the
+//!   mount namespace so that chmod, chown, utime and xattrs fail outside the writable trees.
 //! * Landlock (up to ABI 7) cannot refuse connecting to a pathname Unix socket: the tmux
-//!   server's socket is hidden by the mount namespace instead.
+//!   server's socket, `/run` and the caller's sockets are hidden by the mount namespace.
 //! * Claude Code opens a Unix socket under `/tmp`: hide, do not refuse `AF_UNIX`.
 //! * Under `none` the tmux socket would still be reachable: a network namespace does not
-//!   cover pathname Unix sockets (abstract ones, though, are per network namespace).
+//!   cover pathname Unix sockets (abstract ones, though, are per network namespace), nor
+//!   `AF_VSOCK` (refused by seccomp).
+//! * The program is the helper's grandchild: the worker signals the process group, which
+//!   holds all three; only the program acts on SIGTERM (see [`exec`]).
 
 pub mod exec;
+mod init;
 mod landlock;
 mod mounts;
 mod namespaces;

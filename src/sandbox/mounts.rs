@@ -10,7 +10,10 @@
 //!  3. read_only    read-only bind over itself   .git/hooks, .git/config, the proxy socket
 //!  4. hidden files /dev/null, read-only         (hidden directories were masks)
 //!  5. /dev/pts     a new devpts instance        the host's terminals are out of reach
-//!  6. chdir(cwd)   the working directory again, resolved in the new view
+//!  6. /proc        a proc of the PID namespace  only the sandbox's processes
+//!  7. read-only    clone each writable tree and the private /tmp; every mount read-only
+//!                  (recursively from /); the clones back on top, writable as they were
+//!  8. chdir(cwd)   the working directory again, resolved in the new view
 //! ```
 //!
 //! So a hidden directory is empty except what the policy itself puts below it: the subpane
@@ -24,7 +27,15 @@
 //! Common pitfalls:
 //! * The helper's working directory still points into the host's view after the mounts:
 //!   `cd ..` from a workspace in `/tmp` would list the host's `/tmp` (and reach a hidden
-//!   socket there). Step 6 resolves it again, and fails closed if it is no longer visible.
+//!   socket there). Step 8 resolves it again, and fails closed if it is no longer visible.
+//! * Landlock covers bytes, not metadata: without step 7 a program could chmod, chown, touch
+//!   or set xattrs on any file of its user outside the writable trees.
+//! * Step 7 clones before it makes anything read-only: a clone keeps each mount's own
+//!   attributes, so a read-only `.git` bind inside the workspace stays read-only and the
+//!   workspace around it writable. Device files stay usable on a read-only mount (writing
+//!   `/dev/null` or a terminal changes no inode).
+//! * A new proc can only be mounted by a process inside the PID namespace it shows, and only
+//!   while the host's `/proc` is fully visible (no hidden path below `/proc`).
 //! * A hidden directory's tmpfs is made read-only after the carried trees are in: Landlock
 //!   would refuse writes there anyway, but not `chmod` or `utime` of the mount points.
 //! * A mount namespace owned by a new user namespace locks the mounts it copied: they can be
@@ -102,6 +113,20 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
         .map_err(|e| failure(pts, "cannot mount a private devpts", e))?;
     }
 
+    // The caller is pid 1 of a new PID namespace: a proc of its own shows only the sandbox's
+    // processes (other processes' command lines hold tokens).
+    let proc = Path::new("/proc");
+    mount(
+        Some("proc"),
+        proc,
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(|e| failure(proc, "cannot mount a proc of the PID namespace", e))?;
+
+    read_only_host(&spec.writable)?;
+
     std::env::set_current_dir(cwd).map_err(|e| {
         failure(
             cwd,
@@ -109,6 +134,50 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
             e,
         )
     })
+}
+
+/// Makes every mount read-only but the writable trees and the private `/tmp`, as they are:
+/// each is cloned (with what is mounted below it), everything is made read-only, and the
+/// clones go back on top. Landlock refuses writes outside them already; a read-only mount
+/// also refuses what Landlock does not cover (chmod, chown, utime, xattrs).
+fn read_only_host(writable: &[PathBuf]) -> Result<(), SandboxFailure> {
+    let mut roots: Vec<PathBuf> = writable.to_vec();
+    roots.push(PathBuf::from(TMP));
+    let mut held = Vec::new();
+    for root in outermost(&roots) {
+        match std::fs::symlink_metadata(&root) {
+            Ok(_) => {}
+            // Made later or never: nothing to keep writable there.
+            Err(e) if absent(&e) => continue,
+            Err(e) => return Err(failure(&root, "cannot look at a writable path", e)),
+        }
+        let fd = open_tree(&root).map_err(|e| failure(&root, "cannot keep it writable", e))?;
+        held.push((root, fd));
+    }
+    let root = Path::new("/");
+    set_attr(
+        root,
+        libc::AT_RECURSIVE as libc::c_uint,
+        libc::MOUNT_ATTR_RDONLY,
+    )
+    .map_err(|e| failure(root, "cannot make the host's tree read-only", e))?;
+    for (path, fd) in held {
+        move_mount(&fd, &path).map_err(|e| failure(&path, "cannot make it writable again", e))?;
+    }
+    Ok(())
+}
+
+/// The paths of `paths` that no other one holds, outermost first. Pure.
+pub fn outermost(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut sorted: Vec<&PathBuf> = paths.iter().collect();
+    sorted.sort_by_key(|p| p.components().count());
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in sorted {
+        if !out.iter().any(|kept| p.starts_with(kept)) {
+            out.push(p.clone());
+        }
+    }
+    out
 }
 
 /// A directory the program sees as a fresh, empty tmpfs (plus what is carried across).
@@ -181,19 +250,13 @@ fn cover(mask: &Mask, keep: &[PathBuf]) -> Result<(), SandboxFailure> {
 /// writable and read-only paths strictly below it, outermost first, nested ones dropped
 /// (they come along with their parent). Pure.
 pub fn carried(under: &Path, writable: &[PathBuf], read_only: &[PathBuf]) -> Vec<PathBuf> {
-    let mut below: Vec<&PathBuf> = writable
+    let below: Vec<PathBuf> = writable
         .iter()
         .chain(read_only)
         .filter(|p| p.starts_with(under) && p.as_path() != under)
+        .cloned()
         .collect();
-    below.sort_by_key(|p| p.components().count());
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in below {
-        if !out.iter().any(|kept| p.starts_with(kept)) {
-            out.push(p.clone());
-        }
-    }
-    out
+    outermost(&below)
 }
 
 fn absent(e: &io::Error) -> bool {
@@ -298,9 +361,15 @@ fn bind_read_only(source: &Path, target: &Path) -> io::Result<()> {
 
 /// Makes the mount at `path` read-only (not the mounts below it).
 fn set_read_only(path: &Path) -> io::Result<()> {
+    set_attr(path, 0, libc::MOUNT_ATTR_RDONLY)
+}
+
+/// `mount_setattr(2)` setting `attr` on the mount at `path` (and those below it with
+/// `AT_RECURSIVE` in `flags`).
+fn set_attr(path: &Path, flags: libc::c_uint, attr: u64) -> io::Result<()> {
     let p = cstr(path)?;
     let attr = libc::mount_attr {
-        attr_set: libc::MOUNT_ATTR_RDONLY,
+        attr_set: attr,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
@@ -311,7 +380,7 @@ fn set_read_only(path: &Path) -> io::Result<()> {
             libc::SYS_mount_setattr,
             libc::AT_FDCWD,
             p.as_ptr(),
-            0 as libc::c_uint,
+            flags,
             &attr as *const libc::mount_attr,
             std::mem::size_of::<libc::mount_attr>(),
         )

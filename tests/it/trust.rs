@@ -292,10 +292,10 @@ fn forged_gc_records(
 }
 
 /// A tmux server of the user's, apart from subpane's, with one session `victim`.
-struct OtherServer(PathBuf);
+pub(crate) struct OtherServer(pub(crate) PathBuf);
 
 impl OtherServer {
-    fn start(at: PathBuf) -> Self {
+    pub(crate) fn start(at: PathBuf) -> Self {
         let ok = Command::new("tmux")
             .arg("-S")
             .arg(&at)
@@ -317,7 +317,7 @@ impl OtherServer {
         assert!(ok, "cannot start a second tmux server");
         OtherServer(at)
     }
-    fn has_victim(&self) -> bool {
+    pub(crate) fn has_victim(&self) -> bool {
         Command::new("tmux")
             .arg("-S")
             .arg(&self.0)

@@ -125,7 +125,8 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                     proxy_socket: &paths.proxy_socket(),
                     tmux_socket: &socket,
                     agent_dirs,
-                    escape_sockets: &escape_sockets(&caller_var),
+                    // The caller's uid names its tmux socket directory.
+                    escape_sockets: &escape_sockets(&caller_var, nix::unistd::geteuid().as_raw()),
                     program: argv.first().map(Path::new),
                     user_home: user_home.as_deref(),
                     protected_dirs,

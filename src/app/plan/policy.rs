@@ -144,12 +144,20 @@ pub(in crate::app) fn sandbox_policy(
         }
     }
     // Sockets that would act outside the sandbox for whoever connects (Landlock cannot refuse
-    // connecting to a pathname Unix socket): the Docker daemon, the D-Bus buses, the user's
-    // runtime directory (session bus, keyrings) and the SSH agent.
+    // connecting to a pathname Unix socket): see [`escape_sockets`].
     for p in ctx.escape_sockets {
         if let Ok(p) = sys.canonicalize(p) {
             if !hidden.contains(&p) {
                 hidden.push(p);
+            }
+        }
+    }
+    // What names resolve with stays readable when it lives in a hidden runtime directory.
+    for f in NAME_SERVICE_FILES {
+        if let Ok(real) = sys.canonicalize(Path::new(f)) {
+            let under = hidden.iter().any(|h| real.starts_with(h) && &real != h);
+            if under && !read_only.contains(&real) {
+                read_only.push(real);
             }
         }
     }
@@ -237,21 +245,33 @@ pub(in crate::app) fn program_tree(sys: &dyn System, program: &Path) -> Option<P
     .filter(|t| t != Path::new("/tmp"))
 }
 
-/// Well-known sockets that act for whoever connects, and the caller's own ones.
-pub(in crate::app) fn escape_sockets(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = [
-        "/var/run/docker.sock",
-        "/run/docker.sock",
-        "/run/dbus",
-        "/var/run/dbus",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .collect();
+/// Sockets that act for whoever connects, and the directories that hold them: the machine's
+/// runtime directories (`/run` holds the D-Bus buses, the Docker and container daemons'
+/// sockets and every user's `XDG_RUNTIME_DIR`), and the caller's own tmux server, SSH agent
+/// and runtime directory wherever their variables put them. `uid` names tmux's socket
+/// directory under `$TMUX_TMPDIR`.
+pub(in crate::app) fn escape_sockets(
+    var: &dyn Fn(&str) -> Option<OsString>,
+    uid: u32,
+) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = ["/run", "/var/run"].iter().map(PathBuf::from).collect();
     for name in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
-        if let Some(p) = var(name).filter(|p| Path::new(p).is_absolute()) {
-            v.push(PathBuf::from(p));
-        }
+        v.extend(var(name).map(PathBuf::from));
     }
+    // `$TMUX` is `SOCKET,PID,SESSION`: the server of the terminal subpane was started from,
+    // which would run `new-window` for the program, outside.
+    if let Some(t) = var("TMUX") {
+        let t = t.as_encoded_bytes();
+        let socket = t.split(|b| *b == b',').next().unwrap_or_default();
+        v.push(PathBuf::from(std::ffi::OsStr::from_bytes(socket)));
+    }
+    if let Some(dir) = var("TMUX_TMPDIR") {
+        v.push(PathBuf::from(dir).join(format!("tmux-{uid}")));
+    }
+    v.retain(|p| p.is_absolute());
     v
 }
+
+/// Files below a hidden runtime directory that programs read to resolve names:
+/// `/etc/resolv.conf` is often a link into `/run` (systemd-resolved, resolvconf).
+const NAME_SERVICE_FILES: &[&str] = &["/etc/resolv.conf"];

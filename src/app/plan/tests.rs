@@ -347,7 +347,10 @@ fn the_policy_names_every_path_resolved() {
     sys.dirs.push("/work/.git".into());
     sys.files.insert("/work/.git/config".into(), String::new());
     sys.dirs.push("/data".into());
-    sys.dirs.push("/run/dbus".into());
+    sys.dirs.push("/run".into());
+    sys.files.insert("/run/resolv.conf".into(), String::new());
+    sys.links
+        .insert("/etc/resolv.conf".into(), "/run/resolv.conf".into());
     sys.vars
         .push(("SSH_AUTH_SOCK".into(), "/tmp/ssh-x/agent.1".into()));
     sys.files.insert("/work/secret.txt".into(), String::new());
@@ -369,25 +372,28 @@ fn the_policy_names_every_path_resolved() {
         ]
     );
     // --hide, the tmux socket, the subpane home (only `out/` is carried back in), and the
-    // escape sockets that exist (not the SSH agent's, which this machine lacks).
+    // escape sockets that exist (not the SSH agent's nor the caller's tmux server's, which
+    // this machine lacks).
     assert_eq!(
         sb.hidden,
         [
             PathBuf::from("/work/secret.txt"),
             PathBuf::from("/tmp/tmux-0/subpane"),
             PathBuf::from("/h"),
-            PathBuf::from("/run/dbus")
+            PathBuf::from("/run")
         ]
     );
     // What the user named is recorded apart, for a retry to keep.
     let asked = sb.asked.as_ref().unwrap();
     assert_eq!(asked.writable, [PathBuf::from("/data")]);
     assert_eq!(asked.hidden, [PathBuf::from("/work/secret.txt")]);
+    // The name service's file under the hidden /run stays readable.
     assert_eq!(
         sb.read_only,
         [
             PathBuf::from("/work/.git/hooks"),
-            PathBuf::from("/work/.git/config")
+            PathBuf::from("/work/.git/config"),
+            PathBuf::from("/run/resolv.conf")
         ]
     );
     // Paths that do not exist are refused, not ignored.

@@ -23,11 +23,13 @@
 //! * A refusal proves nothing unless the same attempt works without the rule: each test has
 //!   a control (unsandboxed, or the allowed twin of the attack).
 
+mod files;
 mod policy;
+mod processes;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) use crate::harness::{Ran, TestEnv, outside_the_sandbox, q};
+pub(crate) use crate::harness::{Ran, TestEnv, outside_the_sandbox, q, shell_quote};
 pub(crate) use crate::trust::{HANG, LIMIT, run_bash, stdout_log};
 
 /// `subpane ARGS…` with this test's home, bounded in time.

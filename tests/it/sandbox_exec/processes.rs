@@ -86,7 +86,12 @@ fn sandbox_program_cannot_signal_outside_its_domain() {
         ["probe=1", "term=1", "own-child=143"],
         "{r:#?}"
     );
-    assert!(r.stderr.contains("Operation not permitted"), "{r:#?}");
+    // Outside the PID namespace the pid names nothing (or, were it visible, Landlock's
+    // signal scope would refuse it).
+    assert!(
+        r.stderr.contains("No such process") || r.stderr.contains("Operation not permitted"),
+        "{r:#?}"
+    );
     // Control: the test itself may signal it (same user), so only the sandbox refused.
     // SAFETY: kill(pid, 0) only checks.
     assert_eq!(unsafe { libc::kill(outside.pid() as i32, 0) }, 0);
