@@ -156,15 +156,9 @@ pub(super) fn record_launch(
 }
 
 /// Makes the paths the sandbox policy names exist, so they can be ruled on: an agent's state
-/// directory that it would create on first use, and an empty `.git/hooks` (a hooks directory
-/// created later inside the writable workspace would not be read-only).
+/// directory that it would create on first use.
 pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
-    let hooks = spec
-        .sandbox
-        .read_only
-        .iter()
-        .filter(|p| p.file_name().is_some_and(|n| n == "hooks"));
-    for dir in spec.sandbox.writable.iter().chain(hooks) {
+    for dir in &spec.sandbox.writable {
         if !dir.exists() {
             if let Err(e) = std::fs::create_dir_all(dir) {
                 warnings.push(format!("cannot create {}: {e}", dir.display()));

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //!  1. /            MS_REC|MS_PRIVATE        nothing below propagates back to the host
+//!     git dir      an overlay on itself      the program's writes land in the attempt's
+//!                  (upper: <attempt>/git/upper)  git/upper; subpane carries back its branch
 //!  2. masks, outermost first: /tmp, then each hidden directory (the subpane home, --hide)
 //!     a. trees below it that the policy names   open_tree(CLONE|RECURSIVE), held by fd
 //!     b. the mask   fresh tmpfs                 /tmp: 1777, the program's private /tmp
@@ -34,6 +36,12 @@
 //!   attributes, so a read-only `.git` bind inside the workspace stays read-only and the
 //!   workspace around it writable. Device files stay usable on a read-only mount (writing
 //!   `/dev/null` or a terminal changes no inode).
+//! * The git overlay comes first: its lower layer is the directory as the host has it, and
+//!   the trees carried under a mask later are clones that take the overlay along. An
+//!   overlay's lower layer does not show what is mounted below it, so nothing else is
+//!   mounted inside the git directory.
+//! * An overlay mounted in a user namespace needs `userxattr` (its whiteouts and opaque
+//!   directories are then `user.overlay.*` xattrs of the upper layer).
 //! * A new proc can only be mounted by a process inside the PID namespace it shows, and only
 //!   while the host's `/proc` is fully visible (no hidden path below `/proc`).
 //! * A hidden directory's tmpfs is made read-only after the carried trees are in: Landlock
@@ -53,7 +61,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use super::SandboxFailure;
@@ -66,6 +74,17 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
     let root = Path::new("/");
     mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|e| failure(root, "cannot make the mounts private", e))?;
+
+    // The workspace's git directory, before anything covers the paths it is made of.
+    if let Some(repo) = &spec.git {
+        overlay(&repo.common_dir, &repo.upper, &repo.work).map_err(|e| {
+            failure(
+                &repo.common_dir,
+                "cannot give the program its own view of the git directory",
+                e,
+            )
+        })?;
+    }
 
     // Directories covered by a fresh tmpfs, outermost first: the private /tmp, then every
     // hidden directory (the subpane home among them). What the policy names below one is
@@ -134,6 +153,84 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
             e,
         )
     })
+}
+
+/// Mounts an overlay at `dir` whose lower layer is `dir` itself: the program reads the
+/// directory as it is, and what it writes lands in `upper` (`work` is the overlay's scratch
+/// directory, beside it).
+fn overlay(dir: &Path, upper: &Path, work: &Path) -> io::Result<()> {
+    // The new mount API takes each path whole: no escaping of `,` or `:` in it.
+    let fs = fs_open("overlay")?;
+    // `lowerdir+` (Linux 6.8) appends one layer; older kernels take `lowerdir` as a list.
+    if fs_set(&fs, "lowerdir+", Some(dir)).is_err() {
+        fs_set(&fs, "lowerdir", Some(&escape_layer(dir)))?;
+    }
+    fs_set(&fs, "upperdir", Some(upper))?;
+    fs_set(&fs, "workdir", Some(work))?;
+    // In a user namespace an overlay keeps its bookkeeping in `user.` xattrs.
+    fs_set(&fs, "userxattr", None)?;
+    fs_create(&fs)?;
+    let mnt = fs_mount(&fs)?;
+    move_mount(&mnt, dir)
+}
+
+/// A path as one layer of a `lowerdir` list: `\`, `:` and `,` escaped.
+fn escape_layer(p: &Path) -> PathBuf {
+    let mut out = Vec::new();
+    for &b in p.as_os_str().as_bytes() {
+        if matches!(b, b'\\' | b':' | b',') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// `fsopen(2)`.
+fn fs_open(fstype: &str) -> io::Result<OwnedFd> {
+    let t = CString::new(fstype).map_err(io::Error::other)?;
+    // SAFETY: fsopen with a NUL-terminated name; the result is a new descriptor we own.
+    let fd = cvt(unsafe { libc::syscall(libc::SYS_fsopen, t.as_ptr(), libc::FSOPEN_CLOEXEC) })?;
+    // SAFETY: a fresh descriptor returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `fsconfig(2)` setting a string (`Some`) or a flag (`None`).
+fn fs_set(fs: &OwnedFd, key: &str, value: Option<&Path>) -> io::Result<()> {
+    let k = CString::new(key).map_err(io::Error::other)?;
+    let v = value.map(cstr).transpose()?;
+    let (cmd, ptr) = match &v {
+        Some(v) => (libc::FSCONFIG_SET_STRING, v.as_ptr()),
+        None => (libc::FSCONFIG_SET_FLAG, std::ptr::null()),
+    };
+    // SAFETY: fsconfig on an fsopen descriptor with NUL-terminated strings (or null).
+    cvt(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, k.as_ptr(), ptr, 0) })
+        .map(drop)
+}
+
+/// `fsconfig(FSCONFIG_CMD_CREATE)`: the superblock, from the parameters set.
+fn fs_create(fs: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fsconfig on an fsopen descriptor with null key and value, as the command asks.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// `fsmount(2)`: a detached mount of the superblock.
+fn fs_mount(fs: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: fsmount on a created fs context; the result is a new descriptor we own.
+    let fd =
+        cvt(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, 0) })?;
+    // SAFETY: a fresh descriptor returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// Makes every mount read-only but the writable trees and the private `/tmp`, as they are:

@@ -232,9 +232,9 @@ fn is_public_suffix(name: &str) -> bool {
 ///
 /// ```json
 /// {"enabled": true, "network": "none", "writable": ["/src/app", "/h/runs/r/attempts/1/out"],
-///  "read_only": ["/src/app/.git/hooks", "/src/app/.git/config"],
-///  "hidden": ["/tmp/tmux-0/subpane", "/h"], "env_pass": ["GITHUB_TOKEN"],
-///  "asked": {"writable": [], "hidden": []}}
+///  "read_only": [], "hidden": ["/tmp/tmux-0/subpane", "/h", "/run"],
+///  "env_pass": ["GITHUB_TOKEN"], "asked": {"writable": [], "hidden": []},
+///  "git": {"common_dir": "/src/app/.git", …}}
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -244,8 +244,8 @@ pub struct SandboxSpec {
     /// Trees the program may write (the workspace, its artifact directory `out/`, the
     /// agent's state, `--writable`).
     pub writable: Vec<PathBuf>,
-    /// Paths inside writable or hidden trees that the program sees read-only (git hooks and
-    /// config, the egress proxy's socket).
+    /// Paths inside writable or hidden trees that the program sees read-only (a worktree's
+    /// `.git` file, the egress proxy's socket, a name service file under `/run`).
     pub read_only: Vec<PathBuf>,
     /// Paths the program cannot see at all (`--hide`, the tmux server's socket, the subpane
     /// home): a hidden directory shows only what `writable` and `read_only` name below it.
@@ -257,6 +257,35 @@ pub struct SandboxSpec {
     /// existed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub asked: Option<SandboxAsk>,
+    /// The workspace's repository, whose git directory the program changes privately.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitRepo>,
+}
+
+/// The git directory of a sandboxed workspace's repository. The program sees it as an
+/// overlay: its writes land in `upper` (in the attempt directory, out of its reach), never
+/// in `common_dir`, so config, hooks, other refs, rebase state and the worktree's records
+/// stay as they were. When the attempt ends, subpane carries back the branch `branch` (and
+/// the objects its new commits need), nothing else.
+///
+/// ```json
+/// {"common_dir": "/src/app/.git", "git_dir": "/src/app/.git", "work_tree": "/src/app",
+///  "branch": "main", "upper": "/h/runs/r/attempts/1/git/upper",
+///  "work": "/h/runs/r/attempts/1/git/work"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitRepo {
+    /// The repository's git directory (`.git`, or the common directory of its worktrees).
+    pub common_dir: PathBuf,
+    /// The work tree's own git directory: `common_dir`, or `worktrees/<name>` in it.
+    pub git_dir: PathBuf,
+    pub work_tree: PathBuf,
+    /// The branch the program may move (`refs/heads/…`): the one checked out, or the
+    /// worktree's; `None` on a detached HEAD.
+    pub branch: Option<String>,
+    pub upper: PathBuf,
+    /// The overlay's work directory (empty, beside `upper`).
+    pub work: PathBuf,
 }
 
 /// The paths a user named for the sandbox, absolute and resolved against the directory the

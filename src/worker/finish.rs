@@ -2,9 +2,10 @@
 //!
 //! ```text
 //!  kill what is left, reap, flush ─► collect: machine (stop, exit, leak) + adapter report
-//!    ─► envelope::decide ─► (--worktree: status, diff, remove or keep; worktree.rs)
+//!    ─► envelope::decide ─► (sandboxed repository: carry back the program's branch)
+//!    ─► (--worktree: status, diff, remove or keep; worktree.rs)
 //!    ─► worker.json, output.txt ─► envelope::build ─► result.json (last)
-//!    ─► the end line in the pane
+//!    ─► the end line in the pane ─► (sandboxed repository: its private view removed)
 //! ```
 //!
 //! Common pitfalls:
@@ -27,6 +28,8 @@ impl Worker {
         let report = self.collect();
         let (env, written) = self.decide_and_write(report);
         self.show_end(&env, written);
+        // After the envelope, which waiters wait for: only scratch is left.
+        self.drop_git_view();
     }
 
     /// Ends what is left of the attempt and gathers every fact into `self.facts`.
@@ -126,6 +129,8 @@ impl Worker {
                 output.push_error(format!("stderr: {last}"));
             }
         }
+        // The program's commits come back first: the worktree's record and branch show them.
+        self.carry_git(&mut output);
         // Before worker.json: what became of the worktree is one of the worker's facts.
         self.end_worktree(outcome.status, &mut output);
         // Both are renamed before result.json, whose write fsyncs the directory once for all

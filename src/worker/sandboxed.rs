@@ -55,6 +55,65 @@ impl Worker {
         Ok(())
     }
 
+    /// Makes the directories the program's private view of the repository's git directory
+    /// writes to (see [`crate::spec::GitRepo`]).
+    pub(crate) fn prepare_git_view(&self) -> Result<(), String> {
+        let Some(repo) = &self.spec.sandbox.git else {
+            return Ok(());
+        };
+        for d in [&repo.upper, &repo.work] {
+            std::fs::create_dir_all(d).map_err(|e| {
+                SandboxFailure::Mount {
+                    path: d.display().to_string(),
+                    why: format!("cannot make the git directory's private view: {e}"),
+                }
+                .to_string()
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Carries the program's branch back from its view of the git directory (its commits,
+    /// nothing else). What went wrong goes to `output.errors`: the program's result stands.
+    pub(crate) fn carry_git(&mut self, output: &mut crate::envelope::Output) {
+        let Some(repo) = self.spec.sandbox.git.clone() else {
+            return;
+        };
+        if self.facts.sandbox.is_none() {
+            return; // The program never ran in the view.
+        }
+        match crate::git::carry::carry_branch(&repo, self.paths.dir()) {
+            Ok(Some(c)) => {
+                let from = c
+                    .from
+                    .as_deref()
+                    .map_or("nothing", |f| &f[..f.len().min(12)]);
+                self.pane.line(
+                    super::pane::Style::Dim,
+                    &format!(
+                        "subpane: branch {} moved from {from} to {:.12}",
+                        c.branch, c.to
+                    ),
+                );
+            }
+            Ok(None) => {}
+            Err(e) => output.push_error(format!(
+                "git: the program's commits on {} could not be carried back: {e}",
+                repo.branch.as_deref().unwrap_or("its branch")
+            )),
+        }
+    }
+
+    /// Removes the program's view of the git directory (what it changed there is carried
+    /// back or meant to stay behind).
+    pub(crate) fn drop_git_view(&self) {
+        if let Some(repo) = &self.spec.sandbox.git {
+            if let Some(dir) = repo.upper.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
     /// The command that runs `argv` through the sandbox helper, and the pipe it reports on.
     pub(crate) fn sandbox_command(
         &mut self,

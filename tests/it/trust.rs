@@ -216,7 +216,7 @@ fn a_forged_spec_never_reaches_retry() {
     env.assert_no_leftovers();
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)

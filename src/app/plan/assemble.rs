@@ -123,6 +123,8 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                     home: home.root(),
                     out_dir: &paths.out_dir(),
                     proxy_socket: &paths.proxy_socket(),
+                    git_upper: &paths.git_upper(),
+                    git_work: &paths.git_work(),
                     tmux_socket: &socket,
                     agent_dirs,
                     // The caller's uid names its tmux socket directory.
@@ -133,7 +135,9 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                 },
             )?;
             if let Some(wt) = &r.worktree {
-                worktree::sandbox_git(sys, wt, &mut policy);
+                let upper = resolved(sys, &paths.git_upper());
+                let work = resolved(sys, &paths.git_work());
+                worktree::sandbox_git(sys, wt, &mut policy, upper, work);
             }
             policy
         }

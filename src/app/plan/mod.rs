@@ -46,6 +46,7 @@ mod assemble;
 mod env;
 #[cfg(test)]
 pub(super) mod fake;
+mod git_view;
 mod guard;
 mod lineage;
 mod policy;
@@ -56,7 +57,7 @@ mod tests;
 
 pub(in crate::app) use assemble::{Resolved, assemble};
 pub(in crate::app) use env::{environment, set_by_sandbox};
-pub(in crate::app) use policy::{SandboxRequest, escape_sockets};
+pub(in crate::app) use policy::{SandboxRequest, escape_sockets, resolved};
 pub(in crate::app) use program::{check_exec_size, text_or_file};
 pub use system::{RealSystem, System};
 

@@ -6,10 +6,12 @@
 //!                  ▼                                                                 ▼
 //!  sandbox_policy(request, the attempt's context) ─► SandboxSpec  (once per attempt, for both)
 //!     writable: workspace, out/, agent state, asked
-//!     read_only: .git/hooks, .git/config, a program under /tmp, the proxy socket
+//!     read_only: a worktree's .git file, a program under /tmp, the proxy socket
+//!     git: the workspace's repository, an overlay of its git directory (git_view.rs)
 //!     hidden: asked, the tmux socket, the subpane home, escape sockets
 //! ```
 
+use super::git_view::workspace_repo;
 use super::guard::{Guarded, check_policy, named_path};
 use super::*;
 
@@ -127,22 +129,17 @@ pub(in crate::app) fn sandbox_policy(
     // Every other run's records, one-shot environment files and proxy sockets: only this
     // attempt's `out/` (and its proxy socket) is carried back in below it.
     hidden.push(subpane_home.clone());
-    // A hook or a config written in the workspace's repository would run outside the
-    // sandbox on the user's next git command.
+    // A hook, a config or rebase state written in the workspace's repository would run
+    // outside the sandbox on the user's next git command: its git directory is the
+    // program's privately (an overlay), and only its branch comes back (see git_view.rs).
     let mut read_only = Vec::new();
-    let git = ctx.cwd.join(".git");
-    if sys.is_dir(&git) {
-        // hooks: the launcher creates it when missing, so that it can be made read-only.
-        let config = git.join("config");
-        let config_exists = sys.canonicalize(&config).is_ok();
-        for p in [git.join("hooks"), config] {
-            let named = asked.writable.contains(&p);
-            let exists = p.ends_with("hooks") || config_exists;
-            if !named && exists {
-                read_only.push(p);
-            }
-        }
-    }
+    let git = workspace_repo(
+        sys,
+        ctx.cwd,
+        resolved(sys, ctx.git_upper),
+        resolved(sys, ctx.git_work),
+        &mut read_only,
+    );
     // Sockets that would act outside the sandbox for whoever connects (Landlock cannot refuse
     // connecting to a pathname Unix socket): see [`escape_sockets`].
     for p in ctx.escape_sockets {
@@ -182,12 +179,13 @@ pub(in crate::app) fn sandbox_policy(
         hidden,
         env_pass: request.env_pass.clone(),
         asked: Some(asked.clone()),
+        git,
     })
 }
 
 /// `p` with the links of its longest existing part resolved (the rest may not exist yet: an
 /// attempt's directory, `out/` and proxy socket are made after the plan).
-fn resolved(sys: &dyn System, p: &Path) -> PathBuf {
+pub(in crate::app) fn resolved(sys: &dyn System, p: &Path) -> PathBuf {
     let mut rest = Vec::new();
     let mut at = p;
     loop {
@@ -212,6 +210,9 @@ pub(in crate::app) struct PolicyContext<'a> {
     /// The attempt's artifact directory, the one place of the home the program may write.
     pub(in crate::app) out_dir: &'a Path,
     pub(in crate::app) proxy_socket: &'a Path,
+    /// The attempt's overlay directories for the workspace's git directory.
+    pub(in crate::app) git_upper: &'a Path,
+    pub(in crate::app) git_work: &'a Path,
     pub(in crate::app) tmux_socket: &'a Path,
     /// State directories of the agent CLI (it writes them).
     pub(in crate::app) agent_dirs: Vec<PathBuf>,

@@ -388,14 +388,11 @@ fn the_policy_names_every_path_resolved() {
     assert_eq!(asked.writable, [PathBuf::from("/data")]);
     assert_eq!(asked.hidden, [PathBuf::from("/work/secret.txt")]);
     // The name service's file under the hidden /run stays readable.
-    assert_eq!(
-        sb.read_only,
-        [
-            PathBuf::from("/work/.git/hooks"),
-            PathBuf::from("/work/.git/config"),
-            PathBuf::from("/run/resolv.conf")
-        ]
-    );
+    assert_eq!(sb.read_only, [PathBuf::from("/run/resolv.conf")]);
+    // The workspace's repository is the program's privately; no HEAD file here: no branch.
+    let git = sb.git.as_ref().unwrap();
+    assert_eq!(git.common_dir, PathBuf::from("/work/.git"));
+    assert_eq!(git.branch, None);
     // Paths that do not exist are refused, not ignored.
     let req = RunRequest {
         hide: vec!["/nope".into()],

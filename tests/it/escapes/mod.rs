@@ -24,6 +24,7 @@
 //!   a control (unsandboxed, or the allowed twin of the attack).
 
 mod files;
+mod git;
 mod policy;
 mod processes;
 
