@@ -95,10 +95,12 @@ pub fn main(req: Request) -> i32 {
         Ok(n) => n,
         Err(f) => return fail(&report, f),
     };
-    let (status_r, status_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+    let pipes = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .and_then(|a| Ok((a, nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)));
+    let ((status_r, status_w), (go_r, go_w)) = match pipes {
         Ok(p) => p,
         Err(e) => {
-            let why = format!("cannot make the status pipe: {e}");
+            let why = format!("cannot make the helper's pipes: {e}");
             return fail(
                 &report,
                 SandboxFailure::Namespace {
@@ -122,12 +124,16 @@ pub fn main(req: Request) -> i32 {
             )
         }
         0 => {
-            drop(status_r);
-            init::run(plan, namespaces, report, status_w)
+            drop((status_r, go_w));
+            let pipes = init::Pipes {
+                status: status_w,
+                go: go_r,
+            };
+            init::run(plan, namespaces, report, pipes)
         }
         child => {
-            drop(status_w);
-            supervise(child, status_r, &plan.filters.supervisor, report)
+            drop((status_w, go_r));
+            supervise(child, status_r, go_w, &plan.filters.supervisor, report)
         }
     }
 }
@@ -190,46 +196,62 @@ fn prepare(req: &Request) -> Result<Prepared, SandboxFailure> {
     })
 }
 
-/// The helper's part once init runs: wait for the program's status, then end as it did.
-fn supervise(init: libc::pid_t, status: OwnedFd, filter: &[BpfProgram], report: ReportFd) -> i32 {
+/// The helper's part once init runs: its own filter (before init starts the program), then
+/// wait for the program's status, and end as it did.
+fn supervise(
+    init: libc::pid_t,
+    status: OwnedFd,
+    go: OwnedFd,
+    filter: &[BpfProgram],
+    report: ReportFd,
+) -> i32 {
     // The worker's stop signals are for the program; the helper must outlive it to say how
     // it ended. SAFETY: setting dispositions to SIG_IGN is always sound.
     for sig in STOP_SIGNALS {
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
-    // Every process of the sandbox has its filter, or none runs: a failure here is reported
-    // (the report fd is still open: the program has not run yet, or its report is followed
-    // by this one) and ends the namespace.
-    let filtered = seccomp::install(filter);
-    if let Err(f) = filtered.clone() {
-        // SAFETY: kill(2) on our own child.
-        unsafe { libc::kill(init, libc::SIGKILL) };
-        fail(&report, f);
+    let mut status = File::from(status);
+    // Init says when all but the program is ready (end-of-file: it failed and said why).
+    let mut ready = [0u8; 1];
+    if let Ok(true) = read_full(&mut status, &mut ready) {
+        // Every process of the sandbox has its filter, or the program never starts: the
+        // helper installs its own while init waits, so a failure here is the one report.
+        if let Err(f) = seccomp::install(filter) {
+            // SAFETY: kill(2) on our own child.
+            unsafe { libc::kill(init, libc::SIGKILL) };
+            let code = fail(&report, f);
+            reap(init);
+            return code;
+        }
+        report.close();
+        let _ = File::from(go).write_all(b"g");
+    } else {
+        report.close();
+        drop(go);
     }
-    report.close();
     to_dev_null();
     let mut raw = [0u8; 4];
-    let mut f = File::from(status);
-    let program = match read_full(&mut f, &mut raw) {
+    let program = match read_full(&mut status, &mut raw) {
         Ok(true) => Some(i32::from_ne_bytes(raw)),
         _ => None,
     };
-    drop(f);
-    let init_status = loop {
+    drop(status);
+    end_as(program.unwrap_or_else(|| reap(init)))
+}
+
+/// Waits for `pid` (a child); its raw wait status.
+fn reap(pid: libc::pid_t) -> i32 {
+    loop {
         let mut st = 0;
         // SAFETY: waitpid(2) on our own child into a local.
-        let rc = unsafe { libc::waitpid(init, &mut st, 0) };
-        if rc == init {
-            break st;
+        let rc = unsafe { libc::waitpid(pid, &mut st, 0) };
+        if rc == pid {
+            return st;
         }
         if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            break 0;
+            return EXIT_SANDBOX_FAILED << 8;
         }
-    };
-    if filtered.is_err() {
-        return EXIT_SANDBOX_FAILED;
     }
-    end_as(program.unwrap_or(init_status))
 }
 
 /// Signals the worker sends to stop the program that the helper outlives.

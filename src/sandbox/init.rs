@@ -4,13 +4,14 @@
 //! ```text
 //!  init (pid 1)                                   the program (pid 2)
 //!  ────────────                                   ───────────────────
-//!  PR_SET_PDEATHSIG(SIGKILL): the helper's death is the namespace's
+//!  PR_SET_PDEATHSIG(SIGKILL): the helper's death is the namespace's; not dumpable
 //!  mounts::build (with /proc of this namespace) ─► lo up ─► limits
 //!  no_new_privs ─► Landlock (init, relay and program in one domain)
 //!  [allow:] relay::start ──► relay (pid 3): seccomp (Relay), serves
+//!  "ready" to the helper; wait for its "go" (its own filter is in)
 //!  fork ────────────────────────────────────────► seccomp (Program), fds ≥ 3 CLOEXEC,
 //!  close the report fd; std fds → /dev/null;        report {"enforced"}, SIGPIPE default,
-//!  not dumpable; seccomp (Supervisor)               execvp
+//!  seccomp (Supervisor)                             execvp
 //!  waitpid(-1) until the program is reaped          (exec failed: report, _exit 127)
 //!  write its wait status to the helper; exit ─► the kernel kills the rest of the namespace
 //! ```
@@ -26,7 +27,7 @@
 //! * Orphans of the program are reparented to init: reap every child, not only the program,
 //!   or zombies fill the namespace's process limit.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
 
 use super::exec::{Prepared, ReportFd, fail, to_dev_null};
@@ -34,9 +35,19 @@ use super::{EXIT_SANDBOX_FAILED, Enforced, PROXY_PORT, Report, SandboxFailure};
 use super::{landlock, mounts, namespaces, relay, seccomp};
 use crate::spec::Network;
 
+/// Init's two pipes to the helper outside.
+pub(super) struct Pipes {
+    /// Init writes one byte when all but the program is ready, then the program's wait
+    /// status (4 bytes, native order).
+    pub(super) status: OwnedFd,
+    /// The helper writes one byte once its own filter is in place.
+    pub(super) go: OwnedFd,
+}
+
 /// Runs init; never returns.
-pub(super) fn run(plan: Prepared, namespaces: Vec<String>, report: ReportFd, status: OwnedFd) -> ! {
-    // SAFETY: prctl with constant arguments.
+pub(super) fn run(plan: Prepared, namespaces: Vec<String>, report: ReportFd, pipes: Pipes) -> ! {
+    // SAFETY: prctl with constant arguments. Not dumpable from the start: the program shares
+    // init's Landlock domain (its exec makes it dumpable again).
     unsafe {
         libc::prctl(
             libc::PR_SET_PDEATHSIG,
@@ -44,25 +55,23 @@ pub(super) fn run(plan: Prepared, namespaces: Vec<String>, report: ReportFd, sta
             0,
             0,
             0,
-        )
-    };
-    let program = match set_up(&plan, namespaces, &report) {
+        );
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    let mut status = std::fs::File::from(pipes.status);
+    let program = match set_up(&plan, namespaces, &report, &mut status, pipes.go) {
         Ok(pid) => pid,
         Err(f) => exit(fail(&report, f)),
     };
     report.close();
     to_dev_null();
-    // SAFETY: prctl with constant arguments.
-    unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
     if seccomp::install(&plan.filters.supervisor).is_err() {
         // SAFETY: kill(2) on our own child; the namespace ends with init anyway.
         unsafe { libc::kill(program, libc::SIGKILL) };
         exit(EXIT_SANDBOX_FAILED);
     }
     let ended = reap_until(program);
-    let _ = std::fs::File::from(status)
-        .write_all(&ended.to_ne_bytes())
-        .map_err(drop);
+    let _ = status.write_all(&ended.to_ne_bytes());
     exit(0)
 }
 
@@ -71,6 +80,8 @@ fn set_up(
     plan: &Prepared,
     namespaces: Vec<String>,
     report: &ReportFd,
+    status: &mut std::fs::File,
+    go: OwnedFd,
 ) -> Result<libc::pid_t, SandboxFailure> {
     let spec = &plan.spec;
     mounts::build(spec, &plan.cwd)?;
@@ -93,6 +104,15 @@ fn set_up(
         no_new_privs: no_new_privs(),
         partial: landlock.partial,
     };
+    // The helper outside installs its filter now; the program starts only once it has.
+    let handshake = status.write_all(b"r").and_then(|()| {
+        let mut b = [0u8; 1];
+        std::fs::File::from(go).read_exact(&mut b)
+    });
+    if handshake.is_err() {
+        // The helper could not filter itself, said so, and is ending the namespace.
+        exit(EXIT_SANDBOX_FAILED);
+    }
     // SAFETY: single-threaded (see the pitfalls); the child ends in exec or _exit.
     match unsafe { libc::fork() } {
         -1 => Err(SandboxFailure::Exec {
