@@ -155,9 +155,10 @@ pub(super) fn record_launch(
     }
 }
 
-/// Makes the paths the sandbox policy names exist, so they can be ruled on: an agent's state
-/// directory that it would create on first use.
+/// Makes the paths the sandbox policy names exist, so they can be ruled on: the agent's own
+/// state directory (seeded from the user's), and any other it would create on first use.
 pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
+    warnings.extend(super::seed::seed_agent_state(spec));
     for dir in &spec.sandbox.writable {
         if !dir.exists() {
             if let Err(e) = std::fs::create_dir_all(dir) {

@@ -28,6 +28,7 @@ mod plan;
 mod request;
 mod retry;
 mod runs;
+mod seed;
 mod start_many;
 pub mod worktree;
 

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError, fill_random};
-pub use sandbox::{GitRepo, HostPattern, Network, SandboxAsk, SandboxSpec, valid_host_name};
+pub use sandbox::{
+    AgentState, GitRepo, HostPattern, Network, SandboxAsk, SandboxSpec, valid_host_name,
+};
 
 /// Schema tag of `spec.json`.
 pub const SPEC_SCHEMA: &str = "subpane.spec/v1";

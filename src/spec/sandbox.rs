@@ -260,6 +260,30 @@ pub struct SandboxSpec {
     /// The workspace's repository, whose git directory the program changes privately.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub git: Option<GitRepo>,
+    /// An agent's own state directory (in `writable`), instead of the user's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_state: Option<AgentState>,
+}
+
+/// A sandboxed agent's state directory: its own for the attempt (`attempts/<n>/agent`), or
+/// the one of the attempt whose session it resumes, seeded from the user's when new. The
+/// user's own (`seeded_from`) is never written: a hook there would run in the user's next
+/// unsandboxed session.
+///
+/// ```json
+/// {"var": "CLAUDE_CONFIG_DIR", "dir": "/h/runs/r/attempts/1/agent",
+///  "seeded_from": "/home/u/.claude", "home_file": "/home/u/.claude.json"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentState {
+    /// The variable that points the CLI at `dir`.
+    pub var: String,
+    pub dir: PathBuf,
+    /// The user's state directory.
+    pub seeded_from: PathBuf,
+    /// The user's file that moves into `dir` (`~/.claude.json`), when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_file: Option<PathBuf>,
 }
 
 /// The git directory of a sandboxed workspace's repository. The program sees it as an

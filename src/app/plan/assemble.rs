@@ -14,6 +14,7 @@
 //! socket, the machine's sockets) is derived here, once, for a first attempt and a retry
 //! alike: a rule added here reaches both.
 
+use super::agent_state::agent_state;
 use super::policy::{PolicyContext, SandboxRequest, sandbox_policy};
 use super::*;
 use crate::spec::WorktreeSpec;
@@ -88,30 +89,37 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
     };
     check_exec_size(&argv, &r.env, sys.arg_max())?;
     let socket = sys.tmux_socket();
+    let mut env = r.env;
+    let mut env_spec = r.env_spec;
     let sandbox = match &r.sandbox {
         Some(request) => {
+            let user_home = caller_var("HOME").map(PathBuf::from);
             let mut agent_dirs = Vec::new();
+            let mut state = None;
             if r.task.is_some() {
                 if r.agent == AgentKind::Pi {
                     agent_dirs.push(sessions_dir.clone());
                 }
-                if let Some((var, default)) = adapter_for(r.agent).sandbox_needs().state_dir {
-                    let dir = r
-                        .env
-                        .iter()
-                        .find(|(k, _)| k == var)
-                        .map(|(_, v)| PathBuf::from(v))
-                        .or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(default)));
-                    agent_dirs.extend(dir);
+                if let Some(needs) = adapter_for(r.agent).sandbox_needs().state_dir {
+                    let fresh = resolved(sys, &paths.agent_state());
+                    state = agent_state(request, &needs, fresh, &env, user_home.as_deref());
+                }
+            }
+            if let Some(s) = &state {
+                // The agent's own directory, never the user's.
+                agent_dirs.push(s.dir.clone());
+                env.retain(|(k, _)| k.as_bytes() != s.var.as_bytes());
+                env.push((s.var.clone().into(), s.dir.clone().into()));
+                if !env_spec.set.contains(&s.var) {
+                    env_spec.set.push(s.var.clone());
                 }
             }
             // With --worktree, the worktree is the workspace.
             let workspace = r.worktree.as_ref().map_or(&r.cwd, |wt| &wt.path);
-            let user_home = caller_var("HOME").map(PathBuf::from);
             let protected_dirs = [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex]
                 .iter()
                 .filter_map(|k| adapter_for(*k).sandbox_needs().state_dir)
-                .filter_map(|(var, _)| caller_var(var))
+                .filter_map(|d| caller_var(d.var))
                 .map(PathBuf::from)
                 .filter(|p| p.is_absolute())
                 .collect();
@@ -139,6 +147,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                 let work = resolved(sys, &paths.git_work());
                 worktree::sandbox_git(sys, wt, &mut policy, upper, work);
             }
+            policy.agent_state = state;
             policy
         }
         None => SandboxSpec::default(),
@@ -155,7 +164,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         labels: r.labels.clone(),
         correlation_id: r.correlation_id.clone(),
         limits: r.limits,
-        env: r.env_spec,
+        env: env_spec,
         task: r.task.clone(),
         keep_session: r.keep_session,
         tmux: TmuxTarget {
@@ -195,7 +204,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
     Ok(Plan {
         record,
         spec,
-        env: r.env,
+        env,
         prompt: r.task.map(|t| t.prompt),
     })
 }

@@ -22,7 +22,11 @@ const PROXY_VARS: [&str; 6] = [
 /// Whether subpane itself sets `name` for a sandboxed program (recomputed for every attempt,
 /// never taken from a caller).
 pub(in crate::app) fn set_by_sandbox(name: &str) -> bool {
-    name == "TMPDIR" || name == "NODE_USE_ENV_PROXY" || PROXY_VARS.contains(&name)
+    let state_var = [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex]
+        .iter()
+        .filter_map(|k| adapter_for(*k).sandbox_needs().state_dir)
+        .any(|d| d.var == name);
+    name == "TMPDIR" || name == "NODE_USE_ENV_PROXY" || PROXY_VARS.contains(&name) || state_var
 }
 
 /// The proxy as the sandboxed program reaches it (the relay in its network namespace).

@@ -42,6 +42,7 @@ const REMOVED_VARS: [&str; 2] = ["TMUX", "TMUX_PANE"];
 /// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, with its NUL).
 pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
 
+mod agent_state;
 mod assemble;
 mod env;
 #[cfg(test)]

@@ -21,6 +21,10 @@ pub(in crate::app) struct SandboxRequest {
     pub(in crate::app) network: Network,
     pub(in crate::app) asked: crate::spec::SandboxAsk,
     pub(in crate::app) env_pass: Vec<String>,
+    /// The agent state directory of the attempt a retry follows (its seed source is kept).
+    pub(in crate::app) agent_state: Option<crate::spec::AgentState>,
+    /// Whether the attempt continues that directory (it resumes the session saved there).
+    pub(in crate::app) continue_state: bool,
 }
 
 impl SandboxRequest {
@@ -41,6 +45,8 @@ impl SandboxRequest {
             network: spec.network.clone(),
             asked,
             env_pass: spec.env_pass.clone(),
+            agent_state: spec.agent_state.clone(),
+            continue_state: false,
         })
     }
 }
@@ -88,6 +94,8 @@ pub(in crate::app) fn sandbox_request(
         network,
         asked,
         env_pass: req.env_pass.clone(),
+        agent_state: None,
+        continue_state: false,
     }))
 }
 
@@ -180,6 +188,7 @@ pub(in crate::app) fn sandbox_policy(
         env_pass: request.env_pass.clone(),
         asked: Some(asked.clone()),
         git,
+        agent_state: None,
     })
 }
 
@@ -214,7 +223,8 @@ pub(in crate::app) struct PolicyContext<'a> {
     pub(in crate::app) git_upper: &'a Path,
     pub(in crate::app) git_work: &'a Path,
     pub(in crate::app) tmux_socket: &'a Path,
-    /// State directories of the agent CLI (it writes them).
+    /// Directories of the agent CLI's that it writes (its own state directory, pi's
+    /// sessions of the run).
     pub(in crate::app) agent_dirs: Vec<PathBuf>,
     /// Sockets to hide when they exist (see [`escape_sockets`]).
     pub(in crate::app) escape_sockets: &'a [PathBuf],

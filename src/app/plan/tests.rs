@@ -327,13 +327,20 @@ fn a_sandboxed_program_gets_only_the_variables_it_needs() {
     let p = plan(&req, &home(), &sys).unwrap();
     let names: Vec<&str> = p.env.iter().filter_map(|(k, _)| k.to_str()).collect();
     assert!(names.contains(&"ANTHROPIC_API_KEY") && !names.contains(&"OPENAI_API_KEY"));
-    // Claude's state directory (default under HOME) is writable.
+    // Claude gets a state directory of its own, seeded from the user's (default under
+    // HOME), which stays out of its reach.
+    let own = PathBuf::from("/h/runs/generated-1/attempts/1/agent");
+    let sb = &p.spec.sandbox;
+    assert!(sb.writable.contains(&own), "{:?}", sb.writable);
+    assert!(!sb.writable.contains(&PathBuf::from("/root/.claude")));
+    let state = sb.agent_state.as_ref().unwrap();
+    assert_eq!(state.seeded_from, PathBuf::from("/root/.claude"));
+    assert_eq!(state.home_file, Some(PathBuf::from("/root/.claude.json")));
     assert!(
-        p.spec
-            .sandbox
-            .writable
-            .contains(&PathBuf::from("/root/.claude"))
+        p.env
+            .contains(&("CLAUDE_CONFIG_DIR".into(), own.clone().into()))
     );
+    assert!(p.spec.env.set.contains(&"CLAUDE_CONFIG_DIR".to_owned()));
     let bad = RunRequest {
         env_pass: vec!["A-B".into()],
         ..sandboxed(&["make"])

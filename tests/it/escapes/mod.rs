@@ -23,12 +23,15 @@
 //! * A refusal proves nothing unless the same attempt works without the rule: each test has
 //!   a control (unsandboxed, or the allowed twin of the attack).
 
+mod agent_state;
 mod files;
 mod git;
 mod policy;
 mod processes;
 
 use std::path::{Path, PathBuf};
+
+pub(crate) use serde_json::json;
 
 pub(crate) use crate::harness::{Ran, TestEnv, outside_the_sandbox, q, shell_quote};
 pub(crate) use crate::trust::{HANG, LIMIT, run_bash, stdout_log};
