@@ -84,6 +84,9 @@ pub struct WorkerFacts {
     /// Why the sandbox could not be set up (the program did not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_error: Option<String>,
+    /// The sandbox limit found reached when the program ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_limit_hit: Option<super::LimitKind>,
     /// What became of the attempt's git worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<super::WorktreeInfo>,

@@ -76,6 +76,9 @@ pub struct Request {
     pub report_fd: Option<RawFd>,
     /// The egress proxy's Unix socket, for `network: {"allow": …}`.
     pub proxy_socket: Option<PathBuf>,
+    /// Where to write the [`Report::Ended`] line when the program has ended (inherited,
+    /// open, at least 3).
+    pub end_fd: Option<RawFd>,
     /// The program and its arguments.
     pub argv: Vec<OsString>,
 }
@@ -86,6 +89,10 @@ pub fn main(req: Request) -> i32 {
     let report = match ReportFd::check(req.report_fd) {
         Ok(r) => r,
         Err(f) => return fail(&ReportFd(None), f),
+    };
+    let end = match ReportFd::check(req.end_fd) {
+        Ok(r) => r,
+        Err(f) => return fail(&report, f),
     };
     let plan = match prepare(&req) {
         Ok(p) => p,
@@ -125,6 +132,7 @@ pub fn main(req: Request) -> i32 {
         }
         0 => {
             drop((status_r, go_w));
+            end.close();
             let pipes = init::Pipes {
                 status: status_w,
                 go: go_r,
@@ -133,7 +141,7 @@ pub fn main(req: Request) -> i32 {
         }
         child => {
             drop((status_w, go_r));
-            supervise(child, status_r, go_w, &plan.filters.supervisor, report)
+            supervise(child, status_r, go_w, &plan.filters.supervisor, report, end)
         }
     }
 }
@@ -204,6 +212,7 @@ fn supervise(
     go: OwnedFd,
     filter: &[BpfProgram],
     report: ReportFd,
+    end: ReportFd,
 ) -> i32 {
     // The worker's stop signals are for the program; the helper must outlive it to say how
     // it ended. SAFETY: setting dispositions to SIG_IGN is always sound.
@@ -230,13 +239,22 @@ fn supervise(
         drop(go);
     }
     to_dev_null();
-    let mut raw = [0u8; 4];
+    // The program's wait status, and the limit init found reached.
+    let mut raw = [0u8; 5];
     let program = match read_full(&mut status, &mut raw) {
-        Ok(true) => Some(i32::from_ne_bytes(raw)),
+        Ok(true) => Some(i32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]])),
         _ => None,
     };
     drop(status);
-    end_as(program.unwrap_or_else(|| reap(init)))
+    let init_status = reap(init);
+    if program.is_some() {
+        let ended = super::Ended {
+            limit_hit: super::limits::from_byte(raw[4]),
+        };
+        let _ = end.send(&Report::Ended(ended));
+    }
+    end.close();
+    end_as(program.unwrap_or(init_status))
 }
 
 /// Waits for `pid` (a child); its raw wait status.

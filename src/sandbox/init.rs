@@ -5,15 +5,17 @@
 //!  init (pid 1)                                   the program (pid 2)
 //!  ────────────                                   ───────────────────
 //!  PR_SET_PDEATHSIG(SIGKILL): the helper's death is the namespace's; not dumpable
-//!  mounts::build (with /proc of this namespace) ─► lo up ─► limits
+//!  mounts::build (with /proc of this namespace) ─► pid_max ─► mounts::seal ─► lo up
 //!  no_new_privs ─► Landlock (init, relay and program in one domain)
 //!  [allow:] relay::start ──► relay (pid 3): seccomp (Relay), serves
+//!                                                  (the program: rlimits, then as below)
 //!  "ready" to the helper; wait for its "go" (its own filter is in)
 //!  fork ────────────────────────────────────────► seccomp (Program), fds ≥ 3 CLOEXEC,
 //!  close the report fd; std fds → /dev/null;        report {"enforced"}, SIGPIPE default,
 //!  seccomp (Supervisor)                             execvp
 //!  waitpid(-1) until the program is reaped          (exec failed: report, _exit 127)
-//!  write its wait status to the helper; exit ─► the kernel kills the rest of the namespace
+//!  a limit reached? (limits.rs); send status and limit to the helper; exit ─► the kernel
+//!  kills the rest of the namespace
 //! ```
 //!
 //! Common pitfalls:
@@ -32,7 +34,7 @@ use std::os::fd::OwnedFd;
 
 use super::exec::{Prepared, ReportFd, fail, to_dev_null};
 use super::{EXIT_SANDBOX_FAILED, Enforced, PROXY_PORT, Report, SandboxFailure};
-use super::{landlock, mounts, namespaces, relay, seccomp};
+use super::{landlock, limits, mounts, namespaces, relay, seccomp};
 use crate::spec::Network;
 
 /// Init's two pipes to the helper outside.
@@ -70,8 +72,11 @@ pub(super) fn run(plan: Prepared, namespaces: Vec<String>, report: ReportFd, pip
         unsafe { libc::kill(program, libc::SIGKILL) };
         exit(EXIT_SANDBOX_FAILED);
     }
-    let ended = reap_until(program);
-    let _ = status.write_all(&ended.to_ne_bytes());
+    let (ended, orphan_fsize) = reap_until(program);
+    let hit = limits::reached(ended, orphan_fsize);
+    let mut msg = ended.to_ne_bytes().to_vec();
+    msg.push(limits::to_byte(hit));
+    let _ = status.write_all(&msg);
     exit(0)
 }
 
@@ -84,7 +89,13 @@ fn set_up(
     go: OwnedFd,
 ) -> Result<libc::pid_t, SandboxFailure> {
     let spec = &plan.spec;
-    mounts::build(spec, &plan.cwd)?;
+    mounts::build(spec)?;
+    let mut partial = Vec::new();
+    let pid_max = limits::set_pid_max(spec.limits.processes);
+    if let Err(why) = &pid_max {
+        partial.push(why.clone());
+    }
+    mounts::seal(spec, &plan.cwd)?;
     if spec.network != Network::Full {
         namespaces::loopback_up()?;
     }
@@ -97,12 +108,14 @@ fn set_up(
             }
         })?;
     }
+    partial.extend(landlock.partial);
     let enforced = Enforced {
         landlock_abi: Some(landlock.abi),
         namespaces,
         seccomp: true,
         no_new_privs: no_new_privs(),
-        partial: landlock.partial,
+        partial,
+        limits: limits::enforced(&spec.limits, pid_max.is_ok()),
     };
     // The helper outside installs its filter now; the program starts only once it has.
     let handshake = status.write_all(b"r").and_then(|()| {
@@ -126,6 +139,9 @@ fn set_up(
 
 /// The program's own last steps before exec.
 fn become_program(plan: &Prepared, enforced: Enforced, report: &ReportFd) -> ! {
+    if let Err(f) = limits::for_program(&plan.spec.limits) {
+        exit(fail(report, f));
+    }
     if let Err(f) = seccomp::install(&plan.filters.program) {
         exit(fail(report, f));
     }
@@ -155,20 +171,25 @@ fn become_program(plan: &Prepared, enforced: Enforced, report: &ReportFd) -> ! {
     ))
 }
 
-/// Reaps every child until `program` is reaped; its raw wait status.
-fn reap_until(program: libc::pid_t) -> i32 {
+/// Reaps every child until `program` is reaped: its raw wait status, and whether an orphan
+/// reaped on the way was killed for writing past the file size limit.
+fn reap_until(program: libc::pid_t) -> (i32, bool) {
+    let mut orphan_fsize = false;
     loop {
         let mut st = 0;
         // SAFETY: waitpid(2) into a local.
         let pid = unsafe { libc::waitpid(-1, &mut st, 0) };
         if pid == program {
-            return st;
+            return (st, orphan_fsize);
+        }
+        if pid > 0 && libc::WIFSIGNALED(st) && libc::WTERMSIG(st) == libc::SIGXFSZ {
+            orphan_fsize = true;
         }
         if pid < 0 {
             match std::io::Error::last_os_error().raw_os_error() {
                 Some(libc::EINTR) => {}
                 // No child at all: the program is gone without a status (cannot happen).
-                _ => return EXIT_SANDBOX_FAILED << 8,
+                _ => return (EXIT_SANDBOX_FAILED << 8, orphan_fsize),
             }
         }
     }

@@ -26,7 +26,8 @@
 //! * `mounts`: what the program can see and change (private `/tmp`, hidden paths, read-only
 //!   holes, the read-only host, its own `/proc`);
 //! * `landlock`: what it may write and whom it may signal;
-//! * [`seccomp`]: the system calls it never needs, per process (pure rules, then install).
+//! * [`seccomp`]: the system calls it never needs, per process (pure rules, then install);
+//! * [`limits`]: processes, memory, `/tmp` and file size, and how a limit reached is told.
 //!
 //! Common pitfalls:
 //! * Landlock rules only add rights: a read-only hole in a writable tree (`.git/hooks`) needs
@@ -45,6 +46,7 @@
 pub mod exec;
 mod init;
 mod landlock;
+pub mod limits;
 mod mounts;
 mod namespaces;
 pub mod proxy;
@@ -83,12 +85,15 @@ pub enum SandboxFailure {
     Network { why: String },
     #[error("the sandbox policy could not be read: {why}")]
     Policy { why: String },
+    #[error("the sandbox could not set its limits: {why}")]
+    Limits { why: String },
     /// Everything was in place, but the program could not be executed.
     #[error("cannot start {program}: {why}")]
     Exec { program: String, why: String },
 }
 
-/// One line the helper writes on its report fd.
+/// One line the helper writes on its report fd (`enforced` or `failed`), or on its end fd
+/// (`ended`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Report {
@@ -96,4 +101,13 @@ pub enum Report {
     Enforced(Enforced),
     /// Written instead of exec (or after an exec that failed).
     Failed(SandboxFailure),
+    /// Written when the program has ended: what the sandbox saw of its limits.
+    Ended(Ended),
+}
+
+/// The sandbox's last word on a program that ran: `{"ended":{"limit_hit":"processes"}}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ended {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<crate::envelope::LimitKind>,
 }

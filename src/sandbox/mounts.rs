@@ -6,13 +6,14 @@
 //!                  (upper: <attempt>/git/upper)  git/upper; subpane carries back its branch
 //!  2. masks, outermost first: /tmp, then each hidden directory (the subpane home, --hide)
 //!     a. trees below it that the policy names   open_tree(CLONE|RECURSIVE), held by fd
-//!     b. the mask   fresh tmpfs                 /tmp: 1777, the program's private /tmp
+//!     b. the mask   fresh tmpfs                 /tmp: 1777, sized (--max-tmp): the program's
 //!                                               hidden: empty, read-only after step c
 //!     c. the trees  move_mount(fd) back         same path, same files as on the host
 //!  3. read_only    read-only bind over itself   .git/hooks, .git/config, the proxy socket
 //!  4. hidden files /dev/null, read-only         (hidden directories were masks)
 //!  5. /dev/pts     a new devpts instance        the host's terminals are out of reach
 //!  6. /proc        a proc of the PID namespace  only the sandbox's processes
+//!     (init sets the PID namespace's limit through this /proc: see limits.rs)
 //!  7. read-only    clone each writable tree and the private /tmp; every mount read-only
 //!                  (recursively from /); the clones back on top, writable as they were
 //!  8. chdir(cwd)   the working directory again, resolved in the new view
@@ -69,8 +70,9 @@ use crate::spec::SandboxSpec;
 
 const TMP: &str = "/tmp";
 
-/// Builds the view described in the module docs, then changes to `cwd` in it.
-pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
+/// Builds the view described in the module docs, up to its own `/proc` (steps 1 to 6; see
+/// [`seal`] for the rest).
+pub fn build(spec: &SandboxSpec) -> Result<(), SandboxFailure> {
     let root = Path::new("/");
     mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|e| failure(root, "cannot make the mounts private", e))?;
@@ -97,7 +99,8 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
             Err(e) if absent(&e) => continue,
             Err(e) => return Err(failure(&mask.path, "cannot look at the path to hide", e)),
         }
-        cover(&mask, &carried(&mask.path, &spec.writable, &spec.read_only))?;
+        let keep = carried(&mask.path, &spec.writable, &spec.read_only);
+        cover(&mask, &keep, &super::limits::tmpfs_options(&spec.limits))?;
     }
 
     for path in &spec.read_only {
@@ -144,8 +147,13 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
     )
     .map_err(|e| failure(proc, "cannot mount a proc of the PID namespace", e))?;
 
-    read_only_host(&spec.writable)?;
+    Ok(())
+}
 
+/// The last steps of the view, once init has used its `/proc` (the namespace's limits):
+/// the host's tree read-only, then the working directory resolved again in the view.
+pub fn seal(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
+    read_only_host(&spec.writable)?;
     std::env::set_current_dir(cwd).map_err(|e| {
         failure(
             cwd,
@@ -306,7 +314,7 @@ pub fn masks(hidden: &[PathBuf]) -> Vec<Mask> {
 }
 
 /// Covers `mask` with a fresh tmpfs, keeping the trees `keep` visible at their paths.
-fn cover(mask: &Mask, keep: &[PathBuf]) -> Result<(), SandboxFailure> {
+fn cover(mask: &Mask, keep: &[PathBuf], tmp_options: &str) -> Result<(), SandboxFailure> {
     let mut held = Vec::new();
     for path in keep {
         let is_dir = std::fs::metadata(path)
@@ -318,7 +326,7 @@ fn cover(mask: &Mask, keep: &[PathBuf]) -> Result<(), SandboxFailure> {
     let (flags, data, what) = if mask.private_tmp {
         (
             libc::MS_NOSUID | libc::MS_NODEV,
-            "mode=1777",
+            tmp_options,
             "cannot mount the private /tmp",
         )
     } else {

@@ -263,6 +263,48 @@ pub struct SandboxSpec {
     /// An agent's own state directory (in `writable`), instead of the user's.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agent_state: Option<AgentState>,
+    /// What the program may take of the machine.
+    pub limits: SandboxLimits,
+}
+
+/// What a sandboxed program may take of the machine (`--max-procs`, `--max-memory`,
+/// `--max-tmp`, `--max-file-size`); the defaults when not given. The envelope's
+/// `sandbox.enforced.limits` says how each was enforced.
+///
+/// ```json
+/// {"processes": 4096, "memory_bytes": 8589934592, "tmp_bytes": 2147483648,
+///  "file_size_bytes": 8589934592}
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SandboxLimits {
+    /// Processes and threads at once, in the sandbox's PID namespace (its init included).
+    pub processes: u32,
+    /// What one process may allocate (its data: heap and private writable mappings).
+    pub memory_bytes: u64,
+    /// The private `/tmp` (a tmpfs: its files take memory).
+    pub tmp_bytes: u64,
+    /// The largest file a process may write.
+    pub file_size_bytes: u64,
+}
+
+impl SandboxLimits {
+    /// The kernel's smallest `pid_max` (`RESERVED_PIDS + 1`) is 301: the process limit
+    /// cannot be lower than 300.
+    pub const MIN_PROCESSES: u32 = 300;
+    /// The largest `pid_max` (`PID_MAX_LIMIT` on 64-bit).
+    pub const MAX_PROCESSES: u32 = 4 * 1024 * 1024 - 1;
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            processes: 4096,
+            memory_bytes: 8 << 30,
+            tmp_bytes: 2 << 30,
+            file_size_bytes: 8 << 30,
+        }
+    }
 }
 
 /// A sandboxed agent's state directory: its own for the attempt (`attempts/<n>/agent`), or

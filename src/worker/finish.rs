@@ -40,6 +40,7 @@ impl Worker {
         let n = self.kill_descendants();
         self.facts.cleanup.killed_descendants += n;
         self.reap_all(Duration::from_secs(2));
+        self.read_sandbox_end();
         self.stream.flush();
         self.count_losses();
         let f = &mut self.facts;
@@ -98,6 +99,7 @@ impl Worker {
             expects_terminal_event: adapter_for(self.spec.agent).expects_terminal_event(),
             terminal_event_seen: report.terminal_event.is_some(),
             model_error: report.model_error,
+            limit_hit: self.facts.sandbox_limit_hit.is_some(),
         };
         let outcome = envelope::decide(&facts);
         let mut output = report.output;

@@ -73,6 +73,7 @@ mod tests {
             env_pass: Vec::new(),
             agent_state: previous,
             continue_state,
+            limits: Default::default(),
         }
     }
 

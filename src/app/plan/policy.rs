@@ -25,6 +25,7 @@ pub(in crate::app) struct SandboxRequest {
     pub(in crate::app) agent_state: Option<crate::spec::AgentState>,
     /// Whether the attempt continues that directory (it resumes the session saved there).
     pub(in crate::app) continue_state: bool,
+    pub(in crate::app) limits: crate::spec::SandboxLimits,
 }
 
 impl SandboxRequest {
@@ -47,6 +48,7 @@ impl SandboxRequest {
             env_pass: spec.env_pass.clone(),
             agent_state: spec.agent_state.clone(),
             continue_state: false,
+            limits: spec.limits,
         })
     }
 }
@@ -73,6 +75,10 @@ pub(in crate::app) fn sandbox_request(
             ("--writable", !req.writable.is_empty()),
             ("--hide", !req.hide.is_empty()),
             ("--env-pass", !req.env_pass.is_empty()),
+            ("--max-procs", req.max_procs.is_some()),
+            ("--max-memory", req.max_memory.is_some()),
+            ("--max-tmp", req.max_tmp.is_some()),
+            ("--max-file-size", req.max_file_size.is_some()),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
             return Err(Error::invalid(format!(
@@ -96,7 +102,34 @@ pub(in crate::app) fn sandbox_request(
         env_pass: req.env_pass.clone(),
         agent_state: None,
         continue_state: false,
+        limits: sandbox_limits(req)?,
     }))
+}
+
+/// The limits a request asks for, the defaults for the rest.
+fn sandbox_limits(req: &RunRequest) -> Result<crate::spec::SandboxLimits, Error> {
+    use crate::spec::{SandboxLimits, parse_size};
+    let d = SandboxLimits::default();
+    let size = |flag: &str, v: &Option<String>, default: u64| {
+        v.as_deref()
+            .map_or(Ok(default), |s| parse_size(flag, s).map_err(Error::invalid))
+    };
+    let processes = req.max_procs.unwrap_or(d.processes);
+    let range = SandboxLimits::MIN_PROCESSES..=SandboxLimits::MAX_PROCESSES;
+    if !range.contains(&processes) {
+        return Err(Error::invalid(format!(
+            "--max-procs {processes} is out of range: give {} to {} (processes and threads at once; the kernel's smallest limit per PID namespace is {})",
+            range.start(),
+            range.end(),
+            range.start()
+        )));
+    }
+    Ok(SandboxLimits {
+        processes,
+        memory_bytes: size("--max-memory", &req.max_memory, d.memory_bytes)?,
+        tmp_bytes: size("--max-tmp", &req.max_tmp, d.tmp_bytes)?,
+        file_size_bytes: size("--max-file-size", &req.max_file_size, d.file_size_bytes)?,
+    })
 }
 
 /// The sandbox policy of one attempt: what the run asked, and what this attempt's places
@@ -189,6 +222,7 @@ pub(in crate::app) fn sandbox_policy(
         asked: Some(asked.clone()),
         git,
         agent_state: None,
+        limits: request.limits,
     })
 }
 

@@ -26,6 +26,7 @@
 mod agent_state;
 mod files;
 mod git;
+mod limits;
 mod policy;
 mod processes;
 
