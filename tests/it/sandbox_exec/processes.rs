@@ -286,3 +286,45 @@ fn sandbox_seccomp_refuses_socket_families_and_io_uring_it_does_not_need() {
     }
     assert!(!c.stdout.contains("=1\n"), "{c:#?}");
 }
+
+#[test]
+fn sandbox_every_process_of_the_sandbox_has_its_own_filter() {
+    let s = Sbx::new();
+    let (ready, go) = (s.ws.join("ready"), s.ws.join("go"));
+    // The program says what pid 1 of its namespace (init) runs under, then waits, so the
+    // test can look at the helper outside while it waits.
+    let script = "echo \"init $(grep -E '^(Seccomp|NoNewPrivs):' /proc/1/status | tr '\\n\\t' '  ')\"; \
+                  echo \"self $(grep -E '^Seccomp:' /proc/self/status | tr '\\n\\t' '  ')\"; \
+                  touch ready; while [ ! -e go ]; do sleep 0.01; done";
+    let mut argv = s.helper_argv(
+        &s.base(),
+        &["bash".as_ref(), "-c".as_ref(), script.as_ref()],
+    );
+    // No report fd: the helper runs as a plain child here.
+    let at = argv.iter().position(|a| a == "--report-fd").unwrap();
+    argv.drain(at..at + 2);
+    let child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(&s.ws)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let helper = child.id();
+    crate::harness::wait_until("the program to run", || ready.exists().then_some(()));
+    let status = std::fs::read_to_string(format!("/proc/{helper}/status")).unwrap();
+    crate::harness::touch(&go);
+    let r = wait_child_within(child, DEADLINE, "the sandboxed program should end");
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        status.contains("Seccomp:\t2"),
+        "the helper has no filter:\n{status}"
+    );
+    let out = lines(&r.stdout);
+    assert!(
+        out[0].contains("Seccomp: 2") && out[0].contains("NoNewPrivs: 1"),
+        "{out:?}"
+    );
+    assert!(out[1].contains("Seccomp: 2"), "{out:?}");
+}
