@@ -222,6 +222,13 @@ pub fn env_allowed(list: &[&str], name: &str) -> bool {
     })
 }
 
+/// The state directories of every agent CLI (they all stay out of a sandbox's reach).
+pub fn state_dirs() -> impl Iterator<Item = StateDir> {
+    [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex]
+        .into_iter()
+        .filter_map(|k| adapter_for(k).sandbox_needs().state_dir)
+}
+
 /// The adapter of a kind.
 pub fn adapter_for(kind: AgentKind) -> &'static dyn Adapter {
     match kind {

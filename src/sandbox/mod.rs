@@ -30,8 +30,9 @@
 //! * [`limits`]: processes, memory, `/tmp` and file size, and how a limit reached is told.
 //!
 //! Common pitfalls:
-//! * Landlock rules only add rights: a read-only hole in a writable tree (`.git/hooks`) needs
-//!   a read-only bind mount, and a hidden path needs a mount over it.
+//! * Landlock rules only add rights: a read-only hole in a writable tree (a worktree's `.git`
+//!   file) needs a read-only bind mount, and a hidden path needs a mount over it. A git
+//!   directory needs more than holes (git writes it by lock and rename): it is an overlay.
 //! * Landlock covers a file's bytes, not its metadata: the host's tree is read-only in the
 //!   mount namespace so that chmod, chown, utime and xattrs fail outside the writable trees.
 //! * Landlock (up to ABI 7) cannot refuse connecting to a pathname Unix socket: the tmux

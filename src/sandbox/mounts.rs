@@ -9,7 +9,7 @@
 //!     b. the mask   fresh tmpfs                 /tmp: 1777, sized (--max-tmp): the program's
 //!                                               hidden: empty, read-only after step c
 //!     c. the trees  move_mount(fd) back         same path, same files as on the host
-//!  3. read_only    read-only bind over itself   .git/hooks, .git/config, the proxy socket
+//!  3. read_only    read-only bind over itself   a worktree's .git file, the proxy socket
 //!  4. hidden files /dev/null, read-only         (hidden directories were masks)
 //!  5. /dev/pts     a new devpts instance        the host's terminals are out of reach
 //!  6. /proc        a proc of the PID namespace  only the sandbox's processes

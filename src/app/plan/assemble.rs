@@ -116,9 +116,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
             }
             // With --worktree, the worktree is the workspace.
             let workspace = r.worktree.as_ref().map_or(&r.cwd, |wt| &wt.path);
-            let protected_dirs = [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex]
-                .iter()
-                .filter_map(|k| adapter_for(*k).sandbox_needs().state_dir)
+            let protected_dirs = crate::adapter::state_dirs()
                 .filter_map(|d| caller_var(d.var))
                 .map(PathBuf::from)
                 .filter(|p| p.is_absolute())

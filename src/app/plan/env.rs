@@ -22,10 +22,7 @@ const PROXY_VARS: [&str; 6] = [
 /// Whether subpane itself sets `name` for a sandboxed program (recomputed for every attempt,
 /// never taken from a caller).
 pub(in crate::app) fn set_by_sandbox(name: &str) -> bool {
-    let state_var = [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex]
-        .iter()
-        .filter_map(|k| adapter_for(*k).sandbox_needs().state_dir)
-        .any(|d| d.var == name);
+    let state_var = crate::adapter::state_dirs().any(|d| d.var == name);
     name == "TMPDIR" || name == "NODE_USE_ENV_PROXY" || PROXY_VARS.contains(&name) || state_var
 }
 
