@@ -11,20 +11,21 @@ use crate::trust::git;
 fn repo(o: &Path) -> PathBuf {
     crate::harness::require_tool("git", &["--version"], "git");
     let repo = o.join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
-    for (k, v) in [
-        ("user.name", "Test"),
-        ("user.email", "test@example.com"),
-        ("commit.gpgsign", "false"),
-    ] {
-        git(&repo, &["config", k, v]);
-    }
+    crate::worktree::init_repo(&repo);
     std::fs::write(repo.join("a.txt"), "a\n").unwrap();
     git(&repo, &["add", "a.txt"]);
     git(&repo, &["commit", "-q", "-m", "first"]);
     git(&repo, &["branch", "other"]);
     repo
+}
+
+/// What ran outside: the markers the planted hooks and configs make in `o`.
+fn planted(o: &Path) -> Vec<String> {
+    std::fs::read_dir(o)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("PWNED"))
+        .collect()
 }
 
 fn tip(repo: &Path, r: &str) -> String {
@@ -90,12 +91,8 @@ fn a_program_in_a_repository_moves_its_branch_and_nothing_else() {
         &repo,
         &["commit", "-q", "--allow-empty", "-m", "users-next"],
     );
-    let planted: Vec<String> = std::fs::read_dir(&o)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("PWNED"))
-        .collect();
-    assert!(planted.is_empty(), "ran outside: {planted:?}\n{out}");
+    let ran = planted(&o);
+    assert!(ran.is_empty(), "ran outside: {ran:?}\n{out}");
     assert!(!repo.join(".git-old").exists(), "{out}");
     assert!(!status.contains("rebase"), "{status}");
     // Its own branch moved, with the objects it needs; nothing else did.
@@ -147,12 +144,8 @@ fn a_worktree_program_moves_its_branch_and_plants_nothing() {
     // The user looks at the kept worktree and the repository: nothing runs.
     let status = users_status(&wt) + &users_status(&repo);
     git(&wt, &["commit", "-q", "--allow-empty", "-m", "users-next"]);
-    let planted: Vec<String> = std::fs::read_dir(&o)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("PWNED"))
-        .collect();
-    assert!(planted.is_empty(), "ran outside: {planted:?}\n{out}");
+    let ran = planted(&o);
+    assert!(ran.is_empty(), "ran outside: {ran:?}\n{out}");
     assert!(!status.contains("rebase"), "{status}");
     let git_file = std::fs::read_to_string(wt.join(".git")).unwrap();
     assert!(!git_file.contains("evil"), "{git_file}");
