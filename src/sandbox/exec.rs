@@ -204,8 +204,8 @@ fn prepare(req: &Request) -> Result<Prepared, SandboxFailure> {
     })
 }
 
-/// The helper's part once init runs: its own filter (before init starts the program), then
-/// wait for the program's status, and end as it did.
+/// The helper's part once init runs: its own filter (before init may start the program),
+/// then wait for the program's status, and end as it did.
 fn supervise(
     init: libc::pid_t,
     status: OwnedFd,
@@ -219,25 +219,19 @@ fn supervise(
     for sig in STOP_SIGNALS {
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
-    let mut status = File::from(status);
-    // Init says when all but the program is ready (end-of-file: it failed and said why).
-    let mut ready = [0u8; 1];
-    if let Ok(true) = read_full(&mut status, &mut ready) {
-        // Every process of the sandbox has its filter, or the program never starts: the
-        // helper installs its own while init waits, so a failure here is the one report.
-        if let Err(f) = seccomp::install(filter) {
-            // SAFETY: kill(2) on our own child.
-            unsafe { libc::kill(init, libc::SIGKILL) };
-            let code = fail(&report, f);
-            reap(init);
-            return code;
-        }
-        report.close();
-        let _ = File::from(go).write_all(b"g");
-    } else {
-        report.close();
-        drop(go);
+    // Every process of the sandbox has its filter, or the program never starts: the helper
+    // installs its own while init builds the view, and init starts the program only on its
+    // "go". A failure here is then the one report, and the program never ran.
+    if let Err(f) = seccomp::install(filter) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(init, libc::SIGKILL) };
+        let code = fail(&report, f);
+        reap(init);
+        return code;
     }
+    report.close();
+    let _ = File::from(go).write_all(b"g");
+    let mut status = File::from(status);
     to_dev_null();
     // The program's wait status, and the limit init found reached.
     let mut raw = [0u8; 5];

@@ -2,17 +2,17 @@
 //! the program, reaps everything, and tells the helper outside how the program ended.
 //!
 //! ```text
-//!  init (pid 1)                                   the program (pid 2)
+//!  init (pid 1)                                   the program (pid 2, or 3 after the relay)
 //!  ────────────                                   ───────────────────
 //!  PR_SET_PDEATHSIG(SIGKILL): the helper's death is the namespace's; not dumpable
 //!  mounts::build (with /proc of this namespace) ─► pid_max ─► mounts::seal ─► lo up
 //!  no_new_privs ─► Landlock (init, relay and program in one domain)
-//!  [allow:] relay::start ──► relay (pid 3): seccomp (Relay), serves
-//!                                                  (the program: rlimits, then as below)
-//!  "ready" to the helper; wait for its "go" (its own filter is in)
-//!  fork ────────────────────────────────────────► seccomp (Program), fds ≥ 3 CLOEXEC,
-//!  close the report fd; std fds → /dev/null;        report {"enforced"}, SIGPIPE default,
-//!  seccomp (Supervisor)                             execvp
+//!  [allow:] relay::start ──► relay (pid 2): seccomp (Relay), serves
+//!  wait for the helper's "go" (its own filter is in)
+//!  fork ────────────────────────────────────────► rlimits, seccomp (Program)
+//!  close the report fd; std fds → /dev/null;        wait for init's "go"
+//!  seccomp (Supervisor); "go" to the program ─────► fds ≥ 3 CLOEXEC, report {"enforced"},
+//!                                                   SIGPIPE default, execvp
 //!  waitpid(-1) until the program is reaped          (exec failed: report, _exit 127)
 //!  a limit reached? (limits.rs); send status and limit to the helper; exit ─► the kernel
 //!  kills the rest of the namespace
@@ -26,6 +26,9 @@
 //!   program cannot kill init.
 //! * Init is not dumpable: the program shares its Landlock domain, and a dumpable init would
 //!   let it open `/proc/1/mem`.
+//! * Every process of the sandbox has its filter before anything of the program runs: the
+//!   helper's before init forks the program, init's before the program may exec (two "go"
+//!   bytes; the helper's work overlaps init's mounts, so neither usually waits).
 //! * Orphans of the program are reparented to init: reap every child, not only the program,
 //!   or zombies fill the namespace's process limit.
 
@@ -39,8 +42,8 @@ use crate::spec::Network;
 
 /// Init's two pipes to the helper outside.
 pub(super) struct Pipes {
-    /// Init writes one byte when all but the program is ready, then the program's wait
-    /// status (4 bytes, native order).
+    /// Init writes the program's wait status (4 bytes, native order) and the limit it found
+    /// reached (1 byte) when the program has ended.
     pub(super) status: OwnedFd,
     /// The helper writes one byte once its own filter is in place.
     pub(super) go: OwnedFd,
@@ -61,17 +64,19 @@ pub(super) fn run(plan: Prepared, namespaces: Vec<String>, report: ReportFd, pip
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
     let mut status = std::fs::File::from(pipes.status);
-    let program = match set_up(&plan, namespaces, &report, &mut status, pipes.go) {
-        Ok(pid) => pid,
+    let (program, go) = match set_up(&plan, namespaces, &report, pipes.go) {
+        Ok(started) => started,
         Err(f) => exit(fail(&report, f)),
     };
     report.close();
     to_dev_null();
+    // Its own filter before the program may exec (the program waits for this "go").
     if seccomp::install(&plan.filters.supervisor).is_err() {
         // SAFETY: kill(2) on our own child; the namespace ends with init anyway.
         unsafe { libc::kill(program, libc::SIGKILL) };
         exit(EXIT_SANDBOX_FAILED);
     }
+    let _ = std::fs::File::from(go).write_all(b"g");
     let (ended, orphan_fsize) = reap_until(program);
     let hit = limits::reached(ended, orphan_fsize);
     let mut msg = ended.to_ne_bytes().to_vec();
@@ -80,14 +85,14 @@ pub(super) fn run(plan: Prepared, namespaces: Vec<String>, report: ReportFd, pip
     exit(0)
 }
 
-/// The view, the limits, Landlock, the relay, then the program. Returns the program's pid.
+/// The view, the limits, Landlock, the relay, then the program. Returns the program's pid
+/// and the pipe on which it waits for init's "go".
 fn set_up(
     plan: &Prepared,
     namespaces: Vec<String>,
     report: &ReportFd,
-    status: &mut std::fs::File,
     go: OwnedFd,
-) -> Result<libc::pid_t, SandboxFailure> {
+) -> Result<(libc::pid_t, OwnedFd), SandboxFailure> {
     let spec = &plan.spec;
     mounts::build(spec)?;
     let mut partial = Vec::new();
@@ -117,33 +122,44 @@ fn set_up(
         partial,
         limits: limits::enforced(&spec.limits, pid_max.is_ok()),
     };
-    // The helper outside installs its filter now; the program starts only once it has.
-    let handshake = status.write_all(b"r").and_then(|()| {
-        let mut b = [0u8; 1];
-        std::fs::File::from(go).read_exact(&mut b)
-    });
-    if handshake.is_err() {
+    // The helper outside installs its filter while init builds the view (its "go" is
+    // usually there already); the program starts only once it has.
+    let mut b = [0u8; 1];
+    if std::fs::File::from(go).read_exact(&mut b).is_err() {
         // The helper could not filter itself, said so, and is ending the namespace.
         exit(EXIT_SANDBOX_FAILED);
     }
+    let (wait_r, wait_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| SandboxFailure::Exec {
+            program: plan.program.clone(),
+            why: format!("cannot make a pipe: {e}"),
+        })?;
     // SAFETY: single-threaded (see the pitfalls); the child ends in exec or _exit.
     match unsafe { libc::fork() } {
         -1 => Err(SandboxFailure::Exec {
             program: plan.program.clone(),
             why: format!("cannot fork: {}", std::io::Error::last_os_error()),
         }),
-        0 => become_program(plan, enforced, report),
-        pid => Ok(pid),
+        0 => {
+            drop(wait_w);
+            become_program(plan, enforced, report, wait_r)
+        }
+        pid => Ok((pid, wait_w)),
     }
 }
 
 /// The program's own last steps before exec.
-fn become_program(plan: &Prepared, enforced: Enforced, report: &ReportFd) -> ! {
+fn become_program(plan: &Prepared, enforced: Enforced, report: &ReportFd, go: OwnedFd) -> ! {
     if let Err(f) = limits::for_program(&plan.spec.limits) {
         exit(fail(report, f));
     }
     if let Err(f) = seccomp::install(&plan.filters.program) {
         exit(fail(report, f));
+    }
+    // Init's own filter is in before anything of the program's runs.
+    let mut b = [0u8; 1];
+    if std::fs::File::from(go).read_exact(&mut b).is_err() {
+        exit(EXIT_SANDBOX_FAILED);
     }
     if let Err(f) = close_inherited_on_exec() {
         exit(fail(report, f));
