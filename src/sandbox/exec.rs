@@ -170,13 +170,23 @@ fn prepare(req: &Request) -> Result<Prepared, SandboxFailure> {
     let arch = seccomp::Arch::host().ok_or_else(|| SandboxFailure::Seccomp {
         why: format!("no filter for {}", std::env::consts::ARCH),
     })?;
-    let build = |role| {
-        seccomp::programs(arch, role).map_err(|e| SandboxFailure::Seccomp { why: e.to_string() })
+    let failed = |e: seccompiler::BackendError| SandboxFailure::Seccomp { why: e.to_string() };
+    // The program's filters once; each helper adds its role's (the relay's only when there
+    // is a relay).
+    let program = seccomp::base_programs(arch).map_err(failed)?;
+    let with_role = |role| -> Result<Vec<BpfProgram>, SandboxFailure> {
+        let mut v = program.clone();
+        v.extend(seccomp::role_program(arch, role).map_err(failed)?);
+        Ok(v)
+    };
+    let relay = match spec.network {
+        Network::Allow(_) => with_role(seccomp::Role::Relay)?,
+        _ => Vec::new(),
     };
     let filters = Filters {
-        program: build(seccomp::Role::Program)?,
-        supervisor: build(seccomp::Role::Supervisor)?,
-        relay: build(seccomp::Role::Relay)?,
+        supervisor: with_role(seccomp::Role::Supervisor)?,
+        relay,
+        program,
     };
     let proxy = match &spec.network {
         Network::Allow(_) => {

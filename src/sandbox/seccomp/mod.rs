@@ -296,6 +296,13 @@ fn helper_rules(arch: Arch, role: Role) -> Result<BTreeMap<i64, Vec<SeccompRule>
 
 /// The BPF programs to install for `role`, in order. Pure.
 pub fn programs(arch: Arch, role: Role) -> Result<Vec<BpfProgram>, BackendError> {
+    let mut out = base_programs(arch)?;
+    out.extend(role_program(arch, role)?);
+    Ok(out)
+}
+
+/// The filters every process of the sandbox has (the program's). Pure.
+pub fn base_programs(arch: Arch) -> Result<Vec<BpfProgram>, BackendError> {
     let eperm = SeccompFilter::new(
         eperm_rules(arch)?,
         SeccompAction::Allow,
@@ -312,17 +319,22 @@ pub fn programs(arch: Arch, role: Role) -> Result<Vec<BpfProgram>, BackendError>
     if arch == Arch::X86_64 {
         out.push(x32_guard());
     }
-    let extra = helper_rules(arch, role)?;
-    if !extra.is_empty() {
-        let helper = SeccompFilter::new(
-            extra,
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::EPERM as u32),
-            arch.target(),
-        )?;
-        out.push(helper.try_into()?);
-    }
     Ok(out)
+}
+
+/// The filter a helper's `role` adds to [`base_programs`] (none for the program). Pure.
+pub fn role_program(arch: Arch, role: Role) -> Result<Option<BpfProgram>, BackendError> {
+    let extra = helper_rules(arch, role)?;
+    if extra.is_empty() {
+        return Ok(None);
+    }
+    let helper = SeccompFilter::new(
+        extra,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch.target(),
+    )?;
+    Ok(Some(helper.try_into()?))
 }
 
 /// Refuses every x32 system call (see the pitfalls). The other filters already kill any
