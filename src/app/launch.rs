@@ -205,9 +205,18 @@ pub(super) fn start_pane(
             Ok(None)
         }
         Err(e) => {
+            // An earlier try may have made it (a batch whose client died): then it runs.
+            if let Some(pane) = made_after_all(&t, paths, spec) {
+                record_launch(paths, spec, &pane, warnings);
+                return Ok(None);
+            }
             // If a pane was made after all, it must not run on beside a `spawn` envelope (after
             // a timeout too: a slow server may have made it; this waits one more limit at most).
-            let _ = t.kill_session(&spec.tmux.session);
+            // A session of the name that is not this attempt's (another home on the same
+            // server) is not ours to close.
+            if !e.to_string().contains("duplicate session") {
+                let _ = t.kill_session(&spec.tmux.session);
+            }
             let spawn_failed = Facts {
                 start: envelope::Start::SpawnFailed,
                 ..Facts::default()
@@ -221,6 +230,20 @@ pub(super) fn start_pane(
             )?))
         }
     }
+}
+
+/// The pane of `spec`'s session when it exists and runs this attempt's worker: made by an
+/// earlier try that seemed to fail (a server that raced its exit, a client that died after
+/// the server had made it). Session names are an attempt's own, but a server may be shared
+/// by homes, so the pane's process must be the worker of `paths`.
+pub(super) fn made_after_all(
+    t: &tmux::Tmux,
+    paths: &AttemptPaths,
+    spec: &AttemptSpec,
+) -> Option<Pane> {
+    let pane = t.pane_of(&spec.tmux.session).ok()?;
+    let worker = procs::proc_ref(pane.pane_pid)?;
+    procs::is_worker_of(&worker, paths.dir()).then_some(pane)
 }
 
 /// Why an attempt's records could not be made, as the caller is told (nothing started).
