@@ -169,6 +169,13 @@ pub fn with_env(name: &str, value: &OsStr) -> Vec<i32> {
 /// The argument that makes the binary a worker (`subpane __worker ATTEMPT_DIR`).
 pub const WORKER_ARG: &str = "__worker";
 
+/// The hidden verb of the sandbox helper (`subpane __sandbox --policy ATTEMPT/spec.json …`);
+/// inside the sandbox's PID namespace it is pid 1.
+pub const SANDBOX_ARG: &str = "__sandbox";
+
+/// The hidden verb of the server of a sandboxed attempt's nested runs (`app::nest`).
+pub const NEST_ARG: &str = "__nest";
+
 /// Whether `r` is alive and is the worker of the attempt in `dir`: its command line is
 /// `… __worker DIR`. A record names a process, and only this makes it one to signal: a pid
 /// and start time copied into a record from any other process never pass.

@@ -1,44 +1,53 @@
-//! Fan-out: many runs from one file of requests, at most N at a time, driven by one
-//! [`Waiter`]. It reports through [`Event`]s and prints nothing.
+//! Fan-out: many runs from one file of requests, at most N at a time, as one driver of the
+//! [`WaitLoop`]. It reports through [`Event`]s and prints nothing.
 //!
 //! ```text
-//!  tasks (planned) ─► queue ──start_many (≤ N - running)──► running ──Waiter::next──► done
-//!                       │                                      │  Finished: refill, in one
-//!                       │ stop (fail-fast, interrupt)           │  batch with every other end
-//!                       ▼                                      ▼  already known
-//!                    skipped                        cancel (--cancel-siblings, interrupt)
+//!  tasks (planned) ─► queue ──start_many (≤ N - running)──► running ──Seen::Finished──► done
+//!                       │        (Driver::settled: after     │  one refill for every end
+//!                       │         each burst of ends)        │  the loop already knew
+//!                       │ stop (fail-fast, interrupt)         ▼
+//!                       ▼                          cancel (--cancel-siblings, interrupt)
+//!                    skipped
 //!
-//!  Interrupter::interrupt (any thread) ─► Waker ─► the loop: 1st stops and cancels, 2nd kills
-//!  Options::tick ─► the waiter's deadline ─► Event::Tick (a clock to redraw; no other timer)
+//!  Interrupter::interrupt (any thread) ─► the loop: 1st stops and cancels, 2nd kills
+//!  Options::tick ─► the loop's heartbeat ─► Event::Tick (a clock to redraw; no other timer)
 //! ```
 //!
 //! Every run carries the fan-out's group id (`run.json`, `spec.json`, the envelope), so a
 //! fan-out that is killed loses nothing: the started runs go on, and `wait --group` finds them.
 //!
 //! Common pitfalls:
-//! * Refill after draining every end the waiter already knows (`next` with a past deadline
-//!   never sleeps): ends come in bursts, and one batch of starts costs what one start does.
+//! * Refill in [`Driver::settled`], never on each end: ends come in bursts, and one batch of
+//!   starts costs what one start does.
 //! * A pane that cannot start is a finished task (`failed`, `spawn`), not a running one: it
 //!   must not hold a slot of the concurrency.
 //! * A skipped task never had a run: its `attempt_dir` is `null`, and nothing on disk knows
 //!   it. Only this report does.
 
+mod detached;
 mod events;
 mod tasks;
 
-pub use events::{Event, Interrupter, Progress, StopReason};
-pub use tasks::{Task, new_group_id, plan_tasks, plan_values};
+pub use detached::{
+    DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, group_record, group_report,
+    read_driver_input,
+};
+pub use events::{Event, Progress, StopReason};
+pub use tasks::{Task, new_group_id, plan_lines, plan_requests, plan_tasks};
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
+use super::wait_loop::{Driver, Interrupter, Seen, WaitLoop, done_when};
 use super::{Error, Found, Plan, Started, cancel, start_many};
 use crate::envelope::{Envelope, FanoutReport, FanoutTask, TaskStatus};
 use crate::spec::RunRecord;
 use crate::store::Home;
-use crate::supervisor::{Token, WaitEvent, Waiter};
+use crate::supervisor::Token;
+
+/// At most this many runs at once unless asked otherwise (agents mostly wait on their model).
+pub const DEFAULT_CONCURRENCY: u32 = 4;
 
 /// How a fan-out runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,7 +62,7 @@ pub struct Options {
     pub tick: Option<Duration>,
 }
 
-enum State {
+enum Phase {
     Queued(Box<Plan>),
     /// Between the queue and `start_many`.
     Starting,
@@ -68,25 +77,28 @@ struct Slot {
     line: usize,
     run_id: String,
     what: String,
-    state: State,
+    state: Phase,
 }
 
 /// One fan-out: build it, hand [`Fanout::interrupter`] to whoever takes signals, then
 /// [`Fanout::run`].
 pub struct Fanout<'h> {
+    wl: WaitLoop,
+    state: State<'h>,
+}
+
+/// Everything but the loop: the driver.
+struct State<'h> {
     home: &'h Home,
     group: String,
     opts: Options,
     slots: Vec<Slot>,
     queue: VecDeque<usize>,
     running: HashMap<Token, usize>,
-    waiter: Waiter,
-    hits: Arc<AtomicU32>,
-    hits_seen: u32,
+    interrupts_seen: u32,
     stopping: bool,
     progress: Progress,
     t0: Instant,
-    next_tick: Option<Instant>,
 }
 
 impl<'h> Fanout<'h> {
@@ -107,90 +119,112 @@ impl<'h> Fanout<'h> {
                 line: t.line,
                 run_id: t.run_id().to_owned(),
                 what: t.what(),
-                state: State::Queued(Box::new(t.plan)),
+                state: Phase::Queued(Box::new(t.plan)),
             })
             .collect();
-        let now = Instant::now();
         Ok(Self {
-            home,
-            group,
-            queue: (0..slots.len()).collect(),
-            progress: Progress {
-                queued: slots.len(),
-                ..Progress::default()
+            wl: WaitLoop::new()?,
+            state: State {
+                home,
+                group,
+                queue: (0..slots.len()).collect(),
+                progress: Progress {
+                    queued: slots.len(),
+                    ..Progress::default()
+                },
+                slots,
+                running: HashMap::new(),
+                interrupts_seen: 0,
+                stopping: false,
+                t0: Instant::now(),
+                opts,
             },
-            slots,
-            running: HashMap::new(),
-            waiter: Waiter::new()?,
-            hits: Arc::new(AtomicU32::new(0)),
-            hits_seen: 0,
-            stopping: false,
-            t0: now,
-            next_tick: opts.tick.map(|t| now + t),
-            opts,
         })
     }
 
+    /// The first interrupt stops the fan-out and cancels what runs; later ones kill what runs.
     pub fn interrupter(&self) -> Interrupter {
-        Interrupter::new(self.hits.clone(), self.waiter.waker())
+        self.wl.interrupter()
     }
 
     /// Runs every task (or stops, as the options and interrupts say) and reports each event
     /// with the counts after it. Returns when no task runs and none will start.
     pub fn run(
-        mut self,
+        self,
         on_event: &mut dyn FnMut(&Event<'_>, &Progress),
     ) -> Result<FanoutReport, Error> {
-        self.t0 = Instant::now();
-        self.next_tick = self.opts.tick.map(|t| self.t0 + t);
-        loop {
-            self.take_interrupts(on_event);
-            if !self.stopping {
-                self.fill(on_event);
-            }
-            if self.running.is_empty() && (self.stopping || self.queue.is_empty()) {
-                break;
-            }
-            let ev = self.waiter.next(self.next_tick)?;
-            if let WaitEvent::TimedOut = ev {
-                self.tick(on_event);
-                continue;
-            }
-            self.handle(ev, on_event);
-            // Every end the waiter already knows, before refilling: one batch for a burst.
-            loop {
-                match self.waiter.next(Some(Instant::now()))? {
-                    WaitEvent::TimedOut => break,
-                    ev => self.handle(ev, on_event),
-                }
-            }
-        }
-        self.skip_queued(on_event);
-        let duration_ms = u64::try_from(self.t0.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let tasks = self
+        let Fanout { mut wl, mut state } = self;
+        state.t0 = Instant::now();
+        let tick = state.opts.tick;
+        wl.run(
+            None,
+            tick,
+            &mut Drive {
+                state: &mut state,
+                on_event,
+            },
+        )?;
+        state.skip_queued(on_event);
+        let duration_ms = u64::try_from(state.t0.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let tasks = state
             .slots
             .into_iter()
             .map(|s| match s.state {
-                State::Done(t) => t,
+                Phase::Done(t) => t,
                 // Unreachable by the loop's exit condition; reported rather than lost.
                 _ => skipped(s.line, s.run_id, s.what),
             })
             .collect();
         Ok(FanoutReport::new(
-            self.group,
+            state.group,
             tasks,
-            self.opts.concurrency,
+            state.opts.concurrency,
             duration_ms,
         ))
     }
+}
 
+/// The fan-out as a driver of the loop, with its reporter.
+struct Drive<'a, 'h> {
+    state: &'a mut State<'h>,
+    on_event: &'a mut dyn FnMut(&Event<'_>, &Progress),
+}
+
+impl Driver for Drive<'_, '_> {
+    fn settled(&mut self, wl: &mut WaitLoop) -> Result<ControlFlow<()>, Error> {
+        let s = &mut *self.state;
+        s.take_interrupts(wl.interrupts(), self.on_event);
+        // Until something runs or nothing is left: a batch whose every start failed frees
+        // its slots at once, and no end would come to refill them.
+        while !s.stopping && !s.queue.is_empty() && s.running.len() < s.opts.concurrency {
+            s.fill(wl, self.on_event);
+        }
+        // Nothing runs, and nothing will start.
+        Ok(done_when(
+            s.running.is_empty() && (s.stopping || s.queue.is_empty()),
+        ))
+    }
+
+    fn seen(&mut self, _wl: &mut WaitLoop, seen: Seen) -> Result<ControlFlow<()>, Error> {
+        match seen {
+            Seen::Finished { token, envelope } => {
+                self.state.handle(token, &envelope, self.on_event)
+            }
+            Seen::Beat => self.state.emit(&Event::Tick, self.on_event),
+            Seen::Changed(_) => {}
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+impl State<'_> {
     fn emit(&mut self, ev: &Event<'_>, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
         self.progress.elapsed = self.t0.elapsed();
         on_event(ev, &self.progress);
     }
 
     /// Starts queued tasks up to the concurrency, in one batch.
-    fn fill(&mut self, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
+    fn fill(&mut self, wl: &mut WaitLoop, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
         let free = self.opts.concurrency.saturating_sub(self.running.len());
         let take = free.min(self.queue.len());
         if take == 0 {
@@ -200,7 +234,7 @@ impl<'h> Fanout<'h> {
         let mut plans = Vec::with_capacity(batch.len());
         let mut records = Vec::with_capacity(batch.len());
         for &i in &batch {
-            if let State::Queued(p) = std::mem::replace(&mut self.slots[i].state, State::Starting) {
+            if let Phase::Queued(p) = std::mem::replace(&mut self.slots[i].state, Phase::Starting) {
                 records.push(p.record.clone());
                 plans.push(*p);
             }
@@ -209,12 +243,13 @@ impl<'h> Fanout<'h> {
         let results = start_many(self.home, plans);
         for ((i, record), res) in batch.into_iter().zip(records).zip(results) {
             match res {
-                Ok(started) => self.started(i, record, started, on_event),
+                Ok(started) => self.started(wl, i, record, started, on_event),
                 Err(e) => {
-                    let (line, run_id, what) = self.ids(i);
+                    // The run was not created: the task never started.
+                    let (line, _, what) = self.ids(i);
                     let t = FanoutTask {
                         line,
-                        run_id,
+                        run_id: None,
                         status: TaskStatus::Failed,
                         failure_kind: Some(crate::envelope::FailureKind::Spawn),
                         exit_code: None,
@@ -231,6 +266,7 @@ impl<'h> Fanout<'h> {
 
     fn started(
         &mut self,
+        wl: &mut WaitLoop,
         i: usize,
         record: RunRecord,
         started: Started,
@@ -254,10 +290,10 @@ impl<'h> Fanout<'h> {
             self.finish(i, t, on_event);
             return;
         }
-        match self.waiter.add(started.paths.clone(), started.spec.clone()) {
+        match wl.add(started.paths.clone(), started.spec.clone()) {
             Ok(token) => {
                 self.running.insert(token, i);
-                self.slots[i].state = State::Running {
+                self.slots[i].state = Phase::Running {
                     record: Box::new(record),
                     started: Box::new(started),
                 };
@@ -268,7 +304,7 @@ impl<'h> Fanout<'h> {
                 let (line, run_id, what) = self.ids(i);
                 let t = FanoutTask {
                     line,
-                    run_id,
+                    run_id: Some(run_id),
                     status: TaskStatus::Failed,
                     failure_kind: None,
                     exit_code: None,
@@ -282,56 +318,30 @@ impl<'h> Fanout<'h> {
         }
     }
 
-    fn handle(&mut self, ev: WaitEvent, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
-        let WaitEvent::Finished { token, envelope } = ev else {
-            return; // Woken: interrupts are taken at the top of the loop.
-        };
+    fn handle(
+        &mut self,
+        token: Token,
+        envelope: &Envelope,
+        on_event: &mut dyn FnMut(&Event<'_>, &Progress),
+    ) {
         let Some(i) = self.running.remove(&token) else {
             return;
         };
         self.progress.running -= 1;
         let t = match &self.slots[i].state {
-            State::Running { started, .. } => self.outcome(i, &envelope, started),
+            Phase::Running { started, .. } => self.outcome(i, envelope, started),
             _ => return,
         };
-        let failed = t.status != TaskStatus::Completed;
         self.finish(i, t, on_event);
-        if failed && self.opts.fail_fast && !self.stopping {
-            self.stop(
-                StopReason::Failed {
-                    task: i,
-                    cancel_siblings: self.opts.cancel_siblings,
-                },
-                on_event,
-            );
-        }
-    }
-
-    fn tick(&mut self, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
-        let (Some(every), Some(next)) = (self.opts.tick, self.next_tick) else {
-            return;
-        };
-        let now = Instant::now();
-        if now < next {
-            return;
-        }
-        // Ticks missed while busy are not made up for.
-        let mut n = next + every;
-        while n <= now {
-            n += every;
-        }
-        self.next_tick = Some(n);
-        self.emit(&Event::Tick, on_event);
     }
 
     /// Acts on interrupts that came since the last look.
-    fn take_interrupts(&mut self, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
-        let hits = self.hits.load(Ordering::SeqCst);
-        if hits == self.hits_seen {
+    fn take_interrupts(&mut self, hits: u32, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
+        if hits == self.interrupts_seen {
             return;
         }
-        let first = self.hits_seen == 0;
-        self.hits_seen = hits;
+        let first = self.interrupts_seen == 0;
+        self.interrupts_seen = hits;
         if first && hits == 1 {
             self.stop(StopReason::Interrupted, on_event);
         } else {
@@ -372,7 +382,7 @@ impl<'h> Fanout<'h> {
                 },
                 on_event,
             );
-            self.slots[i].state = State::Done(t);
+            self.slots[i].state = Phase::Done(t);
         }
     }
 
@@ -384,7 +394,7 @@ impl<'h> Fanout<'h> {
     ) {
         let mut warnings = Vec::new();
         for &i in self.running.values() {
-            let State::Running { record, started } = &self.slots[i].state else {
+            let Phase::Running { record, started } = &self.slots[i].state else {
                 continue;
             };
             let found = Found {
@@ -401,12 +411,16 @@ impl<'h> Fanout<'h> {
         }
     }
 
+    /// Task `i` ended (its run ended, or it could not start); with `fail_fast`, the first
+    /// one that did not complete stops the fan-out.
     fn finish(&mut self, i: usize, t: FanoutTask, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
+        let failed = t.status != TaskStatus::Completed;
         match t.status {
             TaskStatus::Completed => self.progress.completed += 1,
             TaskStatus::Failed => self.progress.failed += 1,
             TaskStatus::Cancelled => self.progress.cancelled += 1,
             TaskStatus::Skipped => self.progress.skipped += 1,
+            TaskStatus::Running | TaskStatus::Queued => {}
         }
         self.emit(
             &Event::Finished {
@@ -415,20 +429,29 @@ impl<'h> Fanout<'h> {
             },
             on_event,
         );
-        self.slots[i].state = State::Done(t);
+        self.slots[i].state = Phase::Done(t);
+        if failed && self.opts.fail_fast && !self.stopping {
+            self.stop(
+                StopReason::Failed {
+                    task: i,
+                    cancel_siblings: self.opts.cancel_siblings,
+                },
+                on_event,
+            );
+        }
     }
 
     fn outcome(&self, i: usize, env: &Envelope, started: &Started) -> FanoutTask {
         let s = &self.slots[i];
-        let error = match env.failure_kind {
-            Some(crate::envelope::FailureKind::Spawn | crate::envelope::FailureKind::Sandbox) => {
-                env.output.errors.first().cloned()
-            }
-            _ => None,
+        // Why it did not complete, in the envelope's words (for a program that failed, the
+        // end of its stderr).
+        let error = match env.status {
+            crate::envelope::Status::Completed => None,
+            _ => env.output.errors.first().cloned(),
         };
         FanoutTask {
             line: s.line,
-            run_id: env.run_id.clone(),
+            run_id: Some(env.run_id.clone()),
             status: env.status.into(),
             failure_kind: env.failure_kind,
             exit_code: env.exit_code,
@@ -445,10 +468,11 @@ impl<'h> Fanout<'h> {
     }
 }
 
-fn skipped(line: usize, run_id: String, what: String) -> FanoutTask {
+/// A task that never started: no run, so no run id.
+fn skipped(line: usize, _planned_id: String, what: String) -> FanoutTask {
     FanoutTask {
         line,
-        run_id,
+        run_id: None,
         status: TaskStatus::Skipped,
         failure_kind: None,
         exit_code: None,

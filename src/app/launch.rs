@@ -38,12 +38,13 @@ pub struct Started {
 }
 
 impl Started {
-    /// The `run --detach --json` answer.
+    /// The `run --detach --json` answer. Its status is what is known when the pane has
+    /// just started: `starting` (the worker may not run yet; `status` tells when it does).
     pub fn answer(&self) -> envelope::Started {
         envelope::Started {
             run_id: self.spec.run_id.to_string(),
             attempt: self.spec.attempt,
-            status: LiveStatus::Running,
+            status: LiveStatus::Starting,
             attempt_dir: self.paths.dir().to_path_buf(),
             tmux: self.spec.tmux.clone(),
         }
@@ -172,14 +173,11 @@ pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
 pub(super) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
     let p = home.tmux_conf();
     if std::fs::read(&p).ok().as_deref() != Some(tmux::CONFIG.as_bytes()) {
-        std::fs::create_dir_all(home.root()).map_err(|e| {
-            Error::invalid(format!(
-                "cannot create the subpane home {}: {e}; set --home or SUBPANE_HOME to a writable directory",
-                home.root().display()
-            ))
+        std::fs::create_dir_all(home.root()).map_err(|source| Error::HomeDir {
+            path: home.root().to_path_buf(),
+            source,
         })?;
-        store::write_atomic(&p, tmux::CONFIG.as_bytes())
-            .map_err(|e| Error::invalid(e.to_string()))?;
+        store::write_atomic(&p, tmux::CONFIG.as_bytes()).map_err(Error::HomeFile)?;
     }
     Ok(())
 }
@@ -192,8 +190,7 @@ pub(super) fn start_pane(
     spec: &AttemptSpec,
     warnings: &mut Vec<String>,
 ) -> Result<Option<Envelope>, Error> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Error::failed(format!("cannot find the subpane binary: {e}")))?;
+    let exe = std::env::current_exe().map_err(Error::CurrentExe)?;
     ensure_socket_dir(&spec.tmux.socket);
     let t = tmux_for(home, spec);
     let cmd = worker_command(&exe, paths);
@@ -203,9 +200,18 @@ pub(super) fn start_pane(
             Ok(None)
         }
         Err(e) => {
+            // An earlier try may have made it (a batch whose client died): then it runs.
+            if let Some(pane) = made_after_all(&t, paths, spec) {
+                record_launch(paths, spec, &pane, warnings);
+                return Ok(None);
+            }
             // If a pane was made after all, it must not run on beside a `spawn` envelope (after
             // a timeout too: a slow server may have made it; this waits one more limit at most).
-            let _ = t.kill_session(&spec.tmux.session);
+            // A session of the name that is not this attempt's (another home on the same
+            // server) is not ours to close.
+            if !e.to_string().contains("duplicate session") {
+                let _ = t.kill_session(&spec.tmux.session);
+            }
             let spawn_failed = Facts {
                 start: envelope::Start::SpawnFailed,
                 ..Facts::default()
@@ -221,10 +227,21 @@ pub(super) fn start_pane(
     }
 }
 
+/// The pane of `spec`'s session when it exists and runs this attempt's worker: made by an
+/// earlier try that seemed to fail (a server that raced its exit, a client that died after
+/// the server had made it). Session names are an attempt's own, but a server may be shared
+/// by homes, so the pane's process must be the worker of `paths`.
+pub(super) fn made_after_all(
+    t: &tmux::Tmux,
+    paths: &AttemptPaths,
+    spec: &AttemptSpec,
+) -> Option<Pane> {
+    let pane = t.pane_of(&spec.tmux.session).ok()?;
+    let worker = procs::proc_ref(pane.pane_pid)?;
+    procs::is_worker_of(&worker, paths.dir()).then_some(pane)
+}
+
 /// Why an attempt's records could not be made, as the caller is told (nothing started).
 pub(super) fn not_created(e: CreateError) -> Error {
-    match e {
-        CreateError::Exists(_) | CreateError::NoRun(_) => Error::invalid(e.to_string()),
-        CreateError::Store(s) => Error::invalid(format!("nothing was started: {s}")),
-    }
+    Error::NotCreated(e)
 }

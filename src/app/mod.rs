@@ -6,14 +6,35 @@
 //!  MCP call ──┘     (serde)        (pure: files and PATH          (resolved,      (attempt n: files,
 //!                                   through a trait)               immutable)      pane, launch.json)
 //!
-//!  find_run ─► Found ─► status / cancel / logs paths        Waiter (supervisor) ─► wait, run, logs -f
+//!  run(home, plan, loop, opts): start ─► (unless detached) wait ─► RunOutcome   `run`, `retry`,
+//!                                ▲ interrupts ─► cancel_on_interrupt            the MCP `run`
+//!
+//!  find_run ─► Found ─► status / cancel / logs paths
 //!  list ─► RunRow…      gc ─► GcReport
+//!
+//!  fanout::detach ─► groups/<G>/ + a driver run G (`fanout --driver`, in its own pane)
+//!  fanout::group_report(G) ─► each task: its run, queued, or skipped once the driver ended
+//!
+//!  WaitLoop (one loop over the supervisor's Waiter, one heartbeat, interrupts) driven by:
+//!    wait_with ─► WaitResult ─► wait_answers     Fanout ─► refills     follow ─► logs -f
+//!
+//!  ends(envelope, paths, EndSize::TERMINAL | ANSWER): what an answer shows of the output
+//!
+//!  nest: `run` inside a sandbox ─► its worker's server ─► plan (the parent's home, a
+//!        policy within the parent's) ─► run ─► the answer back
 //! ```
 //!
 //! The command line, a fan-out file and an MCP server all turn their input into a
 //! [`RunRequest`], hand it to [`plan`] (every rule of valid input lives there, tested without
-//! a tmux server), and start the result with [`start`]. Answers come back as the typed
-//! contract documents of [`crate::envelope`]; nothing here prints or knows about clap.
+//! a tmux server), and start the result with [`start`] (or [`run`], which also waits and
+//! cancels on interrupts). Answers come back as the typed contract documents of
+//! [`crate::envelope`] and [`RunAnswer`]s; nothing here prints or knows about clap.
+//!
+//! One place per rule that both front ends show: every wait is a driver of the one
+//! [`WaitLoop`] (the front ends never touch the supervisor), a wait's answers come from
+//! [`wait_answers`] and its message from [`waiting_for`], the ends of a program's output from
+//! [`ends`], and each default from one constant ([`fanout::DEFAULT_CONCURRENCY`],
+//! [`crate::spec::DEFAULT_LINGER`], …) that clap and the MCP schemas refer to.
 //!
 //! Common pitfalls:
 //! * A spawn failure is an outcome, not an error: [`start`] returns the `spawn` envelope in
@@ -21,65 +42,40 @@
 //! * Environment values reach only the one-shot environment file: never a record, never a
 //!   `Debug` string (see [`RunRequest`]'s and [`Plan`]'s `Debug`).
 
+mod error;
 pub mod fanout;
 mod group;
 mod launch;
+pub mod nest;
+mod output_end;
 mod plan;
 mod request;
 mod retry;
+mod run;
 mod runs;
 mod seed;
 mod start_many;
+mod wait;
+mod wait_loop;
+pub mod wording;
 pub mod worktree;
 
 pub use group::{group_runs, list_group};
 pub use launch::{Started, start};
+pub use output_end::{EndSize, Ends, OutputEnd, ends, log_end, output_end};
 pub use plan::{Plan, RealSystem, System, plan};
-pub use request::{RunRequest, parse_kv};
+pub use request::{RunRequest, at_file, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
+pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};
 pub use runs::{
-    AttemptStatus, CancelOutcome, Found, LogFile, WaitMode, WaitOptions, WaitProgress, WaitResult,
-    attempt_status, cancel, find_run, gc, list, tmux_for, wait, wait_one, wait_targets, wait_with,
+    AttemptStatus, CancelOutcome, Found, LogFile, attempt_status, cancel, cancel_by, find_run, gc,
+    list, tmux_for,
 };
 pub use start_many::start_many;
+pub use wait::{
+    Followed, RunAnswer, WaitAnswers, WaitMode, WaitOptions, WaitProgress, WaitResult, follow,
+    regroup, wait, wait_answers, wait_one, wait_targets, wait_with, waiting_for,
+};
+pub use wait_loop::{Driver, Ended, Interrupter, Seen, WaitLoop};
 
-use crate::exit_code;
-
-/// Why a call of the application layer did not do what was asked. Messages say what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Error {
-    /// The input was not valid: nothing was started (exit 2).
-    #[error("{0}")]
-    Invalid(String),
-    /// Something went wrong on the way (exit 1).
-    #[error("{0}")]
-    Failed(String),
-}
-
-impl Error {
-    pub fn invalid(m: impl Into<String>) -> Self {
-        Error::Invalid(m.into())
-    }
-    pub fn failed(m: impl Into<String>) -> Self {
-        Error::Failed(m.into())
-    }
-    /// The documented exit code.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Error::Invalid(_) => exit_code::INVALID,
-            Error::Failed(_) => exit_code::FAILED,
-        }
-    }
-}
-
-impl From<crate::store::StoreError> for Error {
-    fn from(e: crate::store::StoreError) -> Self {
-        Error::Failed(e.to_string())
-    }
-}
-
-impl From<crate::supervisor::SuperviseError> for Error {
-    fn from(e: crate::supervisor::SuperviseError) -> Self {
-        Error::Failed(e.to_string())
-    }
-}
+pub use error::Error;

@@ -11,9 +11,12 @@ use crate::spec::AgentKind;
 /// A request to run something: the flags of `subpane run`, a line of a fan-out file, or the
 /// arguments of an MCP `run` call. Nothing in it is checked yet; [`super::plan`] does that.
 ///
-/// Either `argv` (any program) or `agent` with `task`. Durations are strings with a unit
-/// (`"30s"`, `"10m"`); `task` and `system_prompt` may be `@FILE`. Unknown fields are refused,
-/// so a misspelt field is an error rather than silently ignored.
+/// Either `argv` (any program) or `agent` with `task` (or `task_file`). Durations are strings
+/// with a unit (`"30s"`, `"10m"`). `task` and `system_prompt` are the text itself; the
+/// command line's and the fan-out file's `@FILE` is turned into `task_file` and
+/// `system_prompt_file` by [`RunRequest::read_at_files`] at those edges, so a task that
+/// begins with `@` from anywhere else is text. Unknown fields are refused, so a misspelt
+/// field is an error rather than silently ignored.
 ///
 /// ```json
 /// {"agent": "claude", "task": "review src/lib.rs", "run_id": "review-1", "cwd": "/src/app",
@@ -24,16 +27,18 @@ use crate::spec::AgentKind;
 /// `env` values are secrets as far as subpane knows: `Debug` shows their names only, and
 /// records keep names only.
 ///
-/// The field documentation below is also the JSON Schema of the MCP `run` tool (through
-/// `schemars`), so it is written for whoever fills the fields in, a model included.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+/// The MCP `run` tool has arguments of its own that become this ([`crate::mcp`]'s
+/// `RunArgs`), with their schema and descriptions for a model.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunRequest {
     /// The agent CLI to run with `task`: "pi", "claude" or "codex". Leave it out (or
     /// "command") to run `argv` instead.
     pub agent: Option<AgentKind>,
-    /// The agent's task: text, or "@FILE" to read it from a file.
+    /// The agent's task, as text.
     pub task: Option<String>,
+    /// A file whose content is the agent's task (instead of `task`).
+    pub task_file: Option<PathBuf>,
     /// A program and its arguments, e.g. ["make", "test"] (not a shell line: use
     /// ["sh", "-c", "..."] for one). Give either this or `agent` with `task`.
     pub argv: Vec<String>,
@@ -43,8 +48,10 @@ pub struct RunRequest {
     pub cwd: Option<PathBuf>,
     /// The agent's model, as the agent CLI names it.
     pub model: Option<String>,
-    /// The agent's system prompt: text, or "@FILE".
+    /// The agent's system prompt, as text.
     pub system_prompt: Option<String>,
+    /// A file whose content is the agent's system prompt (instead of `system_prompt`).
+    pub system_prompt_file: Option<PathBuf>,
     /// Tools the agent may use (claude: pre-approved with --allowedTools).
     pub tools: Vec<String>,
     /// The agent's thinking level.
@@ -59,9 +66,9 @@ pub struct RunRequest {
     pub timeout: Option<String>,
     /// Stop the attempt after this long without output, e.g. "5m".
     pub idle_timeout: Option<String>,
-    /// How long an agent may stay alive after its final event (default "5s").
+    /// How long an agent may stay alive after its final event.
     pub linger: Option<String>,
-    /// Time between SIGTERM and SIGKILL when stopping (default "3s").
+    /// Time between SIGTERM and SIGKILL when stopping.
     pub grace: Option<String>,
     /// Variables set for the program; records keep their names only, never the values.
     pub env: BTreeMap<String, String>,
@@ -92,7 +99,7 @@ pub struct RunRequest {
     /// Run in a new git worktree of the `cwd` repository (its diff is stored at the end).
     pub worktree: bool,
     /// How deep runs started by this run's program (and theirs) may nest; it can only lower
-    /// the limit inherited from an enclosing attempt (default 3).
+    /// the limit inherited from an enclosing attempt.
     pub max_depth: Option<u32>,
 }
 
@@ -114,6 +121,27 @@ impl std::fmt::Debug for RunRequest {
             .field("network", &self.network)
             .finish_non_exhaustive()
     }
+}
+
+impl RunRequest {
+    /// The `@FILE` convention of the command line and of a fan-out file: a `task` or
+    /// `system_prompt` that begins with `@` names a file, and becomes `task_file` or
+    /// `system_prompt_file`. Called at those edges only: anywhere else a task is its text.
+    pub fn read_at_files(&mut self) {
+        if let Some(path) = at_file(&mut self.task) {
+            self.task_file = Some(path);
+        }
+        if let Some(path) = at_file(&mut self.system_prompt) {
+            self.system_prompt_file = Some(path);
+        }
+    }
+}
+
+/// The command line's `@FILE`: when `text` is `@PATH`, takes it and returns PATH.
+pub fn at_file(text: &mut Option<String>) -> Option<PathBuf> {
+    let path = PathBuf::from(text.as_deref()?.strip_prefix('@')?);
+    *text = None;
+    Some(path)
 }
 
 /// Splits `KEY=VALUE` (as given to `flag`); the key must not be empty.
@@ -156,6 +184,24 @@ mod tests {
         r.env.insert("API_KEY".into(), "sk-secret".into());
         let d = format!("{r:?}");
         assert!(d.contains("API_KEY") && !d.contains("sk-secret"), "{d}");
+    }
+
+    #[test]
+    fn at_files_are_a_convention_of_the_edges_that_ask_for_it() {
+        let mut r = RunRequest {
+            task: Some("@alice asked: fix it".into()),
+            system_prompt: Some("be brief".into()),
+            ..RunRequest::default()
+        };
+        let literal = r.clone();
+        r.read_at_files();
+        assert_eq!(r.task, None);
+        assert_eq!(
+            r.task_file.as_deref(),
+            Some(std::path::Path::new("alice asked: fix it"))
+        );
+        assert_eq!(r.system_prompt.as_deref(), Some("be brief"));
+        assert_eq!(literal.task.as_deref(), Some("@alice asked: fix it"));
     }
 
     #[test]

@@ -61,8 +61,10 @@ pub const DEFAULT_FOLLOW_UP: &str = "Continue where you stopped.";
 pub struct RetryOptions {
     /// Continue the agent session of the latest attempt instead of starting a new one.
     pub resume: bool,
-    /// The task (text, or `@FILE`): the follow-up message with `resume`, else a new task.
+    /// The task: the follow-up message with `resume`, else a new task.
     pub task: Option<String>,
+    /// A file whose content is the task (instead of `task`).
+    pub task_file: Option<std::path::PathBuf>,
     /// Values for variables: those attempt *n* had set (`spec.env.set`) and any new ones.
     pub env: BTreeMap<String, String>,
 }
@@ -172,11 +174,9 @@ pub fn plan_retry(
         None => prev.argv.clone(),
     };
     let mut argv = prev_program;
-    let program = argv.first_mut().ok_or_else(|| {
-        Error::failed(format!(
-            "{} has an empty argv",
-            found.paths.spec().display()
-        ))
+    let program = argv.first_mut().ok_or_else(|| Error::Damaged {
+        path: found.paths.spec(),
+        problem: "has an empty argv".into(),
     })?;
     if let (Some(old), Some(new)) = (&prev.worktree, &worktree) {
         if let Ok(rest) = Path::new(program.as_str()).strip_prefix(&old.path) {
@@ -234,19 +234,14 @@ fn previous_envelope(found: &Found, sys: &dyn System) -> Result<Envelope, Error>
     let (id, n) = (&found.spec.run_id, found.spec.attempt);
     let path = found.paths.result();
     match sys.read_record(&path) {
-        Ok(text) => serde_json::from_slice(&text).map_err(|e| {
-            Error::failed(format!(
-                "{} cannot be read ({e}); the run's record is damaged",
-                path.display()
-            ))
+        Ok(text) => serde_json::from_slice(&text).map_err(|e| Error::Damaged {
+            path: path.clone(),
+            problem: format!("cannot be read ({e})"),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::invalid(format!(
             "attempt {n} of run `{id}` has not finished: wait for it (`subpane wait {id}`) or cancel it (`subpane cancel {id}`), then retry"
         ))),
-        Err(e) => Err(Error::failed(format!(
-            "cannot read {}: {e}",
-            path.display()
-        ))),
+        Err(source) => Err(crate::store::StoreError::Read { path, source }.into()),
     }
 }
 
@@ -268,16 +263,21 @@ fn next_task(
                 "--resume continues an agent's session, and run `{id}` is a command: retry it without --resume"
             )));
         }
-        if opts.task.is_some() {
+        if opts.task.is_some() || opts.task_file.is_some() {
             return Err(Error::invalid(format!(
                 "--task is for agents, and run `{id}` is a command: retry it without --task"
             )));
         }
         return Ok((None, None));
     };
-    let prompt = match &opts.task {
-        Some(raw) => {
-            let p = text_or_file(sys, "--task", raw)?;
+    let given = text_or_file(
+        sys,
+        "--task",
+        opts.task.as_deref(),
+        opts.task_file.as_deref(),
+    )?;
+    let prompt = match given {
+        Some(p) => {
             if p.trim().is_empty() {
                 return Err(Error::invalid(
                     "--task is empty; say what the agent should do",
@@ -791,13 +791,19 @@ mod tests {
             ("do it", None)
         );
         assert_eq!(r.plan.spec.resumed_from, None);
-        // --task @FILE replaces the task.
+        // A task file (the command line's --task @FILE) replaces the task; a task is text.
+        let opts = RetryOptions {
+            task_file: Some("next.md".into()),
+            ..RetryOptions::default()
+        };
+        let r = plan_retry(&found, &opts, &home(), &sys).unwrap();
+        assert_eq!(r.plan.prompt.as_deref(), Some("do it better"));
         let opts = RetryOptions {
             task: Some("@next.md".into()),
             ..RetryOptions::default()
         };
         let r = plan_retry(&found, &opts, &home(), &sys).unwrap();
-        assert_eq!(r.plan.prompt.as_deref(), Some("do it better"));
+        assert_eq!(r.plan.prompt.as_deref(), Some("@next.md"));
         // A retry of attempt 2, which resumed attempt 1, resumes the same session again.
         let opts = RetryOptions {
             resume: true,

@@ -1,11 +1,10 @@
-//! Runs that exist: finding them, their state, waiting, cancelling, listing, cleaning up.
+//! Runs that exist: finding them, their state, cancelling, listing, cleaning up (waiting
+//! for them is [`super::wait`]).
 //!
 //! Every answer is a typed contract document ([`Envelope`], [`StatusDoc`], [`RunRow`],
 //! [`GcReport`], [`CancelRequested`]); printing them is the caller's business.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use super::{Error, worktree};
 use crate::envelope::{
@@ -14,7 +13,7 @@ use crate::envelope::{
 };
 use crate::spec::{AttemptSpec, RunId, RunRecord};
 use crate::store::{self, AttemptPaths, Home};
-use crate::supervisor::{self, AttemptState, WaitEvent, Waiter, observe};
+use crate::supervisor::{self, AttemptState, observe};
 use crate::tmux::{Socket, Tmux};
 
 /// A run with its latest (or chosen) attempt.
@@ -27,7 +26,7 @@ pub struct Found {
 }
 
 /// A file of an attempt that `logs` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFile {
     /// events.jsonl: the agent's filtered JSON events (default for agents).
@@ -58,32 +57,9 @@ impl Found {
     }
 }
 
-/// The attempts a wait is for: attempt `attempt` (else the latest) of each of `runs`, in the
-/// order given, then every run of `group` not named already.
-pub fn wait_targets(
-    home: &Home,
-    runs: &[String],
-    group: Option<&str>,
-    attempt: Option<u32>,
-) -> Result<Vec<(AttemptPaths, AttemptSpec)>, Error> {
-    let mut targets: Vec<(AttemptPaths, AttemptSpec)> = Vec::new();
-    for r in runs {
-        let f = find_run(home, r, attempt)?;
-        targets.push((f.paths, f.spec));
-    }
-    if let Some(g) = group {
-        for f in super::group_runs(home, g)? {
-            if !targets.iter().any(|(p, _)| *p == f.paths) {
-                targets.push((f.paths, f.spec));
-            }
-        }
-    }
-    Ok(targets)
-}
-
 /// Finds a run by id; `attempt` picks one, else the latest.
 pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found, Error> {
-    let id = RunId::parse(raw_id).map_err(|e| Error::invalid(e.to_string()))?;
+    let id = RunId::parse(raw_id)?;
     let record = store::read_run(home, &id)?.ok_or_else(|| {
         Error::invalid(format!(
             "no run `{id}` in {}; `subpane ls` lists the runs there",
@@ -100,11 +76,9 @@ pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found
         None => record.attempts.iter().map(|a| a.attempt).max().unwrap_or(1),
     };
     let paths = home.attempt(&id, n);
-    let spec: AttemptSpec = store::read_json(&paths.spec())?.ok_or_else(|| {
-        Error::failed(format!(
-            "{} is missing; the run's record is damaged",
-            paths.spec().display()
-        ))
+    let spec: AttemptSpec = store::read_json(&paths.spec())?.ok_or_else(|| Error::Damaged {
+        path: paths.spec(),
+        problem: "is missing".into(),
     })?;
     Ok(Found {
         record,
@@ -167,153 +141,6 @@ pub fn attempt_status(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Attemp
     }))
 }
 
-/// Return when any attempt finishes, or when all have.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum WaitMode {
-    Any,
-    All,
-}
-
-/// What [`wait`] found: one slot per target, in the order given (`None`: not finished).
-#[derive(Debug)]
-pub struct WaitResult {
-    pub results: Vec<Option<Box<Envelope>>>,
-    pub timed_out: bool,
-    /// [`WaitOptions::stop`] ended the wait (another thread asked, then woke the waiter).
-    pub stopped: bool,
-}
-
-/// How far a wait is, for a reporter: after each end and on each heartbeat.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct WaitProgress<'a> {
-    /// Index (into the targets) of the attempt that just finished; `None` on a heartbeat.
-    pub finished: Option<usize>,
-    /// Attempts finished so far, and in all.
-    pub done: usize,
-    pub total: usize,
-    pub elapsed: Duration,
-    /// The targets' finished envelopes so far.
-    pub results: &'a [Option<Box<Envelope>>],
-}
-
-/// The knobs of [`wait_with`] beyond what [`wait`] takes.
-#[derive(Default)]
-pub struct WaitOptions<'a> {
-    /// Also report [`WaitProgress`] this often while nothing finishes (a clock; no polling
-    /// of the attempts: they still wake the waiter themselves).
-    pub heartbeat: Option<Duration>,
-    /// Told after each end and on each heartbeat.
-    pub on_progress: Option<&'a mut dyn FnMut(&WaitProgress<'_>)>,
-    /// Set by another thread, followed by [`crate::supervisor::Waker::wake`] on the waiter
-    /// given to [`wait_with`]: the wait ends with `stopped`.
-    pub stop: Option<Arc<AtomicBool>>,
-}
-
-/// Waits for attempts (without polling) until one or all finished, or `timeout` passed.
-pub fn wait(
-    targets: &[(AttemptPaths, AttemptSpec)],
-    mode: WaitMode,
-    timeout: Option<Duration>,
-) -> Result<WaitResult, Error> {
-    let mut waiter = Waiter::new()?;
-    wait_with(&mut waiter, targets, mode, timeout, WaitOptions::default())
-}
-
-/// [`wait`] on a waiter of the caller's (whose [`Waiter::waker`] another thread may hold),
-/// with a heartbeat, a reporter and a stop flag. The targets are added to `waiter`; those
-/// that have not finished are still held by it when this returns.
-pub fn wait_with(
-    waiter: &mut Waiter,
-    targets: &[(AttemptPaths, AttemptSpec)],
-    mode: WaitMode,
-    timeout: Option<Duration>,
-    mut opts: WaitOptions<'_>,
-) -> Result<WaitResult, Error> {
-    let t0 = Instant::now();
-    let deadline = timeout.map(|t| t0 + t);
-    let mut tokens = Vec::with_capacity(targets.len());
-    for (paths, spec) in targets {
-        tokens.push(waiter.add(paths.clone(), spec.clone())?);
-    }
-    let mut results: Vec<Option<Box<Envelope>>> = vec![None; targets.len()];
-    let mut done = 0;
-    let mut next_beat = opts.heartbeat.map(|h| t0 + h);
-    let stopped = |o: &WaitOptions<'_>| o.stop.as_ref().is_some_and(|s| s.load(Ordering::SeqCst));
-    let out = |results: &[Option<Box<Envelope>>], finished, done, o: &mut WaitOptions<'_>| {
-        if let Some(f) = o.on_progress.as_mut() {
-            f(&WaitProgress {
-                finished,
-                done,
-                total: targets.len(),
-                elapsed: t0.elapsed(),
-                results,
-            });
-        }
-    };
-    while done < targets.len() {
-        if stopped(&opts) {
-            return Ok(WaitResult {
-                results,
-                timed_out: false,
-                stopped: true,
-            });
-        }
-        let wake_at = match (deadline, next_beat) {
-            (Some(d), Some(b)) => Some(d.min(b)),
-            (d, b) => d.or(b),
-        };
-        match waiter.next(wake_at)? {
-            WaitEvent::Finished { token, envelope } => {
-                if let Some(i) = tokens.iter().position(|t| *t == token) {
-                    results[i] = Some(envelope);
-                    done += 1;
-                    out(&results, Some(i), done, &mut opts);
-                }
-                if mode == WaitMode::Any {
-                    break;
-                }
-            }
-            WaitEvent::TimedOut => {
-                let now = Instant::now();
-                if deadline.is_some_and(|d| now >= d) {
-                    return Ok(WaitResult {
-                        results,
-                        timed_out: true,
-                        stopped: false,
-                    });
-                }
-                if let (Some(h), Some(b)) = (opts.heartbeat, next_beat) {
-                    if now >= b {
-                        // Beats missed while busy are not made up for.
-                        let mut n = b + h;
-                        while n <= now {
-                            n += h;
-                        }
-                        next_beat = Some(n);
-                        out(&results, None, done, &mut opts);
-                    }
-                }
-            }
-            WaitEvent::Changed(_) | WaitEvent::Woken => {}
-        }
-    }
-    Ok(WaitResult {
-        results,
-        timed_out: false,
-        stopped: false,
-    })
-}
-
-/// Waits for one attempt's envelope.
-pub fn wait_one(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Box<Envelope>, Error> {
-    let out = wait(&[(paths.clone(), spec.clone())], WaitMode::All, None)?;
-    out.results
-        .into_iter()
-        .next()
-        .flatten()
-        .ok_or_else(|| Error::failed("the attempt ended without an envelope"))
-}
-
 /// What a cancel did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CancelOutcome {
@@ -326,6 +153,15 @@ pub enum CancelOutcome {
 /// Asks an attempt to stop: SIGTERM to its process group, SIGKILL after `grace_ms` (default:
 /// the run's own grace).
 pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Error> {
+    cancel_by(found, grace_ms, None)
+}
+
+/// [`cancel`], recording who asked (`by`, e.g. "the MCP client"): the envelope says it.
+pub fn cancel_by(
+    found: &Found,
+    grace_ms: Option<u64>,
+    by: Option<&str>,
+) -> Result<CancelOutcome, Error> {
     if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
         return Ok(CancelOutcome::AlreadyFinished(env));
     }
@@ -335,7 +171,7 @@ pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Err
         Socket::from_path(&found.spec.tmux.socket),
         "/dev/null".into(),
     );
-    supervisor::request_cancel(&found.paths, grace_ms, || {
+    supervisor::request_cancel(&found.paths, grace_ms, by, || {
         tmux.pane_of(&found.spec.tmux.session)
             .ok()
             .map(|p| p.pane_pid)
@@ -530,9 +366,14 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
                 }
             }
             if !dry_run {
-                std::fs::remove_dir_all(&run.dir).map_err(|e| {
-                    Error::failed(format!("cannot remove {}: {e}", run.dir.display()))
+                std::fs::remove_dir_all(&run.dir).map_err(|source| Error::Remove {
+                    path: run.dir.clone(),
+                    source,
                 })?;
+                // A fan-out's driver goes with its group's record.
+                if run.record.labels.contains_key(super::fanout::DRIVER_LABEL) {
+                    let _ = std::fs::remove_dir_all(home.group_dir(&run.id));
+                }
             }
             report.removed_runs.push(run.id.to_string());
         }

@@ -189,7 +189,10 @@ pub(super) fn sandbox_git(
 }
 
 fn git_failed(what: &str, e: GitError) -> Error {
-    Error::invalid(format!("--worktree: {what}: {e}; nothing was started"))
+    Error::WorktreeNotMade {
+        what: what.to_owned(),
+        source: e,
+    }
 }
 
 /// Makes the worktree of `spec` from the repository's current HEAD and fills in its `base`
@@ -313,24 +316,22 @@ pub(super) fn collect(home: &Home, wt: &WorktreeSpec, dry_run: bool) -> Result<b
     if dry_run {
         return Ok(true);
     }
-    let _lock = git::worktree::Lock::for_worktree(&wt.path)
-        .map_err(|e| Error::failed(format!("cannot take the worktree lock: {e}")))?;
+    let _lock = git::worktree::Lock::for_worktree(&wt.path).map_err(Error::WorktreeLock)?;
     match git::worktree::remove(&wt.common_dir, &wt.path) {
         Ok(()) => {
             let _ = git::worktree::delete_branch_unless_ahead(wt);
         }
         Err(e) => {
             if !wt.path.starts_with(home.worktrees_dir()) {
-                return Err(Error::failed(format!(
-                    "cannot remove the worktree {}: {e}",
-                    wt.path.display()
-                )));
+                return Err(Error::WorktreeNotRemoved {
+                    path: wt.path.clone(),
+                    source: e,
+                });
             }
-            std::fs::remove_dir_all(&wt.path).map_err(|io| {
-                Error::failed(format!(
-                    "cannot remove the worktree {}: {e}; nor its directory: {io}",
-                    wt.path.display()
-                ))
+            std::fs::remove_dir_all(&wt.path).map_err(|source| Error::WorktreeDirNotRemoved {
+                path: wt.path.clone(),
+                git: e,
+                source,
             })?;
         }
     }
@@ -553,7 +554,10 @@ mod tests {
         // The worktree's `.git` file names its git directory: read-only.
         assert_eq!(
             sb.read_only,
-            [PathBuf::from("/h/worktrees/generated-1-1/.git")]
+            [
+                PathBuf::from("/h/runs/generated-1/attempts/1/nest.sock"),
+                PathBuf::from("/h/worktrees/generated-1-1/.git"),
+            ]
         );
         let git = sb.git.as_ref().unwrap();
         assert_eq!(git.common_dir, PathBuf::from("/src/.git"));

@@ -19,9 +19,7 @@ pub struct AttachArgs {
 pub fn attach(home: &crate::store::Home, a: AttachArgs) -> Result<i32, CliError> {
     let f = app::find_run(home, &a.run, None)?;
     let t = app::tmux_for(home, &f.spec);
-    let exists = t
-        .has_session(&f.spec.tmux.session)
-        .map_err(|e| CliError::failed(e.to_string()))?;
+    let exists = t.has_session(&f.spec.tmux.session)?;
     if !exists {
         let msg = match app::attempt_status(&f.paths, &f.spec)? {
             AttemptStatus::Finished(env) => format!(
@@ -37,8 +35,8 @@ pub fn attach(home: &crate::store::Home, a: AttachArgs) -> Result<i32, CliError>
                 f.spec.tmux.socket.display()
             ),
         };
-        return Err(CliError::failed(msg));
+        return Err(CliError::NoPane(msg));
     }
     let err = t.attach_command(&f.spec.tmux.session, a.read_only).exec();
-    Err(CliError::failed(format!("cannot run tmux attach: {err}")))
+    Err(CliError::Attach(err))
 }

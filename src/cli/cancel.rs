@@ -31,8 +31,7 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
         .grace
         .as_deref()
         .map(|g| parse_duration("--grace", g))
-        .transpose()
-        .map_err(|e| CliError::invalid(e.to_string()))?;
+        .transpose()?;
     let f = app::find_run(home, &a.run, None)?;
     let requested = match app::cancel(&f, grace.map(millis))? {
         CancelOutcome::AlreadyFinished(env) => {
@@ -58,7 +57,7 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
     if a.json {
         print_json(&env);
     } else {
-        print(&human_envelope(&env, f.paths.dir()));
+        print(&human_envelope(&env, &f.paths));
     }
     Ok(0)
 }

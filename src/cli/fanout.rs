@@ -14,17 +14,22 @@ use super::CliError;
 use super::common::{color_stdout, print, print_json};
 use super::interrupt;
 use crate::app::RealSystem;
-use crate::app::fanout::{Event, Fanout, Options, Progress, StopReason, new_group_id, plan_tasks};
+use crate::app::fanout::{
+    DEFAULT_CONCURRENCY, Event, Fanout, Options, Progress, StopReason, detach, new_group_id,
+    plan_lines, plan_tasks, read_driver_input,
+};
 use crate::envelope::{FailureKind, FanoutReport, TaskStatus};
 use crate::store::Home;
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Each line is a JSON object with the fields of `run`'s options: argv (a program and its
-arguments) or agent and task, and run_id, cwd, model, system_prompt, tools, thinking, resume,
-labels (an object), correlation_id, timeout, idle_timeout, linger, grace, env (an object),
-keep_session, sandbox, network, writable, hide, env_pass, max_depth. Blank lines and lines
-starting with # are skipped. Relative paths (cwd, @FILE) are relative to the current directory.
+arguments) or agent and task (text or @FILE) or task_file, and run_id, cwd, model,
+system_prompt (text or @FILE), system_prompt_file, tools, thinking, resume, labels (an
+object), correlation_id, timeout, idle_timeout, linger, grace, env (an object),
+keep_session, sandbox, network, writable, hide, env_pass, worktree, max_depth. Blank lines
+and lines starting with # are skipped. Relative paths (cwd, @FILE, task_file) are relative
+to the current directory.
 
   {\"argv\": [\"make\", \"test\"], \"cwd\": \"svc/api\", \"timeout\": \"10m\"}
   {\"agent\": \"claude\", \"task\": \"@tasks/review.md\", \"run_id\": \"review-1\"}
@@ -32,7 +37,9 @@ starting with # are skipped. Relative paths (cwd, @FILE) are relative to the cur
 Every line is checked before anything starts: a bad one is reported as `line N: …` and
 nothing starts (exit 2). The runs share a group id (printed on stderr, recorded in run.json,
 spec.json and each envelope): `subpane ls --group G`, `subpane wait --group G`. If fanout
-itself is killed, the started runs go on and `wait --group G` finds them.
+itself is killed, the started runs go on and `wait --group G` finds them; with --detach the
+group is driven by a run of its own (id G, in its own pane), so closing the terminal loses no
+task: `subpane attach G`, `subpane wait --group G`, `subpane cancel G`.
 
 Ctrl-C (or SIGTERM) cancels the running tasks and skips the rest; a second one kills at once.
 
@@ -40,10 +47,10 @@ Exit code: the worst of the tasks (1 failed > 124 timed out > 130 cancelled > 0)
 task counts as cancelled (130). 2: invalid input, nothing started.")]
 pub struct FanoutArgs {
     /// A file of tasks, one JSON object per line, or - to read them from stdin
-    #[arg(value_name = "FILE|-")]
-    pub file: PathBuf,
+    #[arg(value_name = "FILE|-", required_unless_present = "driver")]
+    pub file: Option<PathBuf>,
     /// Run at most N tasks at once
-    #[arg(long, value_name = "N", default_value_t = 4,
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_CONCURRENCY,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: u32,
     /// Start no new task after the first one that does not complete (failed, timed out,
@@ -58,25 +65,79 @@ pub struct FanoutArgs {
     /// "summary"}; status is completed, failed, cancelled or skipped
     #[arg(long)]
     pub json: bool,
+    /// Check every task, then hand the group to a driver of its own (a run whose id is the
+    /// group id, in its own pane) and return: closing this terminal loses no task. Watch it
+    /// with `subpane attach GROUP`, wait with `subpane wait --group GROUP`, stop it with
+    /// `subpane cancel GROUP`
+    #[arg(long)]
+    pub detach: bool,
+    /// Drive the group recorded in this directory (internal: the driver of --detach)
+    #[arg(long, hide = true, value_name = "DIR", conflicts_with_all = ["file", "detach"])]
+    pub driver: Option<PathBuf>,
 }
 
 pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
-    let (text, name) = read_tasks(&a.file)?;
-    let group = new_group_id();
-    let tasks = plan_tasks(&text, home, &RealSystem, &group)?;
+    let tty = std::io::stderr().is_terminal();
+    let (group, tasks, name, mut opts) = match &a.driver {
+        Some(dir) => {
+            let (record, requests) = read_driver_input(dir)?;
+            let tasks = plan_lines(requests, home, &RealSystem, &record.group)?;
+            let opts = Options {
+                concurrency: record.concurrency,
+                fail_fast: record.fail_fast,
+                cancel_siblings: record.cancel_siblings,
+                tick: None,
+            };
+            (
+                record.group,
+                tasks,
+                format!("group {}", dir.display()),
+                opts,
+            )
+        }
+        None => {
+            let file = a.file.as_deref().unwrap_or(std::path::Path::new("-"));
+            let (text, name) = read_tasks(file)?;
+            let group = new_group_id();
+            let tasks = plan_tasks(&text, home, &RealSystem, &group)?;
+            let opts = Options {
+                concurrency: a.concurrency as usize,
+                fail_fast: a.fail_fast,
+                cancel_siblings: a.cancel_siblings,
+                tick: None,
+            };
+            (group, tasks, name, opts)
+        }
+    };
+    opts.tick = tty.then_some(Duration::from_secs(1));
     let total = tasks.len();
     if total == 0 {
         eprintln!("subpane: {name} has no tasks; nothing to do");
     }
-    let tty = std::io::stderr().is_terminal();
-    let opts = Options {
-        concurrency: a.concurrency as usize,
-        fail_fast: a.fail_fast,
-        cancel_siblings: a.cancel_siblings,
-        tick: tty.then_some(Duration::from_secs(1)),
-    };
+    if a.detach && total > 0 {
+        let started = detach(home, &group, &tasks, &opts)?;
+        if let Some(env) = &started.spawn_failed {
+            eprintln!("subpane: error: {}", env.output.errors.join("; "));
+            return Ok(env.exit_code());
+        }
+        eprintln!(
+            "subpane: group {group}: {total} task{}, at most {} at once, driven by run {group} \
+             (watch: subpane attach {group}; wait: subpane wait --group {group}; stop: \
+             subpane cancel {group})",
+            if total == 1 { "" } else { "s" },
+            opts.concurrency
+        );
+        if a.json {
+            print_json(&serde_json::json!({"group": group, "tasks": total,
+                                           "driver": started.answer()}));
+        } else {
+            print(&format!("{group}\n"));
+        }
+        return Ok(crate::exit_code::COMPLETED);
+    }
     // Before the first start: a Ctrl-C during the starts must queue, not kill us half-way.
     interrupt::block();
+    let concurrency = opts.concurrency;
     let fan = Fanout::new(home, group.clone(), tasks, opts)?;
     let stop = fan.interrupter();
     interrupt::on_interrupt(move |n| {
@@ -91,7 +152,7 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
         eprintln!(
             "subpane: group {group}: {total} task{}, at most {} at once",
             if total == 1 { "" } else { "s" },
-            a.concurrency
+            concurrency
         );
     }
     let mut line = ProgressLine { tty, drawn: false };
@@ -111,11 +172,16 @@ fn read_tasks(file: &std::path::Path) -> Result<(String, String), CliError> {
         let mut s = String::new();
         std::io::stdin()
             .read_to_string(&mut s)
-            .map_err(|e| CliError::invalid(format!("cannot read the tasks from stdin: {e}")))?;
+            .map_err(|source| CliError::ReadTasks {
+                what: "the tasks from stdin".into(),
+                source,
+            })?;
         return Ok((s, "stdin".into()));
     }
-    let s = std::fs::read_to_string(file)
-        .map_err(|e| CliError::invalid(format!("cannot read {}: {e}", file.display())))?;
+    let s = std::fs::read_to_string(file).map_err(|source| CliError::ReadTasks {
+        what: file.display().to_string(),
+        source,
+    })?;
     Ok((s, file.display().to_string()))
 }
 
@@ -143,9 +209,17 @@ impl ProgressLine {
             Event::Stopping(StopReason::KillNow) => {
                 Some("subpane: killing the running tasks".to_owned())
             }
+            // Why a task could not start; a run that failed is in the table.
             Event::Finished { outcome, .. } => outcome
                 .error
                 .as_ref()
+                .filter(|_| {
+                    outcome.run_id.is_none()
+                        || matches!(
+                            outcome.failure_kind,
+                            Some(FailureKind::Spawn | FailureKind::Sandbox)
+                        )
+                })
                 .map(|e| format!("subpane: line {}: {e}", outcome.line)),
             _ => None,
         };
@@ -198,7 +272,7 @@ fn table(r: &FanoutReport) -> String {
     let id_w = r
         .tasks
         .iter()
-        .map(|t| t.run_id.len())
+        .map(|t| t.run_id.as_deref().map_or(1, str::len))
         .max()
         .unwrap_or(3)
         .max(3);
@@ -217,6 +291,7 @@ fn table(r: &FanoutReport) -> String {
                 TaskStatus::Completed => "32",
                 TaskStatus::Failed => "31",
                 TaskStatus::Cancelled | TaskStatus::Skipped => "33",
+                TaskStatus::Running | TaskStatus::Queued => "36",
             };
             format!("\x1b[{c}m{status:12}\x1b[0m")
         } else {
@@ -228,7 +303,9 @@ fn table(r: &FanoutReport) -> String {
             .unwrap_or_else(|| "-".into());
         out.push_str(&format!(
             "{:>5}  {:id_w$}  {painted}  {dur:>9}  {}\n",
-            t.line, t.run_id, t.what
+            t.line,
+            t.run_id.as_deref().unwrap_or("-"),
+            t.what
         ));
     }
     let s = &r.summary;

@@ -25,8 +25,7 @@ pub struct GcArgs {
 }
 
 pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
-    let age = parse_duration("--older-than", &a.older_than)
-        .map_err(|e| CliError::invalid(e.to_string()))?;
+    let age = parse_duration("--older-than", &a.older_than)?;
     let report = app::gc(home, age, a.dry_run)?;
     if a.json {
         print_json(&report);

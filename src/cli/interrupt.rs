@@ -1,16 +1,19 @@
 //! Ctrl-C while `run` waits: the first SIGINT or SIGTERM cancels the attempt (SIGTERM to its
 //! group, SIGKILL after its grace), a second one kills at once.
 //!
-//! This is the command line's policy, not the waiter's: the signals are blocked before the
-//! attempt is launched (so one that arrives during the launch queues instead of killing
-//! `run` half-way), and a thread takes them with `sigwait` and asks the worker to cancel.
-//! The waiter just sees the attempt end. `fanout` takes the same signals through
-//! [`on_interrupt`] and hands them to its loop (stop and cancel, then kill).
+//! The signals are blocked before the attempt is launched (so one that arrives during the
+//! launch queues instead of killing `run` half-way), and a thread takes them with `sigwait`
+//! and hands each to the wait loop's [`Interrupter`]. What an interrupt does is the
+//! application layer's: `run` cancels through [`crate::app::cancel`] (an attempt that has
+//! finished is left alone), `fanout` stops and cancels, then kills.
+//!
+//! ```text
+//!  SIGINT/SIGTERM (blocked) ─► sigwait thread ─► Interrupter::interrupt ─► the wait loop
+//! ```
 
 use nix::sys::signal::{SigSet, Signal};
 
-use crate::store::AttemptPaths;
-use crate::supervisor::request_cancel;
+use crate::app::Interrupter;
 
 fn interrupts() -> SigSet {
     let mut m = SigSet::empty();
@@ -25,16 +28,14 @@ pub fn block() {
     let _ = interrupts().thread_block();
 }
 
-/// Starts the thread that turns interrupts into cancels of this attempt. Call [`block`] first.
-pub fn cancel_on_interrupt(run_id: String, paths: AttemptPaths, grace_ms: u64) {
+/// Starts the thread that hands interrupts to `run`'s wait loop, saying what they do to
+/// `run_id`. Call [`block`] first.
+pub fn cancel_on_interrupt(run_id: String, stop: Interrupter) {
     on_interrupt(move |seen| {
-        let grace = if seen == 1 {
+        if seen == 1 {
             eprintln!("subpane: cancelling {run_id} (Ctrl-C again to kill at once)");
-            grace_ms
-        } else {
-            0
-        };
-        let _ = request_cancel(&paths, grace, || None);
+        }
+        stop.interrupt();
     });
 }
 

@@ -1,9 +1,10 @@
 //! `subpane logs RUN`: print an attempt's output; `-f` follows until the attempt ends.
 //!
-//! Following uses the same [`Waiter`](crate::supervisor::Waiter) as `wait`: it reports the
-//! attempt's files growing (one inotify watch on the attempt directory) and the attempt's
-//! end (its FIFO, its worker's pidfd). On a terminal the bytes are made safe first (an agent's
-//! escape sequences are shown, not obeyed); piped, they are copied as they are.
+//! Following is [`app::follow`], a driver of the same wait loop as `wait`: it says when the
+//! attempt's files grew (one inotify watch on the attempt directory) and when the attempt
+//! ended (its FIFO, its worker's pidfd), and this verb copies what is new each time. On a
+//! terminal the bytes are made safe first (an agent's escape sequences are shown, not
+//! obeyed); piped, they are copied as they are.
 
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
@@ -11,8 +12,9 @@ use std::path::Path;
 use clap::Args;
 
 use super::CliError;
-use crate::app::{self, AttemptStatus, LogFile};
-use crate::supervisor::{WaitEvent, Waiter};
+use std::ops::ControlFlow;
+
+use crate::app::{self, AttemptStatus, Followed, LogFile};
 use crate::term::{OutputMode, TerminalFilter};
 
 #[derive(Debug, Args)]
@@ -97,10 +99,10 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
         match r {
             Ok(()) => Ok(false),
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(true),
-            Err(e) => Err(CliError::failed(format!(
-                "cannot print {}: {e}",
-                path.display()
-            ))),
+            Err(source) => Err(CliError::Print {
+                path: path.clone(),
+                source,
+            }),
         }
     };
     let finish = |out: &mut std::io::StdoutLock<'_>, filter: &mut Option<TerminalFilter>| {
@@ -127,21 +129,23 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
         finish(&mut out, &mut filter);
         return Ok(0);
     }
-    // The watch is in place before the first copy: no append falls between the two.
-    let mut waiter = Waiter::new()?;
-    waiter.follow(f.paths.clone(), f.spec.clone())?;
-    loop {
-        if done(copy_from(&path, &mut offset, &mut out, &mut filter))? {
-            return Ok(0);
-        }
-        match waiter.next(None)? {
-            WaitEvent::Finished { .. } => {
-                // Everything the worker wrote is in place before result.json: one last copy.
-                done(copy_from(&path, &mut offset, &mut out, &mut filter))?;
-                finish(&mut out, &mut filter);
-                return Ok(0);
+    // Each time: what is new; at the end, the last of it (everything the worker wrote is in
+    // place before result.json).
+    // A failure to print stops following; it is this verb's error, not the wait's.
+    let mut failed = None;
+    app::follow(&f, &mut |what| {
+        match done(copy_from(&path, &mut offset, &mut out, &mut filter)) {
+            Ok(true) => return Ok(ControlFlow::Break(())),
+            Ok(false) => {}
+            Err(e) => {
+                failed = Some(e);
+                return Ok(ControlFlow::Break(()));
             }
-            WaitEvent::Changed(_) | WaitEvent::TimedOut | WaitEvent::Woken => {}
         }
-    }
+        if what == Followed::Ended {
+            finish(&mut out, &mut filter);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
+    failed.map_or(Ok(0), Err)
 }

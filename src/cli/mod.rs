@@ -7,12 +7,14 @@
 mod attach;
 mod cancel;
 mod common;
+mod error;
 mod fanout;
 mod gc;
 mod interrupt;
 mod logs;
 mod ls;
 mod mcp;
+mod nested;
 mod output;
 mod retry;
 mod run;
@@ -24,7 +26,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-pub use crate::app::Error as CliError;
+pub use error::CliError;
 
 /// Run AI subagents (pi, Claude Code, Codex, or any command) as supervised, recorded,
 /// attachable attempts.
@@ -68,7 +70,7 @@ pub enum Command {
     /// Remove finished sessions and old run directories
     Gc(gc::GcArgs),
     /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
-    /// logs, cancel, list, fanout)
+    /// logs, cancel, list, fanout, retry)
     Mcp(mcp::McpArgs),
     /// The worker that runs inside the pane (internal)
     #[command(name = "__worker", hide = true)]
@@ -95,6 +97,15 @@ pub enum Command {
         #[arg(last = true, required = true, value_name = "PROGRAM")]
         argv: Vec<OsString>,
     },
+    /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
+    #[command(name = "__nest", hide = true)]
+    Nest {
+        /// The inherited listening socket (the attempt's nest.sock)
+        #[arg(long, value_name = "N")]
+        listen_fd: i32,
+        /// The attempt directory
+        dir: PathBuf,
+    },
 }
 
 /// Runs the parsed command; returns the process exit code.
@@ -119,12 +130,23 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         _ => {}
     }
-    let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Invalid)?;
     // Read for every verb (the MCP server serves many), so a malformed value is refused
     // alike everywhere, before anything runs.
-    let tmux_limit =
-        crate::tmux::time_limit_from_env().map_err(|e| CliError::Invalid(e.to_string()))?;
+    let tmux_limit = crate::tmux::time_limit_from_env().map_err(CliError::Env)?;
     crate::tmux::set_time_limit(tmux_limit);
+    if let Command::Nest { listen_fd, dir } = &cli.command {
+        return Ok(crate::app::nest::serve(dir, *listen_fd));
+    }
+    // Inside a sandbox the home is hidden: `run` asks the attempt's worker, the rest is
+    // watched from outside.
+    let is_run = matches!(cli.command, Command::Run(_));
+    if let Some(socket) = crate::app::nest::socket_of_caller(is_run) {
+        return match cli.command {
+            Command::Run(a) => nested::run(*a, &socket, cli.home.is_some()),
+            _ => Err(nested::not_served()),
+        };
+    }
+    let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Home)?;
     match cli.command {
         Command::Run(a) => run::run(&home, *a),
         Command::Retry(a) => retry::retry(&home, a),
@@ -137,6 +159,8 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Ls(a) => ls::ls(&home, a),
         Command::Gc(a) => gc::gc(&home, a),
         Command::Mcp(a) => mcp::mcp(&home, a),
-        Command::Worker { .. } | Command::Sandbox { .. } => unreachable!("handled above"),
+        Command::Worker { .. } | Command::Sandbox { .. } | Command::Nest { .. } => {
+            unreachable!("handled above")
+        }
     }
 }

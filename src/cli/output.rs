@@ -1,12 +1,24 @@
 //! How answers are shown to people (summaries of finished and running attempts), and the
 //! "worst" exit code of several runs. Text that came from the program is made safe for the
-//! terminal first.
+//! terminal first; the end of a command's stdout is [`app::ends`], the policy the MCP
+//! answers follow too, with a terminal's size ([`EndSize::TERMINAL`]).
 
+use std::path::Path;
+
+use crate::app::{self, EndSize};
 use crate::envelope::{Envelope, StatusDoc};
 use crate::exit_code;
+use crate::store::AttemptPaths;
 
 /// A few lines for a human about a finished attempt.
-pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
+pub fn human_envelope(env: &Envelope, paths: &AttemptPaths) -> String {
+    let stdout_end = app::ends(env, paths, EndSize::TERMINAL).stdout;
+    human_summary(env, paths.dir(), stdout_end)
+}
+
+/// [`human_envelope`] of an attempt in `dir`, with the end of its stdout already read (by
+/// whoever can read it: for a run from a sandbox, its worker).
+pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputEnd>) -> String {
     let mut s = String::new();
     let how = env.how_it_ended();
     let kind = env
@@ -49,51 +61,27 @@ pub fn human_envelope(env: &Envelope, dir: &std::path::Path) -> String {
         s.push('\n');
         s.push_str(&crate::term::sanitize_lines(t.as_bytes()));
         s.push('\n');
-    } else if env.agent == crate::spec::AgentKind::Command {
-        // A command's own words: the end of its stdout, made safe for the terminal.
-        let lines = tail_lines(&dir.join("stdout.log"), TAIL_LINES);
-        if !lines.is_empty() {
+    } else if let Some(end) = stdout_end {
+        // A command's own words: the end of its stdout.
+        s.push('\n');
+        if end.cut {
+            s.push_str(&format!(
+                "(last {} lines of stdout; `subpane logs {}` has all)\n",
+                end.text.lines().count(),
+                env.run_id
+            ));
+        }
+        for l in end.text.lines() {
+            // Made safe already; a line longer than a terminal is wide is cut here.
+            s.push_str(&crate::term::sanitize(l.as_bytes(), LINE_CHARS));
             s.push('\n');
-            if lines.len() == TAIL_LINES {
-                s.push_str(&format!(
-                    "(last {TAIL_LINES} lines of stdout; `subpane logs {}` has all)\n",
-                    env.run_id
-                ));
-            }
-            for l in lines {
-                s.push_str(&crate::term::sanitize(&l, 1000));
-                s.push('\n');
-            }
         }
     }
     s
 }
 
-/// How many stdout lines of a command a human summary shows.
-const TAIL_LINES: usize = 20;
-
-/// The last `n` lines of a file, reading at most its last 64 KiB.
-fn tail_lines(path: &std::path::Path, n: usize) -> Vec<Vec<u8>> {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = crate::store::open_read(path) else {
-        return Vec::new();
-    };
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = len.saturating_sub(64 * 1024);
-    let mut buf = Vec::new();
-    if f.seek(SeekFrom::Start(start)).is_err() || f.read_to_end(&mut buf).is_err() {
-        return Vec::new();
-    }
-    let mut lines: Vec<Vec<u8>> = buf.split(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
-    if lines.last().is_some_and(Vec::is_empty) {
-        lines.pop();
-    }
-    if start > 0 && !lines.is_empty() {
-        lines.remove(0); // probably cut in the middle
-    }
-    let skip = lines.len().saturating_sub(n);
-    lines.split_off(skip)
-}
+/// The most characters of one line of a command's stdout in a summary.
+const LINE_CHARS: usize = 1000;
 
 /// One line for a human about a running attempt.
 pub fn human_running(doc: &StatusDoc) -> String {

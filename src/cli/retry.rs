@@ -1,15 +1,19 @@
 //! `subpane retry RUN`: flags → [`RetryOptions`] → plan attempt n+1 → start → (unless
 //! `--detach`) wait and print, exactly as `run` does.
 
+use std::sync::LazyLock;
+
 use clap::Args;
 
 use super::CliError;
 use super::run::start_and_report;
-use crate::app::{self, RealSystem, RetryOptions, parse_kv};
+use crate::app::{self, DEFAULT_FOLLOW_UP, RealSystem, RetryOptions, parse_kv};
 use crate::store::Home;
 
-#[derive(Debug, Args)]
-#[command(after_help = "\
+/// The help that names the default follow-up ([`DEFAULT_FOLLOW_UP`], defined once).
+static AFTER_HELP: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "\
 Attempt n+1 runs what attempt n ran: the same program or agent and its settings, cwd, limits,
 labels, sandbox policy and --keep-session. Records keep variable names only, so the values
 come from this shell: variables set with `run --env` take their value from here (or from
@@ -18,7 +22,7 @@ changed.
 
 --resume continues the agent's conversation of attempt n (its output.session_id): pi
 --session, claude --resume, codex exec resume. The follow-up message is --task, by default
-\"Continue where you stopped.\". Without --resume the agent starts a new session with the same
+\"{DEFAULT_FOLLOW_UP}\". Without --resume the agent starts a new session with the same
 task (or --task).
 
 Examples:
@@ -27,16 +31,26 @@ Examples:
   subpane retry review-1 --detach --json
 
 Exit codes as run; 2 (nothing started) when attempt n has not finished, or --resume has no
-session to continue.")]
+session to continue."
+    )
+});
+static TASK_HELP: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "The task: with --resume the follow-up message [default: \"{DEFAULT_FOLLOW_UP}\"], else \
+         a new task for a fresh session [default: the latest attempt's task]. Text, or @FILE"
+    )
+});
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP.as_str())]
 pub struct RetryArgs {
     /// The run id
     pub run: String,
     /// Continue the agent session of the latest attempt (agents only; needs its session id)
     #[arg(long)]
     pub resume: bool,
-    /// The task: with --resume the follow-up message [default: "Continue where you stopped."],
-    /// else a new task for a fresh session [default: the latest attempt's task]. Text, or @FILE
-    #[arg(long, value_name = "TEXT|@FILE")]
+    // The task: with --resume the follow-up message, else a new task for a fresh session.
+    #[arg(long, value_name = "TEXT|@FILE", help = TASK_HELP.as_str())]
     pub task: Option<String>,
     /// Give variable K the value V (repeatable): for names the run set with --env that this
     /// shell lacks, or new ones; records keep the name only
@@ -56,9 +70,13 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
         let (k, v) = parse_kv("--env", e)?;
         env.insert(k, v);
     }
+    // `--task @FILE` reads the file, as `run --task` does.
+    let mut task = a.task.clone();
+    let task_file = app::at_file(&mut task);
     let opts = RetryOptions {
         resume: a.resume,
-        task: a.task.clone(),
+        task,
+        task_file,
         env,
     };
     let planned = app::prepare_retry(home, &a.run, &opts, &RealSystem)?;

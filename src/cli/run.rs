@@ -1,7 +1,9 @@
-//! `subpane run`: flags → [`RunRequest`] → plan → start → (unless `--detach`) wait → print.
+//! `subpane run`: flags → [`RunRequest`] → plan → [`app::run`] (start, and unless `--detach`
+//! wait) → print.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::LazyLock;
 
 use clap::{Args, ValueEnum};
 
@@ -9,10 +11,20 @@ use super::CliError;
 use super::common::{print, print_json};
 use super::interrupt;
 use super::output::human_envelope;
-use crate::app::{self, RealSystem, RunRequest, parse_kv};
+use crate::app::{self, RealSystem, RunOutcome, RunRequest, Started, parse_kv};
 use crate::envelope::Envelope;
-use crate::spec::AgentKind;
+use crate::spec::{AgentKind, DEFAULT_GRACE, DEFAULT_LINGER, DEFAULT_MAX_DEPTH, duration_text};
 use crate::store::{AttemptPaths, Home};
+
+/// The defaults of the limits as `--help` shows them: [`crate::spec::Limits::default`]'s.
+static DEFAULT_LINGER_TEXT: LazyLock<String> = LazyLock::new(|| duration_text(DEFAULT_LINGER));
+static DEFAULT_GRACE_TEXT: LazyLock<String> = LazyLock::new(|| duration_text(DEFAULT_GRACE));
+static MAX_DEPTH_HELP: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "How deep runs started by this run's program may nest (it can only lower the limit an \
+         enclosing attempt gave) [default: {DEFAULT_MAX_DEPTH}]"
+    )
+});
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AgentArg {
@@ -61,10 +73,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "DUR")]
     pub idle_timeout: Option<String>,
     /// How long an agent may stay alive after its final event
-    #[arg(long, value_name = "DUR", default_value = "5s")]
+    #[arg(long, value_name = "DUR", default_value = DEFAULT_LINGER_TEXT.as_str())]
     pub linger: String,
     /// Time between SIGTERM and SIGKILL when stopping the process group
-    #[arg(long, value_name = "DUR", default_value = "3s")]
+    #[arg(long, value_name = "DUR", default_value = DEFAULT_GRACE_TEXT.as_str())]
     pub grace: String,
     /// Model for the agent
     #[arg(long, value_name = "M", requires = "agent")]
@@ -94,9 +106,9 @@ pub struct RunArgs {
     /// is kept until `subpane gc`. Outside a git work tree: refused (exit 2)
     #[arg(long)]
     pub worktree: bool,
-    /// How deep runs started by this run's program may nest (it can only lower the limit an
-    /// enclosing attempt gave) [default: 3]
-    #[arg(long, value_name = "N")]
+    // How deep runs may nest; not a clap default: without the flag the limit an enclosing
+    // attempt gave holds.
+    #[arg(long, value_name = "N", help = MAX_DEPTH_HELP.as_str())]
     pub max_depth: Option<u32>,
     /// Run the program in a kernel sandbox: it writes only its workspace (--cwd, or the
     /// worktree; the repository's git directory is its own private copy, and only its branch
@@ -144,9 +156,11 @@ impl RunArgs {
     pub fn to_request(&self) -> Result<RunRequest, CliError> {
         let mut argv: Vec<String> = Vec::with_capacity(self.command.len());
         for arg in &self.command {
-            argv.push(arg.to_str().map(str::to_owned).ok_or_else(|| {
-                CliError::invalid(format!("argument {arg:?} is not valid UTF-8"))
-            })?);
+            argv.push(
+                arg.to_str().map(str::to_owned).ok_or_else(|| {
+                    CliError::Flag(format!("argument {arg:?} is not valid UTF-8"))
+                })?,
+            );
         }
         let mut labels = std::collections::BTreeMap::new();
         for l in &self.labels {
@@ -158,18 +172,20 @@ impl RunArgs {
             let (k, v) = parse_kv("--env", e)?;
             env.insert(k, v);
         }
-        Ok(RunRequest {
+        let mut req = RunRequest {
             agent: self.agent.map(|a| match a {
                 AgentArg::Pi => AgentKind::Pi,
                 AgentArg::Claude => AgentKind::Claude,
                 AgentArg::Codex => AgentKind::Codex,
             }),
             task: self.task.clone(),
+            task_file: None,
             argv,
             run_id: self.run_id.clone(),
             cwd: self.cwd.clone(),
             model: self.model.clone(),
             system_prompt: self.system_prompt.clone(),
+            system_prompt_file: None,
             tools: self.tools.clone(),
             thinking: self.thinking.clone(),
             resume: self.resume.clone(),
@@ -192,7 +208,9 @@ impl RunArgs {
             max_file_size: self.max_file_size.clone(),
             worktree: self.worktree,
             max_depth: self.max_depth,
-        })
+        };
+        req.read_at_files();
+        Ok(req)
     }
 }
 
@@ -202,55 +220,68 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
 }
 
 /// Starts a planned attempt (of `run` or `retry`) and, unless `detach`, waits for it like
-/// `run` does: Ctrl-C cancels it, and its envelope (or a summary) is printed. Returns the
-/// exit code.
+/// `run` does ([`app::run`]): Ctrl-C cancels it, and its envelope (or a summary) is printed.
+/// Returns the exit code.
 pub(super) fn start_and_report(
     home: &Home,
     plan: app::Plan,
     detach: bool,
     json: bool,
 ) -> Result<i32, CliError> {
+    let mut wl = app::WaitLoop::new()?;
     if !detach {
         // Before the launch: a Ctrl-C during it must queue and then cancel, not kill us.
         interrupt::block();
+        interrupt::cancel_on_interrupt(plan.spec.run_id.to_string(), wl.interrupter());
     }
-    let started = app::start(home, plan)?;
-    for w in &started.warnings {
-        eprintln!("subpane: warning: {w}");
-    }
-    if let Some(env) = &started.spawn_failed {
-        // The pane never started: the `spawn` envelope is the answer, with or without --detach.
-        eprintln!("subpane: error: {}", env.output.errors.join("; "));
-        return Ok(report(env, &started.paths, json));
-    }
-    let spec = &started.spec;
-    if detach {
-        if json {
-            print_json(&started.answer());
-        } else {
-            print(&format!("{}\n", spec.run_id));
+    let mut on_started = |started: &Started| {
+        for w in &started.warnings {
+            eprintln!("subpane: warning: {w}");
         }
-        return Ok(crate::exit_code::COMPLETED);
+        if let Some(env) = &started.spawn_failed {
+            // The pane never started: the `spawn` envelope is the answer, with or without
+            // --detach.
+            eprintln!("subpane: error: {}", env.output.errors.join("; "));
+            return;
+        }
+        use std::io::IsTerminal;
+        if !detach && !json && std::io::stderr().is_terminal() {
+            let spec = &started.spec;
+            let which = if spec.attempt > 1 {
+                format!(" attempt {}", spec.attempt)
+            } else {
+                String::new()
+            };
+            eprintln!(
+                "subpane: run {}{which} started; watch it with `subpane attach {}`",
+                spec.run_id, spec.run_id
+            );
+        }
+    };
+    let opts = app::RunOptions {
+        detach,
+        on_interrupt: app::OnInterrupt::CancelAndWait,
+        heartbeat: None,
+        on_started: Some(&mut on_started),
+        on_progress: None,
+        max_wait: None,
+        cancel_by: None,
+    };
+    match app::run(home, plan, &mut wl, opts)? {
+        RunOutcome::Detached(started) => {
+            if json {
+                print_json(&started.answer());
+            } else {
+                print(&format!("{}\n", started.spec.run_id));
+            }
+            Ok(crate::exit_code::COMPLETED)
+        }
+        RunOutcome::Finished { started, envelope } => Ok(report(&envelope, &started.paths, json)),
+        // Not asked for: an interrupt cancels and waits, and no max_wait is given.
+        RunOutcome::Cancelled(started) | RunOutcome::StillRunning(started) => {
+            Err(CliError::StoppedWaiting(started.spec.run_id.to_string()))
+        }
     }
-    use std::io::IsTerminal;
-    if !json && std::io::stderr().is_terminal() {
-        let which = if spec.attempt > 1 {
-            format!(" attempt {}", spec.attempt)
-        } else {
-            String::new()
-        };
-        eprintln!(
-            "subpane: run {}{which} started; watch it with `subpane attach {}`",
-            spec.run_id, spec.run_id
-        );
-    }
-    interrupt::cancel_on_interrupt(
-        spec.run_id.to_string(),
-        started.paths.clone(),
-        spec.limits.grace_ms,
-    );
-    let env = app::wait_one(&started.paths, spec)?;
-    Ok(report(&env, &started.paths, json))
 }
 
 /// Prints a finished attempt's envelope (JSON or a summary) and returns its exit code.
@@ -258,7 +289,41 @@ fn report(env: &Envelope, paths: &AttemptPaths, json: bool) -> i32 {
     if json {
         print_json(env);
     } else {
-        print(&human_envelope(env, paths.dir()));
+        print(&human_envelope(env, paths));
     }
     env.exit_code()
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::super::{Cli, Command};
+    use crate::app::fanout::DEFAULT_CONCURRENCY;
+    use crate::spec::{Limits, millis, parse_duration};
+
+    fn parse(args: &[&str]) -> Command {
+        Cli::try_parse_from(args).unwrap().command
+    }
+
+    /// The flags' defaults are the ones defined once for every front end.
+    #[test]
+    fn the_flags_default_to_the_limits_in_force() {
+        let Command::Run(a) = parse(&["subpane", "run", "--", "true"]) else {
+            panic!("not run");
+        };
+        let req = a.to_request().unwrap();
+        let ms = |v: Option<String>| millis(parse_duration("", &v.unwrap()).unwrap());
+        let d = Limits::default();
+        assert_eq!(ms(req.linger), d.linger_ms);
+        assert_eq!(ms(req.grace), d.grace_ms);
+        assert_eq!(
+            req.max_depth, None,
+            "without the flag, an enclosing limit holds"
+        );
+        let Command::Fanout(f) = parse(&["subpane", "fanout", "-"]) else {
+            panic!("not fanout");
+        };
+        assert_eq!(f.concurrency, DEFAULT_CONCURRENCY);
+    }
 }

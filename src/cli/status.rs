@@ -30,7 +30,7 @@ pub fn status(home: &crate::store::Home, a: StatusArgs) -> Result<i32, CliError>
             if a.json {
                 print_json(&env);
             } else {
-                print(&human_envelope(&env, f.paths.dir()));
+                print(&human_envelope(&env, &f.paths));
             }
             Ok(env.exit_code())
         }

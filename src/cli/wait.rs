@@ -5,7 +5,7 @@ use clap::Args;
 use super::CliError;
 use super::common::{print, print_json};
 use super::output::{human_envelope, human_running, worst_code};
-use crate::app::{self, AttemptStatus, WaitMode};
+use crate::app::{self, AttemptStatus, RunAnswer, WaitMode};
 use crate::exit_code;
 use crate::spec::parse_positive_duration;
 
@@ -49,39 +49,31 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .timeout
         .as_deref()
         .map(|t| parse_positive_duration("--timeout", t))
-        .transpose()
-        .map_err(|e| CliError::invalid(e.to_string()))?;
+        .transpose()?;
     let targets = app::wait_targets(home, &a.runs, a.group.as_deref(), a.attempt)?;
-    let names: Vec<String> = targets.iter().map(|(_, s)| s.run_id.to_string()).collect();
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
-        let shown: Vec<&str> = names.iter().map(String::as_str).take(5).collect();
-        let more = if names.len() > 5 {
-            format!(" and {} more", names.len() - 5)
-        } else {
-            String::new()
-        };
         eprintln!(
-            "subpane: waiting for {}{more} (Ctrl-C stops waiting; the runs go on)",
-            shown.join(", ")
+            "subpane: {} (Ctrl-C stops waiting; the runs go on)",
+            app::waiting_for(&targets)
         );
     }
-    let out = app::wait(&targets, mode, timeout)?;
-    // --any prints the finished run; otherwise every run, in the order given.
-    let mut docs: Vec<AttemptStatus> = Vec::new();
+    let mut out = app::wait(&targets, mode, timeout)?;
+    let mut targets = targets;
+    app::regroup(home, a.group.as_deref(), &mut targets, &mut out)?;
+    let answers = app::wait_answers(targets, out)?;
+    // --any prints the run that finished; otherwise every run, in the order given.
+    let shown: Vec<&RunAnswer> = match answers.first_finished {
+        Some(i) if mode == WaitMode::Any && !answers.timed_out => vec![&answers.runs[i]],
+        _ => answers.runs.iter().collect(),
+    };
     let mut human = String::new();
     let mut codes = Vec::new();
-    let pick_first = mode == WaitMode::Any && !out.timed_out;
-    for ((paths, spec), res) in targets.iter().zip(out.results.iter()) {
-        let status = match res {
-            Some(env) => AttemptStatus::Finished(env.clone()),
-            None if pick_first => continue,
-            None => app::attempt_status(paths, spec)?,
-        };
-        match &status {
+    for r in &shown {
+        match &r.status {
             AttemptStatus::Finished(env) => {
-                human.push_str(&human_envelope(env, paths.dir()));
+                human.push_str(&human_envelope(env, &r.paths));
                 codes.push(env.exit_code());
             }
             AttemptStatus::Live(doc) => {
@@ -89,23 +81,44 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
                 codes.push(exit_code::STILL_RUNNING);
             }
         }
-        docs.push(status);
         human.push('\n');
-        if pick_first {
-            break;
-        }
     }
     if a.json {
-        if docs.len() == 1 && a.group.is_none() {
-            print_json(&docs[0]);
+        if shown.len() == 1 && a.group.is_none() {
+            print_json(&shown[0].status);
         } else {
-            print_json(&docs);
+            print_json(&shown.iter().map(|r| &r.status).collect::<Vec<_>>());
         }
     } else {
         print(human.trim_end_matches('\n'));
         print("\n");
     }
-    if out.timed_out {
+    // A group whose driver ended before it started every task: those are named, never lost.
+    if let Some(report) = a
+        .group
+        .as_deref()
+        .map(|g| crate::app::fanout::group_report(home, g))
+        .transpose()?
+        .flatten()
+    {
+        let never: Vec<String> = report
+            .tasks
+            .iter()
+            .filter(|t| t.run_id.is_none() && t.status == crate::envelope::TaskStatus::Skipped)
+            .map(|t| format!("line {}", t.line))
+            .collect();
+        if !never.is_empty() {
+            eprintln!(
+                "subpane: {} task{} of group {} never started (its driver ended first): {}",
+                never.len(),
+                if never.len() == 1 { "" } else { "s" },
+                report.group,
+                never.join(", ")
+            );
+            codes.push(exit_code::CANCELLED);
+        }
+    }
+    if answers.timed_out {
         return Ok(exit_code::STILL_RUNNING);
     }
     Ok(worst_code(codes))

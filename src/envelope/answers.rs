@@ -64,10 +64,10 @@ pub struct StatusDoc {
     pub tmux: TmuxInfo,
 }
 
-/// `run --detach --json`: the attempt was started and runs on.
+/// `run --detach --json`: the attempt's pane was started and it runs on.
 ///
 /// ```json
-/// {"run_id": "build-42", "attempt": 1, "status": "running",
+/// {"run_id": "build-42", "attempt": 1, "status": "starting",
 ///  "attempt_dir": "/home/u/.local/state/subpane/runs/build-42/attempts/1",
 ///  "tmux": {"socket": "/tmp/tmux-0/subpane", "session": "build-42-1"}}
 /// ```
@@ -75,7 +75,8 @@ pub struct StatusDoc {
 pub struct Started {
     pub run_id: String,
     pub attempt: u32,
-    /// Always `running`: a pane that could not start is answered with its envelope.
+    /// Always `starting`: the pane started, and whether its worker runs yet is not known
+    /// (`status` tells). A pane that could not start is answered with its envelope.
     pub status: LiveStatus,
     pub attempt_dir: PathBuf,
     pub tmux: TmuxTarget,
@@ -98,7 +99,7 @@ pub struct CancelRequested {
 /// ```json
 /// "running"
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     Starting,
@@ -221,7 +222,9 @@ pub struct DamagedRun {
 }
 
 /// What became of one task of a fan-out: its run's status, or `skipped` when it never
-/// started (after `--fail-fast` stopped the fan-out, or an interrupt).
+/// started (after `--fail-fast` stopped the fan-out, an interrupt, or its driver ended).
+/// A report of a group whose driver runs on (`fanout --detach`, the MCP `fanout` tool) also
+/// has `running` tasks and `queued` ones (not started yet).
 ///
 /// ```json
 /// "skipped"
@@ -233,6 +236,8 @@ pub enum TaskStatus {
     Failed,
     Cancelled,
     Skipped,
+    Running,
+    Queued,
 }
 
 impl TaskStatus {
@@ -242,6 +247,8 @@ impl TaskStatus {
             TaskStatus::Failed => "failed",
             TaskStatus::Cancelled => "cancelled",
             TaskStatus::Skipped => "skipped",
+            TaskStatus::Running => "running",
+            TaskStatus::Queued => "queued",
         }
     }
 }
@@ -257,8 +264,9 @@ impl From<Status> for TaskStatus {
 }
 
 /// One task of `fanout --json`: a line of the file and what became of its run.
-/// `attempt_dir` is `null` for a task that never started; `error` says why a task could not
-/// start (its run was not created, or its pane failed: `failure_kind: "spawn"`).
+/// `run_id` and `attempt_dir` are `null` for a task that never started; `error` says why a
+/// task could not start (its run was not created, or its pane failed: `failure_kind:
+/// "spawn"`), with the end of the program's stderr when it started and failed.
 ///
 /// ```json
 /// {"line": 3, "run_id": "lint-1", "status": "failed", "failure_kind": "exit",
@@ -270,7 +278,9 @@ impl From<Status> for TaskStatus {
 pub struct FanoutTask {
     /// The line of the file (1-based, counting blank and comment lines).
     pub line: usize,
-    pub run_id: String,
+    /// The task's run; `null` for a task that never started (skipped, or its run could
+    /// not be created).
+    pub run_id: Option<String>,
     pub status: TaskStatus,
     pub failure_kind: Option<FailureKind>,
     pub exit_code: Option<i32>,
@@ -290,6 +300,7 @@ impl FanoutTask {
             TaskStatus::Completed => crate::exit_code::COMPLETED,
             TaskStatus::Skipped | TaskStatus::Cancelled => crate::exit_code::CANCELLED,
             TaskStatus::Failed => super::code_for(Status::Failed, self.failure_kind),
+            TaskStatus::Running | TaskStatus::Queued => crate::exit_code::STILL_RUNNING,
         }
     }
 }
@@ -307,10 +318,20 @@ pub struct FanoutSummary {
     pub failed: usize,
     pub cancelled: usize,
     pub skipped: usize,
+    /// Of a group whose driver runs on: tasks running, and not started yet (left out when
+    /// none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub running: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued: usize,
     pub concurrency: usize,
     /// From the first start to the last end.
     pub duration_ms: u64,
     pub exit_code: i32,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `fanout --json`: the group id, every task in the order of the file, and the counts.
@@ -321,7 +342,7 @@ pub struct FanoutSummary {
 ///             "exit_code": 0, "duration_ms": 1520,
 ///             "attempt_dir": "/home/u/.local/state/subpane/runs/lint-1/attempts/1",
 ///             "what": "make lint", "error": null},
-///            {"line": 2, "run_id": "test-1", "status": "skipped", "failure_kind": null,
+///            {"line": 2, "run_id": null, "status": "skipped", "failure_kind": null,
 ///             "exit_code": null, "duration_ms": null, "attempt_dir": null,
 ///             "what": "make test", "error": null}],
 ///  "summary": {"total": 2, "completed": 1, "failed": 0, "cancelled": 0, "skipped": 1,
@@ -349,6 +370,8 @@ impl FanoutReport {
             failed: count(TaskStatus::Failed),
             cancelled: count(TaskStatus::Cancelled),
             skipped: count(TaskStatus::Skipped),
+            running: count(TaskStatus::Running),
+            queued: count(TaskStatus::Queued),
             concurrency,
             duration_ms,
             exit_code: crate::exit_code::worst(tasks.iter().map(FanoutTask::code)),
@@ -381,7 +404,7 @@ mod tests {
         let s = Started {
             run_id: "r".into(),
             attempt: 1,
-            status: LiveStatus::Running,
+            status: LiveStatus::Starting,
             attempt_dir: "/h/runs/r/attempts/1".into(),
             tmux: TmuxTarget {
                 socket: "/tmp/s".into(),
@@ -391,7 +414,7 @@ mod tests {
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(
             v,
-            serde_json::json!({"run_id": "r", "attempt": 1, "status": "running",
+            serde_json::json!({"run_id": "r", "attempt": 1, "status": "starting",
                 "attempt_dir": "/h/runs/r/attempts/1",
                 "tmux": {"socket": "/tmp/s", "session": "r-1"}})
         );
@@ -401,7 +424,7 @@ mod tests {
     fn a_fanout_report_counts_and_takes_the_worst_code() {
         let task = |line, status, kind| FanoutTask {
             line,
-            run_id: format!("r{line}"),
+            run_id: Some(format!("r{line}")),
             status,
             failure_kind: kind,
             exit_code: None,
@@ -443,6 +466,8 @@ mod tests {
             TaskStatus::Failed,
             TaskStatus::Cancelled,
             TaskStatus::Skipped,
+            TaskStatus::Running,
+            TaskStatus::Queued,
         ] {
             assert_eq!(serde_json::to_value(s).unwrap(), s.as_str());
         }

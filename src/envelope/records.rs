@@ -96,8 +96,11 @@ pub struct WorkerFacts {
 /// had not yet started still sees it.
 ///
 /// ```json
-/// {"id": "9f2c41d07a3be815", "requested_at": "2026-11-30T03:39:50.000Z", "grace_ms": 3000}
+/// {"id": "9f2c41d07a3be815", "requested_at": "2026-11-30T03:39:50.000Z", "grace_ms": 3000,
+///  "by": "the MCP client (its `run` call was cancelled)"}
 /// ```
+///
+/// `by` says who asked, when that is worth recording: the envelope's errors say it.
 ///
 /// `id` tells one request from the next (two in the same millisecond are two); files written
 /// before it existed have none, and are told apart by `requested_at`.
@@ -107,17 +110,20 @@ pub struct CancelRequest {
     pub id: String,
     pub requested_at: String,
     pub grace_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
 }
 
 impl CancelRequest {
     /// A new request, with an id of its own.
-    pub fn new(requested_at: String, grace_ms: u64) -> Self {
+    pub fn new(requested_at: String, grace_ms: u64, by: Option<String>) -> Self {
         let mut rnd = [0u8; 8];
         crate::spec::fill_random(&mut rnd);
         Self {
             id: rnd.iter().map(|b| format!("{b:02x}")).collect(),
             requested_at,
             grace_ms,
+            by,
         }
     }
 

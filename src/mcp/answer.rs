@@ -18,7 +18,12 @@ pub const MAX_TEXT: usize = 8 * 1024;
 /// The most bytes of one argument of `argv` kept in an answer (an agent's task travels there).
 const MAX_ARG: usize = 512;
 /// The most bytes of a structured document; a larger envelope becomes a summary.
-pub const MAX_DOC: usize = 48 * 1024;
+pub const MAX_DOC: usize = 36 * 1024;
+/// The most bytes of one answer as a JSON-RPC message: the limit parents can rely on is
+/// 64 KiB, and the message's own framing takes a little.
+pub const MAX_ANSWER: usize = 62 * 1024;
+/// The most bytes of the end of a final text (or of stderr) in a run's one-line summary.
+const SUMMARY_END: usize = 200;
 /// The most runs one `list` or `fanout` answer names in its text.
 const MAX_TEXT_ROWS: usize = 30;
 
@@ -97,10 +102,58 @@ pub fn ended_line(env: &Envelope) -> String {
     )
 }
 
+/// One line a model can act on: how the attempt ended (status, exit, duration), then the end
+/// of its final text, or, when it did not complete, of its stderr (`stderr_end`) or its
+/// first error.
+pub fn summary(env: &Envelope, stderr_end: Option<&str>) -> String {
+    let mut s = ended_line(env);
+    let last_line = |t: &str| -> Option<String> {
+        let line = t.lines().rev().find(|l| !l.trim().is_empty())?;
+        Some(crate::term::sanitize(line.trim().as_bytes(), SUMMARY_END))
+    };
+    let end = if env.status == crate::envelope::Status::Completed {
+        env.output.final_text.as_deref().and_then(|t| {
+            let flat = t.split_whitespace().collect::<Vec<_>>().join(" ");
+            let start = flat.len().saturating_sub(SUMMARY_END);
+            let mut i = start;
+            while !flat.is_char_boundary(i) {
+                i += 1;
+            }
+            let cut = if i > 0 { "…" } else { "" };
+            (!flat.is_empty()).then(|| {
+                format!(
+                    "final text: {cut}{}",
+                    crate::term::sanitize(&flat.as_bytes()[i..], SUMMARY_END + 8)
+                )
+            })
+        })
+    } else {
+        stderr_end
+            .and_then(last_line)
+            .map(|l| format!("stderr: {l}"))
+            .or_else(|| {
+                env.output
+                    .errors
+                    .first()
+                    .map(|e| crate::term::sanitize(e.as_bytes(), SUMMARY_END))
+            })
+    };
+    if let Some(e) = end {
+        s.push_str("; ");
+        s.push_str(&e);
+    }
+    s
+}
+
 /// The text of a finished attempt: how it ended, its errors, the agent's final text (or the
 /// tail of a program's output, given as `output_tail`), and where its files are.
-pub fn envelope_text(env: &Envelope, attempt_dir: &Path, output_tail: Option<&str>) -> String {
-    let mut s = ended_line(env);
+pub fn envelope_text(
+    summary: &str,
+    env: &Envelope,
+    attempt_dir: &Path,
+    output_tail: Option<&str>,
+) -> String {
+    let mut s = summary.to_owned();
     s.push('\n');
     for e in env.output.errors.iter().take(3) {
         s.push_str(&format!(
@@ -130,7 +183,7 @@ pub fn envelope_text(env: &Envelope, attempt_dir: &Path, output_tail: Option<&st
     s
 }
 
-/// The text of an attempt that has not finished.
+/// The text of an attempt that has not finished (one line).
 pub fn live_text(doc: &StatusDoc) -> String {
     let since = doc
         .started_at
@@ -146,13 +199,15 @@ pub fn live_text(doc: &StatusDoc) -> String {
     )
 }
 
-/// The text of a `list` answer: one line per run (at most [`MAX_TEXT_ROWS`]).
+/// The text of a `list` answer: one line per run (at most [`MAX_TEXT_ROWS`]) of the `rows`
+/// the structured content holds, of `total` that match.
 pub fn rows_text(rows: &[RunRow], total: usize) -> String {
-    if rows.is_empty() {
+    if rows.is_empty() && total == 0 {
         return "no runs match".into();
     }
-    let mut s = format!("{total} run{}:\n", if total == 1 { "" } else { "s" });
-    for r in rows.iter().take(MAX_TEXT_ROWS) {
+    let mut s = format!("{total} run{} match:\n", if total == 1 { "" } else { "s" });
+    let shown = rows.len().min(MAX_TEXT_ROWS);
+    for r in &rows[..shown] {
         s.push_str(&format!(
             "{} (attempt {}) {}{} {}\n",
             r.run_id,
@@ -161,16 +216,74 @@ pub fn rows_text(rows: &[RunRow], total: usize) -> String {
             r.failure_kind
                 .map(|k| format!("/{}", k.as_str()))
                 .unwrap_or_default(),
-            r.what
+            crate::term::sanitize(r.what.as_bytes(), 120)
         ));
     }
-    if total > rows.len().min(MAX_TEXT_ROWS) {
-        s.push_str(&format!(
-            "… {} more in the structured content or `list` with a filter\n",
-            total - rows.len().min(MAX_TEXT_ROWS)
-        ));
+    let in_doc = rows.len() - shown;
+    let not_in_doc = total - rows.len();
+    match (in_doc, not_in_doc) {
+        (0, 0) => {}
+        (n, 0) => s.push_str(&format!("… {n} more in the structured content\n")),
+        (0, m) => s.push_str(&format!(
+            "… {m} more not shown: give `status`, `group`, `labels` or a smaller `limit`\n"
+        )),
+        (n, m) => s.push_str(&format!(
+            "… {n} more in the structured content, and {m} not shown: give `status`, \
+             `group` or `labels`\n"
+        )),
     }
     s.trim_end().to_owned()
+}
+
+/// A list row with its long texts (labels, what it runs, its problem) cut to a size that
+/// many rows fit in one answer.
+pub fn row_doc(r: &RunRow) -> Value {
+    let mut r = r.clone();
+    let short = |s: &mut String| {
+        if s.len() > MAX_FIELD {
+            *s = format!("{}…", cut(s, MAX_FIELD).0);
+        }
+    };
+    short(&mut r.what);
+    if let Some(p) = r.problem.as_mut() {
+        short(p);
+    }
+    if let Some(c) = r.correlation_id.as_mut() {
+        short(c);
+    }
+    r.labels = r
+        .labels
+        .into_iter()
+        .take(MAX_LABELS)
+        .map(|(mut k, mut v)| {
+            short(&mut k);
+            short(&mut v);
+            (k, v)
+        })
+        .collect();
+    serde_json::to_value(&r).unwrap_or(Value::Null)
+}
+
+/// The most bytes of one text field of a row of many.
+const MAX_FIELD: usize = 256;
+/// The most labels of a row of many.
+const MAX_LABELS: usize = 16;
+
+/// `items` in order while they fit in `budget` bytes of JSON; how many were left out.
+pub fn fit(items: impl IntoIterator<Item = Value>, budget: usize) -> (Vec<Value>, usize) {
+    let mut kept = Vec::new();
+    let mut used = 0;
+    let mut left = 0;
+    for v in items {
+        let n = serde_json::to_string(&v).map_or(0, |s| s.len()) + 1;
+        if left > 0 || used + n > budget {
+            left += 1;
+            continue;
+        }
+        used += n;
+        kept.push(v);
+    }
+    (kept, left)
 }
 
 /// The text of a fan-out report: the summary, then one line per task that did not complete.
@@ -200,11 +313,9 @@ pub fn fanout_text(r: &FanoutReport) -> String {
         s.push_str(&format!(
             "task {}: {} {}{}{}\n",
             t.line,
-            t.run_id,
+            t.run_id.as_deref().unwrap_or("(no run)"),
             t.status.as_str(),
-            t.failure_kind
-                .map(|k| format!(" ({})", k.as_str()))
-                .unwrap_or_default(),
+            how_it_failed(t),
             t.error
                 .as_deref()
                 .map(|e| format!(": {}", crate::term::sanitize(e.as_bytes(), 200)))
@@ -212,6 +323,18 @@ pub fn fanout_text(r: &FanoutReport) -> String {
         ));
     }
     s.trim_end().to_owned()
+}
+
+/// ` (exit 2)`, ` (timeout, exit 143)`, ` (spawn)`: how a task that did not complete ended.
+fn how_it_failed(t: &crate::envelope::FanoutTask) -> String {
+    use crate::envelope::FailureKind;
+    match (t.failure_kind, t.exit_code) {
+        (Some(FailureKind::Exit), Some(c)) => format!(" (exit {c})"),
+        (Some(k), Some(c)) => format!(" ({}, exit {c})", k.as_str()),
+        (Some(k), None) => format!(" ({})", k.as_str()),
+        (None, Some(c)) if c != 0 => format!(" (exit {c})"),
+        _ => String::new(),
+    }
 }
 
 #[cfg(test)]
@@ -275,9 +398,11 @@ mod tests {
     #[test]
     fn the_text_says_how_it_ended_first() {
         let mut env = envelope();
-        let t = envelope_text(&env, Path::new("/d"), None);
+        let t = envelope_text(&summary(&env, None), &env, Path::new("/d"), None);
         assert!(
-            t.starts_with("run r1 (attempt 2) failed (timeout): killed by SIGTERM after 1.500s\n"),
+            t.starts_with(
+                "run r1 (attempt 2) failed (timeout): killed by SIGTERM after 1.500s; took too long ^[[31m\n"
+            ),
             "{t}"
         );
         assert!(t.contains("error: took too long ^[[31m"), "{t}");
@@ -288,7 +413,7 @@ mod tests {
         env.failure_kind = None;
         env.exit_code = Some(0);
         env.output.errors.clear();
-        let t = envelope_text(&env, Path::new("/d"), Some("sub-42"));
+        let t = envelope_text(&summary(&env, None), &env, Path::new("/d"), Some("sub-42"));
         assert!(
             t.starts_with("run r1 (attempt 2) completed: exit 0 after 1.500s\n"),
             "{t}"

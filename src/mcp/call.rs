@@ -2,9 +2,9 @@
 //! the blocking work of the application layer run off the async threads.
 //!
 //! ```text
-//!  blocking thread (app::wait_with, Fanout::run)        async side
+//!  blocking thread (app::wait_with, app::run, Fanout::run)   async side
 //!    Reporter::say(msg) ──unbounded channel──► forwarder ──notifications/progress──► client
-//!    Waiter::next … Woken ◄── Waker::wake ◄── on_cancel action ◄── notifications/cancelled
+//!    WaitLoop … settled ◄── Interrupter::interrupt ◄── on_cancel action ◄── notifications/cancelled
 //! ```
 //!
 //! Common pitfalls:
@@ -26,7 +26,7 @@ use rmcp::service::{Peer, RequestContext};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::app::Error;
+use super::ToolError;
 
 type Action = Box<dyn FnOnce() + Send>;
 
@@ -132,11 +132,6 @@ impl Call {
         self.reporter.clone()
     }
 
-    /// Set when the client cancelled this call.
-    pub fn cancelled_flag(&self) -> Arc<AtomicBool> {
-        self.cancelled.clone()
-    }
-
     pub fn was_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
@@ -187,11 +182,11 @@ async fn forward(
 
 /// Runs blocking work of the application layer on tokio's blocking threads.
 pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
-) -> Result<T, Error> {
-    tokio::task::spawn_blocking(f)
+    f: impl FnOnce() -> Result<T, crate::app::Error> + Send + 'static,
+) -> Result<T, ToolError> {
+    Ok(tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| Error::failed(format!("the call's worker thread failed: {e}")))?
+        .map_err(ToolError::Thread)??)
 }
 
 #[cfg(test)]

@@ -11,50 +11,55 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::answer::{self, MAX_TEXT};
+use super::ToolError;
+use super::answer::{self, MAX_DOC};
 use super::call::{Call, Cancels, Reporter, blocking};
-use super::reply::{finished, prepend, read_tail, result, text_of, to_value};
-use super::tools::{self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, StatusArgs, WaitArgs};
-use crate::app::fanout::{Event, Fanout, Options, new_group_id, plan_values};
+use super::reply::{bounded, finished, live, prepend, result, to_value};
+use super::tools::{
+    self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs,
+    WaitArgs, Waiting,
+};
+use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
 use crate::app::{
-    self, AttemptStatus, CancelOutcome, Error, RealSystem, RunRequest, WaitMode, WaitOptions,
-    WaitProgress,
+    self, AttemptStatus, CancelOutcome, OnInterrupt, Plan, RealSystem, RunOptions, RunOutcome,
+    RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
 };
 use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
-use crate::supervisor::Waiter;
 
 /// How often a long call reports progress while nothing else happens.
 const HEARTBEAT: Duration = Duration::from_secs(5);
-/// `logs`: default and largest `max_bytes`.
-const LOGS_DEFAULT: u64 = 16 * 1024;
-const LOGS_MAX: u64 = 256 * 1024;
-/// `list`: default and largest `limit`.
-const LIST_DEFAULT: usize = 50;
-const LIST_MAX: usize = 500;
+
+/// Who a `run` or `retry` call's cancel is recorded as coming from.
+const CANCELLED_BY: &str = "the MCP client (its tool call was cancelled)";
 
 /// The MCP server of one subpane home.
 #[derive(Clone)]
 pub struct Server {
     home: Arc<Home>,
     cancels: Cancels,
+    /// How long a call waits at most when it does not say.
+    max_wait: Duration,
+    /// The starts in progress, which a closing server lets finish.
+    starts: super::Starts,
 }
 
-type Answer = Result<CallToolResult, Error>;
+type Answer = Result<CallToolResult, ToolError>;
 
 impl Server {
-    pub fn new(home: Home) -> Self {
+    pub fn new(home: Home, max_wait: Duration, starts: super::Starts) -> Self {
         Self {
             home: Arc::new(home),
             cancels: Cancels::default(),
+            max_wait,
+            starts,
         }
     }
 
@@ -67,10 +72,12 @@ impl Server {
             tools::CANCEL => self.cancel(args).await,
             tools::LIST => self.list(args).await,
             tools::FANOUT => self.fanout(args, call).await,
+            tools::RETRY => self.retry(args, call).await,
             other => {
                 return Err(McpError::invalid_params(
                     format!(
-                        "no tool `{other}`; the tools are run, status, wait, logs, cancel, list and fanout"
+                        "no tool `{other}`; the tools are {}",
+                        tools::NAMES.join(", ")
                     ),
                     None,
                 ));
@@ -78,73 +85,139 @@ impl Server {
         })
     }
 
-    async fn run(&self, mut args: Value, call: &Call) -> Answer {
-        let wait = match args.as_object_mut().and_then(|o| o.remove("wait")) {
-            None | Some(Value::Null) => true,
-            Some(Value::Bool(b)) => b,
-            Some(other) => {
-                return Err(Error::invalid(format!(
-                    "invalid arguments for `run`: `wait` must be true or false, not {other}"
-                )));
-            }
-        };
-        let req: RunRequest = parse(tools::RUN, args)?;
-        let home = self.home.clone();
-        let started = blocking(move || {
-            let plan = app::plan(&req, &home, &RealSystem)?;
-            app::start(&home, plan)
+    /// The call's `max_wait`, or the server's.
+    fn max_wait(&self, given: Option<&str>) -> Result<Duration, ToolError> {
+        Ok(match given {
+            Some(t) => parse_positive_duration("`max_wait`", t).map_err(app::Error::from)?,
+            None => self.max_wait,
         })
-        .await?;
-        let (paths, spec) = (started.paths.clone(), started.spec.clone());
-        if let Some(env) = &started.spawn_failed {
-            return Ok(finished(env, &paths, &spec));
-        }
-        let mut text = format!(
-            "run {} (attempt {}) started; attempt directory {}; a human can watch it with \
-             `subpane attach {}`",
-            spec.run_id,
-            spec.attempt,
-            paths.dir().display(),
-            spec.run_id
-        );
-        for w in &started.warnings {
-            text.push_str(&format!("\nwarning: {w}"));
-        }
-        if !wait {
-            text.push_str("\nuse the `wait` or `status` tool with this run_id for its result");
-            return Ok(result(text, to_value(&started.answer())));
-        }
-        let reporter = call.reporter();
-        reporter.say(text);
-        let targets = vec![(paths.clone(), spec.clone())];
-        let (res, _) = self.wait_on(targets, WaitMode::All, None, call).await?;
-        if res.stopped {
-            // The client gave up on this call: the run it started stops too.
-            let home = self.home.clone();
-            let id = spec.run_id.to_string();
-            let n = spec.attempt;
-            blocking(move || {
-                let found = app::find_run(&home, &id, Some(n))?;
-                app::cancel(&found, None).map(|_| ())
-            })
-            .await?;
-            return Err(Error::failed(format!(
-                "cancelled by the client: run {} was asked to stop",
-                spec.run_id
-            )));
-        }
-        let mut r = match res.results.into_iter().next().flatten() {
-            Some(env) => finished(&env, &paths, &spec),
-            None => return Err(Error::failed("the attempt ended without an envelope")),
-        };
-        if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
-            let mut text = t.text.clone();
-            for w in &started.warnings {
-                text.push_str(&format!("\nwarning: {w}"));
+    }
+
+    async fn run(&self, mut args: Value, call: &Call) -> Answer {
+        // `wait` and `max_wait` are the call's; the rest is the request.
+        let mut waiting = serde_json::Map::new();
+        if let Some(o) = args.as_object_mut() {
+            for k in ["wait", "max_wait"] {
+                if let Some(v) = o.remove(k) {
+                    waiting.insert(k.to_owned(), v);
+                }
             }
-            r.content[0] = ContentBlock::text(text);
+        }
+        let w: Waiting = parse(tools::RUN, Value::Object(waiting))?;
+        let task: TaskArgs = parse(tools::RUN, args)?;
+        let req = RunRequest::from(task);
+        let max_wait = self.max_wait(w.max_wait.as_deref())?;
+        let home = self.home.clone();
+        let plan = blocking(move || app::plan(&req, &home, &RealSystem)).await?;
+        self.start_and_answer(plan, w.wait.unwrap_or(true), max_wait, call)
+            .await
+    }
+
+    async fn retry(&self, args: Value, call: &Call) -> Answer {
+        let a: RetryArgs = parse(tools::RETRY, args)?;
+        let max_wait = self.max_wait(a.max_wait.as_deref())?;
+        let home = self.home.clone();
+        let opts = a.options();
+        let run_id = a.run_id.clone();
+        let planned =
+            blocking(move || app::prepare_retry(&home, &run_id, &opts, &RealSystem)).await?;
+        let mut r = self
+            .start_and_answer(planned.plan, a.wait.unwrap_or(true), max_wait, call)
+            .await?;
+        for w in planned.warnings.iter().rev() {
+            prepend(&mut r, &format!("warning: {w}\n"));
         }
         Ok(r)
+    }
+
+    /// Starts the attempt of `plan` and, with `wait`, waits for it up to `max_wait`: the
+    /// start–wait–answer of `run` and `retry`. A client's cancel of the call cancels the
+    /// attempt.
+    async fn start_and_answer(
+        &self,
+        plan: Plan,
+        wait: bool,
+        max_wait: Duration,
+        call: &Call,
+    ) -> Answer {
+        let home = self.home.clone();
+        let mut wl = WaitLoop::new().map_err(ToolError::App)?;
+        if wait {
+            // The client gave up on this call: the run it started stops too (a cancel that
+            // comes while the pane starts is kept for it).
+            let stop = wl.interrupter();
+            call.on_cancel(move || stop.interrupt());
+        }
+        let reporter = call.reporter();
+        let starting = self.starts.begin();
+        let out = blocking(move || {
+            let run_id = plan.spec.run_id.to_string();
+            let mut starting = Some(starting);
+            let mut on_started = |s: &Started| {
+                starting.take();
+                if wait && s.spawn_failed.is_none() {
+                    reporter.say(started_text(s));
+                }
+            };
+            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, Some(&run_id), p);
+            let opts = RunOptions {
+                detach: !wait,
+                on_interrupt: OnInterrupt::CancelAndReturn,
+                heartbeat: Some(HEARTBEAT),
+                on_started: Some(&mut on_started),
+                on_progress: Some(&mut report),
+                max_wait: Some(max_wait),
+                cancel_by: Some(CANCELLED_BY),
+            };
+            let out = app::run(&home, plan, &mut wl, opts)?;
+            // A run still going is answered with its state now.
+            let live = match &out {
+                RunOutcome::StillRunning(s) => Some(app::attempt_status(&s.paths, &s.spec)?),
+                _ => None,
+            };
+            Ok((out, live))
+        })
+        .await?;
+        match out {
+            (RunOutcome::Detached(started), _) => {
+                let text = format!(
+                    "{}\nuse `wait` (or `status`) with run_id {} for its result",
+                    started_text(&started),
+                    started.spec.run_id
+                );
+                Ok(result(text, to_value(&started.answer())))
+            }
+            (RunOutcome::Finished { started, envelope }, _) => {
+                let mut r = finished(&envelope, &started.paths);
+                if started.spawn_failed.is_none() {
+                    for w in started.warnings.iter().rev() {
+                        prepend(&mut r, &format!("warning: {w}\n"));
+                    }
+                }
+                Ok(r)
+            }
+            (RunOutcome::StillRunning(started), Some(status)) => {
+                let mut r = match &status {
+                    AttemptStatus::Finished(env) => finished(env, &started.paths),
+                    AttemptStatus::Live(doc) => live(doc),
+                };
+                if matches!(status, AttemptStatus::Live(_)) {
+                    prepend(
+                        &mut r,
+                        &format!(
+                            "still running after max_wait ({}); it goes on: call `wait` with \
+                             run_ids [\"{}\"] for its result (or `status`, `logs`, `cancel`)\n",
+                            humantime::format_duration(max_wait),
+                            started.spec.run_id
+                        ),
+                    );
+                }
+                Ok(r)
+            }
+            (RunOutcome::StillRunning(started), None) | (RunOutcome::Cancelled(started), _) => {
+                Err(ToolError::RunCancelled(started.spec.run_id.to_string()))
+            }
+        }
     }
 
     /// Waits for `targets` on a blocking thread, reporting progress, until the mode is met,
@@ -155,23 +228,23 @@ impl Server {
         mode: WaitMode,
         timeout: Option<Duration>,
         call: &Call,
-    ) -> Result<(app::WaitResult, Vec<(AttemptPaths, AttemptSpec)>), Error> {
-        let mut waiter = Waiter::new()?;
-        let waker = waiter.waker();
-        call.on_cancel(move || waker.wake());
-        let stop = call.cancelled_flag();
+    ) -> Result<(app::WaitResult, Vec<(AttemptPaths, AttemptSpec)>), ToolError> {
+        let mut wl = WaitLoop::new()?;
+        let stop = wl.interrupter();
+        call.on_cancel(move || stop.interrupt());
         let reporter = call.reporter();
         blocking(move || {
-            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, &targets, p);
+            let only = (targets.len() == 1).then(|| targets[0].1.run_id.to_string());
+            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, only.as_deref(), p);
             let res = app::wait_with(
-                &mut waiter,
+                &mut wl,
                 &targets,
                 mode,
                 timeout,
                 WaitOptions {
                     heartbeat: Some(HEARTBEAT),
                     on_progress: Some(&mut report),
-                    stop: Some(stop),
+                    on_interrupt: None,
                 },
             )?;
             Ok((res, targets))
@@ -185,8 +258,8 @@ impl Server {
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::attempt_status(&f.paths, &f.spec)? {
-                AttemptStatus::Finished(env) => finished(&env, &f.paths, &f.spec),
-                AttemptStatus::Live(doc) => result(answer::live_text(&doc), to_value(&doc)),
+                AttemptStatus::Finished(env) => finished(&env, &f.paths),
+                AttemptStatus::Live(doc) => live(&doc),
             })
         })
         .await
@@ -197,15 +270,17 @@ impl Server {
         let timeout = a
             .timeout
             .as_deref()
-            .map(|t| parse_positive_duration("timeout", t))
+            .map(|t| parse_positive_duration("`timeout`", t))
             .transpose()
-            .map_err(|e| Error::invalid(e.to_string()))?;
+            .map_err(app::Error::from)?;
+        let max_wait = self.max_wait(a.max_wait.as_deref())?;
         if a.run_ids.is_empty() && a.group.is_none() {
-            return Err(Error::invalid(
-                "give `run_ids` (a list of run ids) or `group` (a fan-out group id)",
+            return Err(ToolError::Invalid(
+                "give `run_ids` (a list of run ids) or `group` (a fan-out group id)".into(),
             ));
         }
         let home = self.home.clone();
+        let group = a.group.clone();
         let targets =
             blocking(move || app::wait_targets(&home, &a.run_ids, a.group.as_deref(), a.attempt))
                 .await?;
@@ -213,72 +288,46 @@ impl Server {
             Mode::Any => WaitMode::Any,
             Mode::All => WaitMode::All,
         };
-        let names: Vec<&str> = targets
-            .iter()
-            .take(5)
-            .map(|(_, s)| s.run_id.as_str())
-            .collect();
-        let more = targets.len().saturating_sub(names.len());
-        call.reporter().say(format!(
-            "waiting for {}{}",
-            names.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
-        ));
-        let (res, targets) = self.wait_on(targets, mode, timeout, call).await?;
+        call.reporter().say(app::waiting_for(&targets));
+        let limit = timeout.map_or(max_wait, |t| t.min(max_wait));
+        let (mut res, mut targets) = self.wait_on(targets, mode, Some(limit), call).await?;
         if res.stopped {
-            return Err(Error::failed("cancelled by the client; the runs go on"));
+            return Err(ToolError::WaitCancelled);
         }
-        let timed_out = res.timed_out;
+        let max_wait_passed = res.timed_out && timeout.is_none_or(|t| t > max_wait);
+        let home = self.home.clone();
         blocking(move || {
-            // Each run's share of the text, so many runs stay within one bound.
-            let share = (MAX_TEXT / targets.len().max(1)).max(512);
-            let mut docs = Vec::with_capacity(targets.len());
-            let mut text = String::new();
-            let mut first = None;
-            for ((paths, spec), env) in targets.iter().zip(res.results) {
-                let status = match env {
-                    Some(e) => AttemptStatus::Finished(e),
-                    None => app::attempt_status(paths, spec)?,
-                };
-                match &status {
-                    AttemptStatus::Finished(env) => {
-                        first.get_or_insert_with(|| env.run_id.clone());
-                        let r = finished(env, paths, spec);
-                        text.push_str(answer::cut(&text_of(&r), share).0);
-                        docs.push(r.structured_content.unwrap_or(Value::Null));
-                    }
-                    AttemptStatus::Live(doc) => {
-                        text.push_str(&answer::live_text(doc));
-                        docs.push(to_value(doc));
-                    }
-                }
-                text.push('\n');
-            }
-            if timed_out {
-                text.push_str("the timeout passed first; the runs that have not finished go on");
-            }
-            let doc = json!({"timed_out": timed_out, "first_finished": first, "runs": docs});
-            Ok(result(text.trim_end().to_owned(), doc))
+            app::regroup(&home, group.as_deref(), &mut targets, &mut res)?;
+            let report = group
+                .as_deref()
+                .map(|g| app::fanout::group_report(&home, g))
+                .transpose()?
+                .flatten();
+            let answers = app::wait_answers(targets, res)?;
+            Ok(super::reply::wait_answer(
+                &answers,
+                report.as_ref(),
+                max_wait_passed,
+                max_wait,
+            ))
         })
         .await
     }
 
     async fn logs(&self, args: Value) -> Answer {
         let a: LogsArgs = parse(tools::LOGS, args)?;
-        let max = a.max_bytes.unwrap_or(LOGS_DEFAULT).clamp(1, LOGS_MAX);
+        let max = a
+            .max_bytes
+            .unwrap_or(tools::LOGS_DEFAULT)
+            .clamp(1, tools::LOGS_MAX);
         let home = self.home.clone();
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             let path = f.log_path(a.file);
-            let Some((tail, size)) = read_tail(&path, max)? else {
+            let Some((tail, size)) = app::log_end(&path, max)? else {
                 let text = format!("{} does not exist (yet)", path.display());
                 let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
-                                 "path": path, "exists": false, "size": 0, "truncated": false,
-                                 "text": ""});
+                                 "path": path, "exists": false, "size": 0, "truncated": false});
                 return Ok(result(text, doc));
             };
             let truncated = size > max;
@@ -287,9 +336,10 @@ impl Server {
             } else {
                 format!("({size} bytes of {})\n", path.display())
             };
+            // The text once: in the content, not again in the structured content.
             let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
                              "path": path, "exists": true, "size": size,
-                             "truncated": truncated, "text": tail});
+                             "truncated": truncated, "shown_bytes": tail.len()});
             Ok(result(format!("{header}{tail}"), doc))
         })
         .await
@@ -300,26 +350,37 @@ impl Server {
         let grace_ms = a
             .grace
             .as_deref()
-            .map(|g| parse_duration("grace", g))
+            .map(|g| parse_duration("`grace`", g))
             .transpose()
-            .map_err(|e| Error::invalid(e.to_string()))?
+            .map_err(app::Error::from)?
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let home = self.home.clone();
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::cancel(&f, grace_ms)? {
                 CancelOutcome::AlreadyFinished(env) => {
-                    let mut r = finished(&env, &f.paths, &f.spec);
+                    let mut r = finished(&env, &f.paths);
                     prepend(&mut r, "already finished; nothing to cancel\n");
                     r
                 }
-                CancelOutcome::Requested(c) => result(
-                    format!(
-                        "cancel requested for run {} (attempt {}); `wait` shows it end",
-                        c.run_id, c.attempt
-                    ),
-                    to_value(&c),
-                ),
+                CancelOutcome::Requested(c) => {
+                    // Its state as the request left it (it ends soon; `wait` shows the end).
+                    let status = match app::attempt_status(&f.paths, &f.spec)? {
+                        AttemptStatus::Finished(env) => env.status.as_str(),
+                        AttemptStatus::Live(doc) => doc.status.as_str(),
+                    };
+                    let mut doc = to_value(&c);
+                    if let Some(o) = doc.as_object_mut() {
+                        o.insert("status".into(), status.into());
+                    }
+                    result(
+                        format!(
+                            "cancel requested for run {} (attempt {}); `wait` shows it end",
+                            c.run_id, c.attempt
+                        ),
+                        doc,
+                    )
+                }
             })
         })
         .await
@@ -327,15 +388,21 @@ impl Server {
 
     async fn list(&self, args: Value) -> Answer {
         let a: ListArgs = parse(tools::LIST, args)?;
-        let limit = a.limit.unwrap_or(LIST_DEFAULT).clamp(1, LIST_MAX);
+        let limit = a
+            .limit
+            .unwrap_or(tools::LIST_DEFAULT)
+            .clamp(1, tools::LIST_MAX);
         let home = self.home.clone();
         blocking(move || {
             let mut rows = app::list_group(&home, a.status, a.group.as_deref())?;
             rows.retain(|r| a.labels.iter().all(|(k, v)| r.labels.get(k) == Some(v)));
             let total = rows.len();
             rows.truncate(limit);
+            let (docs, left) = answer::fit(rows.iter().map(answer::row_doc), MAX_DOC);
+            rows.truncate(docs.len());
             let text = answer::rows_text(&rows, total);
-            let doc = json!({"total": total, "truncated": total > rows.len(), "runs": rows});
+            let doc = json!({"total": total, "truncated": total > docs.len() || left > 0,
+                             "runs": docs});
             Ok(result(text, doc))
         })
         .await
@@ -344,84 +411,166 @@ impl Server {
     async fn fanout(&self, args: Value, call: &Call) -> Answer {
         let a: FanoutArgs = parse(tools::FANOUT, args)?;
         if a.tasks.is_empty() {
-            return Err(Error::invalid(
-                "`tasks` is empty: give at least one request",
+            return Err(ToolError::Invalid(
+                "`tasks` is empty: give at least one request".into(),
             ));
         }
+        let max_wait = self.max_wait(a.max_wait.as_deref())?;
         let opts = Options {
-            concurrency: a.concurrency.unwrap_or(4),
+            concurrency: a.concurrency.unwrap_or(DEFAULT_CONCURRENCY as usize),
             fail_fast: a.fail_fast,
             cancel_siblings: a.cancel_siblings,
-            tick: Some(HEARTBEAT),
+            tick: None,
         };
+        if opts.concurrency == 0 {
+            return Err(ToolError::Invalid(
+                "`concurrency` must be at least 1".into(),
+            ));
+        }
+        let requests: Vec<RunRequest> = a.tasks.into_iter().map(RunRequest::from).collect();
         let home = self.home.clone();
         let reporter = call.reporter();
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let work = blocking(move || {
+        // The group's driver is a run of its own: this call only starts it, and waits.
+        let starting = self.starts.begin();
+        let (group, total, driver) = blocking(move || {
             let group = new_group_id();
-            let tasks = plan_values(a.tasks, &home, &RealSystem, &group)?;
-            let total = tasks.len();
-            let fan = Fanout::new(&home, group.clone(), tasks, opts)?;
-            let _ = tx.send(fan.interrupter());
-            reporter.say(format!("group {group}: {total} tasks"));
-            let report = fan.run(&mut |ev, p| {
-                let what = match ev {
-                    Event::Started { started, .. } => format!("started {}", started.spec.run_id),
-                    Event::Finished { outcome, .. } => {
-                        format!("{} {}", outcome.run_id, outcome.status.as_str())
-                    }
-                    Event::Stopping(_) => "stopping: no new task starts".into(),
-                    Event::Tick => "".into(),
-                    Event::Skipped { .. } | Event::Warning(_) => return,
-                };
-                reporter.say(format!(
-                    "{}/{total} done ({} running, {} queued){}{what}",
-                    p.done(),
-                    p.running,
-                    p.queued,
-                    if what.is_empty() { "" } else { "; " }
-                ));
-            })?;
-            Ok(report)
-        });
-        let work = tokio::spawn(work);
-        if let Ok(stop) = rx.await {
+            let tasks = plan_requests(requests, &home, &RealSystem, &group)?;
+            let started = detach(&home, &group, &tasks, &opts)?;
+            let driver = app::find_run(&home, &group, None)?;
+            Ok((group, tasks.len(), (started, driver)))
+        })
+        .await?;
+        drop(starting);
+        let (started, found) = driver;
+        reporter.say(format!(
+            "group {group}: {total} tasks, driven by run {group} (a human can watch it with \
+             `subpane attach {group}`)"
+        ));
+        let mut wl = WaitLoop::new()?;
+        if started.spawn_failed.is_none() {
+            let stop = wl.interrupter();
             call.on_cancel(move || stop.interrupt());
         }
-        let report = work
-            .await
-            .map_err(|e| Error::failed(format!("the fan-out's thread failed: {e}")))??;
-        Ok(result(answer::fanout_text(&report), to_value(&report)))
+        let home = self.home.clone();
+        let g = group.clone();
+        let (stopped, report) = blocking(move || {
+            let mut failed = None;
+            let mut on_interrupt = |_n: u32| {
+                // The client gave up on the call: the group stops, as `cancel` of its id does.
+                if let Err(e) = app::cancel_by(&found, None, Some(CANCELLED_BY)) {
+                    failed = Some(e);
+                }
+                std::ops::ControlFlow::Break(())
+            };
+            let mut report = |_: &WaitProgress<'_>| {
+                if let Ok(Some(r)) = app::fanout::group_report(&home, &g) {
+                    reporter.say(fanout_progress(&r));
+                }
+            };
+            let res = if started.spawn_failed.is_some() {
+                None
+            } else {
+                Some(app::wait_with(
+                    &mut wl,
+                    &[(found.paths.clone(), found.spec.clone())],
+                    WaitMode::All,
+                    Some(max_wait),
+                    WaitOptions {
+                        heartbeat: Some(HEARTBEAT),
+                        on_progress: Some(&mut report),
+                        on_interrupt: Some(&mut on_interrupt),
+                    },
+                )?)
+            };
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            let r = app::fanout::group_report(&home, &g)?;
+            if let Some(r) = &r {
+                reporter.say(fanout_progress(r));
+            }
+            Ok((res.is_some_and(|r| r.stopped), r))
+        })
+        .await?;
+        if stopped {
+            return Err(ToolError::RunCancelled(group));
+        }
+        let Some(report) = report else {
+            return Err(ToolError::Invalid(format!("group {group} has no record")));
+        };
+        let mut r = super::reply::fanout_answer(&report);
+        let going = report.summary.running + report.summary.queued;
+        if going > 0 {
+            if let Some(o) = r.structured_content.as_mut().and_then(Value::as_object_mut) {
+                o.insert("max_wait_passed".into(), true.into());
+            }
+            super::reply::append(
+                &mut r,
+                &format!(
+                    "\nmax_wait ({}) passed; the group goes on ({} running, {} queued): call \
+                     `wait` with group \"{group}\" for the rest",
+                    humantime::format_duration(max_wait),
+                    report.summary.running,
+                    report.summary.queued
+                ),
+            );
+        }
+        Ok(r)
     }
 }
 
-/// The arguments of `tool` as `T`, or the error a model can act on.
-fn parse<T: DeserializeOwned>(tool: &str, args: Value) -> Result<T, Error> {
-    serde_json::from_value(args).map_err(|e| {
-        Error::invalid(format!(
-            "invalid arguments for `{tool}`: {e}; the tool's input schema lists the fields"
-        ))
+/// A progress message of a fan-out: how many tasks are done, running and queued.
+fn fanout_progress(r: &crate::envelope::FanoutReport) -> String {
+    let s = &r.summary;
+    format!(
+        "{}/{} done ({} running, {} queued)",
+        s.completed + s.failed + s.cancelled + s.skipped,
+        s.total,
+        s.running,
+        s.queued
+    )
+}
+
+/// The arguments of `tool` as `T`, or the error a model can act on (naming the argument).
+fn parse<T: DeserializeOwned>(tool: &'static str, args: Value) -> Result<T, ToolError> {
+    serde_path_to_error::deserialize(args).map_err(|e| ToolError::Args {
+        tool,
+        path: e.path().to_string(),
+        source: e.into_inner(),
     })
 }
 
-/// A progress message for a wait: how many finished, and which one just did.
-fn say_progress(
-    reporter: &Reporter,
-    targets: &[(AttemptPaths, AttemptSpec)],
-    p: &WaitProgress<'_>,
-) {
+/// A progress message for a wait: how many finished, and which one just did. `only`: the
+/// run id when the wait is for one run.
+fn say_progress(reporter: &Reporter, only: Option<&str>, p: &WaitProgress<'_>) {
     let secs = p.elapsed.as_secs();
-    let msg = match p.finished.and_then(|i| p.results[i].as_ref()) {
-        Some(env) => format!(
+    let msg = match (p.finished.and_then(|i| p.results[i].as_ref()), only) {
+        (Some(env), _) => format!(
             "{}/{} finished; {}",
             p.done,
             p.total,
             answer::ended_line(env)
         ),
-        None if p.total == 1 => format!("run {} running for {secs}s", targets[0].1.run_id),
-        None => format!("{}/{} finished after {secs}s", p.done, p.total),
+        (None, Some(id)) => format!("run {id} running for {secs}s"),
+        (None, None) => format!("{}/{} finished after {secs}s", p.done, p.total),
     };
     reporter.say(msg);
+}
+
+/// What a `run` call says once its attempt runs: where it is, and its warnings.
+fn started_text(s: &Started) -> String {
+    let mut text = format!(
+        "run {} (attempt {}) started; attempt directory {}; a human can watch it with \
+         `subpane attach {}`",
+        s.spec.run_id,
+        s.spec.attempt,
+        s.paths.dir().display(),
+        s.spec.run_id
+    );
+    for w in &s.warnings {
+        text.push_str(&format!("\nwarning: {w}"));
+    }
+    text
 }
 
 impl ServerHandler for Server {
@@ -430,10 +579,11 @@ impl ServerHandler for Server {
             .with_server_info(Implementation::new("subpane", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "subpane runs subagents (pi, claude, codex) or any program as supervised, \
-                 recorded attempts. `run` with wait: true returns the outcome; for long or \
-                 parallel work start runs with wait: false (or `fanout`) and use `wait`. \
-                 Every run is recorded under the subpane home; `status`, `logs` and `list` \
-                 read it.",
+                 recorded runs. `run` answers with the outcome, or after max_wait (below 60 s) \
+                 with the run still going: then call `wait` with its run_id, as often as \
+                 needed. For parallel work use `fanout` (its group goes on without you) or \
+                 runs with wait: false, then `wait`. Every run is recorded under the subpane \
+                 home; `status`, `logs` and `list` read it; `retry` starts the next attempt.",
             )
     }
 
@@ -463,8 +613,8 @@ impl ServerHandler for Server {
             );
         }
         Ok(match out {
-            Ok(r) => r,
-            Err(e) => CallToolResult::error(vec![ContentBlock::text(e.to_string())]),
+            Ok(r) => bounded(r),
+            Err(e) => e.answer(),
         }
         .into())
     }

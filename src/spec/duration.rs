@@ -39,6 +39,12 @@ pub fn parse_positive_duration(flag: &str, input: &str) -> Result<Duration, Dura
     Ok(d)
 }
 
+/// A duration as a user writes it (`5s`, `1m 30s`), the form [`parse_duration`] reads back:
+/// how a default is shown in help and schemas.
+pub fn duration_text(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
 /// Milliseconds, saturating (durations here are far below the limit).
 pub fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -67,6 +73,18 @@ mod tests {
             Duration::from_secs(7200)
         );
         assert_eq!(parse_duration("--grace", "0s").unwrap(), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_duration_as_text_reads_back() {
+        for d in [
+            Duration::from_secs(5),
+            Duration::from_millis(1500),
+            Duration::ZERO,
+        ] {
+            assert_eq!(parse_duration("--x", &duration_text(d)).unwrap(), d);
+        }
+        assert_eq!(duration_text(Duration::from_secs(3)), "3s");
     }
 
     #[test]

@@ -10,10 +10,11 @@ mod size;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use duration::{DurationError, millis, parse_duration, parse_positive_duration};
+pub use duration::{DurationError, duration_text, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError, fill_random};
 pub use sandbox::{
     AgentState, GitRepo, HostPattern, Network, SandboxAsk, SandboxLimits, SandboxSpec,
@@ -31,7 +32,7 @@ pub const RUN_SCHEMA: &str = "subpane.run/v1";
 /// ```json
 /// "command"
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash, schemars::JsonSchema)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentKind {
     Pi,
@@ -68,13 +69,18 @@ pub struct Limits {
     pub grace_ms: u64,
 }
 
+/// How long an agent may stay alive after its terminal event when nobody said (`--linger`).
+pub const DEFAULT_LINGER: Duration = Duration::from_secs(5);
+/// Time between SIGTERM and SIGKILL when nobody said (`--grace`).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(3);
+
 impl Default for Limits {
     fn default() -> Self {
         Self {
             timeout_ms: None,
             idle_timeout_ms: None,
-            linger_ms: 5000,
-            grace_ms: 3000,
+            linger_ms: millis(DEFAULT_LINGER),
+            grace_ms: millis(DEFAULT_GRACE),
         }
     }
 }
@@ -192,8 +198,9 @@ pub struct AttemptSpec {
 pub const DEFAULT_MAX_DEPTH: u32 = 3;
 
 /// The variables the worker sets for an attempt's program: who it is and where it sits
-/// (lineage). They describe one process tree, so nothing else may carry them on: the tmux
-/// server (and so every pane) never gets them from the client that starts it.
+/// (lineage), and for a sandboxed program where it asks for nested runs. They describe one
+/// process tree, so nothing else may carry them on: the tmux server (and so every pane)
+/// never gets them from the client that starts it.
 pub const ATTEMPT_VARS: &[&str] = &[
     "SUBPANE_RUN_ID",
     "SUBPANE_ATTEMPT",
@@ -202,7 +209,15 @@ pub const ATTEMPT_VARS: &[&str] = &[
     "SUBPANE_DEPTH",
     "SUBPANE_MAX_DEPTH",
     "SUBPANE_CHAIN",
+    NEST_SOCKET_VAR,
 ];
+
+/// The variable that names a sandboxed program's request socket: its `subpane run` asks the
+/// attempt's worker for a nested run there (see `app::nest`).
+pub const NEST_SOCKET_VAR: &str = "SUBPANE_NEST_SOCKET";
+
+/// The request socket's name in the attempt directory.
+pub const NEST_SOCKET: &str = "nest.sock";
 
 impl AttemptSpec {
     /// The [`ATTEMPT_VARS`] the worker gives this attempt's program, whose attempt directory
@@ -224,7 +239,7 @@ impl AttemptSpec {
             chain.push('/');
         }
         chain.push_str(self.run_id.as_str());
-        vec![
+        let mut vars = vec![
             ("SUBPANE_RUN_ID", self.run_id.as_str().into()),
             ("SUBPANE_ATTEMPT", self.attempt.to_string().into()),
             ("SUBPANE_ATTEMPT_DIR", dir.as_os_str().to_owned()),
@@ -234,7 +249,12 @@ impl AttemptSpec {
             ("SUBPANE_DEPTH", depth.to_string().into()),
             ("SUBPANE_MAX_DEPTH", self.max_depth.to_string().into()),
             ("SUBPANE_CHAIN", chain.into()),
-        ]
+        ];
+        // A sandboxed program cannot reach the home: its nested runs go through the worker.
+        if self.sandbox.enabled {
+            vars.push((NEST_SOCKET_VAR, dir.join(NEST_SOCKET).into_os_string()));
+        }
+        vars
     }
 }
 

@@ -70,6 +70,16 @@ impl Home {
         self.root.join("tmux.conf")
     }
     /// Where `--worktree` attempts get their git worktrees (outside every repository).
+    /// `groups/`: the records of fan-outs whose driver runs on its own (`fanout --detach`).
+    pub fn groups_dir(&self) -> PathBuf {
+        self.root.join("groups")
+    }
+
+    /// `groups/<group>/`: `group.json` (the tasks) and `requests.jsonl` (for the driver).
+    pub fn group_dir(&self, group: &RunId) -> PathBuf {
+        self.groups_dir().join(group.as_str())
+    }
+
     pub fn worktrees_dir(&self) -> PathBuf {
         self.root.join("worktrees")
     }
@@ -122,6 +132,11 @@ impl AttemptPaths {
     file!(network_log, "network.jsonl");
     // The egress proxy's socket, relayed into the sandbox's network namespace.
     file!(proxy_socket, "proxy.sock");
+    // The request socket of a sandboxed attempt's nested runs, served outside the sandbox
+    // (`app::nest`) and carried into it read-only.
+    pub fn nest_socket(&self) -> PathBuf {
+        self.dir.join(crate::spec::NEST_SOCKET)
+    }
     // A FIFO the worker opens and closes right after writing result.json: waiting
     // supervisors hold it open for reading and see the hang-up at once.
     file!(done_fifo, "done.fifo");

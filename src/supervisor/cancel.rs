@@ -8,7 +8,7 @@ use crate::procs;
 use crate::spec::now_rfc3339;
 use crate::store::{self, AttemptPaths};
 
-/// Writes `cancel.json`, then signals the worker (SIGUSR1) if it has started. A worker that
+/// Writes `cancel.json` (with `by`, who asked, when that is worth recording), then signals the worker (SIGUSR1) if it has started. A worker that
 /// has not started yet finds `cancel.json` on its own. Returns whether a signal was sent.
 ///
 /// The worker is the process `worker.json` names only if it is this attempt's worker
@@ -18,11 +18,12 @@ use crate::store::{self, AttemptPaths};
 pub fn request_cancel(
     paths: &AttemptPaths,
     grace_ms: u64,
+    by: Option<&str>,
     pane_pid: impl FnOnce() -> Option<i32>,
 ) -> Result<bool, SuperviseError> {
     store::write_json_atomic(
         &paths.cancel(),
-        &CancelRequest::new(now_rfc3339(), grace_ms),
+        &CancelRequest::new(now_rfc3339(), grace_ms, by.map(str::to_owned)),
     )?;
     let facts: Option<WorkerFacts> = store::read_json(&paths.worker()).ok().flatten();
     let recorded = facts.and_then(|f| f.worker);

@@ -62,7 +62,8 @@ pub enum WaitEvent {
         token: Token,
         envelope: Box<Envelope>,
     },
-    /// A file of a followed attempt changed (its logs grew).
+    /// A file of a followed attempt changed (its logs grew). A followed attempt always has
+    /// one more of these just before its `Finished`: its files are complete then.
     Changed(Token),
     /// The deadline passed first.
     TimedOut,
@@ -205,6 +206,13 @@ impl Waiter {
     /// changed, the deadline, or a wake-up. Finished attempts come first.
     pub fn next(&mut self, deadline: Option<Instant>) -> Result<WaitEvent, SuperviseError> {
         loop {
+            if let Some((token, _)) = self.ready.front() {
+                // A followed attempt's last change comes before its end, whichever of the two
+                // the kernel told first.
+                if let Some(i) = self.changed.iter().position(|t| t == token) {
+                    return Ok(WaitEvent::Changed(self.changed.remove(i)));
+                }
+            }
             if let Some((token, envelope)) = self.ready.pop_front() {
                 return Ok(WaitEvent::Finished { token, envelope });
             }
@@ -418,6 +426,9 @@ impl Waiter {
             match observe(&slot.paths, &slot.spec)? {
                 AttemptState::Finished(env) => {
                     let slot = self.slots.remove(&t);
+                    if slot.as_ref().is_some_and(|s| s.follow) && !self.changed.contains(&t) {
+                        self.changed.push(t);
+                    }
                     self.unwatch(t, slot.and_then(|s| s.watch));
                     self.ready.push_back((t, env));
                     return Ok(());

@@ -36,6 +36,8 @@ impl Worker {
     fn collect(&mut self) -> AgentReport {
         // The proxy serves only this attempt's program, which has ended.
         self.proxy = None;
+        // Before the rest is killed: the server cancels the runs its clients waited for.
+        self.stop_nest();
         // Nothing of the attempt may outlive it.
         let n = self.kill_descendants();
         self.facts.cleanup.killed_descendants += n;
@@ -121,6 +123,13 @@ impl Worker {
                     "{name}: {what} could not be written ({why}); they are missing from the log"
                 ));
             }
+        }
+        if let Some(by) = self
+            .cancelled_by
+            .as_deref()
+            .filter(|_| outcome.status == envelope::Status::Cancelled)
+        {
+            output.push_error(format!("cancelled by {by}"));
         }
         if self.facts.kill_reason == Some(KillReason::PaneClosed) {
             output.push_error("the pane closed under the worker (its tmux session or server was killed); the program was stopped");

@@ -2,6 +2,8 @@
 //!
 //! ```text
 //!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null, pipes)   spawn.rs
+//!                  │  (sandboxed: the proxy, the server of nested runs,              nest.rs
+//!                  │   then the sandbox helper)                                 sandboxed.rs
 //!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;            stream.rs
 //!                  │           timeout = the stop machine's next deadline
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
@@ -33,6 +35,7 @@
 mod finish;
 mod lines;
 mod logfile;
+mod nest;
 mod pane;
 mod run;
 mod sandboxed;

@@ -75,6 +75,8 @@ pub(crate) struct Worker {
     pub(crate) stream: Stream,
     /// The ids of the cancel requests already acted on.
     pub(crate) cancels_seen: Vec<String>,
+    /// Who asked for the cancel, when its request said (`cancel.json`'s `by`).
+    pub(crate) cancelled_by: Option<String>,
     /// The egress proxy of a sandbox with an allow list; stopped at the end.
     pub(crate) proxy: Option<crate::sandbox::proxy::ProxyHandle>,
     /// The write end of the sandbox helper's report pipe, until the helper has it.
@@ -83,6 +85,8 @@ pub(crate) struct Worker {
     pub(crate) end_reader: Option<std::os::fd::OwnedFd>,
     /// Its write end, held until the spawn is done.
     pub(crate) end_writer: Option<std::os::fd::OwnedFd>,
+    /// The server of a sandboxed program's nested runs (`nest.rs`), until it is reaped.
+    pub(crate) nest: Option<i32>,
 }
 
 impl Worker {
@@ -98,10 +102,12 @@ impl Worker {
         Self {
             stream: Stream::new(adapter_for(spec.agent).parser()),
             cancels_seen: Vec::new(),
+            cancelled_by: None,
             proxy: None,
             report_writer: None,
             end_reader: None,
             end_writer: None,
+            nest: None,
             life: Life::new(&spec.limits),
             spec,
             paths,

@@ -158,7 +158,7 @@ impl Worker {
         let (end_r, end_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| format!("cannot create the sandbox's end pipe: {e}"))?;
         let mut cmd = Command::new(exe);
-        cmd.arg("__sandbox")
+        cmd.arg(crate::procs::SANDBOX_ARG)
             .arg("--policy")
             .arg(self.paths.spec())
             .arg("--report-fd")

@@ -86,6 +86,7 @@ impl Worker {
         let (mut cmd, report) = if self.spec.sandbox.enabled {
             self.start_proxy().map_err(SpawnError::Sandbox)?;
             self.prepare_git_view().map_err(SpawnError::Sandbox)?;
+            self.start_nest().map_err(SpawnError::Sandbox)?;
             let (cmd, pipe) = self.sandbox_command(&argv)?;
             (cmd, Some(pipe))
         } else {

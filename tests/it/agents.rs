@@ -537,10 +537,10 @@ fn path_without(binary: &str) -> std::ffi::OsString {
 fn a_missing_cli_is_refused_with_its_install_hint() {
     clis_bin();
     let env = TestEnv::new();
-    for (cli, package) in [
-        ("pi", "@mariozechner/pi-coding-agent"),
-        ("claude", "@anthropic-ai/claude-code"),
-        ("codex", "@openai/codex"),
+    for (cli, name, package) in [
+        ("pi", "pi", "@mariozechner/pi-coding-agent"),
+        ("claude", "Claude Code", "@anthropic-ai/claude-code"),
+        ("codex", "Codex", "@openai/codex"),
     ] {
         let ran: crate::harness::Ran = env
             .cmd()
@@ -567,6 +567,14 @@ fn a_missing_cli_is_refused_with_its_install_hint() {
         assert!(
             ran.stderr.contains("was not found on PATH"),
             "{}",
+            ran.stderr
+        );
+        // One sentence, said once: not "install it with `install pi with `npm …``".
+        assert!(
+            ran.stderr.contains(&format!(
+                "was not found on PATH; install {name} with `npm install -g {package}`"
+            )) && !ran.stderr.contains("install it with"),
+            "the hint reads right: {}",
             ran.stderr
         );
         assert!(

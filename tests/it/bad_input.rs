@@ -272,3 +272,13 @@ fn bad_wait_and_gc_durations_are_refused() {
     }
     assert!(env.run_dir("r").exists(), "nothing was removed");
 }
+
+/// `subpane mcp --max-wait` takes a duration above zero, checked before anything is served.
+#[test]
+fn a_bad_max_wait_is_refused() {
+    refused(
+        &["mcp", "--max-wait", "0s"],
+        &["--max-wait", "greater than zero"],
+    );
+    refused(&["mcp", "--max-wait", "45"], &["--max-wait", "unit"]);
+}

@@ -383,11 +383,13 @@ fn fail_fast_lets_the_running_finish_and_skips_the_rest() {
         };
         assert_eq!(status, want, "line {line}: {doc}");
     }
+    // A task that never started has no run, and so no run id.
     for t in &doc["tasks"].as_array().unwrap()[12..] {
         assert_eq!(t["attempt_dir"], Value::Null);
-        let id = t["run_id"].as_str().unwrap();
-        assert!(!env.run_dir(id).exists(), "skipped {id} has a run");
+        assert_eq!(t["run_id"], Value::Null, "{t}");
     }
+    let runs = std::fs::read_dir(env.home.join("runs")).unwrap().count();
+    assert_eq!(runs, 12, "a skipped task has a run");
     assert_eq!(doc["summary"]["skipped"], 8);
     env.assert_no_leftovers();
 }
@@ -536,20 +538,7 @@ fn a_killed_fanout_loses_nothing_and_wait_group_finds_every_started_run() {
     );
     let ls = env.sp(["ls", "--json", "--group", &g]).json();
     assert_eq!(ls.as_array().unwrap().len(), 4, "{ls}");
-    let waiter = env
-        .cmd()
-        .args(["wait", "--json", "--group", &g])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    touch(&gate);
-    let w = crate::harness::wait_child_within(waiter, LIMIT, "wait --group did not end");
-    assert_eq!(w.code, 0, "{w:?}");
-    let ids: Vec<String> = w
-        .json()
-        .as_array()
-        .unwrap()
+    let ids: Vec<String> = wait_group_past(&env, &g, &gate)
         .iter()
         .map(|e| {
             assert_eq!(e["status"], "completed");
@@ -620,7 +609,12 @@ fn a_fanout_attempt_gets_the_files_a_run_attempt_gets() {
         let launch = env.read_json(&dir.join("launch.json"));
         let mut keys: Vec<String> = launch.as_object().unwrap().keys().cloned().collect();
         keys.sort();
-        assert!(launch["worker"]["pid"].is_i64(), "{launch}");
+        // `worker` is null when the pane's process had exited by the time it was looked at
+        // (a fan-out records its panes a moment after making them; `true` is quick).
+        assert!(
+            launch["worker"]["pid"].is_i64() || launch["worker"].is_null(),
+            "{launch}"
+        );
         (names, keys)
     };
     let r = env.sp(["run", "--json", "--run-id", "single", "--", "true"]);
@@ -633,5 +627,211 @@ fn a_fanout_attempt_gets_the_files_a_run_attempt_gets() {
     );
     assert_eq!(f.code, 0, "{f:?}");
     assert_eq!(listing("single"), listing("fanned"));
+    env.assert_no_leftovers();
+}
+
+/// `wait --json --group G`, started before `gate` lets the group's tasks end: its envelopes
+/// (it exits 0).
+fn wait_group_past(env: &TestEnv, group: &str, gate: &Path) -> Vec<Value> {
+    let waiter = env
+        .cmd()
+        .args(["wait", "--json", "--group", group])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    touch(gate);
+    let w = crate::harness::wait_child_within(waiter, LIMIT, "wait --group did not end");
+    assert_eq!(w.code, 0, "{w:?}");
+    w.json().as_array().unwrap().clone()
+}
+
+/// `fanout --json --concurrency 1 [extra] FILE` of `n` tasks named `prefix0…`, on a socket tmux
+/// cannot make (under a regular file): every pane fails to start.
+fn fanout_where_no_pane_starts(env: &TestEnv, prefix: &str, n: usize, extra: &[&str]) -> Ran {
+    let lines: Vec<String> = (0..n)
+        .map(|i| task(&["true"], Some(&format!("{prefix}{i}"))))
+        .collect();
+    let file = write_tasks(env, &lines);
+    let blocker = env.root.path().join("not-a-dir");
+    std::fs::write(&blocker, "").unwrap();
+    let child = env
+        .cmd()
+        .env("SUBPANE_TMUX_SOCKET", blocker.join("tmux.sock"))
+        .args(["fanout", "--json", "--concurrency", "1"])
+        .args(extra)
+        .arg(file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::harness::wait_child_within(
+        child,
+        DEADLINE,
+        "a fan-out whose every start fails waited for an end that cannot come",
+    )
+}
+
+/// Every start of every batch fails and stderr is not a terminal: the fan-out still ends,
+/// with each task failed (spawn), instead of waiting for an end that cannot come.
+#[test]
+fn when_every_start_fails_the_fanout_ends() {
+    let env = TestEnv::new();
+    let ran = fanout_where_no_pane_starts(&env, "nostart", 3, &[]);
+    assert_eq!(ran.code, 1, "{ran:?}");
+    let doc = ran.json();
+    for t in doc["tasks"].as_array().unwrap() {
+        assert_eq!(t["status"], "failed", "{t}");
+        assert_eq!(t["failure_kind"], "spawn", "{t}");
+    }
+    env.assert_no_leftovers();
+}
+
+/// `--fail-fast` treats a task that could not start as a failure: the rest are skipped, and
+/// a task that never started has no run id.
+#[test]
+fn fail_fast_counts_a_failed_start() {
+    let env = TestEnv::new();
+    let ran = fanout_where_no_pane_starts(&env, "ff", 4, &["--fail-fast"]);
+    assert_eq!(ran.code, 1, "{ran:?}");
+    let doc = ran.json();
+    let tasks = doc["tasks"].as_array().unwrap();
+    assert_eq!(tasks[0]["status"], "failed", "{doc}");
+    for t in &tasks[1..] {
+        assert_eq!(t["status"], "skipped", "{doc}");
+        assert_eq!(t["run_id"], Value::Null, "{t}");
+        assert_eq!(t["attempt_dir"], Value::Null, "{t}");
+    }
+    for i in 1..4 {
+        assert!(!env.run_dir(&format!("ff{i}")).exists());
+    }
+    env.assert_no_leftovers();
+}
+
+/// A task that waits for `gate` to exist, then prints its name.
+fn gated(gate: &Path, name: &str) -> String {
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo {name}",
+        gate.display()
+    );
+    task(&["sh", "-c", &script], Some(name))
+}
+
+/// `fanout --detach --concurrency 1` of three tasks `prefix0…2` held by the file `gate`, once
+/// the first has started; the group id and the gate.
+fn detached_three(env: &TestEnv, prefix: &str) -> (String, PathBuf) {
+    let gate = env.root.path().join("gate");
+    let lines: Vec<String> = (0..3)
+        .map(|i| gated(&gate, &format!("{prefix}{i}")))
+        .collect();
+    let file = write_tasks(env, &lines);
+    let r = env.sp_within(
+        LIMIT,
+        "fanout --detach waited",
+        [
+            "fanout",
+            "--detach",
+            "--json",
+            "--concurrency",
+            "1",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.json()["group"].as_str().unwrap().to_owned();
+    let first = env
+        .attempt_dir(&format!("{prefix}0"), 1)
+        .join("launch.json");
+    wait_until("the first task to start", || first.exists().then_some(()));
+    (group, gate)
+}
+
+/// `fanout --detach` hands the group to a driver of its own and returns at once; `wait
+/// --group` waits for every task, the ones the driver starts later too, and `ls --group`
+/// lists them.
+#[test]
+fn a_detached_fanout_outlives_its_caller() {
+    let env = TestEnv::new();
+    let (group, gate) = detached_three(&env, "d");
+    // The driver is a run named as the group, in its own pane.
+    assert_eq!(env.sp(["status", &group]).code, 3, "the driver runs");
+    assert!(!env.run_dir("d2").exists(), "one at a time");
+    let ids: Vec<String> = wait_group_past(&env, &group, &gate)
+        .iter()
+        .map(|e| e["run_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 3, "every task, and not the driver: {ids:?}");
+    for id in ["d0", "d1", "d2"] {
+        assert!(ids.contains(&id.to_owned()), "{ids:?}");
+    }
+    let ls = env.sp(["ls", "--json", "--group", &group]);
+    assert_eq!(ls.json().as_array().unwrap().len(), 3, "{}", ls.stdout);
+    wait_until("the driver to end", || {
+        (env.sp(["status", &group]).code == 0).then_some(())
+    });
+    env.assert_no_leftovers();
+}
+
+/// A driver killed half-way is recorded like any run that was killed, the task it started
+/// goes on, and the tasks it never started are named by `wait --group`, never dropped.
+#[test]
+fn a_killed_driver_leaves_its_queued_tasks_marked() {
+    let env = TestEnv::new();
+    let (group, gate) = detached_three(&env, "k");
+    let facts = env.attempt_dir(&group, 1).join("worker.json");
+    let driver = wait_until("the driver's pid", || {
+        let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    });
+    send_signal(driver as i32, libc::SIGKILL);
+    let end = env.attempt_dir(&group, 1).join("result.json");
+    wait_until("the driver's envelope", || end.exists().then_some(()));
+    assert_eq!(env.result(&group)["status"], "failed");
+    // The task it started goes on.
+    assert_eq!(env.sp(["status", "k0"]).code, 3);
+    touch(&gate);
+    let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
+    assert_eq!(w.code, 130, "tasks that never started: {w:?}");
+    assert!(
+        w.stderr.contains("2 tasks of group")
+            && w.stderr
+                .contains("never started (its driver ended first): line 2, line 3"),
+        "{}",
+        w.stderr
+    );
+    assert_eq!(env.result("k0")["status"], "completed");
+    assert!(!env.run_dir("k1").exists() && !env.run_dir("k2").exists());
+    env.assert_no_leftovers();
+}
+
+/// Cancelling the group's id stops the group: the running task is cancelled and the
+/// queued ones never start.
+#[test]
+fn cancelling_the_group_stops_its_tasks() {
+    let env = TestEnv::new();
+    let (group, _gate) = detached_three(&env, "c");
+    let c = env.sp(["cancel", &group]);
+    assert_eq!(c.code, 0, "{c:?}");
+    let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
+    assert_eq!(w.code, 130, "{w:?}");
+    assert_eq!(env.result("c0")["status"], "cancelled");
+    assert!(!env.run_dir("c1").exists() && !env.run_dir("c2").exists());
+    env.assert_no_leftovers();
+}
+
+/// `gc` removes a detached group's record with its driver's run.
+#[test]
+fn gc_removes_a_detached_groups_record_with_its_driver() {
+    let env = TestEnv::new();
+    let (group, gate) = detached_three(&env, "g");
+    let _ = wait_group_past(&env, &group, &gate);
+    wait_until("the driver to end", || {
+        (env.sp(["status", &group]).code == 0).then_some(())
+    });
+    assert!(env.home.join("groups").join(&group).exists());
+    let r = env.sp(["gc", "--older-than", "0s"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!env.run_dir(&group).exists());
+    assert!(!env.home.join("groups").join(&group).exists());
     env.assert_no_leftovers();
 }

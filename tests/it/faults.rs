@@ -766,3 +766,43 @@ fn logs_follow_ends_when_the_worker_is_killed() {
     assert_eq!(env.result(&id)["failure_kind"], "lost");
     env.assert_no_leftovers();
 }
+
+/// The disk fills while the program writes: the lines the logs could not take are counted as
+/// lost (never as kept), the envelope says so, and the lines before and after are kept.
+#[test]
+fn log_lines_lost_to_a_full_disk_are_counted_and_reported() {
+    let env = TestEnv::new();
+    let prog = shell_quote(&format!(
+        "echo before; {WAIT_WORKER_JSON}\
+         dd if=/dev/zero of=\"$H/fill\" bs=4k >/dev/null 2>&1; \
+         for i in $(seq 1000); do echo \"lost line $i\"; done; \
+         for i in $(seq 200); do echo \"lost stderr line $i\" >&2; done; \
+         sleep 0.5; rm -f \"$H/fill\"; sleep 0.2; echo after; exit 0"
+    ));
+    let r = in_tiny_home(
+        &env,
+        &format!(
+            "\"$SP\" --home \"$H\" run --json --run-id lossy -- bash -c {prog}\necho \"rc=$?\" >&2\n"
+        ),
+    );
+    assert!(r.stderr.contains("rc=0"), "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert_valid_envelope(&v);
+    let f = &v["filter"];
+    let lost = f["lost_lines"].as_u64().unwrap();
+    let plain = f["plain_lines"].as_u64().unwrap();
+    assert!(
+        lost > 0,
+        "no line was lost, so the disk was never full: {v}"
+    );
+    // Every line is counted once: written, or lost.
+    assert_eq!(plain + lost, 1002, "{f}");
+    assert!(f["lost_stderr_bytes"].as_u64().unwrap() > 0, "{f}");
+    let errors = v["output"]["errors"].to_string();
+    assert!(
+        errors.contains("stdout.log") && errors.contains("could not be written"),
+        "{errors}"
+    );
+    assert!(errors.contains("stderr.log"), "{errors}");
+    env.assert_no_leftovers();
+}

@@ -497,14 +497,7 @@ pub fn start_waiting(env: &TestEnv, id: &str, code: i32) -> PathBuf {
     flag
 }
 
-pub fn touch(p: &Path) {
-    std::fs::write(p, "").unwrap();
-}
-
-/// A new directory that a sandboxed program can see but must not write: outside `/tmp` (which
-/// the sandbox makes private) and outside the checkout (which may itself sit under `/tmp`).
-/// Removed on drop.
-/// `s` quoted for a POSIX shell.
+/// `s` as one word of a shell line, quoted.
 pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
@@ -514,6 +507,13 @@ pub fn q(p: &Path) -> String {
     shell_quote(&p.display().to_string())
 }
 
+pub fn touch(p: &Path) {
+    std::fs::write(p, "").unwrap();
+}
+
+/// A new directory that a sandboxed program can see but must not write: outside `/tmp` (which
+/// the sandbox makes private) and outside the checkout (which may itself sit under `/tmp`).
+/// Removed on drop.
 pub fn outside_the_sandbox(prefix: &str) -> tempfile::TempDir {
     tempfile::Builder::new()
         .prefix(prefix)

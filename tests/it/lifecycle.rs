@@ -419,7 +419,8 @@ fn detached_timeout_is_enforced_without_a_supervisor() {
         &fx("ignores_sigterm.sh"),
     ]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json()["status"], "running");
+    // The pane was started; whether its worker runs yet is not known.
+    assert_eq!(r.json()["status"], "starting");
     assert_eq!(
         supervisors(&env),
         Vec::<i32>::new(),

@@ -54,13 +54,18 @@ impl Client {
     }
 }
 
-/// A connected client, the server's pid, and what it wrote on stderr so far.
+/// A connected client, the server's pid, what it wrote on stderr so far, and the tools'
+/// output schemas (every answer is checked against its tool's).
 struct Conn {
     svc: RunningService<RoleClient, Client>,
     client: Client,
     pid: i32,
     stderr: Arc<Mutex<String>>,
+    outputs: std::collections::HashMap<String, Value>,
 }
+
+/// The most bytes of one answer as a JSON-RPC message.
+const MAX_MESSAGE: usize = 64 * 1024;
 
 async fn connect(env: &TestEnv) -> Conn {
     connect_with(env, |_| {}).await
@@ -97,11 +102,22 @@ async fn connect_with(env: &TestEnv, adjust: impl FnOnce(&mut std::process::Comm
         .serve(transport)
         .await
         .expect("initialize with subpane mcp");
+    let outputs = svc
+        .list_all_tools()
+        .await
+        .expect("tools/list")
+        .into_iter()
+        .filter_map(|t| {
+            let s = Value::Object((*t.output_schema?).clone());
+            Some((t.name.to_string(), s))
+        })
+        .collect();
     Conn {
         svc,
         client,
         pid,
         stderr,
+        outputs,
     }
 }
 
@@ -109,10 +125,32 @@ impl Conn {
     async fn call(&self, name: &str, args: Value) -> CallToolResult {
         let params = CallToolRequestParams::new(name.to_owned())
             .with_arguments(args.as_object().expect("an object").clone());
-        self.svc
+        let r = self
+            .svc
             .call_tool(params)
             .await
-            .unwrap_or_else(|e| panic!("`{name}` call: {e}"))
+            .unwrap_or_else(|e| panic!("`{name}` call: {e}"));
+        self.check(name, &r);
+        r
+    }
+
+    /// Every answer is one bounded message whose structured content fits its tool's output
+    /// schema.
+    fn check(&self, name: &str, r: &CallToolResult) {
+        let n = serde_json::to_string(r).unwrap().len();
+        assert!(n < MAX_MESSAGE, "`{name}` answered {n} bytes");
+        let (Some(doc), Some(schema)) = (&r.structured_content, self.outputs.get(name)) else {
+            return;
+        };
+        let v = jsonschema::validator_for(schema).expect("the output schema compiles");
+        let errors: Vec<String> = v
+            .iter_errors(doc)
+            .map(|e| format!("{e} at {}", e.instance_path))
+            .collect();
+        assert!(
+            errors.is_empty(),
+            "`{name}` answer does not fit its output schema: {errors:?}\n{doc}"
+        );
     }
 
     /// Closes the connection and checks the server exits.
@@ -167,7 +205,9 @@ async fn lists_every_tool_with_a_schema_and_a_description() {
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(
         names,
-        ["run", "status", "wait", "logs", "cancel", "list", "fanout"]
+        [
+            "run", "status", "wait", "logs", "cancel", "list", "fanout", "retry"
+        ]
     );
     for t in &tools {
         assert_eq!(t.input_schema["type"], "object", "{}", t.name);
@@ -214,9 +254,19 @@ async fn run_waits_and_returns_the_envelope_with_progress() {
     assert!(t.starts_with("run c1 (attempt 1) completed: exit 0"), "{t}");
     assert!(t.contains("sub-42"), "{t}");
     let mut v = doc(&r);
+    // The structured content is result.json, with its one-line summary first and the end
+    // of the output (what a client's model reads) as `tails`.
+    let summary = v
+        .as_object_mut()
+        .unwrap()
+        .remove("summary")
+        .expect("summary");
+    assert_eq!(
+        summary.as_str(),
+        t.lines().next(),
+        "the text leads with the summary"
+    );
     assert_valid_envelope(&v);
-    // The structured content is result.json, with the end of the output (what a client's
-    // model reads) as `tails`.
     let tails = v.as_object_mut().unwrap().remove("tails").expect("tails");
     assert_eq!(tails, json!({"stdout": "sub-42\n", "stderr": null}));
     assert_eq!(v, env.result("c1"));
@@ -280,8 +330,15 @@ async fn detached_runs_are_seen_by_status_wait_logs_list_and_cancel() {
     let v = doc(&r);
     assert_eq!(v["timed_out"], false, "{v}");
     assert_eq!(v["first_finished"], "quick", "{v}");
-    assert_eq!(v["runs"][0]["status"], "running", "{v}");
-    assert_eq!(v["runs"][1]["status"], "completed", "{v}");
+    // In the order they ended: the finished one first, the one still running last.
+    assert_eq!(v["runs"][0]["status"], "completed", "{v}");
+    assert_eq!(v["runs"][1]["status"], "running", "{v}");
+    assert_eq!(v["counts"], json!({"completed": 1, "running": 1}), "{v}");
+    assert!(
+        text(&r).starts_with("2 runs: 1 completed, 1 running\n"),
+        "{}",
+        text(&r)
+    );
     assert!(
         text(&r).contains("run slow (attempt 1) is running"),
         "{}",
@@ -297,7 +354,8 @@ async fn detached_runs_are_seen_by_status_wait_logs_list_and_cancel() {
 
     // logs: stdout by default for a command, stderr on request, bounded by max_bytes.
     let r = c.call("logs", json!({"run_id": "quick"})).await;
-    assert_eq!(doc(&r)["text"], "line-2\n");
+    // The text once, in the content: not again in the structured content.
+    assert!(doc(&r).get("text").is_none(), "{}", doc(&r));
     assert!(text(&r).ends_with("line-2\n"), "{}", text(&r));
     let r = c
         .call(
@@ -305,7 +363,7 @@ async fn detached_runs_are_seen_by_status_wait_logs_list_and_cancel() {
             json!({"run_id": "quick", "file": "stderr", "max_bytes": 3}),
         )
         .await;
-    assert_eq!(doc(&r)["text"], "ps\n");
+    assert!(text(&r).ends_with(")\nps\n"), "{}", text(&r));
     assert_eq!(doc(&r)["truncated"], true);
     assert_eq!(doc(&r)["size"], 5);
 
@@ -350,7 +408,23 @@ async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
         (
             "run",
             json!({"argv": ["true"], "wait": "yes"}),
-            "`wait` must be true or false",
+            "`wait`: invalid type",
+        ),
+        (
+            "run",
+            json!({"argv": ["true"], "labels": {"k": 1}}),
+            "`labels.k`: invalid type",
+        ),
+        (
+            "run",
+            json!({"argv": ["true"], "timeout": "5"}),
+            "for `timeout`",
+        ),
+        ("run", json!({"agent": "pi"}), "`agent` pi needs `task`"),
+        (
+            "run",
+            json!({"argv": ["true"], "max_wait": "0s"}),
+            "`max_wait`",
         ),
         ("run", json!({"argv": ["true"], "run_id": "../x"}), "run id"),
         (
@@ -377,14 +451,25 @@ async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
         (
             "fanout",
             json!({"tasks": [{"argv": ["true"]}, {"argv": ["true"], "timeout": "x"}]}),
-            "task 2: ",
+            "task 2: invalid duration `x` for `timeout`",
         ),
+        (
+            "fanout",
+            json!({"tasks": [{"argv": ["true"]}, {"argv": "true"}]}),
+            "`tasks[1].argv`: invalid type",
+        ),
+        ("retry", json!({"run_id": "nope"}), "no run `nope`"),
     ];
     for (tool, args, want) in cases {
         let r = c.call(tool, args.clone()).await;
         let t = text(&r);
         assert!(is_error(&r), "{tool} {args}: not an error: {t}");
         assert!(t.contains(want), "{tool} {args}: {t}");
+        // In the words of the tools' arguments, never the command line's.
+        assert!(
+            !t.contains(" --") && !t.contains("`subpane "),
+            "{tool} {args}: {t}"
+        );
     }
     // Nothing started, and the server still answers.
     assert!(
@@ -441,6 +526,9 @@ async fn a_cancelled_run_call_cancels_its_run() {
     let env_home = env.attempt_dir("long", 1).join("result.json");
     until("the cancelled run's result.json", move || env_home.exists()).await;
     assert_eq!(result_status(&env, "long").as_deref(), Some("cancelled"));
+    // The envelope says who cancelled it.
+    let errors = env.result("long")["output"]["errors"].to_string();
+    assert!(errors.contains("cancelled by the MCP client"), "{errors}");
     assert!(
         t0.elapsed() < Duration::from_secs(30),
         "it ran on: {:?}",
@@ -529,7 +617,8 @@ async fn fanout_runs_every_task_within_the_limit() {
         t.starts_with(&format!("group {group}: 6 tasks, 5 completed, 1 failed")),
         "{t}"
     );
-    assert!(t.contains("task 4: t3 failed (exit)"), "{t}");
+    // A failure line carries its exit code.
+    assert!(t.contains("task 4: t3 failed (exit 1)"), "{t}");
     c.client.said("6/6 done").await;
     // In the server's order, the count of ended tasks never goes down.
     let done: Vec<usize> = c
@@ -588,7 +677,7 @@ async fn answers_are_bounded_and_hold_no_environment_values() {
         .call("logs", json!({"run_id": "big", "max_bytes": 100_000_000}))
         .await;
     assert_eq!(doc(&r)["truncated"], true);
-    assert!(doc(&r)["text"].as_str().unwrap().len() <= 256 * 1024);
+    assert!(text(&r).len() <= 64 * 1024);
     c.close().await;
     env.assert_no_leftovers();
 }
@@ -656,8 +745,10 @@ async fn a_cancelled_wait_leaves_the_run_and_a_cancelled_fanout_stops_its_tasks(
         p0.exists() && p1.exists()
     })
     .await;
-    assert_eq!(result_status(&env, "f0").as_deref(), Some("cancelled"));
-    assert_eq!(result_status(&env, "f1").as_deref(), Some("cancelled"));
+    for f in ["f0", "f1"] {
+        let v = env.result(f);
+        assert_eq!(v["status"], "cancelled", "{f}: {v}");
+    }
     assert!(!env.run_dir("f2").exists() && !env.run_dir("f3").exists());
     let r = c.call("cancel", json!({"run_id": "bg"})).await;
     assert_eq!(doc(&r)["cancel_requested"], true);
@@ -667,58 +758,106 @@ async fn a_cancelled_wait_leaves_the_run_and_a_cancelled_fanout_stops_its_tasks(
     env.assert_no_leftovers();
 }
 
-/// stdout is the protocol's: a line that is not JSON-RPC is ignored, and everything the
-/// server writes is a JSON-RPC message.
-#[test]
-fn stdout_carries_only_protocol_messages() {
-    use std::io::{BufRead, BufReader, Write};
-    let env = TestEnv::new();
-    let mut child = env
-        .cmd()
-        .arg("mcp")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let lines = [
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+/// `subpane mcp` spoken to line by line, without a client library: what it writes, as it
+/// comes, so a missing answer fails the test instead of hanging it.
+struct Raw {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Raw {
+    /// A server, initialized.
+    fn start(env: &TestEnv) -> Raw {
+        use std::io::{BufRead, BufReader};
+        let mut child = env
+            .cmd()
+            .arg("mcp")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let (tx, lines) = std::sync::mpsc::channel::<String>();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut raw = Raw {
+            child,
+            stdin,
+            lines,
+        };
+        raw.send(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
             "clientInfo": {"name": "raw", "version": "1"}}})
-        .to_string(),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
-        "this is not json".into(),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "run", "arguments": {"argv": ["sh", "-c", "echo to-the-pane; echo err >&2"]}}})
-        .to_string(),
-        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).to_string(),
-    ];
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut seen = Vec::new();
-    for l in &lines {
-        writeln!(stdin, "{l}").unwrap();
-    }
-    // Answers to ids 1, 2 and 3 (2 waits for its run), then end the session.
-    while !(1..=3).all(|id| seen.iter().any(|v: &Value| v["id"] == id)) {
-        let mut line = String::new();
-        assert!(
-            out.read_line(&mut line).unwrap() > 0,
-            "stdout ended early: {seen:?}"
+            .to_string(),
         );
+        assert_eq!(raw.next()["id"], 1);
+        raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+        raw
+    }
+
+    fn send(&mut self, line: &str) {
+        use std::io::Write;
+        writeln!(self.stdin.as_mut().expect("stdin open"), "{line}").unwrap();
+    }
+
+    /// The next message the server writes; it must be JSON-RPC.
+    fn next(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(crate::harness::DEADLINE)
+            .expect("a message on stdout");
         let v: Value = serde_json::from_str(&line)
             .unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line:?}"));
         assert_eq!(v["jsonrpc"], "2.0", "{v}");
-        seen.push(v);
+        v
     }
-    drop(stdin);
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    for line in rest.lines() {
-        let v: Value = serde_json::from_str(line).expect("JSON-RPC");
-        assert_eq!(v["jsonrpc"], "2.0");
+
+    /// Closes stdin: the server's end of input.
+    fn close(&mut self) {
+        self.stdin = None;
     }
-    let status = child.wait().unwrap();
+
+    /// Every message written after stdin closed, and how the server exited.
+    fn finish(mut self) -> (Vec<Value>, std::process::ExitStatus) {
+        self.close();
+        let status = self.child.wait().unwrap();
+        let rest = self.lines.iter().map(|l| {
+            let v: Value = serde_json::from_str(&l).expect("JSON-RPC");
+            assert_eq!(v["jsonrpc"], "2.0", "{v}");
+            v
+        });
+        (rest.collect(), status)
+    }
+}
+
+/// stdout is the protocol's: everything the server writes is a JSON-RPC message (a line
+/// that is not JSON is answered with a parse error, and the session goes on).
+#[test]
+fn stdout_carries_only_protocol_messages() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    raw.send("this is not json");
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "run", "arguments": {"argv": ["sh", "-c", "echo to-the-pane; echo err >&2"]}}})
+        .to_string(),
+    );
+    raw.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}).to_string());
+    // Answers to ids 2 and 3 (2 waits for its run), then end the session.
+    let mut seen: Vec<Value> = Vec::new();
+    while !(2..=3).all(|id| seen.iter().any(|v| v["id"] == id)) {
+        seen.push(raw.next());
+    }
+    let (_, status) = raw.finish();
     assert!(status.success(), "{status}");
     let run = seen.iter().find(|v| v["id"] == 2).unwrap();
     assert_eq!(
@@ -749,10 +888,298 @@ async fn a_run_whose_pane_cannot_start_answers_with_its_spawn_envelope() {
         "{}",
         text(&r)
     );
-    let v = doc(&r);
+    let mut v = doc(&r);
+    v.as_object_mut()
+        .unwrap()
+        .remove("summary")
+        .expect("a summary");
     assert_valid_envelope(&v);
     assert_eq!(v["failure_kind"], "spawn");
     assert_eq!(v, env.result("nopane"), "the answer is result.json");
     c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// One damaged record does not make `list` fail: the run is a row of its own, named, with
+/// its problem, and the others are listed as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_names_a_damaged_run_and_lists_the_rest() {
+    let env = TestEnv::new();
+    for id in ["fine", "broken"] {
+        let r = env.sp(["run", "--json", "--run-id", id, "--", "true"]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let result = env.attempt_dir("broken", 1).join("result.json");
+    std::fs::remove_file(&result).unwrap();
+    std::fs::write(&result, "{ not an envelope").unwrap();
+    let c = connect(&env).await;
+    let r = c.call("list", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let runs = doc(&r)["runs"].as_array().unwrap().clone();
+    let row = |id: &str| runs.iter().find(|x| x["run_id"] == id).cloned();
+    assert_eq!(row("fine").unwrap()["status"], "completed", "{runs:?}");
+    let broken = row("broken").unwrap_or_else(|| panic!("{runs:?}"));
+    assert_eq!(broken["status"], "damaged", "{broken}");
+    assert!(
+        broken["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("result.json")),
+        "{broken}"
+    );
+    assert!(text(&r).contains("broken"), "{}", text(&r));
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// `wait` of the CLI and of the MCP server are one answer (`app::wait_answers`): the run that
+/// finished first is the first end the wait saw, not the first run named, and both say which.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_server_agree_on_the_run_that_finished_first() {
+    let env = TestEnv::new();
+    let (late, early) = (
+        crate::harness::start_waiting(&env, "late", 0),
+        crate::harness::start_waiting(&env, "early", 3),
+    );
+    let c = connect(&env).await;
+    let c = Arc::new(c);
+    let c1 = c.clone();
+    let call =
+        tokio::spawn(async move { c1.call("wait", json!({"run_ids": ["late", "early"]})).await });
+    c.client.said("waiting for late, early").await;
+    // The CLI's `wait --any` at the same time: whenever it begins, early is the only end.
+    let cli = env
+        .cmd()
+        .args(["wait", "--any", "--json", "late", "early"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::harness::touch(&early);
+    let cli: crate::harness::Ran = tokio::task::spawn_blocking(move || cli.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap()
+        .into();
+    assert_eq!(cli.code, 1, "early failed (it exits 3): {cli:?}");
+    assert_eq!(cli.json()["run_id"], "early");
+    crate::harness::touch(&late);
+    let r = call.await.unwrap();
+    let v = doc(&r);
+    assert_eq!(v["first_finished"], "early", "{v}");
+    assert_eq!(
+        v["runs"][0]["run_id"], "early",
+        "in the order they ended: {v}"
+    );
+    Arc::into_inner(c).expect("the only handle").close().await;
+    env.assert_no_leftovers();
+}
+
+/// The end of a command's stdout is one policy (`app::ends`) for the CLI's summary and the
+/// server's answer: whole lines (the one the window cuts is left out), control characters
+/// shown as text. Here both sizes come to the same 20 lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_and_the_server_show_the_same_end_of_stdout() {
+    use subpane::app::{EndSize, output_end};
+    let env = TestEnv::new();
+    // 31 lines of 100 bytes: an answer's 2 KiB end holds 20 of them and a part of one more.
+    let script = r"for i in $(seq 1 31); do printf 'line-%02d \033[1m%087d\n' $i 0; done";
+    let r = env.sp(["run", "--run-id", "ends", "--", "sh", "-c", script]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let cli = env.sp(["status", "ends"]);
+    let note = "(last 20 lines of stdout; `subpane logs ends` has all)\n";
+    let shown = cli
+        .stdout
+        .split_once(note)
+        .unwrap_or_else(|| panic!("no note: {}", cli.stdout))
+        .1
+        .to_owned();
+    let c = connect(&env).await;
+    let r = c.call("status", json!({"run_id": "ends"})).await;
+    let tail = doc(&r)["tails"]["stdout"].as_str().unwrap().to_owned();
+    assert_eq!(shown, tail, "the CLI and the server show different ends");
+    assert!(shown.starts_with("line-12 ^[[1m000"), "{shown}");
+    assert!(shown.ends_with("line-31 ^[[1m{}\n".replace("{}", &"0".repeat(87)).as_str()));
+    assert!(text(&r).contains(&tail), "{}", text(&r));
+    let log = env.attempt_dir("ends", 1).join("stdout.log");
+    assert_eq!(output_end(&log, EndSize::ANSWER).unwrap().text, tail);
+    assert_eq!(output_end(&log, EndSize::TERMINAL).unwrap().text, shown);
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// A call that waits answers within its `max_wait` with the run still going, and says what
+/// to call next; the run goes on and `wait` later gets its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_answers_within_max_wait_and_the_run_goes_on() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let flag = env.root.path().join("go");
+    let script = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; echo done",
+        flag.display()
+    );
+    let t0 = Instant::now();
+    let r = c
+        .call(
+            "run",
+            json!({"argv": ["sh", "-c", script], "run_id": "slow", "max_wait": "1s"}),
+        )
+        .await;
+    assert!(t0.elapsed() < Duration::from_secs(20), "{:?}", t0.elapsed());
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(doc(&r)["status"], "running", "{}", doc(&r));
+    assert!(
+        text(&r).contains("still running after max_wait"),
+        "{}",
+        text(&r)
+    );
+    assert!(text(&r).contains("`wait`"), "{}", text(&r));
+    // `wait` too answers within its max_wait, the run still going.
+    let r = c
+        .call("wait", json!({"run_ids": ["slow"], "max_wait": "500ms"}))
+        .await;
+    assert_eq!(doc(&r)["max_wait_passed"], true, "{}", doc(&r));
+    assert_eq!(doc(&r)["runs"][0]["status"], "running", "{}", doc(&r));
+    std::fs::write(&flag, "").unwrap();
+    let r = c.call("wait", json!({"run_ids": ["slow"]})).await;
+    assert_eq!(doc(&r)["runs"][0]["status"], "completed", "{}", doc(&r));
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// `retry`: the next attempt of a run that ended, answered like `run`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_starts_the_next_attempt() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let marker = env.root.path().join("second");
+    let script = format!(
+        "[ -e '{0}' ] && echo ok || {{ touch '{0}'; exit 3; }}",
+        marker.display()
+    );
+    let r = c
+        .call(
+            "run",
+            json!({"argv": ["sh", "-c", script], "run_id": "flaky"}),
+        )
+        .await;
+    assert_eq!(doc(&r)["status"], "failed", "{}", doc(&r));
+    let r = c.call("retry", json!({"run_id": "flaky"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(doc(&r)["attempt"], 2, "{}", doc(&r));
+    assert_eq!(doc(&r)["status"], "completed", "{}", doc(&r));
+    assert!(
+        text(&r).starts_with("run flaky (attempt 2) completed"),
+        "{}",
+        text(&r)
+    );
+    let r = c
+        .call(
+            "retry",
+            json!({"run_id": "flaky", "task": "@more", "resume": true}),
+        )
+        .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("is a command"), "{}", text(&r));
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// Long labels, long argv and many runs: every answer stays one message under 64 KiB (see
+/// [`Conn::check`]), and says what it left out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_stay_small_with_huge_records_and_many_runs() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let label = "L".repeat(100_000);
+    for i in 0..3 {
+        let r = c
+            .call(
+                "run",
+                json!({"argv": ["echo", "x".repeat(100_000)], "run_id": format!("big{i}"),
+                       "labels": {"huge": label}}),
+            )
+            .await;
+        assert!(!is_error(&r), "{}", text(&r));
+    }
+    let tasks: Vec<Value> = (0..40)
+        .map(|i| {
+            json!({"argv": ["sh", "-c", format!("echo {}", "y".repeat(5000))],
+                   "run_id": format!("many{i}"), "labels": {"huge": label}})
+        })
+        .collect();
+    let r = c
+        .call("fanout", json!({"tasks": tasks, "concurrency": 8}))
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let group = doc(&r)["group"].as_str().unwrap().to_owned();
+    let r = c.call("list", json!({"limit": 500})).await;
+    // 3 runs, 40 tasks, and the run that drove them.
+    assert_eq!(doc(&r)["total"], 44);
+    // Each row's long texts are cut, so every row fits; the text names 30 and says where
+    // the rest are.
+    let runs = doc(&r)["runs"].as_array().unwrap().clone();
+    assert_eq!(runs.len(), 44);
+    assert!(runs[0]["labels"]["huge"].as_str().unwrap().len() < 1000);
+    assert!(
+        text(&r).contains("… 14 more in the structured content"),
+        "{}",
+        text(&r)
+    );
+    let r = c.call("wait", json!({"group": group})).await;
+    assert!(
+        text(&r).starts_with("40 runs: 40 completed"),
+        "{}",
+        text(&r)
+    );
+    let r = c.call("status", json!({"run_id": "big0"})).await;
+    assert_eq!(doc(&r)["status"], "completed");
+    let r = c
+        .call("logs", json!({"run_id": "big0", "max_bytes": 1_000_000}))
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// A line that is not JSON gets -32700, and `arguments` that are not an object -32602; the
+/// server goes on. Closing stdin with a call in flight: the server exits within 2 s, and
+/// the run it started goes on to its end.
+#[test]
+fn bad_lines_get_json_rpc_errors_and_closing_stdin_ends_the_server_at_once() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    raw.send("this is not json");
+    let v = raw.next();
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    assert_eq!(v["id"], Value::Null, "{v}");
+    let array_args = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "list", "arguments": [1, 2]}});
+    raw.send(&array_args.to_string());
+    let v = raw.next();
+    assert_eq!(v["id"], 2, "{v}");
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    // A run whose call is in flight when stdin closes.
+    let flag = env.root.path().join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", flag.display());
+    let run = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "run", "arguments": {"argv": ["sh", "-c", script], "run_id": "held"}}});
+    raw.send(&run.to_string());
+    let launched = env.attempt_dir("held", 1).join("launch.json");
+    wait_until("the held run to start", || launched.exists().then_some(()));
+    let t0 = Instant::now();
+    raw.close();
+    let pid = raw.child.id() as i32;
+    wait_until("the server to exit", || (!pid_alive(pid)).then_some(()));
+    let took = t0.elapsed();
+    let (_, status) = raw.finish();
+    assert!(
+        took < Duration::from_secs(2),
+        "the server took {took:?} to exit"
+    );
+    assert!(status.success(), "{status}");
+    assert_eq!(env.sp(["status", "held"]).code, 3, "the run goes on");
+    std::fs::write(&flag, "").unwrap();
+    let r = env.sp(["wait", "--json", "held"]);
+    assert_eq!(r.code, 0, "{r:?}");
     env.assert_no_leftovers();
 }

@@ -253,7 +253,7 @@ fn retry_detach_answers_at_once_with_the_new_attempt() {
     let v = r.json();
     assert_eq!(v["run_id"], "bg");
     assert_eq!(v["attempt"], 2);
-    assert_eq!(v["status"], "running");
+    assert_eq!(v["status"], "starting");
     assert_eq!(
         v["attempt_dir"].as_str().map(PathBuf::from),
         Some(env.attempt_dir("bg", 2))

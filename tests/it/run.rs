@@ -463,7 +463,7 @@ fn detach_prints_the_run_id_and_returns_while_the_program_runs() {
     assert_eq!(r.code, 0, "{r:?}");
     let v = r.json();
     assert_eq!(v["run_id"], "bg2");
-    assert_eq!(v["status"], "running");
+    assert_eq!(v["status"], "starting");
     assert!(!env.attempt_dir("bg2", 1).join("result.json").exists());
     std::fs::write(&flag, "").unwrap();
     std::fs::write(&flag2, "").unwrap();

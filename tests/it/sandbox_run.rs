@@ -375,6 +375,24 @@ fn git_hooks_and_config_of_the_workspace_never_change_outside() {
     );
     // The view is gone with the attempt.
     assert!(!env.attempt_dir("git", 1).join("git").exists());
+    // Read-only: the request socket of nested runs, subpane's own directory when the binary
+    // lives under /tmp (a checkout there), and name service files under a hidden /run.
+    let ro: Vec<&str> = policy["read_only"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    let nest = env.attempt_dir("git", 1).join("nest.sock");
+    assert!(ro.contains(&nest.to_str().unwrap()), "{ro:?}");
+    let bin_dir = std::path::Path::new(crate::harness::BIN).parent().unwrap();
+    for p in ro.iter().filter(|p| **p != nest.to_str().unwrap()) {
+        assert!(
+            (bin_dir.starts_with("/tmp") && *p == bin_dir.to_str().unwrap())
+                || p.starts_with("/run/"),
+            "{p} should not be read-only: {ro:?}"
+        );
+    }
     env.assert_no_leftovers();
 }
 

@@ -49,16 +49,22 @@ pub(crate) fn stdout_log(env: &TestEnv, run: &str, attempt: u32) -> String {
     std::fs::read_to_string(env.attempt_dir(run, attempt).join("stdout.log")).unwrap_or_default()
 }
 
-/// An envelope of a completed run, made by subpane itself in this home, rewritten to claim
-/// run `run`: the best forgery a program could make.
-fn forged_envelope(env: &TestEnv, run: &str) -> Value {
+/// The envelope and spec of a completed run `model`, made by subpane itself in this home:
+/// what the best forgeries are made from.
+fn model_run(env: &TestEnv) -> (Value, Value) {
     let r = env.sp_within(
         LIMIT,
         HANG,
         ["run", "--json", "--run-id", "model", "--", "true"],
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let mut v = r.json();
+    let spec = env.read_json(&env.attempt_dir("model", 1).join("spec.json"));
+    (r.json(), spec)
+}
+
+/// An envelope of a completed run, rewritten to claim run `run`.
+fn forged_envelope(env: &TestEnv, run: &str) -> Value {
+    let (mut v, _) = model_run(env);
     v["run_id"] = json!(run);
     v["output"]["final_text"] = json!("FORGED");
     v
@@ -181,13 +187,7 @@ fn a_forged_spec_never_reaches_retry() {
     let outside = outside_the_sandbox("trust-spec-");
     let marker = outside.path().join("PWNED");
     // The spec a program would like its retry to run: its own argv, no sandbox.
-    let r = env.sp_within(
-        LIMIT,
-        HANG,
-        ["run", "--json", "--run-id", "model", "--", "true"],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let mut spec = env.read_json(&env.attempt_dir("model", 1).join("spec.json"));
+    let (_, mut spec) = model_run(&env);
     spec["run_id"] = json!("victim");
     spec["tmux"]["session"] = json!("victim-1");
     spec["argv"] = json!(["/usr/bin/touch", marker]);
@@ -271,13 +271,7 @@ fn forged_gc_records(
     wt: &Path,
     other: &Path,
 ) -> (Value, Value) {
-    let r = env.sp_within(
-        LIMIT,
-        HANG,
-        ["run", "--json", "--run-id", "model", "--", "true"],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let mut spec = env.read_json(&env.attempt_dir("model", 1).join("spec.json"));
+    let (mut result, mut spec) = model_run(env);
     spec["run_id"] = json!(run);
     spec["keep_session"] = json!(true);
     spec["tmux"] = json!({"socket": other, "session": "victim"});
@@ -285,7 +279,6 @@ fn forged_gc_records(
         "repo": repo, "path": wt, "branch": "main", "base": "", "subdir": "",
         "common_dir": repo.join(".git"), "git_dir": repo.join(".git/worktrees/users-worktree"),
     });
-    let mut result = r.json();
     result["run_id"] = json!(run);
     result["finished_at"] = json!("2000-01-01T00:00:00.000Z");
     (spec, result)

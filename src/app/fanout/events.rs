@@ -1,12 +1,9 @@
-//! What a fan-out tells its reporter, and how another thread interrupts it.
+//! What a fan-out tells its reporter.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use super::super::Started;
 use crate::envelope::FanoutTask;
-use crate::supervisor::Waker;
 
 /// What happened, for a reporter.
 #[derive(Debug)]
@@ -28,7 +25,7 @@ pub enum Event<'a> {
     /// Something went wrong that does not stop the fan-out (a record that could not be
     /// written, a cancel that could not be delivered).
     Warning(String),
-    /// [`Options::tick`] passed.
+    /// [`Options::tick`](super::Options::tick) passed (the wait loop's heartbeat).
     Tick,
 }
 
@@ -59,25 +56,6 @@ impl Progress {
     /// Tasks whose run has ended.
     pub fn done(&self) -> usize {
         self.completed + self.failed + self.cancelled
-    }
-}
-
-/// Interrupts a running fan-out from another thread (a signal handler's thread).
-#[derive(Clone, Debug)]
-pub struct Interrupter {
-    hits: Arc<AtomicU32>,
-    waker: Waker,
-}
-
-impl Interrupter {
-    pub(super) fn new(hits: Arc<AtomicU32>, waker: Waker) -> Self {
-        Self { hits, waker }
-    }
-
-    /// The first call stops the fan-out and cancels what runs; later calls kill what runs.
-    pub fn interrupt(&self) {
-        self.hits.fetch_add(1, Ordering::SeqCst);
-        self.waker.wake();
     }
 }
 

@@ -26,6 +26,9 @@ pub struct Task {
     /// The line of the file, 1-based.
     pub line: usize,
     pub plan: Plan,
+    /// The request it was planned from, with its run id (a generated one too): what a
+    /// driver of its own plans again.
+    pub request: RunRequest,
 }
 
 impl Task {
@@ -64,31 +67,51 @@ pub fn plan_tasks(
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        match serde_json::from_str::<RunRequest>(trimmed) {
-            Ok(r) => requests.push((line, r)),
-            Err(e) => errors.push(format!("line {line}: {}", json_message(&e))),
+        let mut de = serde_json::Deserializer::from_str(trimmed);
+        match serde_path_to_error::deserialize::<_, RunRequest>(&mut de) {
+            Ok(mut r) => {
+                // A file's `task` may be `@FILE`, as on the command line.
+                r.read_at_files();
+                requests.push((line, r));
+            }
+            Err(e) => {
+                let path = e.path().to_string();
+                let msg = json_message(e.inner());
+                errors.push(format!(
+                    "line {line}: {}{msg}",
+                    crate::app::wording::field_of(&path, &msg)
+                ));
+            }
         }
     }
     plan_numbered(requests, errors, home, sys, group, "line")
 }
 
-/// Like [`plan_tasks`], for requests given as JSON values (an MCP `fanout` call's `tasks`):
+/// Like [`plan_tasks`], for requests given one by one (an MCP `fanout` call's `tasks`):
 /// errors name them `task N` (1-based), and [`Task::line`] is N.
-pub fn plan_values(
-    values: Vec<serde_json::Value>,
+pub fn plan_requests(
+    requests: Vec<RunRequest>,
     home: &Home,
     sys: &dyn System,
     group: &str,
 ) -> Result<Vec<Task>, Error> {
-    let mut errors: Vec<String> = Vec::new();
-    let mut requests: Vec<(usize, RunRequest)> = Vec::new();
-    for (i, v) in values.into_iter().enumerate() {
-        match serde_json::from_value::<RunRequest>(v) {
-            Ok(r) => requests.push((i + 1, r)),
-            Err(e) => errors.push(format!("task {}: {}", i + 1, value_message(&e))),
-        }
-    }
-    plan_numbered(requests, errors, home, sys, group, "task")
+    let numbered = requests
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| (i + 1, r))
+        .collect();
+    plan_numbered(numbered, Vec::new(), home, sys, group, "task")
+}
+
+/// Like [`plan_tasks`], for requests already read with their line numbers (what a driver
+/// of its own reads back).
+pub fn plan_lines(
+    requests: Vec<(usize, RunRequest)>,
+    home: &Home,
+    sys: &dyn System,
+    group: &str,
+) -> Result<Vec<Task>, Error> {
+    plan_numbered(requests, Vec::new(), home, sys, group, "line")
 }
 
 /// Plans numbered requests (`unit` N names each in errors), all or none.
@@ -119,12 +142,18 @@ fn plan_numbered(
                 if r.run_id.is_none() {
                     taken.insert(p.spec.run_id.to_string(), *line);
                 }
+                let mut request = r.clone();
+                request.run_id = Some(p.spec.run_id.to_string());
                 tasks.push(Task {
                     line: *line,
                     plan: p,
+                    request,
                 });
             }
-            Err(e) => errors.push(format!("{unit} {line}: {e}")),
+            Err(e) => errors.push(format!(
+                "{unit} {line}: {}",
+                crate::app::wording::as_fields(&e.to_string())
+            )),
         }
     }
     if errors.is_empty() {
@@ -182,13 +211,6 @@ fn json_message(e: &serde_json::Error) -> String {
     }
 }
 
-/// serde_json's message for a JSON value (no position to give).
-fn value_message(e: &serde_json::Error) -> String {
-    let s = e.to_string();
-    s.rfind(" at line ")
-        .map_or(s.clone(), |i| s[..i].to_owned())
-}
-
 /// The N of "line N: …" (or "task N: …"), for sorting.
 fn number_of(e: &str, unit: &str) -> usize {
     e.strip_prefix(unit)
@@ -227,33 +249,44 @@ mod tests {
     #[test]
     fn json_values_are_numbered_as_tasks() {
         let (_d, h) = home();
+        let req = |v: serde_json::Value| serde_json::from_value::<RunRequest>(v).unwrap();
         let ok = vec![
-            serde_json::json!({"argv": ["true"], "run_id": "a"}),
-            serde_json::json!({"argv": ["true"]}),
+            req(serde_json::json!({"argv": ["true"], "run_id": "a"})),
+            req(serde_json::json!({"argv": ["true"]})),
         ];
-        let tasks = plan_values(ok, &h, &RealSystem, "g").unwrap();
+        let tasks = plan_requests(ok, &h, &RealSystem, "g").unwrap();
         assert_eq!((tasks[0].line, tasks[1].line), (1, 2));
         let bad = vec![
-            serde_json::json!({"argv": ["true"], "run_id": "a"}),
-            serde_json::json!({"argv": ["true"], "run_id": "a"}),
-            serde_json::json!({"argv": "true"}),
+            req(serde_json::json!({"argv": ["true"], "run_id": "a"})),
+            req(serde_json::json!({"argv": ["true"], "run_id": "a"})),
+            req(serde_json::json!({"argv": ["true"], "timeout": "5"})),
         ];
-        let m = plan_values(bad, &h, &RealSystem, "g")
+        let m = plan_requests(bad, &h, &RealSystem, "g")
             .unwrap_err()
             .to_string();
         assert!(m.contains("task 2: run id `a` is also on task 1"), "{m}");
-        assert!(m.contains("task 3: invalid type"), "{m}");
+        assert!(
+            m.contains("task 3: invalid duration `5` for `timeout`"),
+            "{m}"
+        );
         assert!(m.ends_with("nothing was started"), "{m}");
     }
 
     #[test]
     fn bad_lines_are_named_and_nothing_is_planned() {
         let (_d, h) = home();
-        let text = "{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"], \"timeuot\": \"1s\"}\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\nnot json\n{\"argv\": [\"true\"], \"timeout\": \"5\"}\n";
+        let text = "{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"], \"timeuot\": \"1s\"}\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\nnot json\n{\"argv\": [\"true\"], \"timeout\": \"5\"}\n{\"argv\": \"true\"}\n";
         let e = plan_tasks(text, &h, &RealSystem, "g").unwrap_err();
-        assert_eq!(e.exit_code(), 2);
+        assert!(e.nothing_started());
         let m = e.to_string();
         assert!(m.contains("line 2: unknown field `timeuot`"), "{m}");
+        // Line errors name the JSON field, never a command-line flag.
+        assert!(
+            m.contains("line 5: invalid duration `5` for `timeout`"),
+            "{m}"
+        );
+        assert!(!m.contains("--"), "{m}");
+        assert!(m.contains("line 6: `argv`: invalid type"), "{m}");
         assert!(m.contains("line 3: run id `a` is also on line 1"), "{m}");
         assert!(m.contains("line 4: "), "{m}");
         assert!(m.contains("line 5: "), "{m}");

@@ -49,12 +49,7 @@ pub(in crate::app) struct Resolved {
 /// The plan of a resolved attempt. Creates nothing.
 pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Result<Plan, Error> {
     let caller_vars = sys.vars();
-    let caller_var = |name: &str| {
-        caller_vars
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
+    let caller_var = |name: &str| var_in(&caller_vars, name);
     if sys
         .which("tmux", caller_var("PATH").as_deref(), &r.cwd)
         .is_none()
@@ -131,6 +126,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                     proxy_socket: &paths.proxy_socket(),
                     git_upper: &paths.git_upper(),
                     git_work: &paths.git_work(),
+                    nest_socket: &paths.nest_socket(),
                     tmux_socket: &socket,
                     agent_dirs,
                     // The caller's uid names its tmux socket directory.

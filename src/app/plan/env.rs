@@ -26,6 +26,14 @@ pub(in crate::app) fn set_by_sandbox(name: &str) -> bool {
     name == "TMPDIR" || name == "NODE_USE_ENV_PROXY" || PROXY_VARS.contains(&name) || state_var
 }
 
+/// Whether the caller's variable `name` reaches a sandboxed program: what every program and
+/// its agent need, and `--env-pass`.
+pub(in crate::app) fn passes_into_sandbox(req: &RunRequest, agent: AgentKind, name: &str) -> bool {
+    env_allowed(BASE_ENV, name)
+        || env_allowed(adapter_for(agent).sandbox_needs().env, name)
+        || req.env_pass.iter().any(|p| p == name)
+}
+
 /// The proxy as the sandboxed program reaches it (the relay in its network namespace).
 pub(in crate::app) fn proxy_url() -> String {
     format!("http://127.0.0.1:{}", crate::sandbox::PROXY_PORT)
@@ -46,17 +54,13 @@ pub(in crate::app) fn environment(
             )));
         }
     }
-    let needs = adapter_for(agent).sandbox_needs();
     let keep = |k: &OsStr| -> bool {
         let Some(k) = k.to_str() else { return false };
         // A `--worktree` program's git must find the worktree, not a caller's GIT_DIR.
         if REMOVED_VARS.contains(&k) || (req.worktree && REPO_VARS.contains(&k)) {
             return false;
         }
-        !req.sandbox
-            || env_allowed(BASE_ENV, k)
-            || env_allowed(needs.env, k)
-            || req.env_pass.iter().any(|p| p == k)
+        !req.sandbox || passes_into_sandbox(req, agent, k)
     };
     let mut env: Vec<(OsString, OsString)> =
         sys.vars().into_iter().filter(|(k, _)| keep(k)).collect();
@@ -95,6 +99,17 @@ pub(in crate::app) fn environment(
             )));
         }
         put(&mut env, k, v);
+    }
+    // The environment file separates variables with NUL: one inside a value would begin
+    // another variable (a request over JSON can carry it; a real environment cannot).
+    if let Some((k, _)) = env
+        .iter()
+        .find(|(k, v)| k.as_bytes().contains(&0) || v.as_bytes().contains(&0))
+    {
+        return Err(Error::invalid(format!(
+            "variable `{}` holds a NUL byte, which no environment can carry",
+            k.to_string_lossy().replace('\0', "\\0")
+        )));
     }
     let spec = EnvSpec {
         inherit: !req.sandbox,

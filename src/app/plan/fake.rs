@@ -109,6 +109,9 @@ impl System for Fake {
     fn attempt_ancestor_vars(&self) -> Vec<(OsString, OsString)> {
         self.ancestor_vars.clone()
     }
+    fn subpane_exe(&self) -> Option<PathBuf> {
+        Some("/usr/bin/subpane".into())
+    }
     fn pi_session_dir(&self, _home: &Home, id: &str) -> Option<PathBuf> {
         self.pi_sessions.get(id).cloned()
     }
@@ -127,7 +130,7 @@ pub(crate) fn cmd(argv: &[&str]) -> RunRequest {
 
 pub(crate) fn refused(req: &RunRequest, sys: &Fake) -> String {
     match plan(req, &home(), sys) {
-        Err(Error::Invalid(m)) => m,
+        Err(e) if e.nothing_started() => e.to_string(),
         other => panic!("expected a refusal, got {other:?}"),
     }
 }

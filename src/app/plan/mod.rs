@@ -57,7 +57,7 @@ mod system;
 mod tests;
 
 pub(in crate::app) use assemble::{Resolved, assemble};
-pub(in crate::app) use env::{environment, set_by_sandbox};
+pub(in crate::app) use env::{environment, passes_into_sandbox, set_by_sandbox};
 pub(in crate::app) use policy::{SandboxRequest, escape_sockets, resolved};
 pub(in crate::app) use program::{check_exec_size, text_or_file};
 pub use system::{RealSystem, System};
@@ -89,8 +89,9 @@ impl std::fmt::Debug for Plan {
     }
 }
 
-pub(in crate::app) fn invalid(e: impl std::fmt::Display) -> Error {
-    Error::invalid(e.to_string())
+/// The value of variable `name` in an environment.
+pub(in crate::app) fn var_in(vars: &[(OsString, OsString)], name: &str) -> Option<OsString> {
+    vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
 }
 
 pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
@@ -99,13 +100,13 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
             .map(|t| {
                 parse_positive_duration(flag, t)
                     .map(millis)
-                    .map_err(invalid)
+                    .map_err(Error::from)
             })
             .transpose()
     };
     let any = |flag: &str, v: &Option<String>, default: u64| -> Result<u64, Error> {
         v.as_deref()
-            .map(|t| parse_duration(flag, t).map(millis).map_err(invalid))
+            .map(|t| parse_duration(flag, t).map(millis).map_err(Error::from))
             .transpose()
             .map(|v| v.unwrap_or(default))
     };
@@ -121,7 +122,7 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
 /// Checks and completes a request for attempt 1 of a new run. Creates nothing.
 pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Error> {
     let run_id = match &req.run_id {
-        Some(r) => RunId::parse(r).map_err(invalid)?,
+        Some(r) => RunId::parse(r)?,
         None => sys.new_run_id(),
     };
     let limits = limits(req)?;
@@ -148,12 +149,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         }
     }
     let caller_vars = sys.vars();
-    let caller_var = |name: &str| {
-        caller_vars
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    };
+    let caller_var = |name: &str| var_in(&caller_vars, name);
     let caller_path = caller_var("PATH");
     let mut worktree = req
         .worktree
@@ -161,8 +157,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         .transpose()?;
     if let (Some(wt), Some(raw)) = (worktree.as_mut(), caller_var("SUBPANE_GIT_TIMEOUT")) {
         let raw = raw.to_string_lossy();
-        let d = crate::spec::parse_positive_duration("SUBPANE_GIT_TIMEOUT", &raw)
-            .map_err(|e| Error::invalid(e.to_string()))?;
+        let d = crate::spec::parse_positive_duration("SUBPANE_GIT_TIMEOUT", &raw)?;
         wt.git_time_limit_ms = Some(crate::spec::millis(d));
     }
     let network = match &req.network {
@@ -180,19 +175,13 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         if ancestor_vars.is_empty() {
             caller_var(name)
         } else {
-            ancestor_vars
-                .iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
+            var_in(&ancestor_vars, name)
         }
     };
     let (lineage, max_depth) = lineage(req, &lineage_var, &run_id)?;
     let agent_kind = req.agent.unwrap_or(AgentKind::Command);
     let (env, env_spec) = environment(req, sys, agent_kind, &network)?;
-    let path_var = env
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone());
+    let path_var = var_in(&env, "PATH");
     let Program {
         agent,
         mut argv,

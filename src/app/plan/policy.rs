@@ -6,7 +6,7 @@
 //!                  ▼                                                                 ▼
 //!  sandbox_policy(request, the attempt's context) ─► SandboxSpec  (once per attempt, for both)
 //!     writable: workspace, out/, agent state, asked
-//!     read_only: a worktree's .git file, a program under /tmp, the proxy socket
+//!     read_only: a worktree's .git file, a program under /tmp, the proxy and nest sockets
 //!     git: the workspace's repository, an overlay of its git directory (git_view.rs)
 //!     hidden: asked, the tmux socket, the subpane home, escape sockets
 //! ```
@@ -201,9 +201,13 @@ pub(in crate::app) fn sandbox_policy(
     }
     // A program installed under /tmp would vanish behind the sandbox's private /tmp: its tree
     // is carried in, read-only (unless a writable tree has it anyway).
-    if let Some(tree) = ctx.program.and_then(|p| program_tree(sys, p)) {
-        if !writable.iter().any(|w| tree.starts_with(w)) && !read_only.contains(&tree) {
-            read_only.push(tree);
+    // So is subpane itself: a program that starts nested runs (through its worker) runs it.
+    let subpane = sys.subpane_exe();
+    for program in [ctx.program, subpane.as_deref()].into_iter().flatten() {
+        if let Some(tree) = program_tree(sys, program) {
+            if !writable.iter().any(|w| tree.starts_with(w)) && !read_only.contains(&tree) {
+                read_only.push(tree);
+            }
         }
     }
     // The relay inside the sandbox reaches the egress proxy through its socket, which lives
@@ -211,6 +215,9 @@ pub(in crate::app) fn sandbox_policy(
     if matches!(request.network, Network::Allow(_)) {
         read_only.push(resolved(sys, ctx.proxy_socket));
     }
+    // Nested runs: the program's `subpane run` asks the worker there (a connect needs no
+    // write access).
+    read_only.push(ctx.nest_socket.to_path_buf());
     writable.dedup();
     Ok(SandboxSpec {
         enabled: true,
@@ -256,6 +263,7 @@ pub(in crate::app) struct PolicyContext<'a> {
     /// The attempt's overlay directories for the workspace's git directory.
     pub(in crate::app) git_upper: &'a Path,
     pub(in crate::app) git_work: &'a Path,
+    pub(in crate::app) nest_socket: &'a Path,
     pub(in crate::app) tmux_socket: &'a Path,
     /// Directories of the agent CLI's that it writes (its own state directory, pi's
     /// sessions of the run).

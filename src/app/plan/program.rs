@@ -2,13 +2,22 @@
 
 use super::*;
 
-/// Reads `@FILE` or returns the text itself.
-pub(in crate::app) fn text_or_file(sys: &dyn System, flag: &str, v: &str) -> Result<String, Error> {
-    match v.strip_prefix('@') {
-        Some(path) => sys
-            .read_to_string(Path::new(path))
-            .map_err(|e| Error::invalid(format!("cannot read {flag} file `{path}`: {e}"))),
-        None => Ok(v.to_owned()),
+/// The text itself, or the content of the file (given one or the other, never both).
+pub(in crate::app) fn text_or_file(
+    sys: &dyn System,
+    flag: &str,
+    text: Option<&str>,
+    file: Option<&Path>,
+) -> Result<Option<String>, Error> {
+    match (text, file) {
+        (Some(_), Some(_)) => Err(Error::invalid(format!(
+            "give {flag} as text or as a file ({flag}-file), not both"
+        ))),
+        (Some(t), None) => Ok(Some(t.to_owned())),
+        (None, Some(path)) => sys.read_to_string(path).map(Some).map_err(|e| {
+            Error::invalid(format!("cannot read {flag} file `{}`: {e}", path.display()))
+        }),
+        (None, None) => Ok(None),
     }
 }
 
@@ -52,7 +61,10 @@ pub(in crate::app) fn program(
     let agent = req.agent.filter(|a| *a != AgentKind::Command);
     let agent_only = [
         ("--model", req.model.is_some()),
-        ("--system-prompt", req.system_prompt.is_some()),
+        (
+            "--system-prompt",
+            req.system_prompt.is_some() || req.system_prompt_file.is_some(),
+        ),
         ("--tools", !req.tools.is_empty()),
         ("--thinking", req.thinking.is_some()),
         ("--resume", req.resume.is_some()),
@@ -65,7 +77,7 @@ pub(in crate::app) fn program(
             "nothing to run: give a program after `--` (e.g. `subpane run -- make test`; `argv` in a request) or --agent with --task (`agent` and `task`)",
         )),
         (None, false) => {
-            if req.task.is_some() {
+            if req.task.is_some() || req.task_file.is_some() {
                 return Err(Error::invalid(
                     "--task needs --agent; a program after `--` takes its own arguments",
                 ));
@@ -86,23 +98,25 @@ pub(in crate::app) fn program(
         }
         (Some(kind), true) => {
             let adapter = adapter_for(kind);
-            let Some(task_raw) = req.task.as_deref() else {
+            let Some(prompt) =
+                text_or_file(sys, "--task", req.task.as_deref(), req.task_file.as_deref())?
+            else {
                 return Err(Error::invalid(format!(
                     "--agent {} needs --task: say what the agent should do",
                     kind.as_str()
                 )));
             };
-            let prompt = text_or_file(sys, "--task", task_raw)?;
             if prompt.trim().is_empty() {
                 return Err(Error::invalid(
                     "--task is empty; say what the agent should do",
                 ));
             }
-            let system_prompt = req
-                .system_prompt
-                .as_deref()
-                .map(|s| text_or_file(sys, "--system-prompt", s))
-                .transpose()?;
+            let system_prompt = text_or_file(
+                sys,
+                "--system-prompt",
+                req.system_prompt.as_deref(),
+                req.system_prompt_file.as_deref(),
+            )?;
             if let Some(s) = &system_prompt {
                 if s.len() > MAX_ARG_BYTES {
                     return Err(Error::invalid(format!(
@@ -114,7 +128,7 @@ pub(in crate::app) fn program(
             let binary = adapter.binary().unwrap_or("?");
             let program = sys.which(binary, path, cwd).ok_or_else(|| {
                 Error::invalid(format!(
-                    "the {} CLI `{binary}` was not found on PATH; install it with `{}`",
+                    "the {} CLI `{binary}` was not found on PATH; {}",
                     kind.as_str(),
                     adapter.install_hint()
                 ))

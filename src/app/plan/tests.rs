@@ -71,23 +71,33 @@ fn at_file_tasks_are_read_and_missing_ones_refused() {
     sys.on_path.insert("pi".into(), "/usr/bin/pi".into());
     sys.files
         .insert("/work/task.md".into(), "fix the test".into());
-    let req = RunRequest {
+    let mut req = RunRequest {
         agent: Some(AgentKind::Pi),
         task: Some("@task.md".into()),
         ..RunRequest::default()
     };
+    // A task is text to the planner: `@FILE` is the command line's (and a fan-out file's).
+    let literal = plan(&req, &home(), &sys).unwrap();
+    assert_eq!(literal.prompt.as_deref(), Some("@task.md"));
+    req.read_at_files();
     let p = plan(&req, &home(), &sys).unwrap();
     assert_eq!(p.prompt.as_deref(), Some("fix the test"));
     assert_eq!(p.spec.argv[0], "/usr/bin/pi");
     assert!(p.spec.argv.contains(&"fix the test".to_owned()));
     let req = RunRequest {
-        task: Some("@nope.md".into()),
+        task_file: Some("nope.md".into()),
         ..req
     };
     let m = refused(&req, &sys);
     assert!(m.contains("cannot read --task file `nope.md`"), "{m}");
+    let both = RunRequest {
+        task: Some("hi".into()),
+        ..req.clone()
+    };
+    assert!(refused(&both, &sys).contains("not both"));
     let req = RunRequest {
         task: Some("  \n".into()),
+        task_file: None,
         ..req
     };
     assert!(refused(&req, &sys).contains("--task is empty"));
@@ -175,6 +185,18 @@ fn env_names_must_be_variable_names() {
             "{bad}"
         );
     }
+}
+
+/// The environment file ends each variable with NUL: a NUL inside a value (a request over
+/// JSON can carry one) would smuggle in another variable.
+#[test]
+fn a_nul_byte_in_a_variable_is_refused() {
+    let mut sys = Fake::new();
+    let mut req = cmd(&["make"]);
+    req.env.insert("A".into(), "x\0LD_PRELOAD=/x.so".into());
+    assert!(refused(&req, &sys).contains("`A` holds a NUL byte"));
+    sys.vars.push(("LANG".into(), "C\0LD_PRELOAD=/x.so".into()));
+    assert!(refused(&cmd(&["make"]), &sys).contains("`LANG` holds a NUL byte"));
 }
 
 #[test]
@@ -394,8 +416,11 @@ fn the_policy_names_every_path_resolved() {
     let asked = sb.asked.as_ref().unwrap();
     assert_eq!(asked.writable, [PathBuf::from("/data")]);
     assert_eq!(asked.hidden, [PathBuf::from("/work/secret.txt")]);
-    // The name service's file under the hidden /run stays readable.
-    assert_eq!(sb.read_only, [PathBuf::from("/run/resolv.conf")]);
+    // The name service's file under the hidden /run stays readable; the nest socket too.
+    assert_eq!(
+        sb.read_only,
+        [PathBuf::from("/run/resolv.conf"), nest_socket()]
+    );
     // The workspace's repository is the program's privately; no HEAD file here: no branch.
     let git = sb.git.as_ref().unwrap();
     assert_eq!(git.common_dir, PathBuf::from("/work/.git"));
@@ -484,15 +509,21 @@ fn a_program_installed_under_tmp_is_carried_into_the_sandbox_read_only() {
     sys.on_path.insert("cli".into(), cli);
     let p = plan(&sandboxed(&["cli"]), &home(), &sys).unwrap();
     // The outermost node_modules' directory: the CLI's dependencies sit beside it.
-    assert_eq!(p.spec.sandbox.read_only, [PathBuf::from("/tmp/ck/tools")]);
+    assert_eq!(
+        p.spec.sandbox.read_only,
+        [PathBuf::from("/tmp/ck/tools"), nest_socket()]
+    );
     // A plain program: its directory. Outside /tmp, or inside a writable tree: nothing.
     let tool = PathBuf::from("/tmp/ck/bin/tool");
     sys.files.insert(tool.clone(), String::new());
     sys.on_path.insert("tool".into(), tool);
     let p = plan(&sandboxed(&["tool"]), &home(), &sys).unwrap();
-    assert_eq!(p.spec.sandbox.read_only, [PathBuf::from("/tmp/ck/bin")]);
+    assert_eq!(
+        p.spec.sandbox.read_only,
+        [PathBuf::from("/tmp/ck/bin"), nest_socket()]
+    );
     let p = plan(&sandboxed(&["make"]), &home(), &sys).unwrap();
-    assert!(p.spec.sandbox.read_only.is_empty());
+    assert_eq!(p.spec.sandbox.read_only, [nest_socket()]);
     let mine = PathBuf::from("/tmp/ws/build.sh");
     sys.dirs.push("/tmp/ws".into());
     sys.files.insert(mine.clone(), String::new());
@@ -502,5 +533,15 @@ fn a_program_installed_under_tmp_is_carried_into_the_sandbox_read_only() {
         ..sandboxed(&["./build.sh"])
     };
     let p = plan(&req, &home(), &sys).unwrap();
-    assert!(p.spec.sandbox.read_only.is_empty(), "{:?}", p.spec.sandbox);
+    assert_eq!(
+        p.spec.sandbox.read_only,
+        [nest_socket()],
+        "{:?}",
+        p.spec.sandbox
+    );
+}
+
+/// Every sandboxed attempt's request socket for nested runs (read-only: connecting is all).
+fn nest_socket() -> PathBuf {
+    PathBuf::from("/h/runs/generated-1/attempts/1/nest.sock")
 }

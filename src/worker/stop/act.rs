@@ -48,9 +48,12 @@ impl Worker {
                 if let Some(pgid) = self.agent {
                     procs::signal_group(pgid, Signal::SIGKILL);
                 }
+                // First the server of nested runs: it cancels the runs its clients wait for.
+                self.stop_nest();
                 self.kill_descendants();
             }
             Action::KillLeftovers => {
+                self.stop_nest();
                 let n = self.kill_descendants();
                 self.facts.cleanup.killed_descendants += n;
                 self.pane.line(
@@ -78,6 +81,9 @@ impl Worker {
                     return;
                 }
                 self.cancels_seen.push(r.key().to_owned());
+                if self.cancelled_by.is_none() {
+                    self.cancelled_by.clone_from(&r.by);
+                }
             }
             req.map(|c| c.grace_ms).unwrap_or(self.spec.limits.grace_ms)
         } else {
@@ -102,6 +108,9 @@ impl Worker {
     /// Every reap goes through here: whichever path reaps the agent (SIGCHLD, or the reaping
     /// after a kill), the machine must hear of it, or the loop would wait for it forever.
     fn note_reaped(&mut self, st: WaitStatus) {
+        if st.pid().is_some_and(|p| Some(p.as_raw()) == self.nest) {
+            self.nest = None;
+        }
         let exit = match st {
             WaitStatus::Exited(pid, code) if Some(pid.as_raw()) == self.agent => Exit::Code(code),
             WaitStatus::Signaled(pid, sig, _) if Some(pid.as_raw()) == self.agent => {

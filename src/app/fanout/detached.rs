@@ -1,0 +1,235 @@
+//! A fan-out whose driver outlives its caller (`fanout --detach`, the MCP `fanout` tool):
+//! the driver is a run of its own, supervised like any other.
+//!
+//! ```text
+//!  caller: plan every task (refused: nothing starts)
+//!        ─► groups/<G>/group.json      the tasks: line, run id, what (subpane's record)
+//!        ─► groups/<G>/requests.jsonl  the requests, as planned (ids fixed)
+//!        ─► run G: `subpane fanout --driver groups/<G>` in its own pane  ─► Started
+//!  driver (in the pane): plans the requests again, starts them as `fanout` does, shows the
+//!        table; it is a run: `attach G`, `cancel G` (stops the group), `wait --group G`
+//!  anyone: group_report(G) ─► every task: its run's state, `queued`, or, once the driver
+//!        has ended without starting it, `skipped` with why (never silently dropped)
+//! ```
+//!
+//! Common pitfalls:
+//! * The driver plans again in its pane with the caller's environment and directory (a run
+//!   inherits both), so it plans what the caller checked; the run ids are fixed in the
+//!   requests, so the record names the runs before they exist.
+//! * Its tasks are started by a run, so they are nested runs of it (`parent_run` is G),
+//!   one level deeper than the caller.
+//! * A driver killed before it started a task leaves no trace of that task on disk but the
+//!   group record: every report reads the record, never the driver's output.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::super::{
+    AttemptStatus, Error, RealSystem, RunRequest, Started, attempt_status, find_run, plan, start,
+};
+use super::{Options, Task};
+use crate::envelope::{FanoutReport, FanoutTask, TaskStatus};
+use crate::spec::{RunId, now_rfc3339};
+use crate::store::{self, Home, StoreError};
+
+/// Schema tag of `group.json`.
+pub const GROUP_SCHEMA: &str = "subpane.group/v1";
+
+/// The label that marks a run as a fan-out's driver (its value: the group id).
+pub const DRIVER_LABEL: &str = "subpane.fanout_driver";
+
+/// `groups/<G>/group.json`: a fan-out whose driver runs on its own, and its tasks.
+///
+/// ```json
+/// {"schema": "subpane.group/v1", "group": "g-20261130-033943-a1b2c3",
+///  "created_at": "2026-11-30T03:39:43.123Z", "concurrency": 4, "fail_fast": false,
+///  "cancel_siblings": false,
+///  "tasks": [{"line": 1, "run_id": "lint-1", "what": "make lint"}]}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    pub schema: String,
+    pub group: String,
+    pub created_at: String,
+    pub concurrency: usize,
+    pub fail_fast: bool,
+    pub cancel_siblings: bool,
+    pub tasks: Vec<GroupTask>,
+}
+
+/// One task of a [`GroupRecord`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupTask {
+    pub line: usize,
+    pub run_id: String,
+    pub what: String,
+}
+
+/// One line of `requests.jsonl`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct NumberedRequest {
+    pub line: usize,
+    pub request: RunRequest,
+}
+
+fn write_err(path: std::path::PathBuf) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| StoreError::Write { path, source }.into()
+}
+
+/// Records the group of `tasks` and starts its driver, run `group`, in a pane of its own.
+/// The tasks were planned for `group`; nothing of them starts here.
+pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Result<Started, Error> {
+    let id = RunId::parse(group)?;
+    let dir = home.group_dir(&id);
+    std::fs::create_dir_all(home.groups_dir()).map_err(write_err(home.groups_dir()))?;
+    std::fs::create_dir(&dir).map_err(write_err(dir.clone()))?;
+    let record = GroupRecord {
+        schema: GROUP_SCHEMA.into(),
+        group: group.into(),
+        created_at: now_rfc3339(),
+        concurrency: opts.concurrency,
+        fail_fast: opts.fail_fast,
+        cancel_siblings: opts.cancel_siblings,
+        tasks: tasks
+            .iter()
+            .map(|t| GroupTask {
+                line: t.line,
+                run_id: t.run_id().to_owned(),
+                what: t.what(),
+            })
+            .collect(),
+    };
+    let mut lines = String::new();
+    for t in tasks {
+        let n = NumberedRequest {
+            line: t.line,
+            request: t.request.clone(),
+        };
+        lines.push_str(
+            &serde_json::to_string(&n)
+                .map_err(std::io::Error::other)
+                .map_err(write_err(dir.clone()))?,
+        );
+        lines.push('\n');
+    }
+    // Environment values of the requests stay in this one file, like an attempt's env file.
+    store::write_atomic(&dir.join("requests.jsonl"), lines.as_bytes())?;
+    store::write_json_atomic(&dir.join("group.json"), &record)?;
+    let exe = std::env::current_exe().map_err(Error::CurrentExe)?;
+    let req = RunRequest {
+        argv: vec![
+            exe.display().to_string(),
+            "fanout".into(),
+            "--driver".into(),
+            dir.display().to_string(),
+        ],
+        run_id: Some(group.to_owned()),
+        // Time for the driver, once cancelled, to cancel its tasks and see them end.
+        grace: Some("30s".into()),
+        labels: BTreeMap::from([(DRIVER_LABEL.to_owned(), group.to_owned())]),
+        ..RunRequest::default()
+    };
+    let p = plan(&req, home, &RealSystem)?;
+    start(home, p)
+}
+
+/// What a driver reads: the group record and the requests, by line.
+pub fn read_driver_input(
+    dir: &std::path::Path,
+) -> Result<(GroupRecord, Vec<(usize, RunRequest)>), Error> {
+    let record: GroupRecord =
+        store::read_json(&dir.join("group.json"))?.ok_or_else(|| Error::Damaged {
+            path: dir.join("group.json"),
+            problem: "is missing".into(),
+        })?;
+    let path = dir.join("requests.jsonl");
+    let text = std::fs::read_to_string(&path).map_err(|source| StoreError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    // One-shot, like an attempt's environment file: the values in it go no further.
+    let _ = std::fs::remove_file(&path);
+    let mut requests = Vec::new();
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        let n: NumberedRequest = serde_json::from_str(l).map_err(|e| Error::Damaged {
+            path: path.clone(),
+            problem: format!("has a line that is not a request ({e})"),
+        })?;
+        requests.push((n.line, n.request));
+    }
+    Ok((record, requests))
+}
+
+/// The group record of `group`, if its driver runs on its own.
+pub fn group_record(home: &Home, group: &str) -> Option<GroupRecord> {
+    let id = RunId::parse(group).ok()?;
+    store::read_json(&home.group_dir(&id).join("group.json"))
+        .ok()
+        .flatten()
+}
+
+/// The report of a group whose driver runs on its own, as it stands: each task's run, or
+/// `queued`, or `skipped` (with why) once the driver has ended without starting it.
+/// `None` when the group has no record (its fan-out ran in its caller).
+pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Error> {
+    let Some(record) = group_record(home, group) else {
+        return Ok(None);
+    };
+    let driver = find_run(home, group, None)?;
+    let driver_end = match attempt_status(&driver.paths, &driver.spec)? {
+        AttemptStatus::Finished(env) => Some(env),
+        AttemptStatus::Live(_) => None,
+    };
+    let mut tasks = Vec::with_capacity(record.tasks.len());
+    for t in &record.tasks {
+        let exists = RunId::parse(&t.run_id)
+            .map(|id| home.run_json(&id).exists())
+            .unwrap_or(false);
+        let mut task = FanoutTask {
+            line: t.line,
+            run_id: None,
+            status: TaskStatus::Queued,
+            failure_kind: None,
+            exit_code: None,
+            duration_ms: None,
+            attempt_dir: None,
+            what: t.what.clone(),
+            error: None,
+        };
+        if exists {
+            let f = find_run(home, &t.run_id, None)?;
+            task.run_id = Some(t.run_id.clone());
+            task.attempt_dir = Some(f.paths.dir().to_path_buf());
+            match attempt_status(&f.paths, &f.spec)? {
+                AttemptStatus::Finished(env) => {
+                    task.status = env.status.into();
+                    task.failure_kind = env.failure_kind;
+                    task.exit_code = env.exit_code;
+                    task.duration_ms = env.duration_ms;
+                    if env.status != crate::envelope::Status::Completed {
+                        task.error = env.output.errors.first().cloned();
+                    }
+                }
+                AttemptStatus::Live(_) => task.status = TaskStatus::Running,
+            }
+        } else if let Some(env) = &driver_end {
+            task.status = TaskStatus::Skipped;
+            task.error = Some(format!(
+                "never started: the fan-out's driver (run {group}) ended first ({}{})",
+                env.status.as_str(),
+                env.failure_kind
+                    .map(|k| format!(", {}", k.as_str()))
+                    .unwrap_or_default()
+            ));
+        }
+        tasks.push(task);
+    }
+    let duration_ms = driver_end.and_then(|e| e.duration_ms).unwrap_or(0);
+    Ok(Some(FanoutReport::new(
+        group.to_owned(),
+        tasks,
+        record.concurrency,
+        duration_ms,
+    )))
+}

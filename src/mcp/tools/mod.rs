@@ -1,0 +1,380 @@
+//! The tools: their names, titles, descriptions, annotations, and input and output schemas.
+//!
+//! ```text
+//!  args.rs    the arguments (serde + schemars), turned into the application layer's types
+//!  schema.rs  input schemas made strict-client safe; output schemas by hand
+//!  mod.rs     the list a client gets from tools/list
+//! ```
+//!
+//! Every argument type refuses unknown fields, like `RunRequest`: a misspelt argument is an
+//! error the model can read, never silently ignored. Descriptions are written for a model:
+//! they speak of the tools and their arguments, never of command-line flags.
+
+mod args;
+mod schema;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use serde_json::Value;
+
+pub use args::{
+    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs, WaitArgs,
+    Waiting,
+};
+#[cfg(test)]
+use schema::STANDARD_FORMATS;
+
+pub const RUN: &str = "run";
+pub const STATUS: &str = "status";
+pub const WAIT: &str = "wait";
+pub const LOGS: &str = "logs";
+pub const CANCEL: &str = "cancel";
+pub const LIST: &str = "list";
+pub const FANOUT: &str = "fanout";
+pub const RETRY: &str = "retry";
+
+/// Every tool's name, in the order tools/list gives them.
+pub const NAMES: [&str; 8] = [RUN, STATUS, WAIT, LOGS, CANCEL, LIST, FANOUT, RETRY];
+
+/// How long a call waits at most unless its `max_wait` (or `subpane mcp --max-wait`) says
+/// otherwise: below the 60 s after which the TypeScript SDK and Codex give up on a call.
+pub const MAX_WAIT_DEFAULT: Duration = Duration::from_secs(45);
+
+/// `logs`: default and largest `max_bytes`.
+pub const LOGS_DEFAULT: u64 = 16 * 1024;
+pub const LOGS_MAX: u64 = 48 * 1024;
+/// `list`: default and largest `limit`.
+pub const LIST_DEFAULT: usize = 50;
+pub const LIST_MAX: usize = 500;
+
+/// The schema of `run`: a task's, plus `wait` and `max_wait`.
+fn run_schema() -> JsonObject {
+    with_waiting(schema::of::<TaskArgs>())
+}
+
+/// `s` with the properties of [`Waiting`] added.
+fn with_waiting(mut s: JsonObject) -> JsonObject {
+    let waiting = schema::of::<Waiting>();
+    if let (Some(Value::Object(props)), Some(Value::Object(more))) =
+        (s.get_mut("properties"), waiting.get("properties"))
+    {
+        for (k, v) in more {
+            props.insert(k.clone(), v.clone());
+        }
+    }
+    s
+}
+
+/// What a tool does to the world, for its annotations.
+#[derive(Clone, Copy)]
+enum Acts {
+    /// Reads records only.
+    Reads,
+    /// Stops runs.
+    Stops,
+    /// Starts programs that may do anything.
+    Starts,
+}
+
+fn tool(
+    name: &'static str,
+    title: &str,
+    description: &'static str,
+    input: JsonObject,
+    output: JsonObject,
+    acts: Acts,
+) -> Tool {
+    let a = ToolAnnotations::with_title(title);
+    let a = match acts {
+        Acts::Reads => a.read_only(true).destructive(false).open_world(false),
+        Acts::Stops => a
+            .read_only(false)
+            .destructive(true)
+            .idempotent(true)
+            .open_world(false),
+        Acts::Starts => a.read_only(false).destructive(true).open_world(true),
+    };
+    Tool::new(name, description, Arc::new(input))
+        .with_title(title)
+        .with_raw_output_schema(Arc::new(output))
+        .with_annotations(a)
+}
+
+/// Every tool, as `tools/list` answers.
+pub fn all() -> Vec<Tool> {
+    vec![
+        tool(
+            RUN,
+            "Run a subagent or a program",
+            "Run a subagent (pi, claude or codex, with a task) or any program (argv) as a \
+             supervised, recorded run in its own terminal pane. It answers when the run has \
+             ended, or after max_wait at the latest (below 60 s by default) with the run still \
+             going: then call `wait` with its run_id. The first line of the answer says how it \
+             went (status, exit code, duration, the end of the final text or of stderr); the \
+             result is the structured content. With wait: false it answers at once with the \
+             run id. Cancelling this call cancels the run (its result records that the cancel \
+             came from the MCP client); a timeout of your own does not, once max_wait has \
+             answered. A human can watch the run with `subpane attach RUN_ID`.",
+            run_schema(),
+            schema::run_output(),
+            Acts::Starts,
+        ),
+        tool(
+            STATUS,
+            "Status of a run",
+            "The state of a run: its result if it has ended, else whether it is starting or \
+             running. Answers at once.",
+            schema::of::<StatusArgs>(),
+            schema::run_output(),
+            Acts::Reads,
+        ),
+        tool(
+            WAIT,
+            "Wait for runs",
+            "Wait for runs to end: all of them (mode \"all\"), or the first one (mode \"any\"). \
+             Answers when they have, when `timeout` passes, or after max_wait at the latest \
+             (below 60 s by default); the runs go on in every case, so call it again to wait \
+             longer. The answer gives the counts first, then one line per run in the order \
+             they ended (the ones still running last). Cancelling this call stops only the \
+             waiting.",
+            schema::of::<WaitArgs>(),
+            schema::wait_output(),
+            Acts::Reads,
+        ),
+        tool(
+            LOGS,
+            "Read a run's output",
+            "The end of one file of a run: an agent's events, stderr, the final text, or a \
+             program's stdout, at most max_bytes of it. Control characters are shown as text.",
+            schema::of::<LogsArgs>(),
+            schema::logs_output(),
+            Acts::Reads,
+        ),
+        tool(
+            CANCEL,
+            "Cancel a run",
+            "Cancel a run: a polite stop signal to its processes, then a kill after the grace \
+             period. Its result then says cancelled. A run that has already ended is left as \
+             it is. Answers at once; `wait` shows the end.",
+            schema::of::<CancelArgs>(),
+            schema::run_output(),
+            Acts::Stops,
+        ),
+        tool(
+            LIST,
+            "List runs",
+            "List runs, newest first: all, or those in one state, of one fan-out group, or \
+             with some labels, at most `limit`.",
+            schema::of::<ListArgs>(),
+            schema::list_output(),
+            Acts::Reads,
+        ),
+        tool(
+            FANOUT,
+            "Run many tasks",
+            "Start many runs (tasks, each with the arguments of `run`), at most `concurrency` \
+             at once. Every task is checked before anything starts. A driver of its own (a \
+             run whose id is the group id) starts the queued tasks as others end, so the group \
+             goes on when this call answers (after max_wait at the latest, below 60 s by \
+             default) or the client goes away: then call `wait` with the group. The answer \
+             gives each task's state (queued, running, completed, failed, cancelled, or \
+             skipped with why). Cancelling this call stops the group, as `cancel` of the \
+             group id does. `wait` and `list` take the group id.",
+            schema::of::<FanoutArgs>(),
+            schema::fanout_output(),
+            Acts::Starts,
+        ),
+        tool(
+            RETRY,
+            "Retry a run",
+            "Start the next attempt of a run that has ended, with the same program and \
+             settings. With resume: true, the agent continues its session and `task` is the \
+             follow-up message; otherwise `task` (if given) replaces the task. Answers like \
+             `run`.",
+            schema::of::<RetryArgs>(),
+            schema::run_output(),
+            Acts::Starts,
+        ),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn walk(v: &Value, f: &mut dyn FnMut(&serde_json::Map<String, Value>)) {
+        match v {
+            Value::Object(o) => {
+                f(o);
+                o.values().for_each(|x| walk(x, f));
+            }
+            Value::Array(a) => a.iter().for_each(|x| walk(x, f)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn every_tool_has_a_title_annotations_and_strict_schemas() {
+        let tools = all();
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(names, NAMES);
+        for t in &tools {
+            assert_eq!(
+                t.input_schema.get("type"),
+                Some(&Value::from("object")),
+                "{}",
+                t.name
+            );
+            assert!(
+                t.title.as_deref().is_some_and(|x| !x.is_empty()),
+                "{}",
+                t.name
+            );
+            let a = t.annotations.as_ref().expect("annotations");
+            assert!(
+                a.read_only_hint.is_some() && a.open_world_hint.is_some(),
+                "{}",
+                t.name
+            );
+            let d = t.description.as_deref().unwrap_or_default();
+            assert!(d.len() > 40, "{}", t.name);
+            let out = t.output_schema.as_ref().expect("an output schema");
+            assert_eq!(out.get("type"), Some(&Value::from("object")), "{}", t.name);
+            let input = Value::Object((*t.input_schema).clone());
+            let text = input.to_string();
+            assert!(
+                !text.contains("$ref") && !text.contains("\"null\""),
+                "{}: {text}",
+                t.name
+            );
+            // Written for a model: no Rust doc links or types, no command-line flags.
+            for bad in ["[`", "Debug", "schemars", "RunRequest", "--"] {
+                assert!(
+                    !text.contains(bad) && !d.contains(bad),
+                    "{}: `{bad}` in {text}",
+                    t.name
+                );
+            }
+            walk(&input, &mut |o| {
+                if let Some(f) = o.get("format").and_then(Value::as_str) {
+                    assert!(STANDARD_FORMATS.contains(&f), "{}: format {f}", t.name);
+                }
+            });
+        }
+        let hint = |name: &str| {
+            let t = tools.iter().find(|t| t.name == name).unwrap();
+            t.annotations.clone().unwrap()
+        };
+        for name in [STATUS, LIST, LOGS, WAIT] {
+            assert_eq!(hint(name).read_only_hint, Some(true), "{name}");
+        }
+        assert_eq!(hint(CANCEL).destructive_hint, Some(true));
+        for name in [RUN, FANOUT, RETRY] {
+            assert_eq!(hint(name).open_world_hint, Some(true), "{name}");
+            assert_eq!(hint(name).read_only_hint, Some(false), "{name}");
+        }
+    }
+
+    /// The minimums are what the server accepts: attempts count from 1, a limit or a
+    /// concurrency of 0 is refused.
+    #[test]
+    fn minimums_match_the_server() {
+        let tools = all();
+        let prop = |tool: &str, field: &str| {
+            let t = tools.iter().find(|t| t.name == tool).unwrap();
+            t.input_schema["properties"][field].clone()
+        };
+        for (tool, field) in [
+            (STATUS, "attempt"),
+            (WAIT, "attempt"),
+            (LOGS, "attempt"),
+            (CANCEL, "attempt"),
+            (LOGS, "max_bytes"),
+            (LIST, "limit"),
+            (FANOUT, "concurrency"),
+        ] {
+            assert_eq!(prop(tool, field)["minimum"], 1, "{tool}.{field}");
+        }
+        assert_eq!(prop(RUN, "max_depth")["minimum"], 0);
+    }
+
+    #[test]
+    fn run_takes_the_request_fields_wait_and_max_wait() {
+        let s = run_schema();
+        let props = s["properties"].as_object().unwrap();
+        for f in [
+            "agent",
+            "task",
+            "task_file",
+            "argv",
+            "cwd",
+            "model",
+            "timeout",
+            "idle_timeout",
+            "labels",
+            "sandbox",
+            "worktree",
+            "wait",
+            "max_wait",
+        ] {
+            assert!(props.contains_key(f), "{f}");
+        }
+        let agents = serde_json::to_string(&props["agent"]).unwrap();
+        assert!(
+            agents.contains("claude") && agents.contains("codex"),
+            "{agents}"
+        );
+        assert!(
+            props["timeout"]["description"]
+                .as_str()
+                .unwrap()
+                .contains("30s")
+        );
+    }
+
+    /// The defaults the schemas show are the ones in force (defined once, in `spec`,
+    /// `app::fanout` and here).
+    #[test]
+    fn the_schemas_show_the_defaults_in_force() {
+        use crate::app::fanout::DEFAULT_CONCURRENCY;
+        use crate::spec::{DEFAULT_MAX_DEPTH, Limits, millis, parse_duration};
+        let run = run_schema();
+        let p = &run["properties"];
+        let ms = |v: &Value| millis(parse_duration("", v.as_str().unwrap()).unwrap());
+        assert_eq!(ms(&p["linger"]["default"]), Limits::default().linger_ms);
+        assert_eq!(ms(&p["grace"]["default"]), Limits::default().grace_ms);
+        assert_eq!(p["max_depth"]["default"], DEFAULT_MAX_DEPTH);
+        let f = schema::of::<FanoutArgs>();
+        assert_eq!(
+            f["properties"]["concurrency"]["default"],
+            DEFAULT_CONCURRENCY
+        );
+        let l = schema::of::<LogsArgs>();
+        assert_eq!(l["properties"]["max_bytes"]["default"], LOGS_DEFAULT);
+        assert_eq!(l["properties"]["max_bytes"]["maximum"], LOGS_MAX);
+        let l = schema::of::<ListArgs>();
+        assert_eq!(l["properties"]["limit"]["default"], LIST_DEFAULT);
+        assert_eq!(l["properties"]["limit"]["maximum"], LIST_MAX);
+    }
+
+    #[test]
+    fn fanout_tasks_take_the_task_arguments() {
+        let s = schema::of::<FanoutArgs>();
+        let items = &s["properties"]["tasks"]["items"]["properties"];
+        assert!(
+            items.get("argv").is_some() && items.get("task_file").is_some(),
+            "{s:?}"
+        );
+        assert!(items.get("wait").is_none(), "{s:?}");
+    }
+
+    #[test]
+    fn misspelt_arguments_are_refused() {
+        let e = serde_json::from_value::<StatusArgs>(serde_json::json!({"run": "x"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field `run`"), "{e}");
+    }
+}

@@ -1,0 +1,85 @@
+//! `subpane mcp` spoken to by a client nobody here wrote: the official Python MCP SDK
+//! (`mcp`, pinned in scripts/install-python-clients, installed by scripts/test into
+//! `.py-clients/`). Each test runs one scenario of `tests/mcp_python/client.py`.
+//!
+//! A missing client fails the test with its name and how to install it: these tests never
+//! pass without running.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::harness::{BIN, TestEnv, wait_child_within};
+
+/// The venv's Python, which imports the pinned `mcp`.
+fn python() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let py = root.join(".py-clients/bin/python");
+    let ok = py.exists()
+        && std::process::Command::new(&py)
+            .args(["-c", "import mcp"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "the Python MCP client (PyPI package mcp==2.3.0) is missing from {}: run \
+         scripts/install-python-clients (scripts/test does)",
+        py.display()
+    );
+    py
+}
+
+/// Runs `scenario` against the real binary with this test's home and tmux socket.
+fn scenario(env: &TestEnv, name: &str, limit: Duration) {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp_python/client.py");
+    let child = std::process::Command::new(python())
+        .arg(&script)
+        .arg(name)
+        .env("SUBPANE_BIN", BIN)
+        .env("SUBPANE_HOME", &env.home)
+        .env("SUBPANE_TMUX_SOCKET", &env.socket)
+        .env("SUBPANE_TEST_WORK", &env.work)
+        .env_remove("TMUX")
+        .env_remove("TMUX_PANE")
+        .current_dir(&env.work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the Python client");
+    let ran = wait_child_within(child, limit, "the Python client hung");
+    assert_eq!(ran.code, 0, "{name}:\n{}\n{}", ran.stdout, ran.stderr);
+    eprintln!("{}", ran.stdout);
+}
+
+#[test]
+fn the_python_sdk_takes_every_schema() {
+    let env = TestEnv::new();
+    scenario(&env, "schemas", Duration::from_secs(60));
+    env.assert_no_leftovers();
+}
+
+/// With the default arguments, a program longer than 60 s: the answer comes before 60 s
+/// (a client's usual limit), with the run still going.
+#[test]
+fn a_run_longer_than_a_clients_limit_answers_before_it() {
+    let env = TestEnv::new();
+    scenario(&env, "long_run", Duration::from_secs(120));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn answers_stay_under_64_kib_for_the_python_sdk() {
+    let env = TestEnv::new();
+    scenario(&env, "sizes", Duration::from_secs(120));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn closing_stdin_mid_fanout_loses_no_task() {
+    let env = TestEnv::new();
+    scenario(&env, "close_mid_fanout", Duration::from_secs(60));
+    env.assert_no_leftovers();
+}

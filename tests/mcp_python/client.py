@@ -1,0 +1,218 @@
+"""`subpane mcp` spoken to by the official Python MCP SDK (`mcp`, pinned in
+scripts/install-python-clients), one scenario per call:
+
+    python client.py SCENARIO
+
+The server is `$SUBPANE_BIN mcp`, with the test's own home and tmux socket (from the
+environment). A failed check raises; the Rust test (tests/it/mcp_python.rs) runs each
+scenario and shows what it printed.
+"""
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+import jsonschema
+
+BIN = os.environ["SUBPANE_BIN"]
+WORK = os.environ["SUBPANE_TEST_WORK"]
+ENV = {k: os.environ[k] for k in ("SUBPANE_HOME", "SUBPANE_TMUX_SOCKET", "PATH", "HOME")}
+ENV["NO_COLOR"] = "1"
+
+# The formats JSON Schema 2020-12 defines.
+STANDARD_FORMATS = {
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+    "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference",
+    "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+}
+# The largest JSON-RPC message a parent can rely on.
+MAX_MESSAGE = 64 * 1024
+
+
+def server():
+    return StdioServerParameters(command=BIN, args=["mcp"], env=ENV, cwd=WORK)
+
+
+def sp(*args):
+    """The CLI, on the same home."""
+    return subprocess.run([BIN, *args], env=ENV, cwd=WORK, capture_output=True, text=True)
+
+
+def size(result):
+    """The bytes of a result as the server sent it (its JSON-RPC `result`)."""
+    return len(result.model_dump_json(by_alias=True, exclude_none=True))
+
+
+def text(result):
+    return "".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+
+
+def walk(v, f):
+    if isinstance(v, dict):
+        f(v)
+        for x in v.values():
+            walk(x, f)
+    elif isinstance(v, list):
+        for x in v:
+            walk(x, f)
+
+
+async def schemas(s):
+    tools = (await s.list_tools()).tools
+    names = [t.name for t in tools]
+    assert names == ["run", "status", "wait", "logs", "cancel", "list", "fanout", "retry"], names
+    for t in tools:
+        schema = t.input_schema if hasattr(t, "input_schema") else t.inputSchema
+        jsonschema.Draft202012Validator.check_schema(schema)
+
+        def formats(o, t=t):
+            f = o.get("format")
+            assert f is None or f in STANDARD_FORMATS, f"{t.name}: format {f!r}"
+
+        walk(schema, formats)
+        out = t.output_schema if hasattr(t, "output_schema") else t.outputSchema
+        assert out and out.get("type") == "object", f"{t.name}: no outputSchema"
+        jsonschema.Draft202012Validator.check_schema(out)
+        assert t.title, f"{t.name}: no title"
+        a = t.annotations
+        assert a is not None, f"{t.name}: no annotations"
+        desc = t.description or ""
+        dumped = json.dumps(schema)
+        for bad in ("[`", "schemars", "Debug", " --"):
+            assert bad not in desc and bad not in dumped, f"{t.name}: {bad!r}"
+    by = {t.name: t for t in tools}
+
+    def hint(name, key):
+        a = by[name].annotations
+        return getattr(a, key, None)
+
+    for name in ("status", "list", "logs", "wait"):
+        assert hint(name, "read_only_hint") is True, name
+    assert hint("cancel", "destructive_hint") is True
+    for name in ("run", "fanout", "retry"):
+        assert hint(name, "open_world_hint") is True, name
+
+    def minimum(tool, field):
+        schema = by[tool].input_schema if hasattr(by[tool], "input_schema") else by[tool].inputSchema
+        return schema["properties"][field].get("minimum")
+
+    for tool, field in (("status", "attempt"), ("wait", "attempt"), ("logs", "max_bytes"),
+                        ("list", "limit"), ("fanout", "concurrency"), ("cancel", "attempt")):
+        assert minimum(tool, field) == 1, (tool, field, minimum(tool, field))
+    print("schemas: ok")
+
+
+async def long_run(s):
+    """A run with the default arguments of a program longer than 60 s answers before 60 s,
+    with the run still going."""
+    t0 = time.monotonic()
+    r = await s.call_tool(
+        "run", {"argv": ["sleep", "75"], "run_id": "long", "grace": "1s"},
+        read_timeout_seconds=59,
+    )
+    took = time.monotonic() - t0
+    assert not r.is_error, text(r)
+    assert took < 60, f"answered after {took:.1f}s"
+    doc = r.structured_content
+    assert doc["status"] == "running", doc
+    assert "still running" in text(r) and "`wait`" in text(r), text(r)
+    st = sp("status", "long")
+    assert st.returncode == 3, (st.returncode, st.stdout, st.stderr)
+    r = await s.call_tool("cancel", {"run_id": "long"})
+    assert not r.is_error, text(r)
+    r = await s.call_tool("wait", {"run_ids": ["long"]})
+    assert r.structured_content["runs"][0]["status"] == "cancelled", r.structured_content
+    print(f"long_run: answered after {took:.1f}s")
+
+
+async def sizes(s):
+    """Huge labels, a huge line of output, many runs: each answer stays one message under
+    64 KiB, and says what it cut."""
+    label = "L" * 200_000
+    for i in range(3):
+        r = await s.call_tool("run", {"argv": ["true"], "run_id": f"big{i}", "labels": {"big": label}})
+        assert not r.is_error, text(r)
+        assert size(r) < MAX_MESSAGE, ("run", size(r))
+    r = await s.call_tool("run", {
+        "argv": ["sh", "-c", "head -c 786000 /dev/zero | tr '\\0' 'x'; echo"], "run_id": "line"})
+    assert size(r) < MAX_MESSAGE, ("run", size(r))
+    tasks = [{"argv": ["sh", "-c", "echo " + "y" * 3000], "run_id": f"m{i}", "labels": {"big": label}}
+             for i in range(40)]
+    r = await s.call_tool("fanout", {"tasks": tasks, "concurrency": 8})
+    assert not r.is_error, text(r)
+    assert size(r) < MAX_MESSAGE, ("fanout", size(r))
+    group = r.structured_content["group"]
+    checks = [
+        ("list", {}),
+        ("list", {"limit": 500}),
+        ("wait", {"group": group}),
+        ("status", {"run_id": "big0"}),
+        ("logs", {"run_id": "line", "max_bytes": 262144}),
+    ]
+    for tool, args in checks:
+        r = await s.call_tool(tool, args)
+        assert not r.is_error, (tool, text(r))
+        assert size(r) < MAX_MESSAGE, (tool, size(r))
+    # The log's text is sent once: in the content, not again as structured content.
+    assert "text" not in r.structured_content, r.structured_content.keys()
+    r = await s.call_tool("wait", {"group": group})
+    assert text(r).startswith("40 runs: 40 completed"), text(r)[:200]
+    print("sizes: ok")
+
+
+async def close_mid_fanout():
+    """stdin closed with a fan-out in flight: the server exits within 2 s, and every task
+    still completes."""
+    said = []
+
+    async def progress(p, total, message):
+        said.append(message or "")
+
+    tasks = [{"argv": ["sh", "-c", "sleep 1; echo done"], "run_id": f"f{i}"} for i in range(6)]
+    async with stdio_client(server()) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            call = asyncio.ensure_future(s.call_tool(
+                "fanout", {"tasks": tasks, "concurrency": 2}, progress_callback=progress))
+            deadline = time.monotonic() + 30
+            while not any(m.startswith("group ") for m in said):
+                assert time.monotonic() < deadline, said
+                await asyncio.sleep(0.05)
+            group = next(m for m in said if m.startswith("group ")).split()[1].rstrip(":")
+            # Close the server's stdin with the call in flight (no cancel is sent).
+            t0 = time.monotonic()
+            await write.aclose()
+            call.cancel()
+    # The SDK waits 2 s for the server to exit before it terminates it.
+    took = time.monotonic() - t0
+    assert took < 1.9, f"the server took {took:.2f}s to exit"
+    w = sp("wait", "--json", "--group", group)
+    assert w.returncode == 0, (w.returncode, w.stdout, w.stderr)
+    ends = json.loads(w.stdout)
+    assert len(ends) == 6 and all(e["status"] == "completed" for e in ends), ends
+    print(f"close_mid_fanout: exited after {took:.2f}s; 6 of 6 tasks completed")
+
+
+async def connected(scenario):
+    async with stdio_client(server()) as (read, write):
+        async with ClientSession(read, write) as s:
+            await s.initialize()
+            await scenario(s)
+
+
+def main():
+    name = sys.argv[1]
+    if name == "close_mid_fanout":
+        asyncio.run(close_mid_fanout())
+    else:
+        asyncio.run(connected({"schemas": schemas, "long_run": long_run, "sizes": sizes}[name]))
+
+
+if __name__ == "__main__":
+    main()
