@@ -169,6 +169,10 @@ pub fn with_env(name: &str, value: &OsStr) -> Vec<i32> {
 /// The argument that makes the binary a worker (`subpane __worker ATTEMPT_DIR`).
 pub const WORKER_ARG: &str = "__worker";
 
+/// The hidden verb of the sandbox helper (`subpane __sandbox --policy ATTEMPT/spec.json …`);
+/// inside the sandbox's PID namespace it is pid 1.
+pub const SANDBOX_ARG: &str = "__sandbox";
+
 /// The hidden verb of the server of a sandboxed attempt's nested runs (`app::nest`).
 pub const NEST_ARG: &str = "__nest";
 

@@ -29,7 +29,7 @@ use super::common::{
     stdin_for, summarize_args, u64_at, usage_info,
 };
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds,
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir,
     StreamParser, mentions_context_overflow,
 };
 use crate::envelope::{Output, SoFar, Usage};
@@ -93,7 +93,27 @@ impl Adapter for ClaudeAdapter {
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             env: &["ANTHROPIC_*", "CLAUDE_*", "DISABLE_*"],
-            state_dir: Some(("CLAUDE_CONFIG_DIR", ".claude")),
+            state_dir: Some(StateDir {
+                var: "CLAUDE_CONFIG_DIR",
+                default: ".claude",
+                copy: &[
+                    ".claude.json",
+                    ".credentials.json",
+                    "settings.json",
+                    "CLAUDE.md",
+                    "keybindings.json",
+                ],
+                link: &[
+                    "agents",
+                    "commands",
+                    "skills",
+                    "output-styles",
+                    "hooks",
+                    "plugins",
+                ],
+                home_file: Some(".claude.json"),
+                session: Some("projects/*/{id}.jsonl"),
+            }),
         }
     }
 }

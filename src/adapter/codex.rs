@@ -33,7 +33,7 @@ use super::common::{
     summarize_args, toml_string, u64_at, usage_info,
 };
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds,
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir,
     StreamParser, mentions_context_overflow,
 };
 use crate::envelope::{Output, SoFar, Usage};
@@ -122,7 +122,19 @@ impl Adapter for CodexAdapter {
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             env: &["OPENAI_*", "CODEX_*"],
-            state_dir: Some(("CODEX_HOME", ".codex")),
+            state_dir: Some(StateDir {
+                var: "CODEX_HOME",
+                default: ".codex",
+                copy: &[
+                    "config.toml",
+                    "auth.json",
+                    "AGENTS.md",
+                    "AGENTS.override.md",
+                ],
+                link: &["prompts", "skills", "rules"],
+                home_file: None,
+                session: Some("sessions/*/*/*/rollout-*-{id}.jsonl"),
+            }),
         }
     }
 }

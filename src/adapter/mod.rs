@@ -198,8 +198,32 @@ pub const BASE_ENV: &[&str] = &[
 pub struct SandboxNeeds {
     /// Variables it reads: its API keys and configuration (a trailing `*` is a prefix).
     pub env: &'static [&'static str],
-    /// Its own state directory, which it writes: `(variable, default under $HOME)`.
-    pub state_dir: Option<(&'static str, &'static str)>,
+    /// Its own state directory, which it writes.
+    pub state_dir: Option<StateDir>,
+}
+
+/// An agent CLI's state directory: where the user's is, and what a sandboxed attempt's own
+/// one is seeded with from it. A hook written into the user's would run in the user's next
+/// unsandboxed session, so a sandboxed attempt gets a directory of its own, set by `var`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StateDir {
+    /// The variable that names it.
+    pub var: &'static str,
+    /// Where it is without the variable, under `$HOME`.
+    pub default: &'static str,
+    /// Files copied in: what the CLI reads and may write (its settings, its login, which it
+    /// refreshes). Small; absent ones are skipped.
+    pub copy: &'static [&'static str],
+    /// Directories linked to the user's: what the CLI only reads (skills, commands, agents).
+    /// Read-only through the link: the user's directory is outside the writable trees.
+    pub link: &'static [&'static str],
+    /// A file of the user's home that lives in the directory once `var` is set
+    /// (`~/.claude.json` is `$CLAUDE_CONFIG_DIR/.claude.json`): copied in when `var` was
+    /// not set.
+    pub home_file: Option<&'static str>,
+    /// Where the CLI keeps a saved session, below the directory: components with `*` and
+    /// `{id}` (a new run that resumes a session gets that session's files copied in).
+    pub session: Option<&'static str>,
 }
 
 /// Whether `name` is kept by a list of names and `PREFIX*` patterns.
@@ -208,6 +232,13 @@ pub fn env_allowed(list: &[&str], name: &str) -> bool {
         Some(prefix) => name.starts_with(prefix),
         None => *p == name,
     })
+}
+
+/// The state directories of every agent CLI (they all stay out of a sandbox's reach).
+pub fn state_dirs() -> impl Iterator<Item = StateDir> {
+    [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex]
+        .into_iter()
+        .filter_map(|k| adapter_for(k).sandbox_needs().state_dir)
 }
 
 /// The adapter of a kind.

@@ -31,7 +31,7 @@ use super::common::{
 };
 use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, SandboxNeeds,
-    StreamParser, mentions_context_overflow,
+    StateDir, StreamParser, mentions_context_overflow,
 };
 use crate::envelope::{Output, SoFar, Usage};
 use crate::spec::{AgentKind, TaskSpec};
@@ -108,7 +108,25 @@ impl Adapter for PiAdapter {
                 "CEREBRAS_*",
                 "DEEPSEEK_*",
             ],
-            state_dir: Some(("PI_CODING_AGENT_DIR", ".pi/agent")),
+            state_dir: Some(StateDir {
+                var: "PI_CODING_AGENT_DIR",
+                default: ".pi/agent",
+                copy: &[
+                    "settings.json",
+                    "models.json",
+                    "auth.json",
+                    "oauth.json",
+                    "keybindings.json",
+                    "AGENTS.md",
+                    "CLAUDE.md",
+                    "SYSTEM.md",
+                    "APPEND_SYSTEM.md",
+                ],
+                link: &["extensions", "skills", "prompts", "themes", "tools", "bin"],
+                home_file: None,
+                // pi's sessions are kept by subpane (`--session-dir`), not here.
+                session: None,
+            }),
         }
     }
 }

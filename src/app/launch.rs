@@ -156,16 +156,11 @@ pub(super) fn record_launch(
     }
 }
 
-/// Makes the paths the sandbox policy names exist, so they can be ruled on: an agent's state
-/// directory that it would create on first use, and an empty `.git/hooks` (a hooks directory
-/// created later inside the writable workspace would not be read-only).
+/// Makes the paths the sandbox policy names exist, so they can be ruled on: the agent's own
+/// state directory (seeded from the user's), and any other it would create on first use.
 pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
-    let hooks = spec
-        .sandbox
-        .read_only
-        .iter()
-        .filter(|p| p.file_name().is_some_and(|n| n == "hooks"));
-    for dir in spec.sandbox.writable.iter().chain(hooks) {
+    warnings.extend(super::seed::seed_agent_state(spec));
+    for dir in &spec.sandbox.writable {
         if !dir.exists() {
             if let Err(e) = std::fs::create_dir_all(dir) {
                 warnings.push(format!("cannot create {}: {e}", dir.display()));
@@ -206,9 +201,18 @@ pub(super) fn start_pane(
             Ok(None)
         }
         Err(e) => {
+            // An earlier try may have made it (a batch whose client died): then it runs.
+            if let Some(pane) = made_after_all(&t, paths, spec) {
+                record_launch(paths, spec, &pane, warnings);
+                return Ok(None);
+            }
             // If a pane was made after all, it must not run on beside a `spawn` envelope (after
             // a timeout too: a slow server may have made it; this waits one more limit at most).
-            let _ = t.kill_session(&spec.tmux.session);
+            // A session of the name that is not this attempt's (another home on the same
+            // server) is not ours to close.
+            if !e.to_string().contains("duplicate session") {
+                let _ = t.kill_session(&spec.tmux.session);
+            }
             let spawn_failed = Facts {
                 start: envelope::Start::SpawnFailed,
                 ..Facts::default()
@@ -222,6 +226,20 @@ pub(super) fn start_pane(
             )?))
         }
     }
+}
+
+/// The pane of `spec`'s session when it exists and runs this attempt's worker: made by an
+/// earlier try that seemed to fail (a server that raced its exit, a client that died after
+/// the server had made it). Session names are an attempt's own, but a server may be shared
+/// by homes, so the pane's process must be the worker of `paths`.
+pub(super) fn made_after_all(
+    t: &tmux::Tmux,
+    paths: &AttemptPaths,
+    spec: &AttemptSpec,
+) -> Option<Pane> {
+    let pane = t.pane_of(&spec.tmux.session).ok()?;
+    let worker = procs::proc_ref(pane.pane_pid)?;
+    procs::is_worker_of(&worker, paths.dir()).then_some(pane)
 }
 
 /// Why an attempt's records could not be made, as the caller is told (nothing started).

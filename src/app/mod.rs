@@ -56,6 +56,7 @@ mod request;
 mod retry;
 mod run;
 mod runs;
+mod seed;
 mod start_many;
 mod wait;
 mod wait_loop;

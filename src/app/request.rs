@@ -87,6 +87,15 @@ pub struct RunRequest {
     pub hide: Vec<PathBuf>,
     /// Names of variables passed on from the caller's environment into the sandbox.
     pub env_pass: Vec<String>,
+    /// Processes and threads the sandboxed program may have at once (default 4096, at
+    /// least 300).
+    pub max_procs: Option<u32>,
+    /// What one sandboxed process may allocate, e.g. "4G" (default "8G").
+    pub max_memory: Option<String>,
+    /// The size of the sandbox's private /tmp, e.g. "512M" (default "2G").
+    pub max_tmp: Option<String>,
+    /// The largest file a sandboxed process may write, e.g. "1G" (default "8G").
+    pub max_file_size: Option<String>,
     /// Run in a new git worktree of the `cwd` repository (its diff is stored at the end).
     pub worktree: bool,
     /// How deep runs started by this run's program (and theirs) may nest; it can only lower

@@ -216,7 +216,11 @@ pub fn plan_retry(
             resumed_from,
             env,
             env_spec,
-            sandbox: SandboxRequest::of(&prev.sandbox, home),
+            sandbox: SandboxRequest::of(&prev.sandbox, home).map(|mut s| {
+                // A resumed session lives in the state directory it was saved in.
+                s.continue_state = resumed_from.is_some();
+                s
+            }),
             record: Some(found.record.clone()),
         },
         home,
@@ -693,6 +697,35 @@ mod tests {
     }
 
     #[test]
+    fn a_sandboxed_resume_continues_the_state_directory_the_session_was_saved_in() {
+        let mut sys = fake_with_clis();
+        let mut req = agent(AgentKind::Claude, "hi");
+        req.sandbox = true;
+        let found = ended(&req, &mut sys, Some("sess-7"));
+        let first = found.spec.sandbox.agent_state.clone().unwrap();
+        assert_eq!(
+            first.dir,
+            PathBuf::from("/h/runs/generated-1/attempts/1/agent")
+        );
+        let resume = RetryOptions {
+            resume: true,
+            ..RetryOptions::default()
+        };
+        let r = plan_retry(&found, &resume, &home(), &sys).unwrap();
+        let sb = &r.plan.spec.sandbox;
+        assert_eq!(sb.agent_state.as_ref(), Some(&first));
+        assert!(sb.writable.contains(&first.dir));
+        // A retry that starts over gets a directory of its own, from the same seed.
+        let r = plan_retry(&found, &RetryOptions::default(), &home(), &sys).unwrap();
+        let state = r.plan.spec.sandbox.agent_state.unwrap();
+        assert_eq!(
+            state.dir,
+            PathBuf::from("/h/runs/generated-1/attempts/2/agent")
+        );
+        assert_eq!(state.seeded_from, first.seeded_from);
+    }
+
+    #[test]
     fn resume_continues_the_previous_attempts_session() {
         for kind in [AgentKind::Pi, AgentKind::Claude, AgentKind::Codex] {
             let mut sys = fake_with_clis();
@@ -807,7 +840,7 @@ mod tests {
         let found = ended(&req, &mut sys, Some("s"));
         assert!(found.spec.env.set.contains(&"TMPDIR".to_owned()));
         // The retrying process: new key values, another TMPDIR, a new escape socket, and
-        // claude's state directory moved.
+        // claude's state directory moved (the run keeps the one it was seeded from).
         sys.vars
             .retain(|(k, _)| k != "ANTHROPIC_API_KEY" && k != "GITHUB_TOKEN");
         sys.vars.push(("ANTHROPIC_API_KEY".into(), "k2".into()));
@@ -856,9 +889,16 @@ mod tests {
             );
         }
         assert!(
-            new.writable.contains(&"/cfg/claude".into()),
+            new.writable
+                .contains(&"/h/runs/generated-1/attempts/2/agent".into()),
             "{:?}",
             new.writable
+        );
+        let state = new.agent_state.as_ref().unwrap();
+        assert_eq!(state.seeded_from, PathBuf::from("/root/.claude"));
+        assert_eq!(
+            value(env, "CLAUDE_CONFIG_DIR"),
+            Some("/h/runs/generated-1/attempts/2/agent")
         );
         // The proxy socket is the new attempt's; the rest is made by the same rules.
         let swap = |p: &PathBuf| -> PathBuf {

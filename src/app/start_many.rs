@@ -21,7 +21,8 @@
 //! Common pitfalls:
 //! * What an attempt gets is [`super::launch`]'s (`create`, `worker_command`,
 //!   `record_launch`): only the batching is here, never a second copy of those.
-//! * After a failed batch, an unprinted session may exist anyway (the server raced its exit):
+//! * After a failed batch, an unprinted session may exist anyway (the server raced its exit,
+//!   or the client died after the server made it):
 //!   it is looked up before it is started again, never started twice.
 
 use std::collections::HashMap;
@@ -29,7 +30,8 @@ use std::path::PathBuf;
 use std::sync::{Mutex, mpsc};
 
 use super::launch::{
-    Pending, create, ensure_socket_dir, ensure_tmux_conf, record_launch, start_pane, worker_command,
+    Pending, create, ensure_socket_dir, ensure_tmux_conf, made_after_all, record_launch,
+    start_pane, worker_command,
 };
 use super::{Error, Plan, Started, tmux_for};
 use crate::store::Home;
@@ -211,7 +213,6 @@ fn start_panes(
             .cloned()
             .collect();
         let res = t.new_sessions(&batch);
-        let raced = res.raced();
         let failed = res.error.is_some() || batch.is_empty();
         let mut made: HashMap<String, Pane> = res.panes.into_iter().collect();
         let tried = batch.len();
@@ -226,15 +227,11 @@ fn start_panes(
             }
         }
         if failed {
-            // The first one not made: it may exist after all (a server that raced its exit);
-            // otherwise the one-by-one path retries and, if need be, records `spawn`.
+            // The first one not made: it may exist after all (a server that raced its exit, a
+            // client that died after the server made it); otherwise the one-by-one path
+            // retries and, if need be, records `spawn`.
             if let Some((i, mut p)) = queue.pop_front() {
-                let found = if raced {
-                    t.pane_of(&p.spec.tmux.session).ok()
-                } else {
-                    None
-                };
-                let outcome = match found {
+                let outcome = match made_after_all(&t, &p.paths, &p.spec) {
                     Some(pane) => PaneOutcome::Made(pane),
                     None => PaneOutcome::Single(
                         start_pane(home, &p.paths, &p.spec, &mut p.warnings)

@@ -20,9 +20,10 @@
 //! * The worktree is a checkout of HEAD: uncommitted changes in `--cwd` are not in it. A
 //!   `--cwd` directory that HEAD does not have is created empty in the worktree.
 //! * A sandboxed program commits into the repository's git directory (objects, refs, logs,
-//!   `worktrees/<name>`), which must be writable; its `hooks`, `config` and `modules` (where
-//!   submodules keep their own hooks and config) stay read-only, or a hook written there
-//!   would run outside the sandbox at the user's next git command.
+//!   `worktrees/<name>`), so git must work there; but a hook, a config, another branch or a
+//!   rebase state written there would act outside the sandbox at the user's next git
+//!   command. It works on a private overlay of the git directory, and the worker carries
+//!   back its branch and the objects of its commits, nothing else.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -155,25 +156,36 @@ pub(super) fn rebase_program(given: &str, resolved: &str, wt: &WorktreeSpec) -> 
 }
 
 /// The sandbox of a worktree attempt: the worktree is the workspace (the caller put it in
-/// `writable`); the repository's git directory is writable too, so that git works inside,
-/// but its `hooks`, `config`, `config.worktree` and `modules` stay read-only unless
-/// `--writable` named them. `hooks` is created by the launcher when missing; the others are
-/// listed only when they exist (a read-only entry must exist).
-pub(super) fn sandbox_git(sys: &dyn System, wt: &WorktreeSpec, sandbox: &mut SandboxSpec) {
+/// `writable`), and the repository's git directory is the program's privately (an overlay,
+/// writable through it: see `plan::git_view`), so that git works inside while nothing of it
+/// changes outside but the worktree's branch, carried back at the end. The worktree's
+/// `.git` file is read-only (the program could point it at a git directory of its own).
+/// `git_dir` is known once the worktree exists: [`create`] fills it in.
+pub(super) fn sandbox_git(
+    sys: &dyn System,
+    wt: &WorktreeSpec,
+    sandbox: &mut SandboxSpec,
+    upper: PathBuf,
+    work: PathBuf,
+) {
     let common = sys
         .canonicalize(&wt.common_dir)
         .unwrap_or_else(|_| wt.common_dir.clone());
-    let named: Vec<PathBuf> = sandbox.writable.clone();
     if !sandbox.writable.contains(&common) {
         sandbox.writable.push(common.clone());
     }
-    for name in ["hooks", "config", "config.worktree", "modules"] {
-        let p = common.join(name);
-        let exists = name == "hooks" || sys.canonicalize(&p).is_ok();
-        if exists && !named.contains(&p) && !sandbox.read_only.contains(&p) {
-            sandbox.read_only.push(p);
-        }
+    let dot_git = wt.path.join(".git");
+    if !sandbox.read_only.contains(&dot_git) {
+        sandbox.read_only.push(dot_git);
     }
+    sandbox.git = Some(crate::spec::GitRepo {
+        git_dir: common.clone(),
+        common_dir: common,
+        work_tree: wt.path.clone(),
+        branch: Some(wt.branch.clone()),
+        upper,
+        work,
+    });
 }
 
 fn git_failed(what: &str, e: GitError) -> Error {
@@ -184,8 +196,8 @@ fn git_failed(what: &str, e: GitError) -> Error {
 }
 
 /// Makes the worktree of `spec` from the repository's current HEAD and fills in its `base`
-/// and `git_dir` (sandboxed: the worktree's own config file joins the read-only paths). Runs
-/// before any file of the attempt exists; on failure nothing was made.
+/// and `git_dir` (and the sandbox's view of the repository's). Runs before any file of the
+/// attempt exists; on failure nothing was made.
 pub(super) fn create(spec: &mut AttemptSpec) -> Result<(), Error> {
     let Some(wt) = spec.worktree.take() else {
         return Ok(());
@@ -194,35 +206,10 @@ pub(super) fn create(spec: &mut AttemptSpec) -> Result<(), Error> {
         git::set_time_limit(std::time::Duration::from_millis(ms));
     }
     let made = make(spec, wt)?;
-    if spec.sandbox.enabled {
-        if let Err(e) = protect_worktree_config(&made, &mut spec.sandbox) {
-            discard(&made);
-            return Err(e);
-        }
+    if let Some(repo) = spec.sandbox.git.as_mut() {
+        repo.git_dir = made.git_dir.clone();
     }
     spec.worktree = Some(made);
-    Ok(())
-}
-
-/// With `extensions.worktreeConfig` on, git reads `config.worktree` in the worktree's own git
-/// directory, which lies in the writable git directory: a program that wrote a
-/// `core.fsmonitor` there would run it at the worker's `git status`, outside the sandbox. An
-/// empty one made read-only changes nothing else (git ignores it with the extension off).
-fn protect_worktree_config(wt: &WorktreeSpec, sandbox: &mut SandboxSpec) -> Result<(), Error> {
-    let p = wt.git_dir.join("config.worktree");
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&p)
-        .map_err(|e| {
-            Error::invalid(format!(
-                "--worktree: cannot create {}: {e}; nothing was started",
-                p.display()
-            ))
-        })?;
-    if !sandbox.writable.contains(&p) && !sandbox.read_only.contains(&p) {
-        sandbox.read_only.push(p);
-    }
     Ok(())
 }
 
@@ -548,9 +535,8 @@ mod tests {
     }
 
     #[test]
-    fn sandboxed_the_worktree_and_the_git_directory_are_writable_but_not_hooks_or_config() {
-        let mut sys = in_repo();
-        sys.dirs.push("/src/.git/modules".into());
+    fn sandboxed_the_worktree_is_the_workspace_and_the_git_directory_a_private_view() {
+        let sys = in_repo();
         let req = RunRequest {
             sandbox: true,
             ..worktree(&["make"])
@@ -565,27 +551,21 @@ mod tests {
                 PathBuf::from("/src/.git"),
             ]
         );
-        // config.worktree does not exist here, so it is not listed.
+        // The worktree's `.git` file names its git directory: read-only.
         assert_eq!(
             sb.read_only,
             [
                 PathBuf::from("/h/runs/generated-1/attempts/1/nest.sock"),
-                PathBuf::from("/src/.git/hooks"),
-                PathBuf::from("/src/.git/config"),
-                PathBuf::from("/src/.git/modules"),
+                PathBuf::from("/h/worktrees/generated-1-1/.git"),
             ]
         );
-        // --writable naming one of them leaves it writable.
-        let req = RunRequest {
-            writable: vec!["/src/.git/modules".into()],
-            ..req
-        };
-        let p = plan_run(&req, &home(), &sys).unwrap();
-        assert!(
-            !p.spec
-                .sandbox
-                .read_only
-                .contains(&PathBuf::from("/src/.git/modules"))
+        let git = sb.git.as_ref().unwrap();
+        assert_eq!(git.common_dir, PathBuf::from("/src/.git"));
+        assert_eq!(git.branch.as_deref(), Some("subpane/generated-1"));
+        assert_eq!(git.work_tree, PathBuf::from("/h/worktrees/generated-1-1"));
+        assert_eq!(
+            git.upper,
+            PathBuf::from("/h/runs/generated-1/attempts/1/git/upper")
         );
     }
 }

@@ -101,6 +101,9 @@ pub enum Command {
         /// The egress proxy's Unix socket (network allow)
         #[arg(long, value_name = "PATH")]
         proxy_socket: Option<PathBuf>,
+        /// An inherited descriptor for the JSON line written when the program has ended
+        #[arg(long, value_name = "N")]
+        end_fd: Option<i32>,
         /// The program and its arguments
         #[arg(last = true, required = true, value_name = "PROGRAM")]
         argv: Vec<OsString>,
@@ -134,12 +137,14 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
             policy,
             report_fd,
             proxy_socket,
+            end_fd,
             argv,
         } => {
             return Ok(crate::sandbox::exec::main(crate::sandbox::exec::Request {
                 policy,
                 report_fd,
                 proxy_socket,
+                end_fd,
                 argv,
             }));
         }

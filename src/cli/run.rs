@@ -112,8 +112,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", help = MAX_DEPTH_HELP.as_str())]
     pub max_depth: Option<u32>,
     /// Run the program in a kernel sandbox: it writes only its workspace (--cwd, or the
-    /// worktree with its repository's git directory but not its hooks or config), its attempt
-    /// directory, a private /tmp and --writable paths; no network unless --network says so
+    /// worktree; the repository's git directory is its own private copy, and only its branch
+    /// comes back), its artifact directory, a private /tmp and --writable paths; no network
+    /// unless --network says so
     #[arg(long, help_heading = "Sandbox")]
     pub sandbox: bool,
     /// Network of a sandboxed program: none (its own loopback only), full, or
@@ -131,6 +132,20 @@ pub struct RunArgs {
     /// and --env
     #[arg(long, value_name = "NAME", help_heading = "Sandbox")]
     pub env_pass: Vec<String>,
+    /// Processes and threads the sandboxed program may have at once, at least 300
+    /// [default: 4096]
+    #[arg(long, value_name = "N", help_heading = "Sandbox")]
+    pub max_procs: Option<u32>,
+    /// What one sandboxed process may allocate (its heap and writable mappings), like 4G
+    /// [default: 8G]
+    #[arg(long, value_name = "SIZE", help_heading = "Sandbox")]
+    pub max_memory: Option<String>,
+    /// The size of the sandbox's private /tmp (its files take memory) [default: 2G]
+    #[arg(long, value_name = "SIZE", help_heading = "Sandbox")]
+    pub max_tmp: Option<String>,
+    /// The largest file a sandboxed process may write [default: 8G]
+    #[arg(long, value_name = "SIZE", help_heading = "Sandbox")]
+    pub max_file_size: Option<String>,
     /// The program and its arguments (after `--`)
     #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
     pub command: Vec<OsString>,
@@ -188,6 +203,10 @@ impl RunArgs {
             writable: self.writable.clone(),
             hide: self.hide.clone(),
             env_pass: self.env_pass.clone(),
+            max_procs: self.max_procs,
+            max_memory: self.max_memory.clone(),
+            max_tmp: self.max_tmp.clone(),
+            max_file_size: self.max_file_size.clone(),
             worktree: self.worktree,
             max_depth: self.max_depth,
         };

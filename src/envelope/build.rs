@@ -62,6 +62,7 @@ pub fn build(
             enabled: spec.sandbox.enabled,
             policy: spec.sandbox.enabled.then(|| spec.sandbox.clone()),
             enforced: facts.sandbox.clone(),
+            limit_hit: facts.sandbox_limit_hit,
         },
         artifacts,
         group: spec.group.clone(),

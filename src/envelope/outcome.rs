@@ -10,6 +10,7 @@
 //! | subpane stopped it for a cancel         | cancelled | cancelled      |
 //! | subpane stopped it for the deadline     | failed    | timeout        |
 //! | subpane stopped it for silence          | failed    | idle_timeout   |
+//! | a sandbox limit was reached, not exit 0 | failed    | resource_limit |
 //! | the agent reported an error             | failed    | model          |
 //! | stopped for lingering after its answer  | completed | —              |
 //! | exit 0, but no terminal event (agents)  | failed    | parse          |
@@ -56,6 +57,8 @@ pub struct Facts {
     pub expects_terminal_event: bool,
     pub terminal_event_seen: bool,
     pub model_error: bool,
+    /// The sandbox found one of its limits reached when the program ended.
+    pub limit_hit: bool,
 }
 
 /// The decision.
@@ -101,6 +104,12 @@ pub fn decide(f: &Facts) -> Outcome {
         Some(KillReason::Timeout) => return Outcome::failed(FailureKind::Timeout),
         Some(KillReason::IdleTimeout) => return Outcome::failed(FailureKind::IdleTimeout),
         _ => {}
+    }
+    let clean_exit = f.exit_code == Some(0) && f.signal.is_none();
+    // A limit explains a failure better than what the program made of it (an agent reports
+    // a failed tool, a build fails on EAGAIN); a program that coped with it completed.
+    if f.limit_hit && !clean_exit && f.kill_reason != Some(KillReason::Linger) {
+        return Outcome::failed(FailureKind::ResourceLimit);
     }
     if f.model_error {
         return Outcome::failed(FailureKind::Model);
@@ -182,6 +191,31 @@ mod tests {
         let mut f = exited(0);
         f.expects_terminal_event = true;
         assert_eq!(decide(&f), Outcome::failed(FailureKind::Parse));
+    }
+
+    #[test]
+    fn a_limit_reached_names_a_failure_but_not_a_clean_exit() {
+        let hit = |exit_code, signal| Facts {
+            exit_code,
+            signal,
+            limit_hit: true,
+            model_error: true,
+            ..Facts::default()
+        };
+        let limit = Outcome::failed(FailureKind::ResourceLimit);
+        assert_eq!(decide(&hit(Some(1), None)), limit);
+        assert_eq!(decide(&hit(None, Some(25))), limit);
+        // A program that coped with it: its own outcome (here the agent's error).
+        assert_eq!(
+            decide(&hit(Some(0), None)),
+            Outcome::failed(FailureKind::Model)
+        );
+        // What subpane stopped comes first.
+        let timed_out = Facts {
+            kill_reason: Some(KillReason::Timeout),
+            ..hit(None, Some(9))
+        };
+        assert_eq!(decide(&timed_out), Outcome::failed(FailureKind::Timeout));
     }
 
     #[test]

@@ -84,6 +84,9 @@ pub struct WorkerFacts {
     /// Why the sandbox could not be set up (the program did not run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_error: Option<String>,
+    /// The sandbox limit found reached when the program ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_limit_hit: Option<super::LimitKind>,
     /// What became of the attempt's git worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<super::WorktreeInfo>,
@@ -142,8 +145,9 @@ impl CancelRequest {
 /// ```
 ///
 /// `host` and `port` are the request's target (`host` lower case, no trailing dot); for a
-/// request that could not be read (400) `host` is as much of it as could be made out and
-/// `port` is `null`. `address` is the IP the proxy connected to; `null` when it did not
+/// request that could not be read (400) or did not arrive in time (408) `host` is as much of
+/// it as could be made out and `port` is `null`; a connection refused because the proxy was
+/// full (503) was never read, so `method`, `host` and `port` are `null`. `address` is the IP the proxy connected to; `null` when it did not
 /// connect, with `reason` saying why (`"cannot connect to 203.0.113.9:443: …"` for an
 /// allowed host that did not answer).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -24,10 +24,14 @@
 //! * A diff can be large and binary: it goes straight from git's stdout into its file, never
 //!   through memory or a `String`.
 //! * git may wait for a password on a terminal: `GIT_TERMINAL_PROMPT=0` and stdin `/dev/null`.
+//! * A repository's config may run programs for git (`core.fsmonitor`, hooks, filters named
+//!   by `.gitattributes`): every command runs with fsmonitor and hooks off, and those that
+//!   read the work tree take their attributes from the empty tree ([`Cmd::no_attributes`]).
 //! * git may wait for something else (a clean filter, a hook): every command runs under
 //!   [`crate::command`]'s deadline, [`set_time_limit`] (default [`DEFAULT_TIME_LIMIT`]), and is
 //!   killed with what it started after it, so the end of an attempt is always recorded.
 
+pub mod carry;
 mod repo;
 pub mod worktree;
 
@@ -119,10 +123,34 @@ impl Cmd {
             cmd.env_remove(v);
         }
         cmd.env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
+        // Nothing of the repository's runs for subpane: no fsmonitor, no hook (`/dev/null`
+        // holds none).
+        cmd.args([
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ]);
         Self {
             cmd,
             args: Vec::new(),
         }
+    }
+
+    /// No attributes from the work tree (nor `$GIT_DIR/info`): they come from git's empty
+    /// tree, so no filter, textconv or diff driver a `.gitattributes` names runs. `any_id`
+    /// is an object id of the repository: its length says the object format. Call before
+    /// the subcommand's arguments.
+    pub(crate) fn no_attributes(mut self, any_id: &str) -> Self {
+        self.cmd
+            .arg(format!("--attr-source={}", empty_tree(any_id)));
+        self
+    }
+
+    /// Reads stdin from `file`.
+    pub(crate) fn stdin_from(mut self, file: std::fs::File) -> Self {
+        self.cmd.stdin(file);
+        self
     }
 
     pub(crate) fn env(mut self, k: &str, v: impl AsRef<OsStr>) -> Self {
@@ -203,6 +231,16 @@ impl Cmd {
             args: self.args.join(" "),
             message: message(stderr, status),
         }
+    }
+}
+
+/// git's empty tree in the object format whose ids are as long as `any_id` (SHA-256: 64 hex
+/// digits; SHA-1: 40). git knows it without it being stored.
+pub(crate) fn empty_tree(any_id: &str) -> &'static str {
+    if any_id.len() == 64 {
+        "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+    } else {
+        "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
     }
 }
 

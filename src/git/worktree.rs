@@ -77,6 +77,7 @@ pub fn add(
     base: &str,
 ) -> Result<PathBuf, GitError> {
     let made = Cmd::in_dir(toplevel)
+        .no_attributes(base)
         .args(["worktree", "add", "--quiet", "-b", branch])
         .arg(path)
         .arg(base)
@@ -156,9 +157,9 @@ pub fn dispose(wt: &WorktreeSpec) -> Result<bool, GitError> {
     delete_branch_unless_ahead(wt)
 }
 
-/// A command on the worktree with every location from the spec.
+/// A command on the worktree with every location from the spec, and no attributes from it.
 fn in_worktree(wt: &WorktreeSpec) -> Cmd {
-    Cmd::in_worktree(&wt.path, &wt.git_dir, &wt.common_dir)
+    Cmd::in_worktree(&wt.path, &wt.git_dir, &wt.common_dir).no_attributes(&wt.base)
 }
 
 /// `git status --porcelain=v1 --untracked-files=all` into `out`, without refreshing the

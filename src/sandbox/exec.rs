@@ -1,14 +1,25 @@
 //! The sandbox helper: `subpane __sandbox --policy FILE [--report-fd N] [--proxy-socket PATH]
-//! -- PROGRAM [ARGS…]`. It enters the sandbox, then becomes the program (exec, same pid).
+//! -- PROGRAM [ARGS…]`. It enters the sandbox and runs the program as the grandchild it
+//! waits for, ending as the program ended.
 //!
 //! ```text
-//!  read policy ─► user+mount[+net] ns ─► mounts ─► lo up ─► no_new_privs ─► Landlock
-//!      │               namespaces.rs      mounts.rs  namespaces.rs           landlock.rs │
-//!      │                                                                                ▼
-//!      │     execvp(PROGRAM) ◄─ report {"enforced"} ◄─ fds ≥ 3 CLOEXEC ◄─ seccomp ◄─ [relay]
-//!      │         │ fails: report {"failed": exec}, exit 127           seccomp.rs
-//!      ▼              ▼
-//!  any step fails: report {"failed": {kind…}}, "subpane sandbox: …" on stderr, exit 125
+//!  the helper (the worker's child, pid H)
+//!    read policy, build the seccomp filters ─► user+mount[+net]+pid namespaces
+//!    fork ─────────────────────────────────────────────┐
+//!    │ close the report fd, std fds → /dev/null         ▼ init (pid 1 of the PID namespace)
+//!    │ seccomp (Supervisor), ignore SIGTERM, SIGINT, …    mounts (/proc of its own, read-only
+//!    │ read the program's wait status from init           host) ─► lo up ─► limits
+//!    │ waitpid(init)                                      ─► no_new_privs ─► Landlock
+//!    ▼                                                    ─► [fork the relay: seccomp (Relay)]
+//!  end as the program did: exit(code), or die of          ─► fork the program ──────────┐
+//!  its signal (SIG_DFL, no core)                          std fds → /dev/null             ▼
+//!                                                         seccomp (Supervisor)    the program
+//!                                                         reap until the program  seccomp
+//!                                                         exits; send its status  fds ≥ 3 CLOEXEC
+//!                                                         exit: the kernel kills  report
+//!                                                         what is left inside     execvp
+//!  any step before the program fails: report {"failed": {kind…}}, "subpane sandbox: …" on
+//!  stderr, exit 125 (127 after an exec that failed)
 //! ```
 //!
 //! The caller (the worker) sets the working directory (the workspace) and the environment;
@@ -17,8 +28,9 @@
 //! running the helper is the request to sandbox.
 //!
 //! The report fd gets one JSON line ([`Report`], e.g. `{"enforced":{"landlock_abi":7,…}}`)
-//! just before exec, and closes on exec, so the caller reads end-of-file once the program
-//! runs. After an exec that failed, a second line `{"failed":{"kind":"exec",…}}` follows.
+//! from the program's process just before exec; the helper and init close their copies, so
+//! the caller reads end-of-file once the program runs. After an exec that failed, a second
+//! line `{"failed":{"kind":"exec",…}}` follows.
 //!
 //! Common pitfalls:
 //! * Never exec after a failed step: every step returns a typed error and the only exec is
@@ -27,24 +39,29 @@
 //!   exec: without resetting it, `yes | head` inside would loop on EPIPE instead of dying.
 //! * Every inherited fd above 2 is marked close-on-exec (the report fd with them): an fd
 //!   that names a directory outside is a way around the mounts (`openat(fd, "tmux-0/…")`
-//!   reaches a hidden socket). Only stdin, stdout and stderr cross into the program.
+//!   reaches a hidden socket). Only stdin, stdout and stderr cross into the program, and the
+//!   helper and init let go of them (the worker waits for the program's pipes to close).
 //! * `unshare(CLONE_NEWUSER)` refuses a multithreaded process: nothing here starts a thread
-//!   before the namespaces exist (the relay is a child process, started after them).
+//!   (the relay is a process, forked by init).
+//! * The worker stops the program by signalling its process group: the helper and init are
+//!   in it, so the helper ignores the signals that would end it before the program (which
+//!   may take its grace period to exit), and init, as pid 1, gets none it has no handler
+//!   for. SIGKILL reaches all three.
+//! * Init is the reaper of everything in the namespace, and its exit is the end of it: what
+//!   the program left running is killed with it, never left behind.
 
 use std::ffi::{CString, OsString};
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::mem::ManuallyDrop;
-use std::os::fd::{FromRawFd, RawFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use seccompiler::BpfProgram;
 use serde::Deserialize;
 
-use super::{
-    EXIT_SANDBOX_FAILED, Enforced, PROXY_PORT, Report, SandboxFailure, landlock, mounts,
-    namespaces, relay, seccomp,
-};
+use super::{EXIT_SANDBOX_FAILED, Report, SandboxFailure, init, namespaces, seccomp};
 use crate::spec::{Network, SandboxSpec};
 
 /// The exit code after an exec that failed (as a shell answers a command it cannot run).
@@ -59,65 +76,123 @@ pub struct Request {
     pub report_fd: Option<RawFd>,
     /// The egress proxy's Unix socket, for `network: {"allow": …}`.
     pub proxy_socket: Option<PathBuf>,
+    /// Where to write the [`Report::Ended`] line when the program has ended (inherited,
+    /// open, at least 3).
+    pub end_fd: Option<RawFd>,
     /// The program and its arguments.
     pub argv: Vec<OsString>,
 }
 
-/// Runs the helper. Returns only when the program could not be run: the exit code.
+/// Runs the helper. Returns only when the program could not be run, or to exit as it
+/// exited: the exit code.
 pub fn main(req: Request) -> i32 {
     let report = match ReportFd::check(req.report_fd) {
         Ok(r) => r,
         Err(f) => return fail(&ReportFd(None), f),
     };
-    let ready = match enter(&req) {
+    let end = match ReportFd::check(req.end_fd) {
         Ok(r) => r,
         Err(f) => return fail(&report, f),
     };
-    if let Err(e) = report.send(&Report::Enforced(ready.enforced)) {
-        // The caller could not learn what was enforced: do not run.
-        eprintln!("subpane sandbox: cannot write the report: {e}");
-        return EXIT_SANDBOX_FAILED;
-    }
-    // SAFETY: resetting a disposition to the default is always sound.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let errno = match nix::unistd::execvp(&ready.argv[0], &ready.argv) {
-        Err(e) => e,
-        Ok(never) => match never {},
+    let plan = match prepare(&req) {
+        Ok(p) => p,
+        Err(f) => return fail(&report, f),
     };
-    // SAFETY: see above; put the helper's own disposition back while it reports.
-    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
-    let why = std::io::Error::from_raw_os_error(errno as i32).to_string();
-    fail(
-        &report,
-        SandboxFailure::Exec {
-            program: ready.program,
-            why,
-        },
-    )
+    let namespaces = match namespaces::enter(plan.spec.network != Network::Full) {
+        Ok(n) => n,
+        Err(f) => return fail(&report, f),
+    };
+    let pipes = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .and_then(|a| Ok((a, nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?)));
+    let ((status_r, status_w), (go_r, go_w)) = match pipes {
+        Ok(p) => p,
+        Err(e) => {
+            let why = format!("cannot make the helper's pipes: {e}");
+            return fail(
+                &report,
+                SandboxFailure::Namespace {
+                    namespace: "pid".into(),
+                    errno: why,
+                },
+            );
+        }
+    };
+    // SAFETY: the helper has one thread (see the pitfalls), so the child may run ordinary
+    // Rust code; it never returns (init::run ends with _exit).
+    match unsafe { libc::fork() } {
+        -1 => {
+            let e = std::io::Error::last_os_error();
+            fail(
+                &report,
+                SandboxFailure::Namespace {
+                    namespace: "pid".into(),
+                    errno: format!("cannot start pid 1 of the namespace: {e}"),
+                },
+            )
+        }
+        0 => {
+            drop((status_r, go_w));
+            end.close();
+            let pipes = init::Pipes {
+                status: status_w,
+                go: go_r,
+            };
+            init::run(plan, namespaces, report, pipes)
+        }
+        child => {
+            drop((status_w, go_r));
+            supervise(child, status_r, go_w, &plan.filters.supervisor, report, end)
+        }
+    }
 }
 
-/// Everything in place: what to exec and what was enforced.
-struct Ready {
-    program: String,
-    argv: Vec<CString>,
-    enforced: Enforced,
+/// What the helper and its children need, made before anything changes.
+pub(super) struct Prepared {
+    pub(super) spec: SandboxSpec,
+    pub(super) program: String,
+    pub(super) argv: Vec<CString>,
+    pub(super) cwd: PathBuf,
+    pub(super) proxy: Option<PathBuf>,
+    pub(super) filters: Filters,
 }
 
-/// The steps of the module diagram, in order. Any error leaves the program unrun.
-fn enter(req: &Request) -> Result<Ready, SandboxFailure> {
+/// The seccomp filters of each process, built before anything changes, so a filter that
+/// cannot be built costs nothing.
+pub(super) struct Filters {
+    pub(super) program: Vec<BpfProgram>,
+    pub(super) supervisor: Vec<BpfProgram>,
+    pub(super) relay: Vec<BpfProgram>,
+}
+
+fn prepare(req: &Request) -> Result<Prepared, SandboxFailure> {
     let spec = read_policy(&req.policy)?;
     let argv = c_argv(&req.argv)?;
-    // Built before anything changes, so a filter that cannot be built costs nothing.
     let arch = seccomp::Arch::host().ok_or_else(|| SandboxFailure::Seccomp {
         why: format!("no filter for {}", std::env::consts::ARCH),
     })?;
-    let filters =
-        seccomp::programs(arch).map_err(|e| SandboxFailure::Seccomp { why: e.to_string() })?;
+    let failed = |e: seccompiler::BackendError| SandboxFailure::Seccomp { why: e.to_string() };
+    // The program's filters once; each helper adds its role's (the relay's only when there
+    // is a relay).
+    let program = seccomp::base_programs(arch).map_err(failed)?;
+    let with_role = |role| -> Result<Vec<BpfProgram>, SandboxFailure> {
+        let mut v = program.clone();
+        v.extend(seccomp::role_program(arch, role).map_err(failed)?);
+        Ok(v)
+    };
+    let relay = match spec.network {
+        Network::Allow(_) => with_role(seccomp::Role::Relay)?,
+        _ => Vec::new(),
+    };
+    let filters = Filters {
+        supervisor: with_role(seccomp::Role::Supervisor)?,
+        relay,
+        program,
+    };
     let proxy = match &spec.network {
         Network::Allow(_) => {
             Some(
                 req.proxy_socket
-                    .as_deref()
+                    .clone()
                     .ok_or_else(|| SandboxFailure::Network {
                         why: "network allow needs --proxy-socket".into(),
                     })?,
@@ -129,36 +204,150 @@ fn enter(req: &Request) -> Result<Ready, SandboxFailure> {
         path: ".".into(),
         why: format!("cannot read the working directory: {e}"),
     })?;
-
-    let private_net = spec.network != Network::Full;
-    let namespaces = namespaces::enter(private_net)?;
-    mounts::build(&spec, &cwd)?;
-    if private_net {
-        namespaces::loopback_up()?;
-    }
-    set_no_new_privs()?;
-    let landlock = landlock::restrict(&spec.writable)?;
-    // The relay is forked inside the program's Landlock domain: its parent-death signal is
-    // sent by the program as it exits, and the signal scope lets that signal reach only
-    // processes of the same domain. Forked before it, the relay would outlive the program.
-    if let Some(socket) = proxy {
-        relay::start(PROXY_PORT, socket).map_err(|e| SandboxFailure::Network {
-            why: format!("cannot start the relay to the egress proxy: {e}"),
-        })?;
-    }
-    seccomp::install(&filters)?;
-    close_inherited_on_exec()?;
-    Ok(Ready {
+    Ok(Prepared {
+        spec,
         program: req.argv[0].to_string_lossy().into_owned(),
         argv,
-        enforced: Enforced {
-            landlock_abi: Some(landlock.abi),
-            namespaces,
-            seccomp: true,
-            no_new_privs: no_new_privs(),
-            partial: landlock.partial,
-        },
+        cwd,
+        proxy,
+        filters,
     })
+}
+
+/// The helper's part once init runs: its own filter (before init may start the program),
+/// then wait for the program's status, and end as it did.
+fn supervise(
+    init: libc::pid_t,
+    status: OwnedFd,
+    go: OwnedFd,
+    filter: &[BpfProgram],
+    report: ReportFd,
+    end: ReportFd,
+) -> i32 {
+    // The worker's stop signals are for the program; the helper must outlive it to say how
+    // it ended. SAFETY: setting dispositions to SIG_IGN is always sound.
+    for sig in STOP_SIGNALS {
+        unsafe { libc::signal(sig, libc::SIG_IGN) };
+    }
+    // Every process of the sandbox has its filter, or the program never starts: the helper
+    // installs its own while init builds the view, and init starts the program only on its
+    // "go". A failure here is then the one report, and the program never ran.
+    if let Err(f) = seccomp::install(filter) {
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(init, libc::SIGKILL) };
+        let code = fail(&report, f);
+        reap(init);
+        return code;
+    }
+    report.close();
+    let _ = File::from(go).write_all(b"g");
+    let mut status = File::from(status);
+    to_dev_null();
+    // The program's wait status, and the limit init found reached.
+    let mut raw = [0u8; 5];
+    let program = match read_full(&mut status, &mut raw) {
+        Ok(true) => Some(i32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]])),
+        _ => None,
+    };
+    drop(status);
+    let init_status = reap(init);
+    if program.is_some() {
+        let ended = super::Ended {
+            limit_hit: super::limits::from_byte(raw[4]),
+        };
+        let _ = end.send(&Report::Ended(ended));
+    }
+    end.close();
+    end_as(program.unwrap_or(init_status))
+}
+
+/// Waits for `pid` (a child); its raw wait status.
+fn reap(pid: libc::pid_t) -> i32 {
+    loop {
+        let mut st = 0;
+        // SAFETY: waitpid(2) on our own child into a local.
+        let rc = unsafe { libc::waitpid(pid, &mut st, 0) };
+        if rc == pid {
+            return st;
+        }
+        if rc < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return EXIT_SANDBOX_FAILED << 8;
+        }
+    }
+}
+
+/// Signals the worker sends to stop the program that the helper outlives.
+const STOP_SIGNALS: [libc::c_int; 6] = [
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+/// Reads exactly `buf.len()` bytes: `Ok(false)` on end-of-file before that.
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<bool> {
+    let mut at = 0;
+    while at < buf.len() {
+        match f.read(&mut buf[at..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
+
+/// Ends the calling process as a process with wait status `status` ended: the same exit
+/// code, or death by the same signal (without a core dump).
+pub(super) fn end_as(status: i32) -> i32 {
+    if libc::WIFSIGNALED(status) {
+        let sig = libc::WTERMSIG(status);
+        // SAFETY: plain calls on the calling process: no core file, the signal's default
+        // action, unblocked, then raised.
+        unsafe {
+            let none = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            libc::setrlimit(libc::RLIMIT_CORE, &none);
+            libc::signal(sig, libc::SIG_DFL);
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::kill(libc::getpid(), sig);
+        }
+        // A signal whose default is to go on (none ends a program that way): say so.
+        return 128 + sig;
+    }
+    if libc::WIFEXITED(status) {
+        return libc::WEXITSTATUS(status);
+    }
+    EXIT_SANDBOX_FAILED
+}
+
+/// Points stdin, stdout and stderr at `/dev/null`: the program's pipes must close when it
+/// and what it started are gone, not when its helpers are.
+pub(super) fn to_dev_null() {
+    // SAFETY: open/dup2/close on descriptors this process owns.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC);
+        if null < 0 {
+            for fd in 0..3 {
+                libc::close(fd);
+            }
+            return;
+        }
+        for fd in 0..3 {
+            libc::dup2(null, fd);
+        }
+        if null > 2 {
+            libc::close(null);
+        }
+    }
 }
 
 /// `{"sandbox": SandboxSpec, …}`: other keys (the rest of `spec.json`) are ignored.
@@ -179,13 +368,68 @@ fn read_policy(path: &Path) -> Result<SandboxSpec, SandboxFailure> {
         .iter()
         .chain(&spec.read_only)
         .chain(&spec.hidden);
-    if let Some(p) = all.into_iter().find(|p| !p.is_absolute()) {
+    if let Some(p) = all.clone().find(|p| !p.is_absolute()) {
         return Err(why(format!(
             "the path {} is relative: the policy holds absolute, resolved paths",
             p.display()
         )));
     }
+    // The plan resolved every path, so a link on the way now was put there since, perhaps
+    // by a program of an earlier attempt in a writable tree: never follow it.
+    for p in all {
+        match no_links(p) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(why(format!(
+                    "{} passes through a symbolic link, which the policy was not made with (a program may have planted it): remove the link or start a new run",
+                    p.display()
+                )));
+            }
+            // What must exist is checked where it is used; what the user hid, here.
+            Err(_) => {
+                let asked = spec.asked.as_ref().is_some_and(|a| a.hidden.contains(p));
+                if asked && spec.hidden.contains(p) {
+                    return Err(why(format!(
+                        "{} is gone, so it cannot be hidden (a program may have moved it or a directory above it, and would see it under its new name)",
+                        p.display()
+                    )));
+                }
+            }
+        }
+    }
     Ok(spec)
+}
+
+/// Whether `p` can be reached without following any symbolic link (`ELOOP` when not).
+pub(super) fn no_links(p: &Path) -> std::io::Result<()> {
+    let path = CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: open_how is plain old data; all zeroes is a valid value.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
+    how.resolve = libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
+    // SAFETY: openat2(2) with a NUL-terminated path and an open_how of the size passed; the
+    // descriptor it returns is owned below.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor the kernel just gave us.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    // With O_PATH and O_NOFOLLOW a final link is opened itself, not refused: its type says.
+    let kind = File::from(fd).metadata()?.file_type();
+    if kind.is_symlink() {
+        return Err(std::io::Error::from_raw_os_error(libc::ELOOP));
+    }
+    Ok(())
 }
 
 fn c_argv(argv: &[OsString]) -> Result<Vec<CString>, SandboxFailure> {
@@ -202,42 +446,8 @@ fn c_argv(argv: &[OsString]) -> Result<Vec<CString>, SandboxFailure> {
         })
 }
 
-fn set_no_new_privs() -> Result<(), SandboxFailure> {
-    // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) with constant arguments.
-    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
-        return Err(SandboxFailure::Seccomp {
-            why: format!(
-                "cannot set no_new_privs: {}",
-                std::io::Error::last_os_error()
-            ),
-        });
-    }
-    Ok(())
-}
-
-fn no_new_privs() -> bool {
-    // SAFETY: prctl(PR_GET_NO_NEW_PRIVS) only returns a number.
-    unsafe { libc::prctl(libc::PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 1 }
-}
-
-/// Marks every fd above 2 close-on-exec (see the pitfalls).
-fn close_inherited_on_exec() -> Result<(), SandboxFailure> {
-    // SAFETY: close_range(2) with CLOEXEC only changes flags.
-    let rc = unsafe { libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int) };
-    if rc != 0 {
-        return Err(SandboxFailure::Mount {
-            path: "/proc/self/fd".into(),
-            why: format!(
-                "cannot keep inherited descriptors out of the program: {}",
-                std::io::Error::last_os_error()
-            ),
-        });
-    }
-    Ok(())
-}
-
 /// The report fd, checked to be open before anything else happens.
-struct ReportFd(Option<RawFd>);
+pub(super) struct ReportFd(Option<RawFd>);
 
 impl ReportFd {
     fn check(fd: Option<RawFd>) -> Result<Self, SandboxFailure> {
@@ -259,7 +469,7 @@ impl ReportFd {
         Ok(ReportFd(Some(fd)))
     }
 
-    fn send(&self, report: &Report) -> std::io::Result<()> {
+    pub(super) fn send(&self, report: &Report) -> std::io::Result<()> {
         let Some(fd) = self.0 else { return Ok(()) };
         let mut line = serde_json::to_vec(report)?;
         line.push(b'\n');
@@ -267,10 +477,19 @@ impl ReportFd {
         let mut file = ManuallyDrop::new(unsafe { File::from_raw_fd(fd) });
         file.write_all(&line)
     }
+
+    /// Closes this process's copy: the caller reads end-of-file once the program's copy
+    /// closes on exec.
+    pub(super) fn close(self) {
+        if let Some(fd) = self.0 {
+            // SAFETY: the descriptor was checked to be open and is not used after this.
+            unsafe { libc::close(fd) };
+        }
+    }
 }
 
 /// Reports `failure` on the fd and on stderr; returns the exit code.
-fn fail(report: &ReportFd, failure: SandboxFailure) -> i32 {
+pub(super) fn fail(report: &ReportFd, failure: SandboxFailure) -> i32 {
     eprintln!("subpane sandbox: {failure}");
     let code = match failure {
         SandboxFailure::Exec { .. } => EXIT_EXEC_FAILED,

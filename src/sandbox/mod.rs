@@ -6,13 +6,12 @@
 //!  [allow:] egress proxy thread ◄─ <attempt>/proxy.sock ◄─ relay 127.0.0.1:3128 (in the netns)
 //!     │ network.jsonl                                       ▲ HTTP(S)_PROXY, ALL_PROXY
 //!  spawn `subpane __sandbox --policy spec.json --report-fd 3 -- PROGRAM ARGS…`
-//!                                   │ unshare user+mount[+net] namespaces
-//!                                   │ mounts: private /tmp, hidden paths, read-only git hooks
-//!                                   │ [allow:] start the relay
-//!                                   │ Landlock (files, scopes), no_new_privs, seccomp
-//!                                   │ report {"enforced": …} on fd 3, then exec
-//!                                   ▼
-//!                                 PROGRAM  (fd 3 closes on exec: the worker knows it ran)
+//!    helper: unshare user+mount[+net]+pid namespaces; waits, then ends as the program did
+//!      └─ init (pid 1): mounts (private /tmp, hidden paths, read-only host with writable
+//!         │             binds, its own /proc), Landlock (files, scopes), no_new_privs
+//!         ├─ [allow:] relay (seccomp: Relay)
+//!         └─ program (pid 2): seccomp, report {"enforced": …} on fd 3, then exec
+//!                     PROGRAM  (fd 3 closes on exec: the worker knows it ran)
 //! ```
 //!
 //! The sandbox applies to the program only: the worker, the pane and tmux stay outside. It
@@ -21,23 +20,34 @@
 //! ends with `failure_kind: "sandbox"`.
 //!
 //! Who owns what in the helper:
-//! * [`exec`]: the order of the steps, the report, and the exec itself;
-//! * `namespaces`: user, mount and network namespaces, and the loopback;
-//! * `mounts`: what the program can see (private `/tmp`, read-only holes, hidden paths);
+//! * [`exec`]: the order of the steps, the report, the helper's wait and its exit;
+//! * `init`: pid 1 of the PID namespace: the view, the relay, the program, the reaping;
+//! * `namespaces`: user, mount, network and PID namespaces, and the loopback;
+//! * `mounts`: what the program can see and change (private `/tmp`, hidden paths, read-only
+//!   holes, the read-only host, its own `/proc`);
 //! * `landlock`: what it may write and whom it may signal;
-//! * [`seccomp`]: the system calls it never needs (pure rules, then install).
+//! * [`seccomp`]: the system calls it never needs, per process (pure rules, then install);
+//! * [`limits`]: processes, memory, `/tmp` and file size, and how a limit reached is told.
 //!
 //! Common pitfalls:
-//! * Landlock rules only add rights: a read-only hole in a writable tree (`.git/hooks`) needs
-//!   a read-only bind mount, and a hidden path needs a mount over it.
+//! * Landlock rules only add rights: a read-only hole in a writable tree (a worktree's `.git`
+//!   file) needs a read-only bind mount, and a hidden path needs a mount over it. A git
+//!   directory needs more than holes (git writes it by lock and rename): it is an overlay.
+//! * Landlock covers a file's bytes, not its metadata: the host's tree is read-only in the
+//!   mount namespace so that chmod, chown, utime and xattrs fail outside the writable trees.
 //! * Landlock (up to ABI 7) cannot refuse connecting to a pathname Unix socket: the tmux
-//!   server's socket is hidden by the mount namespace instead.
+//!   server's socket, `/run` and the caller's sockets are hidden by the mount namespace.
 //! * Claude Code opens a Unix socket under `/tmp`: hide, do not refuse `AF_UNIX`.
 //! * Under `none` the tmux socket would still be reachable: a network namespace does not
-//!   cover pathname Unix sockets (abstract ones, though, are per network namespace).
+//!   cover pathname Unix sockets (abstract ones, though, are per network namespace), nor
+//!   `AF_VSOCK` (refused by seccomp).
+//! * The program is the helper's grandchild: the worker signals the process group, which
+//!   holds all three; only the program acts on SIGTERM (see [`exec`]).
 
 pub mod exec;
+mod init;
 mod landlock;
+pub mod limits;
 mod mounts;
 mod namespaces;
 pub mod proxy;
@@ -76,12 +86,15 @@ pub enum SandboxFailure {
     Network { why: String },
     #[error("the sandbox policy could not be read: {why}")]
     Policy { why: String },
+    #[error("the sandbox could not set its limits: {why}")]
+    Limits { why: String },
     /// Everything was in place, but the program could not be executed.
     #[error("cannot start {program}: {why}")]
     Exec { program: String, why: String },
 }
 
-/// One line the helper writes on its report fd.
+/// One line the helper writes on its report fd (`enforced` or `failed`), or on its end fd
+/// (`ended`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Report {
@@ -89,4 +102,13 @@ pub enum Report {
     Enforced(Enforced),
     /// Written instead of exec (or after an exec that failed).
     Failed(SandboxFailure),
+    /// Written when the program has ended: what the sandbox saw of its limits.
+    Ended(Ended),
+}
+
+/// The sandbox's last word on a program that ran: `{"ended":{"limit_hit":"processes"}}`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ended {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_hit: Option<crate::envelope::LimitKind>,
 }

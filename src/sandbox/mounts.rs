@@ -2,15 +2,21 @@
 //!
 //! ```text
 //!  1. /            MS_REC|MS_PRIVATE        nothing below propagates back to the host
+//!     git dir      an overlay on itself      the program's writes land in the attempt's
+//!                  (upper: <attempt>/git/upper)  git/upper; subpane carries back its branch
 //!  2. masks, outermost first: /tmp, then each hidden directory (the subpane home, --hide)
 //!     a. trees below it that the policy names   open_tree(CLONE|RECURSIVE), held by fd
-//!     b. the mask   fresh tmpfs                 /tmp: 1777, the program's private /tmp
+//!     b. the mask   fresh tmpfs                 /tmp: 1777, sized (--max-tmp): the program's
 //!                                               hidden: empty, read-only after step c
 //!     c. the trees  move_mount(fd) back         same path, same files as on the host
-//!  3. read_only    read-only bind over itself   .git/hooks, .git/config, the proxy socket
+//!  3. read_only    read-only bind over itself   a worktree's .git file, the proxy socket
 //!  4. hidden files /dev/null, read-only         (hidden directories were masks)
 //!  5. /dev/pts     a new devpts instance        the host's terminals are out of reach
-//!  6. chdir(cwd)   the working directory again, resolved in the new view
+//!  6. /proc        a proc of the PID namespace  only the sandbox's processes
+//!     (init sets the PID namespace's limit through this /proc: see limits.rs)
+//!  7. read-only    clone each writable tree and the private /tmp; every mount read-only
+//!                  (recursively from /); the clones back on top, writable as they were
+//!  8. chdir(cwd)   the working directory again, resolved in the new view
 //! ```
 //!
 //! So a hidden directory is empty except what the policy itself puts below it: the subpane
@@ -24,7 +30,21 @@
 //! Common pitfalls:
 //! * The helper's working directory still points into the host's view after the mounts:
 //!   `cd ..` from a workspace in `/tmp` would list the host's `/tmp` (and reach a hidden
-//!   socket there). Step 6 resolves it again, and fails closed if it is no longer visible.
+//!   socket there). Step 8 resolves it again, and fails closed if it is no longer visible.
+//! * Landlock covers bytes, not metadata: without step 7 a program could chmod, chown, touch
+//!   or set xattrs on any file of its user outside the writable trees.
+//! * Step 7 clones before it makes anything read-only: a clone keeps each mount's own
+//!   attributes, so a read-only `.git` bind inside the workspace stays read-only and the
+//!   workspace around it writable. Device files stay usable on a read-only mount (writing
+//!   `/dev/null` or a terminal changes no inode).
+//! * The git overlay comes first: its lower layer is the directory as the host has it, and
+//!   the trees carried under a mask later are clones that take the overlay along. An
+//!   overlay's lower layer does not show what is mounted below it, so nothing else is
+//!   mounted inside the git directory.
+//! * An overlay mounted in a user namespace needs `userxattr` (its whiteouts and opaque
+//!   directories are then `user.overlay.*` xattrs of the upper layer).
+//! * A new proc can only be mounted by a process inside the PID namespace it shows, and only
+//!   while the host's `/proc` is fully visible (no hidden path below `/proc`).
 //! * A hidden directory's tmpfs is made read-only after the carried trees are in: Landlock
 //!   would refuse writes there anyway, but not `chmod` or `utime` of the mount points.
 //! * A mount namespace owned by a new user namespace locks the mounts it copied: they can be
@@ -42,7 +62,7 @@
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 use super::SandboxFailure;
@@ -50,11 +70,23 @@ use crate::spec::SandboxSpec;
 
 const TMP: &str = "/tmp";
 
-/// Builds the view described in the module docs, then changes to `cwd` in it.
-pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
+/// Builds the view described in the module docs, up to its own `/proc` (steps 1 to 6; see
+/// [`seal`] for the rest).
+pub fn build(spec: &SandboxSpec) -> Result<(), SandboxFailure> {
     let root = Path::new("/");
     mount(None, root, None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|e| failure(root, "cannot make the mounts private", e))?;
+
+    // The workspace's git directory, before anything covers the paths it is made of.
+    if let Some(repo) = &spec.git {
+        overlay(&repo.common_dir, &repo.upper, &repo.work).map_err(|e| {
+            failure(
+                &repo.common_dir,
+                "cannot give the program its own view of the git directory",
+                e,
+            )
+        })?;
+    }
 
     // Directories covered by a fresh tmpfs, outermost first: the private /tmp, then every
     // hidden directory (the subpane home among them). What the policy names below one is
@@ -67,7 +99,8 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
             Err(e) if absent(&e) => continue,
             Err(e) => return Err(failure(&mask.path, "cannot look at the path to hide", e)),
         }
-        cover(&mask, &carried(&mask.path, &spec.writable, &spec.read_only))?;
+        let keep = carried(&mask.path, &spec.writable, &spec.read_only);
+        cover(&mask, &keep, &super::limits::tmpfs_options(&spec.limits))?;
     }
 
     for path in &spec.read_only {
@@ -102,6 +135,25 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
         .map_err(|e| failure(pts, "cannot mount a private devpts", e))?;
     }
 
+    // The caller is pid 1 of a new PID namespace: a proc of its own shows only the sandbox's
+    // processes (other processes' command lines hold tokens).
+    let proc = Path::new("/proc");
+    mount(
+        Some("proc"),
+        proc,
+        Some("proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        None,
+    )
+    .map_err(|e| failure(proc, "cannot mount a proc of the PID namespace", e))?;
+
+    Ok(())
+}
+
+/// The last steps of the view, once init has used its `/proc` (the namespace's limits):
+/// the host's tree read-only, then the working directory resolved again in the view.
+pub fn seal(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
+    read_only_host(&spec.writable)?;
     std::env::set_current_dir(cwd).map_err(|e| {
         failure(
             cwd,
@@ -109,6 +161,128 @@ pub fn build(spec: &SandboxSpec, cwd: &Path) -> Result<(), SandboxFailure> {
             e,
         )
     })
+}
+
+/// Mounts an overlay at `dir` whose lower layer is `dir` itself: the program reads the
+/// directory as it is, and what it writes lands in `upper` (`work` is the overlay's scratch
+/// directory, beside it).
+fn overlay(dir: &Path, upper: &Path, work: &Path) -> io::Result<()> {
+    // The new mount API takes each path whole: no escaping of `,` or `:` in it.
+    let fs = fs_open("overlay")?;
+    // `lowerdir+` (Linux 6.8) appends one layer; older kernels take `lowerdir` as a list.
+    if fs_set(&fs, "lowerdir+", Some(dir)).is_err() {
+        fs_set(&fs, "lowerdir", Some(&escape_layer(dir)))?;
+    }
+    fs_set(&fs, "upperdir", Some(upper))?;
+    fs_set(&fs, "workdir", Some(work))?;
+    // In a user namespace an overlay keeps its bookkeeping in `user.` xattrs.
+    fs_set(&fs, "userxattr", None)?;
+    fs_create(&fs)?;
+    let mnt = fs_mount(&fs)?;
+    move_mount(&mnt, dir)
+}
+
+/// A path as one layer of a `lowerdir` list: `\`, `:` and `,` escaped.
+fn escape_layer(p: &Path) -> PathBuf {
+    let mut out = Vec::new();
+    for &b in p.as_os_str().as_bytes() {
+        if matches!(b, b'\\' | b':' | b',') {
+            out.push(b'\\');
+        }
+        out.push(b);
+    }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
+}
+
+/// `fsopen(2)`.
+fn fs_open(fstype: &str) -> io::Result<OwnedFd> {
+    let t = CString::new(fstype).map_err(io::Error::other)?;
+    // SAFETY: fsopen with a NUL-terminated name; the result is a new descriptor we own.
+    let fd = cvt(unsafe { libc::syscall(libc::SYS_fsopen, t.as_ptr(), libc::FSOPEN_CLOEXEC) })?;
+    // SAFETY: a fresh descriptor returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `fsconfig(2)` setting a string (`Some`) or a flag (`None`).
+fn fs_set(fs: &OwnedFd, key: &str, value: Option<&Path>) -> io::Result<()> {
+    let k = CString::new(key).map_err(io::Error::other)?;
+    let v = value.map(cstr).transpose()?;
+    let (cmd, ptr) = match &v {
+        Some(v) => (libc::FSCONFIG_SET_STRING, v.as_ptr()),
+        None => (libc::FSCONFIG_SET_FLAG, std::ptr::null()),
+    };
+    // SAFETY: fsconfig on an fsopen descriptor with NUL-terminated strings (or null).
+    cvt(unsafe { libc::syscall(libc::SYS_fsconfig, fs.as_raw_fd(), cmd, k.as_ptr(), ptr, 0) })
+        .map(drop)
+}
+
+/// `fsconfig(FSCONFIG_CMD_CREATE)`: the superblock, from the parameters set.
+fn fs_create(fs: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fsconfig on an fsopen descriptor with null key and value, as the command asks.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            libc::FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_char>(),
+            0,
+        )
+    })
+    .map(drop)
+}
+
+/// `fsmount(2)`: a detached mount of the superblock.
+fn fs_mount(fs: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: fsmount on a created fs context; the result is a new descriptor we own.
+    let fd =
+        cvt(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), libc::FSMOUNT_CLOEXEC, 0) })?;
+    // SAFETY: a fresh descriptor returned by the kernel.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Makes every mount read-only but the writable trees and the private `/tmp`, as they are:
+/// each is cloned (with what is mounted below it), everything is made read-only, and the
+/// clones go back on top. Landlock refuses writes outside them already; a read-only mount
+/// also refuses what Landlock does not cover (chmod, chown, utime, xattrs).
+fn read_only_host(writable: &[PathBuf]) -> Result<(), SandboxFailure> {
+    let mut roots: Vec<PathBuf> = writable.to_vec();
+    roots.push(PathBuf::from(TMP));
+    let mut held = Vec::new();
+    for root in outermost(&roots) {
+        match std::fs::symlink_metadata(&root) {
+            Ok(_) => {}
+            // Made later or never: nothing to keep writable there.
+            Err(e) if absent(&e) => continue,
+            Err(e) => return Err(failure(&root, "cannot look at a writable path", e)),
+        }
+        let fd = open_tree(&root).map_err(|e| failure(&root, "cannot keep it writable", e))?;
+        held.push((root, fd));
+    }
+    let root = Path::new("/");
+    set_attr(
+        root,
+        libc::AT_RECURSIVE as libc::c_uint,
+        libc::MOUNT_ATTR_RDONLY,
+    )
+    .map_err(|e| failure(root, "cannot make the host's tree read-only", e))?;
+    for (path, fd) in held {
+        move_mount(&fd, &path).map_err(|e| failure(&path, "cannot make it writable again", e))?;
+    }
+    Ok(())
+}
+
+/// The paths of `paths` that no other one holds, outermost first. Pure.
+pub fn outermost(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut sorted: Vec<&PathBuf> = paths.iter().collect();
+    sorted.sort_by_key(|p| p.components().count());
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in sorted {
+        if !out.iter().any(|kept| p.starts_with(kept)) {
+            out.push(p.clone());
+        }
+    }
+    out
 }
 
 /// A directory the program sees as a fresh, empty tmpfs (plus what is carried across).
@@ -140,7 +314,7 @@ pub fn masks(hidden: &[PathBuf]) -> Vec<Mask> {
 }
 
 /// Covers `mask` with a fresh tmpfs, keeping the trees `keep` visible at their paths.
-fn cover(mask: &Mask, keep: &[PathBuf]) -> Result<(), SandboxFailure> {
+fn cover(mask: &Mask, keep: &[PathBuf], tmp_options: &str) -> Result<(), SandboxFailure> {
     let mut held = Vec::new();
     for path in keep {
         let is_dir = std::fs::metadata(path)
@@ -152,7 +326,7 @@ fn cover(mask: &Mask, keep: &[PathBuf]) -> Result<(), SandboxFailure> {
     let (flags, data, what) = if mask.private_tmp {
         (
             libc::MS_NOSUID | libc::MS_NODEV,
-            "mode=1777",
+            tmp_options,
             "cannot mount the private /tmp",
         )
     } else {
@@ -181,19 +355,13 @@ fn cover(mask: &Mask, keep: &[PathBuf]) -> Result<(), SandboxFailure> {
 /// writable and read-only paths strictly below it, outermost first, nested ones dropped
 /// (they come along with their parent). Pure.
 pub fn carried(under: &Path, writable: &[PathBuf], read_only: &[PathBuf]) -> Vec<PathBuf> {
-    let mut below: Vec<&PathBuf> = writable
+    let below: Vec<PathBuf> = writable
         .iter()
         .chain(read_only)
         .filter(|p| p.starts_with(under) && p.as_path() != under)
+        .cloned()
         .collect();
-    below.sort_by_key(|p| p.components().count());
-    let mut out: Vec<PathBuf> = Vec::new();
-    for p in below {
-        if !out.iter().any(|kept| p.starts_with(kept)) {
-            out.push(p.clone());
-        }
-    }
-    out
+    outermost(&below)
 }
 
 fn absent(e: &io::Error) -> bool {
@@ -298,9 +466,15 @@ fn bind_read_only(source: &Path, target: &Path) -> io::Result<()> {
 
 /// Makes the mount at `path` read-only (not the mounts below it).
 fn set_read_only(path: &Path) -> io::Result<()> {
+    set_attr(path, 0, libc::MOUNT_ATTR_RDONLY)
+}
+
+/// `mount_setattr(2)` setting `attr` on the mount at `path` (and those below it with
+/// `AT_RECURSIVE` in `flags`).
+fn set_attr(path: &Path, flags: libc::c_uint, attr: u64) -> io::Result<()> {
     let p = cstr(path)?;
     let attr = libc::mount_attr {
-        attr_set: libc::MOUNT_ATTR_RDONLY,
+        attr_set: attr,
         attr_clr: 0,
         propagation: 0,
         userns_fd: 0,
@@ -311,7 +485,7 @@ fn set_read_only(path: &Path) -> io::Result<()> {
             libc::SYS_mount_setattr,
             libc::AT_FDCWD,
             p.as_ptr(),
-            0 as libc::c_uint,
+            flags,
             &attr as *const libc::mount_attr,
             std::mem::size_of::<libc::mount_attr>(),
         )

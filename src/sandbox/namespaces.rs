@@ -6,6 +6,7 @@
 //!    │ unshare(CLONE_NEWUSER)   ── "user"  : uid_map "U U 1", setgroups deny, gid_map "G G 1"
 //!    │ unshare(CLONE_NEWNS)     ── "mount" : owned by the new user namespace
 //!    │ unshare(CLONE_NEWNET)    ── "net"   : unless the network is `full`
+//!    │ unshare(CLONE_NEWPID)    ── "pid"   : for the children; the first one is its pid 1
 //!    ▼
 //!  same process, full capabilities inside its own namespaces (not outside them)
 //! ```
@@ -22,6 +23,8 @@
 //! * `setgroups` must be `deny` before an unprivileged process may write `gid_map`.
 //! * A new network namespace has a loopback that is down: bring it up, or even 127.0.0.1
 //!   inside is unreachable.
+//! * `CLONE_NEWPID` does not move the caller: only its children are in the new namespace, and
+//!   the first one is pid 1 there (its init: when it exits, the kernel kills the rest).
 
 use std::io;
 
@@ -30,8 +33,9 @@ use nix::sched::{CloneFlags, unshare};
 
 use super::SandboxFailure;
 
-/// Enters the user and mount namespaces, and a network namespace when `private_net`.
-/// Returns the names of the namespaces entered, in the order of `Enforced.namespaces`.
+/// Enters the user and mount namespaces, a network namespace when `private_net`, and a PID
+/// namespace for the children. Returns the names of the namespaces entered, in the order of
+/// `Enforced.namespaces`.
 pub fn enter(private_net: bool) -> Result<Vec<String>, SandboxFailure> {
     // SAFETY: plain getters.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -48,6 +52,8 @@ pub fn enter(private_net: bool) -> Result<Vec<String>, SandboxFailure> {
         unshare(CloneFlags::CLONE_NEWNET).map_err(|e| refused("net", e.to_string()))?;
         entered.push("net".into());
     }
+    unshare(CloneFlags::CLONE_NEWPID).map_err(|e| refused("pid", e.to_string()))?;
+    entered.push("pid".into());
     Ok(entered)
 }
 

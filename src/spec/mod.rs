@@ -6,6 +6,7 @@
 mod duration;
 mod run_id;
 mod sandbox;
+mod size;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,7 +16,11 @@ use serde::{Deserialize, Serialize};
 
 pub use duration::{DurationError, duration_text, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError, fill_random};
-pub use sandbox::{HostPattern, Network, SandboxAsk, SandboxSpec, valid_host_name};
+pub use sandbox::{
+    AgentState, GitRepo, HostPattern, Network, SandboxAsk, SandboxLimits, SandboxSpec,
+    valid_host_name,
+};
+pub use size::{format_size, parse_size};
 
 /// Schema tag of `spec.json`.
 pub const SPEC_SCHEMA: &str = "subpane.spec/v1";

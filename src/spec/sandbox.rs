@@ -124,6 +124,11 @@ impl HostPattern {
         }
         let bare = raw.strip_prefix('[').and_then(|r| r.strip_suffix(']'));
         if let Ok(ip) = bare.unwrap_or(raw).parse::<IpAddr>() {
+            if unspecified(ip) {
+                return why(
+                    "is an unspecified address (0.0.0.0/8 or ::), which the kernel reads as \"this host\": list the address you mean, like 127.0.0.1 or ::1",
+                );
+            }
             return Ok(HostPattern::Ip(ip));
         }
         if raw.contains(':') {
@@ -139,6 +144,11 @@ impl HostPattern {
             if !valid_host_name(suffix) {
                 return why("is not a host name: use letters, digits, `-` and `.`");
             }
+            if looks_numeric(suffix) {
+                return why(
+                    "is a wildcard over an IP address: addresses have no names below them; list the address itself",
+                );
+            }
             if !suffix.contains('.') || is_public_suffix(suffix) {
                 return why(&format!(
                     "allows every name under the public suffix `{suffix}`: name a domain, like *.example.com"
@@ -152,6 +162,11 @@ impl HostPattern {
         let name = lower.strip_suffix('.').unwrap_or(&lower);
         if !valid_host_name(name) {
             return why("is not a host name: use letters, digits, `-` and `.`");
+        }
+        if looks_numeric(name) {
+            return why(
+                "is an address in a short form (like 127.1 or 0x7f000001), which resolvers read as an IP: write the address in full",
+            );
         }
         Ok(HostPattern::Name(name.to_owned()))
     }
@@ -185,6 +200,28 @@ impl HostPattern {
     }
 }
 
+/// Whether an address means "any address of this host" to the kernel: `::`, `0.0.0.0/8`,
+/// and their IPv4-mapped forms.
+fn unspecified(ip: IpAddr) -> bool {
+    let v4 = match ip {
+        IpAddr::V4(v4) => v4,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4,
+            None => return v6.is_unspecified(),
+        },
+    };
+    v4.octets()[0] == 0
+}
+
+/// Whether a name's last label starts with a digit: no top-level domain does, and resolvers
+/// read such names (`127.1`, `0x7f000001`, `2130706433`) as IP addresses.
+fn looks_numeric(name: &str) -> bool {
+    name.rsplit('.')
+        .next()
+        .and_then(|l| l.bytes().next())
+        .is_some_and(|b| b.is_ascii_digit())
+}
+
 /// Whether `name` is itself a public suffix (`com`, `co.uk`, `github.io`).
 fn is_public_suffix(name: &str) -> bool {
     psl::suffix(name.as_bytes()).is_some_and(|s| s.as_bytes() == name.as_bytes())
@@ -195,9 +232,9 @@ fn is_public_suffix(name: &str) -> bool {
 ///
 /// ```json
 /// {"enabled": true, "network": "none", "writable": ["/src/app", "/h/runs/r/attempts/1/out"],
-///  "read_only": ["/src/app/.git/hooks", "/src/app/.git/config"],
-///  "hidden": ["/tmp/tmux-0/subpane", "/h"], "env_pass": ["GITHUB_TOKEN"],
-///  "asked": {"writable": [], "hidden": []}}
+///  "read_only": [], "hidden": ["/tmp/tmux-0/subpane", "/h", "/run"],
+///  "env_pass": ["GITHUB_TOKEN"], "asked": {"writable": [], "hidden": []},
+///  "git": {"common_dir": "/src/app/.git", …}}
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -207,8 +244,8 @@ pub struct SandboxSpec {
     /// Trees the program may write (the workspace, its artifact directory `out/`, the
     /// agent's state, `--writable`).
     pub writable: Vec<PathBuf>,
-    /// Paths inside writable or hidden trees that the program sees read-only (git hooks and
-    /// config, the egress proxy's socket).
+    /// Paths inside writable or hidden trees that the program sees read-only (a worktree's
+    /// `.git` file, the egress proxy's socket, a name service file under `/run`).
     pub read_only: Vec<PathBuf>,
     /// Paths the program cannot see at all (`--hide`, the tmux server's socket, the subpane
     /// home): a hidden directory shows only what `writable` and `read_only` name below it.
@@ -220,6 +257,101 @@ pub struct SandboxSpec {
     /// existed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub asked: Option<SandboxAsk>,
+    /// The workspace's repository, whose git directory the program changes privately.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitRepo>,
+    /// An agent's own state directory (in `writable`), instead of the user's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_state: Option<AgentState>,
+    /// What the program may take of the machine.
+    pub limits: SandboxLimits,
+}
+
+/// What a sandboxed program may take of the machine (`--max-procs`, `--max-memory`,
+/// `--max-tmp`, `--max-file-size`); the defaults when not given. The envelope's
+/// `sandbox.enforced.limits` says how each was enforced.
+///
+/// ```json
+/// {"processes": 4096, "memory_bytes": 8589934592, "tmp_bytes": 2147483648,
+///  "file_size_bytes": 8589934592}
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SandboxLimits {
+    /// Processes and threads at once, in the sandbox's PID namespace (its init included).
+    pub processes: u32,
+    /// What one process may allocate (its data: heap and private writable mappings).
+    pub memory_bytes: u64,
+    /// The private `/tmp` (a tmpfs: its files take memory).
+    pub tmp_bytes: u64,
+    /// The largest file a process may write.
+    pub file_size_bytes: u64,
+}
+
+impl SandboxLimits {
+    /// The kernel's smallest `pid_max` (`RESERVED_PIDS + 1`) is 301: the process limit
+    /// cannot be lower than 300.
+    pub const MIN_PROCESSES: u32 = 300;
+    /// The largest `pid_max` (`PID_MAX_LIMIT` on 64-bit).
+    pub const MAX_PROCESSES: u32 = 4 * 1024 * 1024 - 1;
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            processes: 4096,
+            memory_bytes: 8 << 30,
+            tmp_bytes: 2 << 30,
+            file_size_bytes: 8 << 30,
+        }
+    }
+}
+
+/// A sandboxed agent's state directory: its own for the attempt (`attempts/<n>/agent`), or
+/// the one of the attempt whose session it resumes, seeded from the user's when new. The
+/// user's own (`seeded_from`) is never written: a hook there would run in the user's next
+/// unsandboxed session.
+///
+/// ```json
+/// {"var": "CLAUDE_CONFIG_DIR", "dir": "/h/runs/r/attempts/1/agent",
+///  "seeded_from": "/home/u/.claude", "home_file": "/home/u/.claude.json"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentState {
+    /// The variable that points the CLI at `dir`.
+    pub var: String,
+    pub dir: PathBuf,
+    /// The user's state directory.
+    pub seeded_from: PathBuf,
+    /// The user's file that moves into `dir` (`~/.claude.json`), when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_file: Option<PathBuf>,
+}
+
+/// The git directory of a sandboxed workspace's repository. The program sees it as an
+/// overlay: its writes land in `upper` (in the attempt directory, out of its reach), never
+/// in `common_dir`, so config, hooks, other refs, rebase state and the worktree's records
+/// stay as they were. When the attempt ends, subpane carries back the branch `branch` (and
+/// the objects its new commits need), nothing else.
+///
+/// ```json
+/// {"common_dir": "/src/app/.git", "git_dir": "/src/app/.git", "work_tree": "/src/app",
+///  "branch": "main", "upper": "/h/runs/r/attempts/1/git/upper",
+///  "work": "/h/runs/r/attempts/1/git/work"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitRepo {
+    /// The repository's git directory (`.git`, or the common directory of its worktrees).
+    pub common_dir: PathBuf,
+    /// The work tree's own git directory: `common_dir`, or `worktrees/<name>` in it.
+    pub git_dir: PathBuf,
+    pub work_tree: PathBuf,
+    /// The branch the program may move (`refs/heads/…`): the one checked out, or the
+    /// worktree's; `None` on a detached HEAD.
+    pub branch: Option<String>,
+    pub upper: PathBuf,
+    /// The overlay's work directory (empty, beside `upper`).
+    pub work: PathBuf,
 }
 
 /// The paths a user named for the sandbox, absolute and resolved against the directory the
@@ -258,6 +390,15 @@ mod tests {
             HostPattern::Ip("::1".parse().unwrap())
         );
         assert!(HostPattern::parse("localhost").unwrap().names_local());
+        // Digits are fine where a name's last label starts with a letter.
+        for ok in [
+            "db1",
+            "1password.com",
+            "v2.api.example.com",
+            "*.s3.example.com",
+        ] {
+            assert!(HostPattern::parse(ok).is_ok(), "{ok}");
+        }
     }
 
     #[test]
@@ -276,6 +417,16 @@ mod tests {
             ("exa*mple.com", "leading `*.`"),
             ("-bad.com", "not a host name"),
             ("bad_name.com", "not a host name"),
+            ("0.0.0.0", "unspecified"),
+            ("0.1.2.3", "unspecified"),
+            ("::", "unspecified"),
+            ("[::]", "unspecified"),
+            ("::ffff:0.0.0.0", "unspecified"),
+            ("*.0.0.1", "wildcard over an IP address"),
+            ("*.168.1.1", "wildcard over an IP address"),
+            ("127.1", "short form"),
+            ("0x7f000001", "short form"),
+            ("2130706433", "short form"),
         ] {
             let e = HostPattern::parse(raw).unwrap_err();
             assert!(e.contains(says), "{raw:?}: {e}");

@@ -147,6 +147,12 @@ impl AttemptPaths {
     // The program's own artifact directory (`$SUBPANE_OUT_DIR`): the one place of the home a
     // sandboxed program may write. Its files are listed and hashed, never interpreted.
     file!(out_dir, "out");
+    // A sandboxed agent's own state directory (seeded from the user's; it writes there).
+    file!(agent_state, "agent");
+    // A sandboxed workspace's repository: what the program changed in its git directory
+    // (an overlay's upper and work directories), read for its branch, then removed.
+    file!(git_upper, "git/upper");
+    file!(git_work, "git/work");
     // `--worktree`: the worktree's `git status` and its diff from the base commit.
     file!(worktree_status, "worktree.status.txt");
     file!(worktree_diff, "worktree.diff.patch");

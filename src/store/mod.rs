@@ -30,7 +30,7 @@ pub use atomic::{
     write_json_atomic, write_json_dir_synced_later, write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
-pub use nofollow::{RECORD_LIMIT, create_new, open_read, read_bounded};
+pub use nofollow::{RECORD_LIMIT, create_new, open_beneath, open_read, read_beneath, read_bounded};
 pub use records::{
     CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, read_env_file,
     read_run, write_attempt_files, write_env_file, write_result,

@@ -27,9 +27,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use super::{
-    Pane, TIME_LIMIT, Tmux, TmuxError, batch_limit, failed, is_server_race, new_session_args,
-};
+use super::{Pane, TIME_LIMIT, Tmux, TmuxError, batch_limit, failed, new_session_args};
 
 /// The arguments of one client stay under this many bytes (tmux's limit is 16 KiB, less a
 /// header).
@@ -50,14 +48,6 @@ pub struct SessionReq {
 pub struct BatchResult {
     pub panes: Vec<(String, Pane)>,
     pub error: Option<TmuxError>,
-}
-
-impl BatchResult {
-    /// Whether the batch met a server on its way out: then a session that was not printed
-    /// may exist after all.
-    pub fn raced(&self) -> bool {
-        matches!(&self.error, Some(TmuxError::Failed { stderr, .. }) if is_server_race(stderr))
-    }
 }
 
 /// The format each `new-session -P` prints: the name makes the line self-describing.

@@ -2,9 +2,10 @@
 //!
 //! ```text
 //!  kill what is left, reap, flush ─► collect: machine (stop, exit, leak) + adapter report
-//!    ─► envelope::decide ─► (--worktree: status, diff, remove or keep; worktree.rs)
+//!    ─► envelope::decide ─► (sandboxed repository: carry back the program's branch)
+//!    ─► (--worktree: status, diff, remove or keep; worktree.rs)
 //!    ─► worker.json, output.txt ─► envelope::build ─► result.json (last)
-//!    ─► the end line in the pane
+//!    ─► the end line in the pane ─► (sandboxed repository: its private view removed)
 //! ```
 //!
 //! Common pitfalls:
@@ -27,6 +28,8 @@ impl Worker {
         let report = self.collect();
         let (env, written) = self.decide_and_write(report);
         self.show_end(&env, written);
+        // After the envelope, which waiters wait for: only scratch is left.
+        self.drop_git_view();
     }
 
     /// Ends what is left of the attempt and gathers every fact into `self.facts`.
@@ -39,6 +42,7 @@ impl Worker {
         let n = self.kill_descendants();
         self.facts.cleanup.killed_descendants += n;
         self.reap_all(Duration::from_secs(2));
+        self.read_sandbox_end();
         self.stream.flush();
         self.count_losses();
         let f = &mut self.facts;
@@ -97,6 +101,7 @@ impl Worker {
             expects_terminal_event: adapter_for(self.spec.agent).expects_terminal_event(),
             terminal_event_seen: report.terminal_event.is_some(),
             model_error: report.model_error,
+            limit_hit: self.facts.sandbox_limit_hit.is_some(),
         };
         let outcome = envelope::decide(&facts);
         let mut output = report.output;
@@ -146,6 +151,8 @@ impl Worker {
                 output.push_error(hint);
             }
         }
+        // The program's commits come back first: the worktree's record and branch show them.
+        self.carry_git(&mut output);
         // Before worker.json: what became of the worktree is one of the worker's facts.
         self.end_worktree(outcome.status, &mut output);
         // Both are renamed before result.json, whose write fsyncs the directory once for all

@@ -81,6 +81,10 @@ pub(crate) struct Worker {
     pub(crate) proxy: Option<crate::sandbox::proxy::ProxyHandle>,
     /// The write end of the sandbox helper's report pipe, until the helper has it.
     pub(crate) report_writer: Option<std::os::fd::OwnedFd>,
+    /// The read end of the sandbox helper's end pipe (its last word, once it has exited).
+    pub(crate) end_reader: Option<std::os::fd::OwnedFd>,
+    /// Its write end, held until the spawn is done.
+    pub(crate) end_writer: Option<std::os::fd::OwnedFd>,
     /// The server of a sandboxed program's nested runs (`nest.rs`), until it is reaped.
     pub(crate) nest: Option<i32>,
 }
@@ -104,6 +108,8 @@ impl Worker {
             cancelled_by: None,
             proxy: None,
             report_writer: None,
+            end_reader: None,
+            end_writer: None,
             nest: None,
             life: Life::new(&spec.limits),
             spec,

@@ -3,10 +3,12 @@
 //!
 //! ```text
 //!  [allow:] proxy::start(proxy.sock, patterns, network.jsonl)       (threads of the worker)
-//!  pipe (report) ─► spawn `subpane __sandbox --policy spec.json --report-fd W -- argv…`
+//!  pipes (report, end) ─► spawn `subpane __sandbox --policy spec.json --report-fd W
+//!                                 --end-fd E -- argv…`
 //!  read the report until EOF (the helper's exec closes it):
 //!     Enforced ─► facts.sandbox        Failed(Exec) ─► spawn error
 //!     Failed(…) ─► facts.sandbox_error (the program never ran)
+//!  after the helper is reaped: the end pipe ─► Ended{limit_hit} ─► facts.sandbox_limit_hit
 //! ```
 //!
 //! Common pitfalls:
@@ -55,6 +57,95 @@ impl Worker {
         Ok(())
     }
 
+    /// Reads the helper's last word, once it has exited: the limit the sandbox found
+    /// reached (`facts.sandbox_limit_hit`). Never waits: the helper is gone, so the pipe is
+    /// at end-of-file.
+    pub(crate) fn read_sandbox_end(&mut self) {
+        let Some(fd) = self.end_reader.take() else {
+            return;
+        };
+        let f = std::fs::File::from(fd);
+        if nix::fcntl::fcntl(
+            &f,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .is_err()
+        {
+            return;
+        }
+        let mut buf = Vec::new();
+        let _ = (&f).take(64 * 1024).read_to_end(&mut buf);
+        let ended = buf
+            .split(|b| *b == b'\n')
+            .filter_map(|l| serde_json::from_slice::<Report>(l).ok())
+            .find_map(|r| match r {
+                Report::Ended(e) => Some(e),
+                _ => None,
+            });
+        if let Some(e) = ended {
+            self.facts.sandbox_limit_hit = e.limit_hit;
+        }
+    }
+
+    /// Makes the directories the program's private view of the repository's git directory
+    /// writes to (see [`crate::spec::GitRepo`]).
+    pub(crate) fn prepare_git_view(&self) -> Result<(), String> {
+        let Some(repo) = &self.spec.sandbox.git else {
+            return Ok(());
+        };
+        for d in [&repo.upper, &repo.work] {
+            std::fs::create_dir_all(d).map_err(|e| {
+                SandboxFailure::Mount {
+                    path: d.display().to_string(),
+                    why: format!("cannot make the git directory's private view: {e}"),
+                }
+                .to_string()
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Carries the program's branch back from its view of the git directory (its commits,
+    /// nothing else). What went wrong goes to `output.errors`: the program's result stands.
+    pub(crate) fn carry_git(&mut self, output: &mut crate::envelope::Output) {
+        let Some(repo) = self.spec.sandbox.git.clone() else {
+            return;
+        };
+        if self.facts.sandbox.is_none() {
+            return; // The program never ran in the view.
+        }
+        match crate::git::carry::carry_branch(&repo, self.paths.dir()) {
+            Ok(Some(c)) => {
+                let from = c
+                    .from
+                    .as_deref()
+                    .map_or("nothing", |f| &f[..f.len().min(12)]);
+                self.pane.line(
+                    super::pane::Style::Dim,
+                    &format!(
+                        "subpane: branch {} moved from {from} to {:.12}",
+                        c.branch, c.to
+                    ),
+                );
+            }
+            Ok(None) => {}
+            Err(e) => output.push_error(format!(
+                "git: the program's commits on {} could not be carried back: {e}",
+                repo.branch.as_deref().unwrap_or("its branch")
+            )),
+        }
+    }
+
+    /// Removes the program's view of the git directory (what it changed there is carried
+    /// back or meant to stay behind).
+    pub(crate) fn drop_git_view(&self) {
+        if let Some(repo) = &self.spec.sandbox.git {
+            if let Some(dir) = repo.upper.parent() {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+
     /// The command that runs `argv` through the sandbox helper, and the pipe it reports on.
     pub(crate) fn sandbox_command(
         &mut self,
@@ -64,35 +155,44 @@ impl Worker {
             .map_err(|e| format!("cannot find the subpane binary for the sandbox: {e}"))?;
         let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| format!("cannot create the sandbox's report pipe: {e}"))?;
+        let (end_r, end_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| format!("cannot create the sandbox's end pipe: {e}"))?;
         let mut cmd = Command::new(exe);
-        cmd.arg("__sandbox")
+        cmd.arg(crate::procs::SANDBOX_ARG)
             .arg("--policy")
             .arg(self.paths.spec())
             .arg("--report-fd")
-            .arg(w.as_raw_fd().to_string());
+            .arg(w.as_raw_fd().to_string())
+            .arg("--end-fd")
+            .arg(end_w.as_raw_fd().to_string());
         if matches!(self.spec.sandbox.network, Network::Allow(_)) {
             cmd.arg("--proxy-socket").arg(self.paths.proxy_socket());
         }
         cmd.arg("--").args(argv);
-        let raw = w.as_raw_fd();
-        // SAFETY: fcntl on an fd we own, in the child between fork and exec.
+        let (raw, raw_end) = (w.as_raw_fd(), end_w.as_raw_fd());
+        // SAFETY: fcntl on fds we own, in the child between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
-                if libc::fcntl(raw, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
+                for fd in [raw, raw_end] {
+                    if libc::fcntl(fd, libc::F_SETFD, 0) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             })
         };
-        // The write end stays open until the spawn is done; the reader drops it.
+        // The write ends stay open until the spawn is done; the reader drops them.
         self.report_writer = Some(w);
+        self.end_writer = Some(end_w);
+        self.end_reader = Some(end_r);
         Ok((cmd, ReportPipe(r)))
     }
 
     /// Reads the helper's report until its exec closes the pipe, and records it.
     pub(crate) fn read_sandbox_report(&mut self, pipe: ReportPipe) {
-        // Only the helper may hold the write end now, or EOF never comes.
+        // Only the helper may hold the write ends now, or EOF never comes.
         self.report_writer = None;
+        self.end_writer = None;
         let mut f = std::fs::File::from(pipe.0);
         let mut buf = Vec::new();
         let end = Instant::now() + REPORT_WAIT;
@@ -135,7 +235,7 @@ impl Worker {
                 }
                 self.facts.sandbox_error = Some(why);
             }
-            (Ok(()), None) => {
+            (Ok(()), None | Some(Report::Ended(_))) => {
                 self.facts.sandbox_error =
                     Some("the sandbox helper ended without saying what it enforced".to_owned())
             }

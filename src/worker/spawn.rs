@@ -85,6 +85,7 @@ impl Worker {
         let program = argv.first().ok_or("the spec has an empty argv")?;
         let (mut cmd, report) = if self.spec.sandbox.enabled {
             self.start_proxy().map_err(SpawnError::Sandbox)?;
+            self.prepare_git_view().map_err(SpawnError::Sandbox)?;
             self.start_nest().map_err(SpawnError::Sandbox)?;
             let (cmd, pipe) = self.sandbox_command(&argv)?;
             (cmd, Some(pipe))

@@ -134,6 +134,19 @@ fn schema_requires_every_field_the_code_writes() {
     }
     assert_eq!(s["additionalProperties"], false);
     assert_eq!(s["properties"]["schema"]["const"], v["schema"]);
+    // The sandbox's record of what it enforced, and its limits, name exactly the schema's.
+    let v = env.sp(["run", "--json", "--sandbox", "--", "true"]).json();
+    let sb = &s["properties"]["sandbox"]["properties"];
+    let enforced = &v["sandbox"]["enforced"];
+    assert_eq!(keys_of(enforced), required(&sb["enforced"]));
+    assert_eq!(sb["enforced"]["additionalProperties"], false);
+    let limits = &sb["enforced"]["properties"]["limits"];
+    assert_eq!(keys_of(&enforced["limits"]), required(limits));
+    let policy_limits = &sb["policy"]["properties"]["limits"];
+    assert_eq!(
+        keys_of(&v["sandbox"]["policy"]["limits"]),
+        required(policy_limits)
+    );
 }
 
 #[test]

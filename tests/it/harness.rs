@@ -502,6 +502,11 @@ pub fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// A path quoted for a POSIX shell.
+pub fn q(p: &Path) -> String {
+    shell_quote(&p.display().to_string())
+}
+
 pub fn touch(p: &Path) {
     std::fs::write(p, "").unwrap();
 }

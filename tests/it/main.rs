@@ -8,6 +8,7 @@ mod bad_input;
 mod commands;
 mod docs;
 mod envelope;
+mod escapes;
 mod examples;
 mod fanout;
 mod faults;

@@ -25,6 +25,10 @@ struct Proxy {
 
 impl Proxy {
     fn start(allow: &[&str]) -> Proxy {
+        Self::start_with(allow, proxy::Timeouts::default())
+    }
+
+    fn start_with(allow: &[&str], timeouts: proxy::Timeouts) -> Proxy {
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("proxy.sock");
         let log = dir.path().join("network.jsonl");
@@ -32,7 +36,7 @@ impl Proxy {
             .iter()
             .map(|p| HostPattern::parse(p).unwrap())
             .collect();
-        let handle = proxy::start(&sock, allow, &log).unwrap();
+        let handle = proxy::start_with(&sock, allow, &log, timeouts).unwrap();
         Proxy {
             _dir: dir,
             sock,
@@ -512,6 +516,17 @@ fn connections_past_the_bound_get_503_and_places_are_given_back() {
     let a = Answer::parse(&raw);
     assert_eq!(a.status, 503);
     assert!(a.body.contains("connections open"), "{}", a.body);
+    // The refusal is a decision like any other: a line of network.jsonl, written before the
+    // answer (the request itself was never read, so it names no host).
+    let e = p.entries();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].decision, Verdict::Deny);
+    assert_eq!((e[0].host.as_deref(), e[0].port), (None, None));
+    let why = e[0].reason.as_deref().unwrap();
+    assert!(
+        why.contains("overload") && why.contains("connections open"),
+        "{why}"
+    );
     drop(idle);
     wait_until("the idle connections to be given back", || {
         (handle.open_connections() == 0).then_some(())
@@ -545,4 +560,33 @@ fn a_socket_path_past_the_address_limit_works() {
     relay.join().unwrap().unwrap();
     drop(handle);
     assert!(!sock.exists());
+}
+
+#[test]
+fn a_client_that_sends_no_request_in_time_is_refused_and_logged() {
+    let p = Proxy::start_with(
+        &["127.0.0.1"],
+        proxy::Timeouts {
+            head: std::time::Duration::from_millis(200),
+            ..proxy::Timeouts::default()
+        },
+    );
+    // Half a request line, then nothing: the proxy gives up on it after the head timeout.
+    let mut s = p.connect();
+    s.write_all(b"CONNECT 127.0.0.1:1").unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let a = Answer::parse(&raw);
+    assert_eq!(a.status, 408, "{a:?}");
+    let e = p.entries();
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(e[0].decision, Verdict::Deny);
+    assert_eq!(e[0].method.as_deref(), Some("CONNECT"));
+    assert!(
+        e[0].reason
+            .as_deref()
+            .unwrap()
+            .contains("no request within"),
+        "{e:?}"
+    );
 }

@@ -6,6 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::Path;
 
+use subpane::sandbox::seccomp::{Arch, Role, programs};
 use subpane::sandbox::{proxy, relay};
 use subpane::spec::HostPattern;
 
@@ -26,13 +27,14 @@ impl Drop for Helper {
 /// Forks a process that starts the relay and reports the relay's pid (or an error) on a
 /// pipe, then waits to be killed, like a program that runs until it exits.
 fn fork_helper(port: u16, target: &Path) -> (Helper, Result<libc::pid_t, String>) {
+    let filter = relay_filter();
     let mut fds = [0; 2];
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
     let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     match unsafe { libc::fork() } {
         -1 => panic!("fork: {}", std::io::Error::last_os_error()),
         0 => {
-            let report = match relay::start(port, target) {
+            let report = match relay::start(port, target, &filter) {
                 // The relay is this thread's only child.
                 Ok(()) => std::fs::read_to_string("/proc/thread-self/children")
                     .map(|c| c.trim().to_owned())
@@ -63,6 +65,11 @@ fn fork_helper(port: u16, target: &Path) -> (Helper, Result<libc::pid_t, String>
             (Helper(pid), relay)
         }
     }
+}
+
+/// The relay's own seccomp filter, as the sandbox builds it.
+fn relay_filter() -> Vec<seccompiler::BpfProgram> {
+    programs(Arch::host().unwrap(), Role::Relay).unwrap()
 }
 
 fn free_port() -> u16 {
@@ -115,13 +122,14 @@ fn the_relay_child_keeps_only_its_listener_and_dies_with_the_program() {
     wait_until("the relay's connection to close", || {
         let fds: Vec<(String, String)> = std::fs::read_dir(format!("/proc/{relay}/fd"))
             .unwrap()
-            .map(|e| {
-                let e = e.unwrap();
-                let target = std::fs::read_link(e.path()).unwrap();
-                (
+            // An fd closed between the listing and the link read is simply gone.
+            .filter_map(|e| {
+                let e = e.ok()?;
+                let target = std::fs::read_link(e.path()).ok()?;
+                Some((
                     e.file_name().to_string_lossy().into_owned(),
                     target.to_string_lossy().into_owned(),
-                )
+                ))
             })
             .collect();
         (fds.len() == 4).then_some(fds)
@@ -135,6 +143,8 @@ fn the_relay_child_keeps_only_its_listener_and_dies_with_the_program() {
     let status = std::fs::read_to_string(format!("/proc/{relay}/status")).unwrap();
     assert!(status.contains("Name:\tsubpane-relay"), "{status}");
     assert!(status.contains(&format!("PPid:\t{}", helper.0)), "{status}");
+    // It runs under its own filter (the stand-in for the helper has none).
+    assert!(status.contains("Seccomp:\t2"), "{status}");
 
     drop(helper);
     wait_until("the relay to die with its program", || {
@@ -147,6 +157,6 @@ fn the_relay_child_keeps_only_its_listener_and_dies_with_the_program() {
 fn a_port_that_cannot_be_bound_is_an_error_for_the_caller() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port();
-    let e = relay::start(port, Path::new("/nonexistent/proxy.sock")).unwrap_err();
+    let e = relay::start(port, Path::new("/nonexistent/proxy.sock"), &relay_filter()).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse);
 }

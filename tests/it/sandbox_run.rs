@@ -6,7 +6,7 @@ use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::PathBuf;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::harness::{Ran, TestEnv, assert_valid_envelope, require_tool, shell_quote};
 
@@ -345,7 +345,7 @@ fn sandbox_settings_are_checked_before_anything_starts() {
 }
 
 #[test]
-fn git_hooks_and_config_of_the_workspace_stay_read_only() {
+fn git_hooks_and_config_of_the_workspace_never_change_outside() {
     let env = TestEnv::new();
     let git = env.work.join(".git");
     std::fs::create_dir_all(git.join("objects")).unwrap();
@@ -354,52 +354,45 @@ fn git_hooks_and_config_of_the_workspace_stay_read_only() {
         &env,
         "git",
         &[],
-        "(echo 'echo pwned' > .git/hooks/pre-commit) 2>/dev/null && echo HOOK_WRITTEN || echo hook-refused; \
-         (echo '[core] hooksPath = x' >> .git/config) 2>/dev/null && echo CONFIG_WRITTEN || echo config-refused; \
-         echo obj > .git/objects/o && echo objects-writable",
+        "echo 'echo pwned' > .git/hooks/pre-commit; \
+         echo '[core] hooksPath = x' >> .git/config; \
+         echo obj > .git/objects/o && echo wrote-inside",
     );
     assert_eq!(r.code, 0, "{r:?}");
-    let out = stdout_of(&env, "git");
-    assert!(
-        out.contains("hook-refused")
-            && out.contains("config-refused")
-            && out.contains("objects-writable"),
-        "{out}"
-    );
+    // Inside, the program's own view of the git directory takes the writes; outside,
+    // nothing of them arrives (only its branch would, and this repository has none).
+    assert!(stdout_of(&env, "git").contains("wrote-inside"));
     assert!(!git.join("hooks/pre-commit").exists());
+    assert!(!git.join("objects/o").exists());
     assert_eq!(
         std::fs::read_to_string(git.join("config")).unwrap(),
         "[core]\n"
     );
-    // The hooks and the config, the request socket of nested runs, and subpane's own
-    // directory when the binary lives under /tmp (a checkout there).
-    let ro: Vec<&str> = v["sandbox"]["policy"]["read_only"]
+    let policy = &v["sandbox"]["policy"];
+    assert_eq!(
+        policy["git"]["common_dir"],
+        json!(git.canonicalize().unwrap())
+    );
+    // The view is gone with the attempt.
+    assert!(!env.attempt_dir("git", 1).join("git").exists());
+    // Read-only: the request socket of nested runs, subpane's own directory when the binary
+    // lives under /tmp (a checkout there), and name service files under a hidden /run.
+    let ro: Vec<&str> = policy["read_only"]
         .as_array()
         .unwrap()
         .iter()
         .map(|p| p.as_str().unwrap())
         .collect();
+    let nest = env.attempt_dir("git", 1).join("nest.sock");
+    assert!(ro.contains(&nest.to_str().unwrap()), "{ro:?}");
     let bin_dir = std::path::Path::new(crate::harness::BIN).parent().unwrap();
-    let expected = [
-        git.join("hooks").display().to_string(),
-        git.join("config").display().to_string(),
-        env.attempt_dir("git", 1)
-            .join("nest.sock")
-            .display()
-            .to_string(),
-    ];
-    for e in &expected {
-        assert!(ro.contains(&e.as_str()), "{e} not read-only: {ro:?}");
+    for p in ro.iter().filter(|p| **p != nest.to_str().unwrap()) {
+        assert!(
+            (bin_dir.starts_with("/tmp") && *p == bin_dir.to_str().unwrap())
+                || p.starts_with("/run/"),
+            "{p} should not be read-only: {ro:?}"
+        );
     }
-    let others: Vec<&&str> = ro
-        .iter()
-        .filter(|p| !expected.iter().any(|e| e == *p))
-        .collect();
-    assert!(
-        others.is_empty()
-            || (bin_dir.starts_with("/tmp") && others == [&bin_dir.to_str().unwrap()]),
-        "{others:?}"
-    );
     env.assert_no_leftovers();
 }
 

@@ -30,26 +30,22 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    self, Ran, TestEnv, assert_valid_envelope, outside_the_sandbox, pid_alive, shell_quote,
-    start_waiting, touch, wait_pid_gone, wait_until,
+    self, Ran, TestEnv, assert_valid_envelope, outside_the_sandbox, pid_alive, q, start_waiting,
+    touch, wait_pid_gone, wait_until,
 };
 
-const LIMIT: Duration = Duration::from_secs(60);
-const HANG: &str = "a command of the trust tests did not end";
-
-fn q(p: &Path) -> String {
-    shell_quote(&p.display().to_string())
-}
+pub(crate) const LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const HANG: &str = "a command of the trust tests did not end";
 
 /// `run --json --run-id RUN [extra] -- bash -c SCRIPT`, bounded in time.
-fn run_bash(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> Ran {
+pub(crate) fn run_bash(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> Ran {
     let mut args = vec!["run", "--json", "--run-id", run];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--", "bash", "-c", script]);
     env.sp_within(LIMIT, HANG, &args)
 }
 
-fn stdout_log(env: &TestEnv, run: &str, attempt: u32) -> String {
+pub(crate) fn stdout_log(env: &TestEnv, run: &str, attempt: u32) -> String {
     std::fs::read_to_string(env.attempt_dir(run, attempt).join("stdout.log")).unwrap_or_default()
 }
 
@@ -220,7 +216,7 @@ fn a_forged_spec_never_reaches_retry() {
     env.assert_no_leftovers();
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -289,10 +285,10 @@ fn forged_gc_records(
 }
 
 /// A tmux server of the user's, apart from subpane's, with one session `victim`.
-struct OtherServer(PathBuf);
+pub(crate) struct OtherServer(pub(crate) PathBuf);
 
 impl OtherServer {
-    fn start(at: PathBuf) -> Self {
+    pub(crate) fn start(at: PathBuf) -> Self {
         let ok = Command::new("tmux")
             .arg("-S")
             .arg(&at)
@@ -314,7 +310,7 @@ impl OtherServer {
         assert!(ok, "cannot start a second tmux server");
         OtherServer(at)
     }
-    fn has_victim(&self) -> bool {
+    pub(crate) fn has_victim(&self) -> bool {
         Command::new("tmux")
             .arg("-S")
             .arg(&self.0)

@@ -8,6 +8,9 @@
 //!  read-only each path the parent sees and cannot change, or inside a writable tree
 //!            + every read-only path of the parent's inside the child's writable trees
 //!  hidden    + every hidden path of the parent's (refused if the parent could move it)
+//!  git       the parent's repository view, with an overlay of its own, when a writable
+//!            tree holds its work tree; else none (a `.git` there is the parent's files)
+//!  limits    each at most the parent's
 //! ```
 //!
 //! What the parent sees and writes follows the mounts of the sandbox helper
@@ -21,7 +24,10 @@
 //!   never named on its own: the child gets the whole tree (whose root the parent cannot
 //!   touch), and a hidden path the parent could move refuses the run.
 //! * A place the planner derives for the child's own run (its `out/`, its sessions, its
-//!   sockets) must be listed in `own`, or it is refused as the parent's home.
+//!   sockets, its agent state) must be listed in `own`, or it is refused as the parent's home.
+//! * A `.git` the planner found in the child's workspace may be one the parent's program
+//!   made (pointing at any repository of the user's): only the parent's own repository view
+//!   is given on, so the child's end never moves a branch the parent could not.
 
 use std::path::{Path, PathBuf};
 
@@ -147,6 +153,7 @@ pub(super) fn fit(
     parent: &SandboxSpec,
     child: &mut SandboxSpec,
     own: &[PathBuf],
+    git_overlay: (&Path, &Path),
     cwd: &Path,
 ) -> Result<(), String> {
     within_network(&child.network, &parent.network)?;
@@ -230,6 +237,20 @@ pub(super) fn fit(
             }
         }
     }
+    child.git = parent
+        .git
+        .as_ref()
+        .filter(|g| writable.iter().any(|w| g.work_tree.starts_with(w)))
+        .map(|g| crate::spec::GitRepo {
+            upper: git_overlay.0.to_path_buf(),
+            work: git_overlay.1.to_path_buf(),
+            ..g.clone()
+        });
+    let (c, p) = (&mut child.limits, &parent.limits);
+    c.processes = c.processes.min(p.processes);
+    c.memory_bytes = c.memory_bytes.min(p.memory_bytes);
+    c.tmp_bytes = c.tmp_bytes.min(p.tmp_bytes);
+    c.file_size_bytes = c.file_size_bytes.min(p.file_size_bytes);
     child.writable = writable;
     child.read_only = read_only;
     child.asked = Some(asked);
@@ -263,10 +284,16 @@ mod tests {
                 writable: paths(&["/data"]),
                 hidden: paths(&["/work/secret"]),
             }),
+            ..Default::default()
         }
     }
 
     const OWN: &[&str] = &["/h/runs/c/attempts/1/out", "/h/runs/c/attempts/1/nest.sock"];
+    const GIT_UPPER: &str = "/h/runs/c/attempts/1/git/upper";
+    const GIT_WORK: &str = "/h/runs/c/attempts/1/git/work";
+    fn git() -> (&'static Path, &'static Path) {
+        (Path::new(GIT_UPPER), Path::new(GIT_WORK))
+    }
 
     fn child(writable: &[&str], read_only: &[&str]) -> SandboxSpec {
         let mut w = paths(writable);
@@ -281,11 +308,12 @@ mod tests {
             hidden: paths(&["/tmp/tmux-0/subpane", "/h"]),
             env_pass: vec![],
             asked: Some(SandboxAsk::default()),
+            ..Default::default()
         }
     }
 
     fn fits(mut c: SandboxSpec, cwd: &str) -> Result<SandboxSpec, String> {
-        fit(&parent(), &mut c, &paths(OWN), Path::new(cwd)).map(|()| c)
+        fit(&parent(), &mut c, &paths(OWN), git(), Path::new(cwd)).map(|()| c)
     }
 
     #[test]
@@ -340,15 +368,22 @@ mod tests {
         parent.writable[0] = p("/tmp/sp/work");
         parent.read_only[0] = p("/tmp/sp/work/.git/hooks");
         let mut c = child(&["/tmp/sp/work/sub"], &[]);
-        fit(&parent, &mut c, &paths(OWN), Path::new("/tmp/sp/work/sub")).unwrap();
+        fit(
+            &parent,
+            &mut c,
+            &paths(OWN),
+            git(),
+            Path::new("/tmp/sp/work/sub"),
+        )
+        .unwrap();
         assert_eq!(c.writable[0], p("/tmp/sp/work"));
         // The parent's own out/ is its, but writable to it: a child may work there too.
         let mut c = child(&["/h/runs/a/attempts/1/out/x"], &[]);
-        fit(&parent, &mut c, &paths(OWN), Path::new("/h")).unwrap();
+        fit(&parent, &mut c, &paths(OWN), git(), Path::new("/h")).unwrap();
         assert_eq!(c.writable[0], p("/h/runs/a/attempts/1/out"));
         // Below the mask, nothing but the carried trees.
         let mut c = child(&["/tmp/sp/other"], &[]);
-        assert!(fit(&parent, &mut c, &paths(OWN), Path::new("/w")).is_err());
+        assert!(fit(&parent, &mut c, &paths(OWN), git(), Path::new("/w")).is_err());
     }
 
     #[test]
@@ -377,7 +412,7 @@ mod tests {
         // Deeper: /work/a can be renamed with the hidden path inside it.
         parent.hidden[0] = p("/work/a/secret");
         let mut c = child(&["/work"], &[]);
-        let e = fit(&parent, &mut c, &paths(OWN), Path::new("/work")).unwrap_err();
+        let e = fit(&parent, &mut c, &paths(OWN), git(), Path::new("/work")).unwrap_err();
         assert!(e.contains("/work/a/secret") && e.contains("rename"), "{e}");
     }
 
@@ -386,7 +421,14 @@ mod tests {
         let mut parent = parent();
         parent.writable.push(p("/work/cache"));
         let mut c = child(&["/work/cache/x"], &[]);
-        fit(&parent, &mut c, &paths(OWN), Path::new("/work/cache/x")).unwrap();
+        fit(
+            &parent,
+            &mut c,
+            &paths(OWN),
+            git(),
+            Path::new("/work/cache/x"),
+        )
+        .unwrap();
         assert_eq!(c.writable[0], p("/work"));
         assert!(movable(&parent, Path::new("/work/cache")));
         assert!(!movable(&parent, Path::new("/work")));
@@ -423,5 +465,51 @@ mod tests {
             network_flag(&parent),
             "allow:example.com,*.example.org,10.0.0.1"
         );
+    }
+
+    #[test]
+    fn the_parents_repository_view_is_given_on_and_any_other_git_is_dropped() {
+        let repo = crate::spec::GitRepo {
+            common_dir: p("/work/.git"),
+            git_dir: p("/work/.git"),
+            work_tree: p("/work"),
+            branch: Some("main".into()),
+            upper: p("/h/runs/a/attempts/1/git/upper"),
+            work: p("/h/runs/a/attempts/1/git/work"),
+        };
+        let mut parent = parent();
+        parent.git = Some(repo.clone());
+        // A child in a subdirectory gets /work whole: its .git is the parent's view, with an
+        // overlay of the child's own.
+        let mut c = child(&["/work/sub"], &[]);
+        fit(&parent, &mut c, &paths(OWN), git(), Path::new("/work/sub")).unwrap();
+        let g = c.git.unwrap();
+        assert_eq!((g.upper.as_path(), g.work.as_path()), git());
+        assert_eq!((&g.common_dir, &g.branch), (&repo.common_dir, &repo.branch));
+        // A .git the planner found in a tree of the parent's that does not hold the
+        // repository (the parent's program could have made it): no view, no branch back.
+        let mut c = child(&["/data/x"], &[]);
+        c.git = Some(crate::spec::GitRepo {
+            common_dir: p("/home/u/other/.git"),
+            git_dir: p("/home/u/other/.git"),
+            work_tree: p("/data/x"),
+            ..repo
+        });
+        fit(&parent, &mut c, &paths(OWN), git(), Path::new("/data/x")).unwrap();
+        assert_eq!(c.git, None);
+    }
+
+    #[test]
+    fn each_limit_is_at_most_the_parents() {
+        let mut parent = parent();
+        parent.limits.processes = 500;
+        parent.limits.tmp_bytes = 1 << 20;
+        let mut c = child(&["/work"], &[]);
+        c.limits.memory_bytes = 1 << 30;
+        fit(&parent, &mut c, &paths(OWN), git(), Path::new("/work")).unwrap();
+        assert_eq!(c.limits.processes, 500);
+        assert_eq!(c.limits.tmp_bytes, 1 << 20);
+        assert_eq!(c.limits.memory_bytes, 1 << 30);
+        assert_eq!(c.limits.file_size_bytes, parent.limits.file_size_bytes);
     }
 }

@@ -522,9 +522,40 @@ fn plan_child(
         paths.out_dir(),
         paths.proxy_socket(),
         paths.nest_socket(),
+        paths.agent_state(),
         parent.home.sessions_dir(id),
     ];
-    fit(&parent.spec.sandbox, &mut p.spec.sandbox, &own, &p.spec.cwd).map_err(Error::invalid)?;
+    let git = (paths.git_upper(), paths.git_work());
+    let sb = &mut p.spec.sandbox;
+    fit(
+        &parent.spec.sandbox,
+        sb,
+        &own,
+        (&git.0, &git.1),
+        &p.spec.cwd,
+    )
+    .map_err(Error::invalid)?;
+    // The child's agent state is seeded from what its parent's was (the user's), never from
+    // a directory the parent's program names: seeding reads it outside the sandbox.
+    if let Some(state) = &mut sb.agent_state {
+        match parent.spec.sandbox.agent_state.as_ref() {
+            Some(from) if from.var == state.var => {
+                state.seeded_from = from.seeded_from.clone();
+                state.home_file = from.home_file.clone();
+            }
+            _ => {
+                let needs = crate::adapter::adapter_for(agent).sandbox_needs().state_dir;
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                match (needs, home) {
+                    (Some(n), Some(h)) => {
+                        state.seeded_from = h.join(n.default);
+                        state.home_file = n.home_file.map(|f| h.join(f));
+                    }
+                    _ => sb.agent_state = None,
+                }
+            }
+        }
+    }
     // The launcher makes what is missing; outside the child's own places nothing may be made
     // (a path there could be a link by then).
     let sb = &p.spec.sandbox;

@@ -14,6 +14,7 @@
 //! socket, the machine's sockets) is derived here, once, for a first attempt and a retry
 //! alike: a rule added here reaches both.
 
+use super::agent_state::agent_state;
 use super::policy::{PolicyContext, SandboxRequest, sandbox_policy};
 use super::*;
 use crate::spec::WorktreeSpec;
@@ -83,22 +84,38 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
     };
     check_exec_size(&argv, &r.env, sys.arg_max())?;
     let socket = sys.tmux_socket();
+    let mut env = r.env;
+    let mut env_spec = r.env_spec;
     let sandbox = match &r.sandbox {
         Some(request) => {
+            let user_home = caller_var("HOME").map(PathBuf::from);
             let mut agent_dirs = Vec::new();
+            let mut state = None;
             if r.task.is_some() {
                 if r.agent == AgentKind::Pi {
                     agent_dirs.push(sessions_dir.clone());
                 }
-                if let Some((var, default)) = adapter_for(r.agent).sandbox_needs().state_dir {
-                    let dir = var_in(&r.env, var)
-                        .map(PathBuf::from)
-                        .or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(default)));
-                    agent_dirs.extend(dir);
+                if let Some(needs) = adapter_for(r.agent).sandbox_needs().state_dir {
+                    let fresh = resolved(sys, &paths.agent_state());
+                    state = agent_state(request, &needs, fresh, &env, user_home.as_deref());
+                }
+            }
+            if let Some(s) = &state {
+                // The agent's own directory, never the user's.
+                agent_dirs.push(s.dir.clone());
+                env.retain(|(k, _)| k.as_bytes() != s.var.as_bytes());
+                env.push((s.var.clone().into(), s.dir.clone().into()));
+                if !env_spec.set.contains(&s.var) {
+                    env_spec.set.push(s.var.clone());
                 }
             }
             // With --worktree, the worktree is the workspace.
             let workspace = r.worktree.as_ref().map_or(&r.cwd, |wt| &wt.path);
+            let protected_dirs = crate::adapter::state_dirs()
+                .filter_map(|d| caller_var(d.var))
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .collect();
             let mut policy = sandbox_policy(
                 request,
                 sys,
@@ -107,16 +124,24 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
                     home: home.root(),
                     out_dir: &paths.out_dir(),
                     proxy_socket: &paths.proxy_socket(),
+                    git_upper: &paths.git_upper(),
+                    git_work: &paths.git_work(),
                     nest_socket: &paths.nest_socket(),
                     tmux_socket: &socket,
                     agent_dirs,
-                    escape_sockets: &escape_sockets(&caller_var),
+                    // The caller's uid names its tmux socket directory.
+                    escape_sockets: &escape_sockets(&caller_var, nix::unistd::geteuid().as_raw()),
                     program: argv.first().map(Path::new),
+                    user_home: user_home.as_deref(),
+                    protected_dirs,
                 },
-            );
+            )?;
             if let Some(wt) = &r.worktree {
-                worktree::sandbox_git(sys, wt, &mut policy);
+                let upper = resolved(sys, &paths.git_upper());
+                let work = resolved(sys, &paths.git_work());
+                worktree::sandbox_git(sys, wt, &mut policy, upper, work);
             }
+            policy.agent_state = state;
             policy
         }
         None => SandboxSpec::default(),
@@ -133,7 +158,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         labels: r.labels.clone(),
         correlation_id: r.correlation_id.clone(),
         limits: r.limits,
-        env: r.env_spec,
+        env: env_spec,
         task: r.task.clone(),
         keep_session: r.keep_session,
         tmux: TmuxTarget {
@@ -173,7 +198,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
     Ok(Plan {
         record,
         spec,
-        env: r.env,
+        env,
         prompt: r.task.map(|t| t.prompt),
     })
 }

@@ -22,7 +22,8 @@ const PROXY_VARS: [&str; 6] = [
 /// Whether subpane itself sets `name` for a sandboxed program (recomputed for every attempt,
 /// never taken from a caller).
 pub(in crate::app) fn set_by_sandbox(name: &str) -> bool {
-    name == "TMPDIR" || name == "NODE_USE_ENV_PROXY" || PROXY_VARS.contains(&name)
+    let state_var = crate::adapter::state_dirs().any(|d| d.var == name);
+    name == "TMPDIR" || name == "NODE_USE_ENV_PROXY" || PROXY_VARS.contains(&name) || state_var
 }
 
 /// Whether the caller's variable `name` reaches a sandboxed program: what every program and

@@ -20,6 +20,8 @@ pub(crate) struct Fake {
     pub(crate) ancestor_vars: Vec<(OsString, OsString)>,
     /// pi's saved sessions: id → the directory holding it.
     pub(crate) pi_sessions: HashMap<String, PathBuf>,
+    /// Symbolic links: a path → where it leads (a whole path, resolved as one step).
+    pub(crate) links: HashMap<PathBuf, PathBuf>,
 }
 
 impl Fake {
@@ -42,6 +44,7 @@ impl Fake {
             repos: Vec::new(),
             ancestor_vars: Vec::new(),
             pi_sessions: HashMap::new(),
+            links: HashMap::new(),
         }
     }
 }
@@ -56,6 +59,7 @@ impl System for Fake {
         } else {
             self.cwd.join(p)
         };
+        let p = self.links.get(&p).cloned().unwrap_or(p);
         if self.dirs.contains(&p) || self.files.contains_key(&p) {
             Ok(p)
         } else {

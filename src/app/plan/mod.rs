@@ -42,10 +42,13 @@ const REMOVED_VARS: [&str; 2] = ["TMUX", "TMUX_PANE"];
 /// Linux refuses one argument of 128 KiB or more (`MAX_ARG_STRLEN`, with its NUL).
 pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
 
+mod agent_state;
 mod assemble;
 mod env;
 #[cfg(test)]
 pub(super) mod fake;
+mod git_view;
+mod guard;
 mod lineage;
 mod policy;
 mod program;
@@ -55,7 +58,7 @@ mod tests;
 
 pub(in crate::app) use assemble::{Resolved, assemble};
 pub(in crate::app) use env::{environment, passes_into_sandbox, set_by_sandbox};
-pub(in crate::app) use policy::{SandboxRequest, escape_sockets};
+pub(in crate::app) use policy::{SandboxRequest, escape_sockets, resolved};
 pub(in crate::app) use program::{check_exec_size, text_or_file};
 pub use system::{RealSystem, System};
 

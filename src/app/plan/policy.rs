@@ -6,10 +6,13 @@
 //!                  ▼                                                                 ▼
 //!  sandbox_policy(request, the attempt's context) ─► SandboxSpec  (once per attempt, for both)
 //!     writable: workspace, out/, agent state, asked
-//!     read_only: .git/hooks, .git/config, a program under /tmp, the proxy and nest sockets
+//!     read_only: a worktree's .git file, a program under /tmp, the proxy and nest sockets
+//!     git: the workspace's repository, an overlay of its git directory (git_view.rs)
 //!     hidden: asked, the tmux socket, the subpane home, escape sockets
 //! ```
 
+use super::git_view::workspace_repo;
+use super::guard::{Guarded, check_policy, named_path};
 use super::*;
 
 /// What a run asked of the sandbox: kept for every attempt of the run.
@@ -18,6 +21,11 @@ pub(in crate::app) struct SandboxRequest {
     pub(in crate::app) network: Network,
     pub(in crate::app) asked: crate::spec::SandboxAsk,
     pub(in crate::app) env_pass: Vec<String>,
+    /// The agent state directory of the attempt a retry follows (its seed source is kept).
+    pub(in crate::app) agent_state: Option<crate::spec::AgentState>,
+    /// Whether the attempt continues that directory (it resumes the session saved there).
+    pub(in crate::app) continue_state: bool,
+    pub(in crate::app) limits: crate::spec::SandboxLimits,
 }
 
 impl SandboxRequest {
@@ -38,6 +46,9 @@ impl SandboxRequest {
             network: spec.network.clone(),
             asked,
             env_pass: spec.env_pass.clone(),
+            agent_state: spec.agent_state.clone(),
+            continue_state: false,
+            limits: spec.limits,
         })
     }
 }
@@ -64,6 +75,10 @@ pub(in crate::app) fn sandbox_request(
             ("--writable", !req.writable.is_empty()),
             ("--hide", !req.hide.is_empty()),
             ("--env-pass", !req.env_pass.is_empty()),
+            ("--max-procs", req.max_procs.is_some()),
+            ("--max-memory", req.max_memory.is_some()),
+            ("--max-tmp", req.max_tmp.is_some()),
+            ("--max-file-size", req.max_file_size.is_some()),
         ];
         if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
             return Err(Error::invalid(format!(
@@ -72,72 +87,115 @@ pub(in crate::app) fn sandbox_request(
         }
         return Ok(None);
     }
-    let resolve = |flag: &str, p: &Path| -> Result<PathBuf, Error> {
-        let abs = if p.is_absolute() {
-            p.to_path_buf()
-        } else {
-            caller_dir.join(p)
-        };
-        sys.canonicalize(&abs)
-            .map_err(|e| Error::invalid(format!("{flag} `{}` cannot be used: {e}", p.display())))
-    };
     let mut asked = crate::spec::SandboxAsk::default();
     for w in &req.writable {
-        asked.writable.push(resolve("--writable", w)?);
+        asked
+            .writable
+            .push(named_path(sys, "--writable", caller_dir, w)?);
     }
     for h in &req.hide {
-        asked.hidden.push(resolve("--hide", h)?);
+        asked.hidden.push(named_path(sys, "--hide", caller_dir, h)?);
     }
     Ok(Some(SandboxRequest {
         network,
         asked,
         env_pass: req.env_pass.clone(),
+        agent_state: None,
+        continue_state: false,
+        limits: sandbox_limits(req)?,
     }))
 }
 
+/// The limits a request asks for, the defaults for the rest.
+fn sandbox_limits(req: &RunRequest) -> Result<crate::spec::SandboxLimits, Error> {
+    use crate::spec::{SandboxLimits, parse_size};
+    let d = SandboxLimits::default();
+    let size = |flag: &str, v: &Option<String>, default: u64| {
+        v.as_deref()
+            .map_or(Ok(default), |s| parse_size(flag, s).map_err(Error::invalid))
+    };
+    let processes = req.max_procs.unwrap_or(d.processes);
+    let range = SandboxLimits::MIN_PROCESSES..=SandboxLimits::MAX_PROCESSES;
+    if !range.contains(&processes) {
+        return Err(Error::invalid(format!(
+            "--max-procs {processes} is out of range: give {} to {} (processes and threads at once; the kernel's smallest limit per PID namespace is {})",
+            range.start(),
+            range.end(),
+            range.start()
+        )));
+    }
+    Ok(SandboxLimits {
+        processes,
+        memory_bytes: size("--max-memory", &req.max_memory, d.memory_bytes)?,
+        tmp_bytes: size("--max-tmp", &req.max_tmp, d.tmp_bytes)?,
+        file_size_bytes: size("--max-file-size", &req.max_file_size, d.file_size_bytes)?,
+    })
+}
+
 /// The sandbox policy of one attempt: what the run asked, and what this attempt's places
-/// need. Pure but for the questions it asks `sys`.
+/// need; refused when it would switch the sandbox off or a named path changed since (see
+/// [`guard`](super::guard)). Pure but for the questions it asks `sys`.
 pub(in crate::app) fn sandbox_policy(
     request: &SandboxRequest,
     sys: &dyn System,
     ctx: &PolicyContext<'_>,
-) -> SandboxSpec {
+) -> Result<SandboxSpec, Error> {
     let asked = &request.asked;
-    let mut writable = vec![ctx.cwd.to_path_buf(), ctx.out_dir.to_path_buf()];
+    let subpane_home = sys
+        .canonicalize(ctx.home)
+        .unwrap_or_else(|_| ctx.home.to_path_buf());
+    check_policy(
+        sys,
+        asked,
+        &Guarded {
+            user_home: ctx
+                .user_home
+                .map(|h| sys.canonicalize(h).unwrap_or_else(|_| h.to_path_buf())),
+            agent_dirs: ctx
+                .protected_dirs
+                .iter()
+                .map(|d| sys.canonicalize(d).unwrap_or_else(|_| d.clone()))
+                .collect(),
+            subpane_home: &subpane_home,
+            workspace: ctx.cwd,
+        },
+    )?;
+    // Paths of subpane's own are resolved like the user's: the helper refuses any link.
+    let mut writable = vec![ctx.cwd.to_path_buf(), resolved(sys, ctx.out_dir)];
     writable.extend(ctx.agent_dirs.iter().cloned());
     writable.extend(asked.writable.iter().cloned());
     let mut hidden = asked.hidden.clone();
     // The tmux server would run anything asked of it, outside the sandbox.
-    hidden.push(ctx.tmux_socket.to_path_buf());
+    hidden.push(resolved(sys, ctx.tmux_socket));
     // Every other run's records, one-shot environment files and proxy sockets: only this
     // attempt's `out/` (and its proxy socket) is carried back in below it.
-    hidden.push(
-        sys.canonicalize(ctx.home)
-            .unwrap_or_else(|_| ctx.home.to_path_buf()),
-    );
-    // A hook or a config written in the workspace's repository would run outside the
-    // sandbox on the user's next git command.
+    hidden.push(subpane_home.clone());
+    // A hook, a config or rebase state written in the workspace's repository would run
+    // outside the sandbox on the user's next git command: its git directory is the
+    // program's privately (an overlay), and only its branch comes back (see git_view.rs).
     let mut read_only = Vec::new();
-    let git = ctx.cwd.join(".git");
-    if sys.is_dir(&git) {
-        // hooks: the launcher creates it when missing, so that it can be made read-only.
-        let config = git.join("config");
-        let config_exists = sys.canonicalize(&config).is_ok();
-        for p in [git.join("hooks"), config] {
-            let named = asked.writable.contains(&p);
-            let exists = p.ends_with("hooks") || config_exists;
-            if !named && exists {
-                read_only.push(p);
-            }
-        }
-    }
+    let git = workspace_repo(
+        sys,
+        ctx.cwd,
+        resolved(sys, ctx.git_upper),
+        resolved(sys, ctx.git_work),
+        &mut read_only,
+    );
     // Sockets that would act outside the sandbox for whoever connects (Landlock cannot refuse
-    // connecting to a pathname Unix socket): the Docker daemon, the D-Bus buses, the user's
-    // runtime directory (session bus, keyrings) and the SSH agent.
+    // connecting to a pathname Unix socket): see [`escape_sockets`].
     for p in ctx.escape_sockets {
         if let Ok(p) = sys.canonicalize(p) {
             if !hidden.contains(&p) {
                 hidden.push(p);
+            }
+        }
+    }
+    // What names resolve with stays readable when it lives in a hidden runtime directory.
+    for f in NAME_SERVICE_FILES {
+        if let Ok(real) = sys.canonicalize(Path::new(f)) {
+            let under = hidden.iter().any(|h| real.starts_with(h) && &real != h);
+            if under && !read_only.contains(&real) {
+                read_only.push(real);
             }
         }
     }
@@ -155,13 +213,13 @@ pub(in crate::app) fn sandbox_policy(
     // The relay inside the sandbox reaches the egress proxy through its socket, which lives
     // in the attempt directory under the hidden home.
     if matches!(request.network, Network::Allow(_)) {
-        read_only.push(ctx.proxy_socket.to_path_buf());
+        read_only.push(resolved(sys, ctx.proxy_socket));
     }
     // Nested runs: the program's `subpane run` asks the worker there (a connect needs no
     // write access).
     read_only.push(ctx.nest_socket.to_path_buf());
     writable.dedup();
-    SandboxSpec {
+    Ok(SandboxSpec {
         enabled: true,
         network: request.network.clone(),
         writable,
@@ -169,6 +227,28 @@ pub(in crate::app) fn sandbox_policy(
         hidden,
         env_pass: request.env_pass.clone(),
         asked: Some(asked.clone()),
+        git,
+        agent_state: None,
+        limits: request.limits,
+    })
+}
+
+/// `p` with the links of its longest existing part resolved (the rest may not exist yet: an
+/// attempt's directory, `out/` and proxy socket are made after the plan).
+pub(in crate::app) fn resolved(sys: &dyn System, p: &Path) -> PathBuf {
+    let mut rest = Vec::new();
+    let mut at = p;
+    loop {
+        if let Ok(real) = sys.canonicalize(at) {
+            return rest.iter().rev().fold(real, |acc, c| acc.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                at = parent;
+            }
+            _ => return p.to_path_buf(),
+        }
     }
 }
 
@@ -180,14 +260,23 @@ pub(in crate::app) struct PolicyContext<'a> {
     /// The attempt's artifact directory, the one place of the home the program may write.
     pub(in crate::app) out_dir: &'a Path,
     pub(in crate::app) proxy_socket: &'a Path,
+    /// The attempt's overlay directories for the workspace's git directory.
+    pub(in crate::app) git_upper: &'a Path,
+    pub(in crate::app) git_work: &'a Path,
     pub(in crate::app) nest_socket: &'a Path,
     pub(in crate::app) tmux_socket: &'a Path,
-    /// State directories of the agent CLI (it writes them).
+    /// Directories of the agent CLI's that it writes (its own state directory, pi's
+    /// sessions of the run).
     pub(in crate::app) agent_dirs: Vec<PathBuf>,
     /// Sockets to hide when they exist (see [`escape_sockets`]).
     pub(in crate::app) escape_sockets: &'a [PathBuf],
     /// The program that runs (`argv[0]`, resolved).
     pub(in crate::app) program: Option<&'a Path>,
+    /// The user's home (`$HOME` of the caller).
+    pub(in crate::app) user_home: Option<&'a Path>,
+    /// Agent state directories the caller's variables name (`CLAUDE_CONFIG_DIR`, …): never
+    /// writable, like the defaults under the home.
+    pub(in crate::app) protected_dirs: Vec<PathBuf>,
 }
 
 /// The tree a program under `/tmp` needs to run: its directory, or for a program inside a
@@ -209,21 +298,33 @@ pub(in crate::app) fn program_tree(sys: &dyn System, program: &Path) -> Option<P
     .filter(|t| t != Path::new("/tmp"))
 }
 
-/// Well-known sockets that act for whoever connects, and the caller's own ones.
-pub(in crate::app) fn escape_sockets(var: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = [
-        "/var/run/docker.sock",
-        "/run/docker.sock",
-        "/run/dbus",
-        "/var/run/dbus",
-    ]
-    .iter()
-    .map(PathBuf::from)
-    .collect();
+/// Sockets that act for whoever connects, and the directories that hold them: the machine's
+/// runtime directories (`/run` holds the D-Bus buses, the Docker and container daemons'
+/// sockets and every user's `XDG_RUNTIME_DIR`), and the caller's own tmux server, SSH agent
+/// and runtime directory wherever their variables put them. `uid` names tmux's socket
+/// directory under `$TMUX_TMPDIR`.
+pub(in crate::app) fn escape_sockets(
+    var: &dyn Fn(&str) -> Option<OsString>,
+    uid: u32,
+) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = ["/run", "/var/run"].iter().map(PathBuf::from).collect();
     for name in ["XDG_RUNTIME_DIR", "SSH_AUTH_SOCK"] {
-        if let Some(p) = var(name).filter(|p| Path::new(p).is_absolute()) {
-            v.push(PathBuf::from(p));
-        }
+        v.extend(var(name).map(PathBuf::from));
     }
+    // `$TMUX` is `SOCKET,PID,SESSION`: the server of the terminal subpane was started from,
+    // which would run `new-window` for the program, outside.
+    if let Some(t) = var("TMUX") {
+        let t = t.as_encoded_bytes();
+        let socket = t.split(|b| *b == b',').next().unwrap_or_default();
+        v.push(PathBuf::from(std::ffi::OsStr::from_bytes(socket)));
+    }
+    if let Some(dir) = var("TMUX_TMPDIR") {
+        v.push(PathBuf::from(dir).join(format!("tmux-{uid}")));
+    }
+    v.retain(|p| p.is_absolute());
     v
 }
+
+/// Files below a hidden runtime directory that programs read to resolve names:
+/// `/etc/resolv.conf` is often a link into `/run` (systemd-resolved, resolvconf).
+const NAME_SERVICE_FILES: &[&str] = &["/etc/resolv.conf"];

@@ -153,13 +153,34 @@ fn worker_program_vars(pid: i32) -> Option<Vec<(OsString, OsString)>> {
     else {
         // Inside the attempt's sandbox the spec is hidden, but its request socket is carried
         // in: the run goes there, and the worker knows the lineage.
-        let socket = paths.nest_socket();
-        return socket
-            .exists()
-            .then(|| vec![(crate::spec::NEST_SOCKET_VAR.into(), socket.into_os_string())]);
+        return nest_socket_vars(&paths);
     };
     let vars = spec.program_vars(paths.dir(), &paths.out_dir());
     Some(vars.into_iter().map(|(k, v)| (k.into(), v)).collect())
+}
+
+/// When pid 1 is a sandbox's (`… __sandbox --policy ATTEMPT/spec.json …`), the request socket
+/// its attempt carries in (the spec itself is hidden there).
+fn sandbox_init_vars() -> Option<Vec<(OsString, OsString)>> {
+    let cmdline = std::fs::read("/proc/1/cmdline").ok()?;
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    if args.get(1) != Some(&crate::procs::SANDBOX_ARG.as_bytes())
+        || args.get(2) != Some(&&b"--policy"[..])
+    {
+        return None;
+    }
+    let spec = Path::new(OsStr::from_bytes(args.get(3)?));
+    nest_socket_vars(&crate::store::AttemptPaths::new(
+        spec.parent()?.to_path_buf(),
+    ))
+}
+
+/// The variable naming the attempt's request socket for nested runs, when it is there.
+fn nest_socket_vars(paths: &crate::store::AttemptPaths) -> Option<Vec<(OsString, OsString)>> {
+    let socket = paths.nest_socket();
+    socket
+        .exists()
+        .then(|| vec![(crate::spec::NEST_SOCKET_VAR.into(), socket.into_os_string())])
 }
 
 /// pi names a saved session `<time>_<id>.jsonl` in its `--session-dir`; `--session` takes a
@@ -185,7 +206,12 @@ fn walk_to_attempt_ancestor() -> Vec<(OsString, OsString)> {
     let mut pid = crate::procs::stat(std::process::id() as i32).map_or(0, |s| s.ppid);
     // A process tree is shallow; the bound only guards against a loop of reused pids.
     for _ in 0..64 {
-        if pid <= 1 {
+        if pid == 1 {
+            // In a sandbox, pid 1 of its PID namespace is subpane's own (the program cannot
+            // replace it) and the worker is outside: its command line names the attempt.
+            return sandbox_init_vars().unwrap_or_default();
+        }
+        if pid < 1 {
             break;
         }
         if let Some(vars) = crate::procs::environ(pid) {

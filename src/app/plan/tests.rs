@@ -349,13 +349,20 @@ fn a_sandboxed_program_gets_only_the_variables_it_needs() {
     let p = plan(&req, &home(), &sys).unwrap();
     let names: Vec<&str> = p.env.iter().filter_map(|(k, _)| k.to_str()).collect();
     assert!(names.contains(&"ANTHROPIC_API_KEY") && !names.contains(&"OPENAI_API_KEY"));
-    // Claude's state directory (default under HOME) is writable.
+    // Claude gets a state directory of its own, seeded from the user's (default under
+    // HOME), which stays out of its reach.
+    let own = PathBuf::from("/h/runs/generated-1/attempts/1/agent");
+    let sb = &p.spec.sandbox;
+    assert!(sb.writable.contains(&own), "{:?}", sb.writable);
+    assert!(!sb.writable.contains(&PathBuf::from("/root/.claude")));
+    let state = sb.agent_state.as_ref().unwrap();
+    assert_eq!(state.seeded_from, PathBuf::from("/root/.claude"));
+    assert_eq!(state.home_file, Some(PathBuf::from("/root/.claude.json")));
     assert!(
-        p.spec
-            .sandbox
-            .writable
-            .contains(&PathBuf::from("/root/.claude"))
+        p.env
+            .contains(&("CLAUDE_CONFIG_DIR".into(), own.clone().into()))
     );
+    assert!(p.spec.env.set.contains(&"CLAUDE_CONFIG_DIR".to_owned()));
     let bad = RunRequest {
         env_pass: vec!["A-B".into()],
         ..sandboxed(&["make"])
@@ -369,7 +376,10 @@ fn the_policy_names_every_path_resolved() {
     sys.dirs.push("/work/.git".into());
     sys.files.insert("/work/.git/config".into(), String::new());
     sys.dirs.push("/data".into());
-    sys.dirs.push("/run/dbus".into());
+    sys.dirs.push("/run".into());
+    sys.files.insert("/run/resolv.conf".into(), String::new());
+    sys.links
+        .insert("/etc/resolv.conf".into(), "/run/resolv.conf".into());
     sys.vars
         .push(("SSH_AUTH_SOCK".into(), "/tmp/ssh-x/agent.1".into()));
     sys.files.insert("/work/secret.txt".into(), String::new());
@@ -391,28 +401,30 @@ fn the_policy_names_every_path_resolved() {
         ]
     );
     // --hide, the tmux socket, the subpane home (only `out/` is carried back in), and the
-    // escape sockets that exist (not the SSH agent's, which this machine lacks).
+    // escape sockets that exist (not the SSH agent's nor the caller's tmux server's, which
+    // this machine lacks).
     assert_eq!(
         sb.hidden,
         [
             PathBuf::from("/work/secret.txt"),
             PathBuf::from("/tmp/tmux-0/subpane"),
             PathBuf::from("/h"),
-            PathBuf::from("/run/dbus")
+            PathBuf::from("/run")
         ]
     );
     // What the user named is recorded apart, for a retry to keep.
     let asked = sb.asked.as_ref().unwrap();
     assert_eq!(asked.writable, [PathBuf::from("/data")]);
     assert_eq!(asked.hidden, [PathBuf::from("/work/secret.txt")]);
+    // The name service's file under the hidden /run stays readable; the nest socket too.
     assert_eq!(
         sb.read_only,
-        [
-            PathBuf::from("/work/.git/hooks"),
-            PathBuf::from("/work/.git/config"),
-            nest_socket()
-        ]
+        [PathBuf::from("/run/resolv.conf"), nest_socket()]
     );
+    // The workspace's repository is the program's privately; no HEAD file here: no branch.
+    let git = sb.git.as_ref().unwrap();
+    assert_eq!(git.common_dir, PathBuf::from("/work/.git"));
+    assert_eq!(git.branch, None);
     // Paths that do not exist are refused, not ignored.
     let req = RunRequest {
         hide: vec!["/nope".into()],

@@ -79,6 +79,18 @@ pub struct TaskArgs {
     pub hide: Vec<PathBuf>,
     /// Names of variables of the server's environment passed into the sandbox.
     pub env_pass: Vec<String>,
+    /// Processes and threads the sandboxed program may have at once (at least 300).
+    #[schemars(extend("default" = 4096))]
+    pub max_procs: Option<u32>,
+    /// What one sandboxed process may allocate, e.g. "4G".
+    #[schemars(extend("default" = "8G"))]
+    pub max_memory: Option<String>,
+    /// The size of the sandbox's private /tmp (its files take memory), e.g. "512M".
+    #[schemars(extend("default" = "2G"))]
+    pub max_tmp: Option<String>,
+    /// The largest file a sandboxed process may write, e.g. "1G".
+    #[schemars(extend("default" = "8G"))]
+    pub max_file_size: Option<String>,
     /// Run in a new git worktree of the `cwd` repository; its diff is kept at the end.
     pub worktree: bool,
     /// How deep runs started by this run's program (and theirs) may nest. It can only
@@ -116,6 +128,10 @@ impl From<TaskArgs> for RunRequest {
             writable: a.writable,
             hide: a.hide,
             env_pass: a.env_pass,
+            max_procs: a.max_procs,
+            max_memory: a.max_memory,
+            max_tmp: a.max_tmp,
+            max_file_size: a.max_file_size,
             worktree: a.worktree,
             max_depth: a.max_depth,
         }

@@ -1,7 +1,7 @@
 //! One client connection of the proxy: read the head, decide, then refuse, tunnel or forward.
 //!
 //! ```text
-//!  head (30 s to arrive) ─ unreadable ──► log deny, 400
+//!  head (30 s to arrive) ─ unreadable ──► log deny, 400 │ none in time ──► log deny, 408
 //!     │ parse_request
 //!  decide(host, port, allow, resolve once) ─ Deny ──► log deny, 403 naming host and policy
 //!     │ Allow(addresses)          └─ Unresolved ──► log allow + reason, 502
@@ -33,10 +33,6 @@ use super::{Admitted, Shared};
 use crate::sandbox::relay::pipe;
 use crate::spec::now_rfc3339;
 
-/// How long a client has to send its request head.
-const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long one address may take to accept a connection.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long, and how much, a refused client's further bytes are read before closing.
 const LINGER: Duration = Duration::from_secs(1);
 const LINGER_BYTES: u64 = 1 << 20;
@@ -44,12 +40,28 @@ const LINGER_BYTES: u64 = 1 << 20;
 /// Serves one client connection to its end.
 pub(super) fn serve(client: UnixStream, admitted: &Admitted) {
     let shared = &*admitted.shared;
-    let _ = client.set_read_timeout(Some(HEAD_TIMEOUT));
+    let _ = client.set_read_timeout(Some(shared.timeouts.head));
     let mut incoming = Incoming::new(&client);
     let len = match incoming.read_head() {
         Ok(n) => n,
-        // Nothing to answer: the client left or never spoke.
-        Err(HeadError::Closed | HeadError::Io(_)) => return,
+        // Nothing to answer: the client left without a byte, or the connection broke.
+        Err(HeadError::Closed) => return,
+        Err(HeadError::Io(e)) if !timed_out(&e) => return,
+        Err(HeadError::Io(_)) => {
+            let (method, host) = glimpse(incoming.buffered());
+            let limit = shared.timeouts.head;
+            let why = format!("no request within {}", humantime::format_duration(limit));
+            shared.log.append(&NetworkEntry {
+                at: now_rfc3339(),
+                method,
+                host,
+                port: None,
+                decision: Verdict::Deny,
+                reason: Some(why.clone()),
+                address: None,
+            });
+            return answer(&client, "408 Request Timeout", &format!("subpane: {why}"));
+        }
         Err(e) => {
             let (method, host) = glimpse(incoming.buffered());
             let why = e.to_string();
@@ -82,7 +94,7 @@ pub(super) fn serve(client: UnixStream, admitted: &Admitted) {
             return answer(&client, "502 Bad Gateway", &format!("subpane: {why}"));
         }
     };
-    let (upstream, address) = match connect(&addresses, port) {
+    let (upstream, address) = match connect(&addresses, port, shared.timeouts.connect) {
         Ok(c) => c,
         Err(why) => {
             log(Verdict::Allow, Some(why.clone()), None);
@@ -118,16 +130,28 @@ pub(super) fn serve(client: UnixStream, admitted: &Admitted) {
     }
 }
 
+/// Whether a read failed because its timeout passed (`SO_RCVTIMEO` reports `EAGAIN`).
+fn timed_out(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
 /// Looks a name up once, with the system's resolver.
 fn resolve(name: &str, port: u16) -> io::Result<Vec<IpAddr>> {
     Ok((name, port).to_socket_addrs()?.map(|a| a.ip()).collect())
 }
 
 /// Connects to the first of `addresses` that accepts, and says which one it was.
-fn connect(addresses: &[IpAddr], port: u16) -> Result<(TcpStream, IpAddr), String> {
+fn connect(
+    addresses: &[IpAddr],
+    port: u16,
+    limit: Duration,
+) -> Result<(TcpStream, IpAddr), String> {
     let mut why = String::from("no address to connect to");
     for &ip in addresses {
-        match TcpStream::connect_timeout(&SocketAddr::new(ip, port), CONNECT_TIMEOUT) {
+        match TcpStream::connect_timeout(&SocketAddr::new(ip, port), limit) {
             Ok(s) => {
                 // Small writes (a head, then a body) must not wait for a delayed ACK.
                 let _ = s.set_nodelay(true);

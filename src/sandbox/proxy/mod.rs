@@ -8,6 +8,7 @@
 //!                                               ▼ one thread per connection (256 KiB stack)
 //!                  head ─► request::parse_request (strict; 400)
 //!                       ─► decide::decide(host, port, allow, resolve once) ─► network.jsonl
+//!  more than MAX_CONNECTIONS open ─► 503 (logged too); no head within 30 s ─► 408 (logged)
 //!                       ─► 403 naming host and policy │ 502 │ connect to a checked address
 //!                       ─► CONNECT: relay::pipe both ways │ other methods: forward::forward
 //!  ProxyHandle dropped ─► shut every open socket, wake and join the acceptor, wait for the
@@ -65,6 +66,24 @@ const ACCEPTOR_STACK: usize = 64 * 1024;
 /// them at once; only a name lookup or a connect in progress can take longer.
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
+/// How long the proxy waits on each side of a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// For a client to send its request head.
+    pub head: Duration,
+    /// For one address of an allowed host to accept a connection.
+    pub connect: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            head: Duration::from_secs(30),
+            connect: Duration::from_secs(10),
+        }
+    }
+}
+
 /// A running proxy; dropping it stops accepting, shuts down open connections, waits for
 /// their threads (up to 2 s), closes the log and removes its socket.
 #[derive(Debug)]
@@ -92,6 +111,16 @@ impl ProxyHandle {
 /// through only hosts that `allow` matches and appends every decision to `log`
 /// (`network.jsonl`).
 pub fn start(socket: &Path, allow: Vec<HostPattern>, log: &Path) -> io::Result<ProxyHandle> {
+    start_with(socket, allow, log, Timeouts::default())
+}
+
+/// [`start`] with other [`Timeouts`] than the defaults.
+pub fn start_with(
+    socket: &Path,
+    allow: Vec<HostPattern>,
+    log: &Path,
+    timeouts: Timeouts,
+) -> io::Result<ProxyHandle> {
     let log = DecisionLog::open(log)?;
     let listener = UnixListener::bind(SocketPath::new(socket)?.usable())?;
     // From here on the socket file is ours to remove, also when starting fails.
@@ -103,6 +132,7 @@ pub fn start(socket: &Path, allow: Vec<HostPattern>, log: &Path) -> io::Result<P
     let shared = Arc::new(Shared {
         allow,
         log,
+        timeouts,
         conns: Mutex::new(Conns::default()),
         ended: Condvar::new(),
     });
@@ -147,6 +177,7 @@ impl Drop for Unlink<'_> {
 struct Shared {
     allow: Vec<HostPattern>,
     log: DecisionLog,
+    timeouts: Timeouts,
     conns: Mutex<Conns>,
     /// Notified whenever a connection ends.
     ended: Condvar,
@@ -306,7 +337,7 @@ fn dispatch(client: UnixStream, shared: &Arc<Shared>) {
         return;
     }
     let Some(admitted) = shared.admit() else {
-        return too_busy(client);
+        return too_busy(client, shared);
     };
     if !admitted.track(&client) {
         return;
@@ -317,8 +348,20 @@ fn dispatch(client: UnixStream, shared: &Arc<Shared>) {
         .spawn(move || connection::serve(client, &admitted));
 }
 
-/// Answers 503 on the acceptor's thread, without ever blocking it.
-fn too_busy(client: UnixStream) {
+/// Logs the refusal and answers 503 on the acceptor's thread, without ever blocking it. The
+/// request is not read, so the line names no host.
+fn too_busy(client: UnixStream, shared: &Shared) {
+    shared.log.append(&NetworkEntry {
+        at: crate::spec::now_rfc3339(),
+        method: None,
+        host: None,
+        port: None,
+        decision: Verdict::Deny,
+        reason: Some(format!(
+            "overload: {MAX_CONNECTIONS} connections open, refused with 503"
+        )),
+        address: None,
+    });
     if client.set_nonblocking(true).is_err() {
         return;
     }

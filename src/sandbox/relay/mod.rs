@@ -2,16 +2,16 @@
 //! Unix socket outside.
 //!
 //! ```text
-//!  sandbox helper (new netns, lo up)            relay child (same netns, no Landlock)
-//!  ─────────────────────────────────            ─────────────────────────────────────
-//!  start(port, target):
+//!  the sandbox's init (netns, lo up, Landlock)   relay child (same namespaces and domain)
+//!  ──────────────────────────────────────────   ─────────────────────────────────────────
+//!  start(port, target, filter):
 //!    bind 127.0.0.1:port ─────────── fork ────► PDEATHSIG=SIGKILL, getppid() check
 //!    drop its copy of the listener              fds: 0-2 → /dev/null, 3 = listener, no other
-//!    return; then Landlock, seccomp, exec       chdir(target's directory)
+//!    return; then forks the program             chdir(target's directory), seccomp (Relay)
 //!                                               serve(listener, target's name):
 //!             │                                   accept ─► thread (64 KiB stack)
 //!          PROGRAM ── HTTP(S)_PROXY=127.0.0.1:port ──►   connect target ─► pipe both ways
-//!             exits ──────────────── SIGKILL ───► relay dies with it
+//!          exits ─► init exits ─► the kernel kills the rest of the PID namespace, relay too
 //! ```
 //!
 //! The relay knows nothing of HTTP: it moves bytes, and the proxy at the other end decides.
@@ -24,11 +24,11 @@
 //! * The child must not keep the helper's descriptors: the program's stdout and stderr (the
 //!   worker would wait for them to close) and the report fd 3 (its closing on exec is how the
 //!   worker learns the program started).
-//! * `PR_SET_PDEATHSIG` fires when the forking thread ends, which for the helper is when the
-//!   program exits (exec keeps the pid); a parent that died before the `prctl` is caught by
-//!   comparing `getppid()` with the pid noted before the fork.
-//! * The relay is the program's child: it may see one unknown child (a zombie, if the relay
-//!   ever died first). Programs reap or ignore unknown children.
+//! * `PR_SET_PDEATHSIG` fires when init ends; a parent that died before the `prctl` is caught
+//!   by comparing `getppid()` with the pid noted before the fork. (Init's end ends the PID
+//!   namespace anyway; the signal also covers a relay started outside one, as the tests do.)
+//! * The relay's seccomp filter allows threads, Unix sockets and the calls that move bytes:
+//!   it is installed after the listener exists and the working directory is set.
 
 mod pipe;
 mod socket_path;
@@ -45,6 +45,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use seccompiler::BpfProgram;
+
 /// Connections relayed at once; more are closed at once (the proxy has its own bound).
 pub const MAX_CONNECTIONS: usize = 256;
 
@@ -52,7 +54,7 @@ pub const MAX_CONNECTIONS: usize = 256;
 /// caller's (new) network namespace and forwards each connection to the Unix socket
 /// `target`. Returns once the listener is bound, so the program can connect at once. The
 /// relay dies with the caller's program (parent-death signal).
-pub fn start(port: u16, target: &Path) -> io::Result<()> {
+pub fn start(port: u16, target: &Path, filter: &[BpfProgram]) -> io::Result<()> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
     // Owned before the fork, so the child allocates little.
     let target = target.to_path_buf();
@@ -62,13 +64,18 @@ pub fn start(port: u16, target: &Path) -> io::Result<()> {
     // ordinary Rust code; it never returns into the caller (it ends with _exit).
     match unsafe { libc::fork() } {
         -1 => Err(io::Error::last_os_error()),
-        0 => become_relay(listener, &target, parent),
+        0 => become_relay(listener, &target, parent, filter),
         _child => Ok(()),
     }
 }
 
 /// The relay child: detach from everything of the helper's but the listener, then serve.
-fn become_relay(listener: TcpListener, target: &Path, parent: libc::pid_t) -> ! {
+fn become_relay(
+    listener: TcpListener,
+    target: &Path,
+    parent: libc::pid_t,
+    filter: &[BpfProgram],
+) -> ! {
     // SAFETY: plain syscalls on values we own; the listener's fd is moved out of Rust's
     // ownership before the descriptor table is rewritten, and re-owned after.
     let listener = unsafe {
@@ -111,12 +118,17 @@ fn become_relay(listener: TcpListener, target: &Path, parent: libc::pid_t) -> ! 
         TcpListener::from_raw_fd(3)
     };
     // A target past the 107-byte address limit is reached from its directory: the relay is
-    // a process of its own, so its working directory is free to use (no /proc needed in the
-    // sandbox's mount namespace).
+    // a process of its own, so its working directory is free to use.
     let target = match (target.parent(), target.file_name()) {
         (Some(dir), Some(name)) if std::env::set_current_dir(dir).is_ok() => Path::new(name),
         _ => target,
     };
+    // Its own filter, before it reads a byte of the program's: no program, no process, no
+    // socket but the proxy's.
+    if crate::sandbox::seccomp::install(filter).is_err() {
+        // SAFETY: ends the child at once; the program's connections find no relay.
+        unsafe { libc::_exit(1) }
+    }
     let code = match serve(listener, target) {
         Ok(()) => 0,
         Err(_) => 1,

@@ -115,3 +115,63 @@ fn sandbox_fails_closed_on_network_allow_without_a_proxy_socket() {
     let r = s.run(s.helper_argv(&policy, &marker_argv()), None);
     assert_failed_closed(&s, &r, "network");
 }
+
+#[test]
+fn sandbox_fails_closed_on_a_policy_path_that_passes_through_a_link() {
+    let s = Sbx::new();
+    let victim = s.out().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    // A writable tree a program of an earlier attempt replaced with a link, and a link on the
+    // way to a path to hide.
+    std::os::unix::fs::symlink(&victim, s.ws.join("build")).unwrap();
+    let argv = [
+        "sh".as_ref(),
+        "-c".as_ref(),
+        "touch build/x MARKER".as_ref(),
+    ];
+    let mut policy = s.base();
+    policy["writable"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(s.ws.join("build")));
+    let r = s.run(s.helper_argv(&policy, &argv), None);
+    let f = assert_failed_closed(&s, &r, "policy");
+    assert!(f["why"].as_str().unwrap().contains("symbolic link"), "{f}");
+    assert!(!victim.join("x").exists());
+
+    std::fs::write(victim.join("secret"), "S").unwrap();
+    let mut policy = s.base();
+    policy["hidden"] = json!([s.ws.join("build/secret")]);
+    let r = s.run(s.helper_argv(&policy, &marker_argv()), None);
+    let f = assert_failed_closed(&s, &r, "policy");
+    assert!(f["why"].as_str().unwrap().contains("symbolic link"), "{f}");
+
+    // Control: the real path is taken.
+    let mut policy = s.base();
+    policy["writable"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!(victim));
+    let r = s.run(s.helper_argv(&policy, &marker_argv()), None);
+    assert_eq!(r.code, 0, "{r:#?}");
+}
+
+#[test]
+fn sandbox_fails_closed_when_a_path_the_user_hid_is_gone() {
+    let s = Sbx::new();
+    // A program of an earlier attempt renamed the directory above the hidden file.
+    std::fs::create_dir(s.ws.join("moved")).unwrap();
+    std::fs::write(s.ws.join("moved/key"), "K").unwrap();
+    let gone = s.ws.join("secrets/key");
+    let mut policy = s.base();
+    policy["hidden"] = json!([gone]);
+    policy["asked"] = json!({"writable": [], "hidden": [gone]});
+    let r = s.run(s.helper_argv(&policy, &marker_argv()), None);
+    let f = assert_failed_closed(&s, &r, "policy");
+    assert!(f["why"].as_str().unwrap().contains("is gone"), "{f}");
+    // Control: a hidden path subpane adds itself (a socket that may not exist) is skipped.
+    let mut policy = s.base();
+    policy["hidden"] = json!([gone]);
+    let r = s.run(s.helper_argv(&policy, &marker_argv()), None);
+    assert_eq!(r.code, 0, "{r:#?}");
+}

@@ -104,7 +104,7 @@ fn sandbox_network_full_reaches_the_host() {
     let mut got = String::new();
     conn.read_to_string(&mut got).unwrap();
     assert_eq!(got, "hello\n");
-    assert_eq!(r.enforced()["namespaces"], json!(["user", "mount"]));
+    assert_eq!(r.enforced()["namespaces"], json!(["user", "mount", "pid"]));
 }
 
 /// The relay to the egress proxy serves the program and ends with it: a relay left behind

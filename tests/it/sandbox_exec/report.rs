@@ -24,7 +24,7 @@ fn sandbox_reports_what_was_enforced_and_closes_the_report_fd() {
     assert_eq!(c.stdout, format!("{dir_fd} open\n"));
     let e = r.enforced();
     assert!(e["landlock_abi"].as_u64().unwrap() >= 6, "{e}");
-    assert_eq!(e["namespaces"], json!(["user", "mount", "net"]));
+    assert_eq!(e["namespaces"], json!(["user", "mount", "net", "pid"]));
     assert_eq!(e["seccomp"], json!(true));
     assert_eq!(e["no_new_privs"], json!(true));
     // The line is the contract type, exactly.

@@ -46,18 +46,24 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// A repository at `work/repo` with one commit: `a.txt`, `sub/b.txt` and a binary file.
-fn make_repo(env: &TestEnv) -> PathBuf {
-    let repo = env.work.join("repo");
-    std::fs::create_dir_all(repo.join("sub")).unwrap();
-    git(&repo, &["init", "-q", "-b", "main"]);
+/// A new repository at `repo` on branch `main`, with a committer and no signing.
+pub(crate) fn init_repo(repo: &Path) {
+    std::fs::create_dir_all(repo).unwrap();
+    git(repo, &["init", "-q", "-b", "main"]);
     for (k, v) in [
         ("user.name", "Test"),
         ("user.email", "test@example.com"),
         ("commit.gpgsign", "false"),
     ] {
-        git(&repo, &["config", k, v]);
+        git(repo, &["config", k, v]);
     }
+}
+
+/// A repository at `work/repo` with one commit: `a.txt`, `sub/b.txt` and a binary file.
+fn make_repo(env: &TestEnv) -> PathBuf {
+    let repo = env.work.join("repo");
+    std::fs::create_dir_all(repo.join("sub")).unwrap();
+    init_repo(&repo);
     std::fs::write(repo.join("a.txt"), "one\n").unwrap();
     std::fs::write(repo.join("sub/b.txt"), "bee\n").unwrap();
     std::fs::write(repo.join("data.bin"), BINARY).unwrap();

@@ -1,0 +1,240 @@
+//! Carrying back what a sandboxed program did in its private view of a repository's git
+//! directory: its branch, and the objects the branch's new commits need. Nothing else of it
+//! (config, hooks, other refs, rebase state) ever reaches the repository.
+//!
+//! ```text
+//!  upper/refs/heads/B  (a regular file, no link on the way)  │ else upper/packed-refs
+//!     └─► N, a hex object id          none, or a whiteout (the program deleted it) ─► done
+//!  O = refs/heads/B of the repository                          N == O ─► done
+//!  upper/objects ─► hard links of its regular files only ─► scratch/objects
+//!  pack-objects --revs (N ^O), scratch/objects as an alternate ─► scratch/carry.pack
+//!  index-pack --stdin --strict < carry.pack     (every object hashed and checked)
+//!  update-ref refs/heads/B N O                  (B moved meanwhile: refused, said)
+//!  HEAD of the work tree is B ─► reset: the index follows, the work tree is untouched
+//! ```
+//!
+//! Common pitfalls:
+//! * Everything under `upper` was written by the program: read through `store::read_beneath`
+//!   (no link followed, bounded), and object files taken only when they are regular files.
+//!   A FIFO named like a pack index would make git wait forever; an `info/alternates` or a
+//!   commit graph of the program's would be read as the repository's.
+//! * The program is gone when this runs (its PID namespace died with it), so nothing under
+//!   `upper` changes between the checks and their use.
+//! * Objects are checked by `index-pack --strict` (hashes, and the fsck rules git applies to
+//!   a fetch), never copied into `objects/` as they are: a loose object whose content does
+//!   not match its name would change the user's history.
+
+use std::path::{Path, PathBuf};
+
+use super::{Cmd, GitError, branch_tip};
+use crate::spec::GitRepo;
+
+/// What became of the branch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Carried {
+    pub branch: String,
+    /// Where it was (`None`: it did not exist).
+    pub from: Option<String>,
+    pub to: String,
+}
+
+/// The most a `packed-refs` of the program's may hold.
+const PACKED_REFS_LIMIT: u64 = 64 << 20;
+
+/// Carries the program's branch back (see the module docs). `scratch_in` is a directory of
+/// subpane's own where a private scratch directory is made (and removed). `Ok(None)`: the
+/// branch did not move.
+pub fn carry_branch(repo: &GitRepo, scratch_in: &Path) -> Result<Option<Carried>, GitError> {
+    let Some(branch) = &repo.branch else {
+        return Ok(None);
+    };
+    let Some(new) = new_tip(&repo.upper, branch)? else {
+        return Ok(None);
+    };
+    let old = branch_tip(&repo.common_dir, branch)?;
+    if old.as_deref() == Some(new.as_str()) {
+        return Ok(None);
+    }
+    let scratch = tempfile::Builder::new()
+        .prefix(".git-carry-")
+        .tempdir_in(scratch_in)
+        .map_err(|source| GitError::Write {
+            path: scratch_in.to_path_buf(),
+            source,
+        })?;
+    let objects = scratch.path().join("objects");
+    link_objects(&repo.upper.join("objects"), &objects).map_err(|source| GitError::Write {
+        path: objects.clone(),
+        source,
+    })?;
+    let revs = scratch.path().join("revs");
+    let mut list = format!("{new}\n");
+    if let Some(o) = &old {
+        list.push_str(&format!("^{o}\n"));
+    }
+    let write_err = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| GitError::Write { path, source }
+    };
+    std::fs::write(&revs, list).map_err(write_err(&revs))?;
+    let pack = scratch.path().join("carry.pack");
+    Cmd::on_git_dir(&repo.common_dir)
+        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &objects)
+        .stdin_from(std::fs::File::open(&revs).map_err(write_err(&revs))?)
+        .args(["pack-objects", "--revs", "--stdout", "-q"])
+        .write_to(&pack)?;
+    Cmd::on_git_dir(&repo.common_dir)
+        .stdin_from(std::fs::File::open(&pack).map_err(write_err(&pack))?)
+        .args(["index-pack", "--stdin", "--strict"])
+        .read()?;
+    let zero = "0".repeat(new.len());
+    Cmd::on_git_dir(&repo.common_dir)
+        .args([
+            "update-ref",
+            "-m",
+            "subpane: the sandboxed program's commits",
+        ])
+        .arg(format!("refs/heads/{branch}"))
+        .arg(&new)
+        .arg(old.as_deref().unwrap_or(&zero))
+        .read()?;
+    // The work tree's index still says what the branch was: it follows, as after a fetch
+    // and a reset of one's own (the work tree is left as the program left it).
+    let head = Cmd::in_worktree(&repo.work_tree, &repo.git_dir, &repo.common_dir)
+        .args(["symbolic-ref", "-q", "HEAD"])
+        .read_if_ok()?;
+    if head.as_deref() == Some(&format!("refs/heads/{branch}")) {
+        Cmd::in_worktree(&repo.work_tree, &repo.git_dir, &repo.common_dir)
+            .no_attributes(&new)
+            .args(["reset", "-q"])
+            .read()?;
+    }
+    Ok(Some(Carried {
+        branch: branch.clone(),
+        from: old,
+        to: new,
+    }))
+}
+
+/// The program's tip of `branch`: its loose ref, else its line in `packed-refs`; `None` when
+/// it has neither (it never moved the branch, or deleted it).
+fn new_tip(upper: &Path, branch: &str) -> Result<Option<String>, GitError> {
+    let read = |rel: &Path, limit| {
+        crate::store::read_beneath(upper, rel, limit).map_err(|e| GitError::Failed {
+            args: "(reading the program's refs)".into(),
+            message: e.to_string(),
+        })
+    };
+    let name = format!("refs/heads/{branch}");
+    if let Some(bytes) = read(Path::new(&name), 256)? {
+        return Ok(object_id(String::from_utf8_lossy(&bytes).trim()));
+    }
+    let Some(packed) = read(Path::new("packed-refs"), PACKED_REFS_LIMIT)? else {
+        return Ok(None);
+    };
+    Ok(String::from_utf8_lossy(&packed).lines().find_map(|l| {
+        let (id, r) = l.split_once(' ')?;
+        (r == name).then(|| object_id(id)).flatten()
+    }))
+}
+
+/// `s` if it is a full object id (40 or 64 lower-case hex digits).
+fn object_id(s: &str) -> Option<String> {
+    let hex = s
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    ((s.len() == 40 || s.len() == 64) && hex).then(|| s.to_owned())
+}
+
+/// Hard-links the regular files of the object directory `from` (`xx/…` and `pack/…`, one
+/// level deep; nothing of `info/`) into `to`.
+fn link_objects(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    let Ok(dirs) = std::fs::read_dir(from) else {
+        return Ok(());
+    };
+    for d in dirs {
+        let d = d?;
+        let name = d.file_name();
+        let fanout = name.len() == 2
+            && name
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit());
+        if !(fanout || name == "pack") || !d.file_type()?.is_dir() {
+            continue;
+        }
+        let into: PathBuf = to.join(&name);
+        std::fs::create_dir_all(&into)?;
+        for f in std::fs::read_dir(d.path())? {
+            let f = f?;
+            if f.file_type()?.is_file() {
+                std::fs::hard_link(f.path(), into.join(f.file_name()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_full_hex_ids_are_taken() {
+        let id = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+        assert_eq!(object_id(id).as_deref(), Some(id));
+        assert!(object_id(&"a".repeat(64)).is_some());
+        for bad in [
+            "",
+            "HEAD",
+            "4B825DC642CB6EB9A060E54BF8D69288FBEE4904",
+            &id[..39],
+            "ref: refs/heads/x",
+        ] {
+            assert!(object_id(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_tip_comes_from_the_loose_ref_then_packed_refs() {
+        let d = tempfile::tempdir().unwrap();
+        let up = d.path();
+        let (a, b) = ("a".repeat(40), "b".repeat(40));
+        assert_eq!(new_tip(up, "main").unwrap(), None);
+        std::fs::write(
+            up.join("packed-refs"),
+            format!("# pack-refs with: peeled\n{b} refs/heads/other\n{a} refs/heads/main\n"),
+        )
+        .unwrap();
+        assert_eq!(new_tip(up, "main").unwrap(), Some(a.clone()));
+        std::fs::create_dir_all(up.join("refs/heads/sub")).unwrap();
+        std::fs::write(up.join("refs/heads/sub/x"), format!("{b}\n")).unwrap();
+        assert_eq!(new_tip(up, "sub/x").unwrap(), Some(b.clone()));
+        // A link on the way is never followed.
+        std::os::unix::fs::symlink(up.join("refs/heads/sub"), up.join("refs/heads/l")).unwrap();
+        assert!(new_tip(up, "l/x").is_err());
+    }
+
+    #[test]
+    fn only_regular_object_files_are_taken() {
+        let d = tempfile::tempdir().unwrap();
+        let from = d.path().join("upper/objects");
+        std::fs::create_dir_all(from.join("ab")).unwrap();
+        std::fs::create_dir_all(from.join("pack")).unwrap();
+        std::fs::create_dir_all(from.join("info")).unwrap();
+        std::fs::write(from.join("ab/cdef"), "obj").unwrap();
+        std::fs::write(from.join("info/alternates"), "/elsewhere").unwrap();
+        nix::unistd::mkfifo(
+            &from.join("pack/pack-x.idx"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", from.join("ab/link")).unwrap();
+        let to = d.path().join("to");
+        link_objects(&from, &to).unwrap();
+        assert!(to.join("ab/cdef").is_file());
+        assert!(!to.join("ab/link").exists() && !to.join("info").exists());
+        assert!(!to.join("pack/pack-x.idx").exists());
+    }
+}
