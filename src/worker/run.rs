@@ -128,6 +128,12 @@ impl Worker {
         }
     }
 
+    /// Whether a cancel request waits: `cancel.json` as subpane writes it, a regular file
+    /// (renamed into place whole). A link or anything else under that name is not one.
+    fn cancel_pending(&self) -> bool {
+        std::fs::symlink_metadata(self.paths.cancel()).is_ok_and(|m| m.is_file())
+    }
+
     fn run(&mut self) {
         // worker.json is first written once the agent runs: until then observers know the
         // worker from launch.json, and a canceller that finds no worker.json relies on the
@@ -135,7 +141,7 @@ impl Worker {
         // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
         self.header();
-        if self.paths.cancel().exists() {
+        if self.cancel_pending() {
             // Cancelled before the start: the program never runs and nothing is signalled.
             self.cancel_requested(false);
             self.facts.started_at = Some(now_rfc3339());
@@ -146,7 +152,7 @@ impl Worker {
                     self.save_facts();
                     // A cancel written before worker.json said "running" may not have
                     // signalled us.
-                    if self.paths.cancel().exists() {
+                    if self.cancel_pending() {
                         self.cancel_requested(true);
                     }
                     self.stream();

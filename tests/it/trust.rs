@@ -560,6 +560,21 @@ fn links_planted_under_the_logs_and_records_are_never_followed() {
     env.assert_no_leftovers();
 }
 
+/// A link under `cancel.json`, and the signal `cancel` sends after writing it: no request
+/// that subpane wrote, so the run is not cancelled.
+#[test]
+fn a_planted_cancel_link_cancels_nothing() {
+    let env = TestEnv::new();
+    let script = "ln -s /etc/passwd \"$SUBPANE_ATTEMPT_DIR/cancel.json\"; kill -USR1 $PPID; \
+                  sleep 0.3; exit 3";
+    let r = run_bash(&env, "planted-cancel", &[], script);
+    let v = r.json();
+    assert_eq!(v["status"], "failed", "{v}");
+    assert_eq!(v["exit_code"], 3, "{v}");
+    assert_eq!(v["signals_sent"], json!([]), "{v}");
+    env.assert_no_leftovers();
+}
+
 // ---- the home is out of a sandbox's reach ------------------------------------------------
 
 #[test]

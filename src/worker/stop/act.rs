@@ -76,16 +76,19 @@ impl Worker {
             let req = store::read_json::<CancelRequest>(&self.paths.cancel())
                 .ok()
                 .flatten();
-            if let Some(r) = &req {
-                if self.cancels_seen.iter().any(|k| k == r.key()) {
-                    return;
-                }
-                self.cancels_seen.push(r.key().to_owned());
-                if self.cancelled_by.is_none() {
-                    self.cancelled_by.clone_from(&r.by);
-                }
+            // No request is one that cannot be read as subpane writes it (a link, garbage):
+            // `cancel` renames a whole file into place before it signals.
+            let Some(r) = req else {
+                return;
+            };
+            if self.cancels_seen.iter().any(|k| k == r.key()) {
+                return;
             }
-            req.map(|c| c.grace_ms).unwrap_or(self.spec.limits.grace_ms)
+            self.cancels_seen.push(r.key().to_owned());
+            if self.cancelled_by.is_none() {
+                self.cancelled_by.clone_from(&r.by);
+            }
+            r.grace_ms
         } else {
             self.spec.limits.grace_ms
         };
