@@ -141,11 +141,24 @@ impl<'a> Terminal<'a> {
 
     /// The exit status of the command, once it has exited.
     pub fn wait_exit(&self) -> i32 {
+        let mut dead_since = None;
         crate::harness::wait_until("the terminal's command to exit", || {
             // Dead, but the status may be set a moment later.
-            self.exited()
-                .then(|| self.format("#{pane_dead_status}").parse().ok())
-                .flatten()
+            if !self.exited() {
+                return None;
+            }
+            let status = self.format("#{pane_dead_status}").parse().ok();
+            // tmux 3.3a built with libutempter sets SIGCHLD to SIG_DFL while its utmp helper
+            // runs (when another pane closes): a pane that exits then is never reaped and its
+            // status never set, until the next SIGCHLD. Give the server that one.
+            let since = *dead_since.get_or_insert_with(Instant::now);
+            if status.is_none() && since.elapsed() > Duration::from_millis(500) {
+                if let Ok(server) = self.format("#{pid}").parse::<i32>() {
+                    // SAFETY: plain kill(2); SIGCHLD only makes tmux reap its children.
+                    unsafe { libc::kill(server, libc::SIGCHLD) };
+                }
+            }
+            status
         })
     }
 
