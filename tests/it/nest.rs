@@ -481,3 +481,46 @@ fn a_waited_nested_run_is_cancelled_when_its_parent_attempt_ends() {
     assert_eq!(r.code, 0, "{r:?}");
     assert_child_cancelled(&env);
 }
+
+/// The parent's program names a state directory of its own making for a nested agent, with a
+/// link in it to a file the parent's sandbox hides. Seeding happens outside the sandbox: the
+/// child is seeded from what its parent's agent was seeded from (the user's), never from it.
+#[test]
+fn a_nested_agent_is_never_seeded_from_a_directory_the_parents_program_names() {
+    let env = TestEnv::with_home_outside_tmp();
+    let hidden = outside_the_sandbox("nest-seed-");
+    let secret = hidden.path().join("secret");
+    std::fs::write(&secret, "TOP-SECRET-SEED").unwrap();
+    let script = format!(
+        "mkdir -p \"$O/fake\" bin && ln -s {s} \"$O/fake/settings.json\" && \
+         printf '#!/bin/sh\\nexit 0\\n' > bin/claude && chmod +x bin/claude && \
+         CLAUDE_CONFIG_DIR=$O/fake PATH=$PWD/bin:$PATH \
+         $SP run --json --run-id child --agent claude --task hi > \"$O/child.json\"; echo done",
+        s = qp(&secret)
+    );
+    let hide = hidden.path().display().to_string();
+    let r = parent(&env, "parent", &["--hide", &hide], &script);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        env.run_dir("child").exists(),
+        "no child: {}\n{}",
+        stdout_log(&env, "parent"),
+        std::fs::read_to_string(env.attempt_dir("parent", 1).join("stderr.log"))
+            .unwrap_or_default()
+    );
+    let child = spec(&env, "child");
+    let state = &child["sandbox"]["agent_state"];
+    let seeded = state["seeded_from"].as_str().unwrap_or_default();
+    let parents = env.attempt_dir("parent", 1).join("out");
+    assert!(
+        !Path::new(seeded).starts_with(&parents),
+        "seeded from the parent's own directory: {state}"
+    );
+    let copied = env.attempt_dir("child", 1).join("agent/settings.json");
+    let got = std::fs::read_to_string(&copied).unwrap_or_default();
+    assert!(
+        !got.contains("TOP-SECRET"),
+        "the hidden file was copied in: {got}"
+    );
+    env.assert_no_leftovers();
+}
