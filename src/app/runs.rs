@@ -345,6 +345,8 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
         ..GcReport::default()
     };
     let mut repos = Vec::new();
+    // Sockets of tmux servers that did not answer.
+    let mut hung: Vec<std::path::PathBuf> = Vec::new();
     let (runs, unreadable) = store::list_runs(home);
     for d in unreadable {
         report.damaged.push(DamagedRun {
@@ -364,13 +366,24 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
             }
         };
         for spec in &look.kept_sessions {
+            // A server that did not answer is asked nothing more (each question would wait
+            // out the limit again); it closes nothing and is not stopped below.
+            if hung.contains(&spec.tmux.socket) {
+                continue;
+            }
             let t = tmux_for(home, spec);
-            // A server that does not answer closes nothing (and is not stopped below).
-            if matches!(t.has_session(&spec.tmux.session), Ok(true)) {
-                if !dry_run {
-                    let _ = t.kill_session(&spec.tmux.session);
+            match t.has_session(&spec.tmux.session) {
+                Ok(true) => {
+                    if !dry_run {
+                        let _ = t.kill_session(&spec.tmux.session);
+                    }
+                    report.closed_sessions.push(spec.tmux.session.clone());
                 }
-                report.closed_sessions.push(spec.tmux.session.clone());
+                Ok(false) => {}
+                Err(e) => {
+                    hung.push(spec.tmux.socket.clone());
+                    report.unanswered.push(e.to_string());
+                }
             }
         }
         if !look.all_done {
@@ -402,12 +415,19 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
         worktree::prune_all(home, &repos);
     }
     // The private server stays up between attempts; with no session left it is stopped.
-    let server = Tmux::new(Socket::from_env(), home.tmux_conf());
-    if server.sessions().is_some_and(|s| s.is_empty()) {
-        if !dry_run {
-            let _ = server.kill_server();
+    let socket = Socket::from_env();
+    if !hung.contains(&socket.path()) {
+        let server = Tmux::new(socket, home.tmux_conf());
+        match server.sessions() {
+            Ok(Some(s)) if s.is_empty() => {
+                if !dry_run {
+                    let _ = server.kill_server();
+                }
+                report.server_stopped = true;
+            }
+            Ok(_) => {}
+            Err(e) => report.unanswered.push(e.to_string()),
         }
-        report.server_stopped = true;
     }
     Ok(report)
 }

@@ -21,7 +21,7 @@ pub struct GcArgs {
     pub dry_run: bool,
     /// Print a JSON summary: dry_run, removed_runs, closed_sessions, running, server_stopped,
     /// removed_worktrees, damaged (runs left alone because a record cannot be read, each with
-    /// its problem)
+    /// its problem), unanswered (tmux servers that did not answer, each with its socket)
     #[arg(long)]
     pub json: bool,
 }
@@ -40,6 +40,9 @@ pub fn gc(home: &Home, a: GcArgs) -> Result<i32, CliError> {
                 d.run_id,
                 crate::term::sanitize(d.problem.as_bytes(), 500)
             );
+        }
+        for u in &report.unanswered {
+            eprintln!("subpane: closed nothing there: {u}");
         }
     }
     Ok(0)

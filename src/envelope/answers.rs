@@ -208,6 +208,10 @@ pub struct GcReport {
     /// make (a worktree outside its worktrees directory, a session not its own).
     #[serde(default)]
     pub damaged: Vec<DamagedRun>,
+    /// tmux servers that did not answer (hung): the sessions there were neither checked nor
+    /// closed, and the server was not stopped. Each names its socket and what happened.
+    #[serde(default)]
+    pub unanswered: Vec<String>,
 }
 
 /// A run `gc` left alone, and why.

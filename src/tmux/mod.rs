@@ -343,18 +343,20 @@ impl Tmux {
         }
     }
 
-    /// Names of the server's sessions; `None` when no server answers.
-    pub fn sessions(&self) -> Option<Vec<String>> {
+    /// Names of the server's sessions; `Ok(None)` when no server is there, an error when
+    /// one did not answer in time (or tmux cannot run).
+    pub fn sessions(&self) -> Result<Option<Vec<String>>, TmuxError> {
         match self.run(&[
             "list-sessions".into(),
             "-F".into(),
             "#{session_name}".into(),
         ]) {
-            Ok(out) => Some(out.lines().map(str::to_owned).collect()),
+            Ok(out) => Ok(Some(out.lines().map(str::to_owned).collect())),
             Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no sessions") => {
-                Some(Vec::new())
+                Ok(Some(Vec::new()))
             }
-            Err(_) => None,
+            Err(TmuxError::Failed { .. }) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

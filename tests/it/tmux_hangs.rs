@@ -120,12 +120,23 @@ fn gc_with_a_hung_tmux_server_still_ends() {
     let bin = hung_tmux(&env);
     let r = sp_hung(&env, &bin, &["gc", "--json"]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json()["server_stopped"], false, "{r:?}");
-    // gc says nothing of it (the server may simply not be there), but its client was killed.
+    let v = r.json();
+    assert_eq!(v["server_stopped"], false, "{r:?}");
+    // It names the server that did not answer, and its client was killed.
+    let said = v["unanswered"].to_string();
+    assert!(
+        said.contains("`tmux list-sessions` did not finish within 1s"),
+        "{said}"
+    );
+    assert!(said.contains(&env.socket.display().to_string()), "{said}");
     assert!(!started_pids(&bin).is_empty(), "gc never asked tmux");
     for pid in started_pids(&bin) {
         wait_pid_gone(pid);
     }
+    // On a terminal or not, the words say it too.
+    let r = sp_hung(&env, &bin, &["gc"]);
+    assert!(r.stderr.contains("closed nothing there"), "{r:?}");
+    assert!(r.stderr.contains("may be hung"), "{r:?}");
 }
 
 /// The batched start gives up too, and each task ends with its `spawn` envelope.
