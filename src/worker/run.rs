@@ -53,6 +53,16 @@ pub fn main(dir: &Path) -> i32 {
             return 1;
         }
     };
+    // An attempt that already has its envelope has ended (its pane was given up on: a tmux
+    // server too slow to answer made it after all). One attempt has one outcome: never
+    // run the program beside it.
+    if std::fs::symlink_metadata(paths.result()).is_ok() {
+        eprintln!(
+            "subpane worker: {} exists: this attempt has ended and does not run again",
+            paths.result().display()
+        );
+        return 1;
+    }
     let mut w = Worker::new(spec, paths, sfd);
     w.run();
     0

@@ -806,3 +806,33 @@ fn log_lines_lost_to_a_full_disk_are_counted_and_reported() {
     assert!(errors.contains("stderr.log"), "{errors}");
     env.assert_no_leftovers();
 }
+
+/// A worker started for an attempt that already has its envelope (a pane a slow tmux server
+/// made after subpane gave up on it and wrote `spawn`) runs nothing and changes nothing.
+#[test]
+fn a_worker_started_after_its_attempt_ended_runs_nothing() {
+    let env = TestEnv::new();
+    let r = env.sp(["run", "--json", "--run-id", "ended", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let dir = env.attempt_dir("ended", 1);
+    let flag = env.root.path().join("ran");
+    let spec_path = dir.join("spec.json");
+    let mut spec = env.read_json(&spec_path);
+    spec["argv"] = serde_json::json!(["touch", flag.display().to_string()]);
+    std::fs::write(&spec_path, spec.to_string()).unwrap();
+    let before = std::fs::read(dir.join("result.json")).unwrap();
+    let out = env
+        .cmd()
+        .arg("__worker")
+        .arg(&dir)
+        .output()
+        .expect("run the worker");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has ended"),
+        "{out:?}"
+    );
+    assert!(!flag.exists(), "the program ran again");
+    assert_eq!(std::fs::read(dir.join("result.json")).unwrap(), before);
+    env.assert_no_leftovers();
+}
