@@ -217,7 +217,7 @@ pub(in crate::app) fn sandbox_policy(
     }
     // Nested runs: the program's `subpane run` asks the worker there (a connect needs no
     // write access).
-    read_only.push(ctx.nest_socket.to_path_buf());
+    read_only.push(resolved(sys, ctx.nest_socket));
     writable.dedup();
     Ok(SandboxSpec {
         enabled: true,
