@@ -214,18 +214,7 @@ fn watch(
 fn stop(pid: i32, pidfd: Option<&OwnedFd>) {
     procs::signal_group(pid, Signal::SIGTERM);
     if let Some(fd) = pidfd {
-        let until = Instant::now() + KILL_GRACE;
-        loop {
-            let now = Instant::now();
-            if now >= until {
-                break;
-            }
-            let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, poll_timeout(now, Some(until))) {
-                Err(Errno::EINTR) | Ok(0) => {}
-                Ok(_) | Err(_) => break,
-            }
-        }
+        procs::wait_pidfd_until(fd, Instant::now() + KILL_GRACE);
     }
     procs::signal_group(pid, Signal::SIGKILL);
 }

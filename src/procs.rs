@@ -83,6 +83,26 @@ pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(rc as RawFd) })
 }
 
+/// Waits until the process behind the pidfd `fd` has exited, or `until` has passed; whether
+/// it exited. No polling loop: one `poll(2)` on the pidfd (again after a signal).
+pub fn wait_pidfd_until(fd: &OwnedFd, until: std::time::Instant) -> bool {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    loop {
+        let now = std::time::Instant::now();
+        // Rounded up, so the wake-up is not a hair early.
+        let ms = (until.saturating_duration_since(now).as_millis() + 1).min(i32::MAX as u128);
+        let timeout = PollTimeout::try_from(ms as i32).unwrap_or(PollTimeout::MAX);
+        let mut fds = [PollFd::new(fd.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, timeout) {
+            Ok(0) if std::time::Instant::now() >= until => return false,
+            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
 /// `pidfd_send_signal(2)`: signals exactly the process the pidfd refers to.
 pub fn pidfd_send_signal(fd: &OwnedFd, sig: Signal) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;

@@ -38,6 +38,8 @@ impl Worker {
         self.proxy = None;
         // Before the rest is killed: the server cancels the runs its clients waited for.
         self.stop_nest();
+        // No server was started: the socket closes, and a late client is refused.
+        self.nest_listener = None;
         // Nothing of the attempt may outlive it.
         let n = self.kill_descendants();
         self.facts.cleanup.killed_descendants += n;

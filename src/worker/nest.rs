@@ -1,27 +1,33 @@
 //! The request socket of a sandboxed attempt: where its program's `subpane run` asks for a
-//! nested run. The worker makes it and hands it to the server process; it never serves it.
+//! nested run. The worker makes it and, when the first client connects, hands it to the
+//! server process; it never serves it.
 //!
 //! ```text
 //!  bind nest.sock (before the sandbox helper: the policy carries it in read-only)
+//!  the worker's poll loop watches it; a first client connects (it waits in the backlog)
 //!    ─► spawn `subpane __nest --listen-fd N ATTEMPT_DIR`   (own session, clean signals,
 //!       │                                                    SIGTERM when the worker dies)
 //!       └ close the worker's copy of the socket: only the server accepts
 //!  the attempt stops (Term) ─► SIGTERM to every descendant, the server among them
 //!  before any SIGKILL to descendants (Kill, KillLeftovers, the end): SIGTERM, and wait for
-//!    it (it cancels the runs its clients still wait for) ─► kill what is left with the rest
+//!    it on a pidfd (it cancels the runs its clients still wait for) ─► kill what is left
 //! ```
 //!
 //! Why a process and not a thread of the worker: the worker reaps with `waitpid(-1)` (it is
 //! a subreaper), which would take the exit status of every tmux client a serving thread
 //! starts; the server plans and starts runs, which is the application layer's work
 //! (`app::nest`), above the worker's layer; and a fault in serving cannot end the attempt.
+//! Why only on the first client: most programs never start a nested run, and a process
+//! started for each attempt would cost every sandboxed start an exec.
 //!
 //! Common pitfalls:
 //! * The socket must exist before the helper runs: a read-only path that does not exist
 //!   fails the sandbox closed. A bind that fails is a sandbox failure, never a program run
 //!   without it.
-//! * The worker keeps no copy of the listening socket: with one, a connect after the server
-//!   ended would wait in the backlog forever instead of being refused.
+//! * Once the server has it, the worker keeps no copy of the listening socket: with one, a
+//!   connect after the server ended would wait in the backlog forever instead of being
+//!   refused. Before that the worker holds it (close-on-exec, so no helper inherits it) and
+//!   closes it at the end.
 //! * The server's pid is forgotten when it is reaped (`note_reaped`), so a later signal
 //!   cannot reach a process that reused it.
 
@@ -32,7 +38,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
-use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
 use super::run::Worker;
@@ -56,7 +62,23 @@ impl Worker {
         let at = SocketPath::new(&path).map_err(why)?;
         // The attempt directory is new and the program has not run yet: anything under the
         // name makes the bind fail, and nothing is followed.
-        let listener = UnixListener::bind(at.usable()).map_err(why)?;
+        self.nest_listener = Some(UnixListener::bind(at.usable()).map_err(why)?);
+        Ok(())
+    }
+
+    /// A first client waits on the request socket: starts its server, which takes the
+    /// socket. A server that cannot start is said in the pane; its clients are refused.
+    pub(crate) fn serve_nest(&mut self) {
+        let Some(listener) = self.nest_listener.take() else {
+            return;
+        };
+        if let Err(e) = self.spawn_nest_server(&listener) {
+            self.pane
+                .line(super::pane::Style::Red, &format!("subpane: {e}"));
+        }
+    }
+
+    fn spawn_nest_server(&mut self, listener: &UnixListener) -> Result<(), String> {
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find the subpane binary for nested runs: {e}"))?;
         let fd = listener.as_raw_fd();
@@ -99,20 +121,15 @@ impl Worker {
     /// Asks the server to end and waits for it, up to [`STOP_WAIT`]; then kills it.
     pub(crate) fn stop_nest(&mut self) {
         let Some(pid) = self.nest.take() else { return };
+        // Not reaped yet (that forgets the pid), so the pidfd is the server's, zombie or not.
+        let fd = procs::pidfd_open(pid).ok();
         procs::signal_pid(pid, Signal::SIGTERM);
-        let end = Instant::now() + STOP_WAIT;
-        loop {
-            match waitpid(Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) if Instant::now() < end => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Ok(WaitStatus::StillAlive) => {
-                    procs::signal_pid(pid, Signal::SIGKILL);
-                    let _ = waitpid(Pid::from_raw(pid), None);
-                    return;
-                }
-                _ => return,
-            }
+        let ended = fd
+            .as_ref()
+            .is_some_and(|fd| procs::wait_pidfd_until(fd, Instant::now() + STOP_WAIT));
+        if !ended {
+            procs::signal_pid(pid, Signal::SIGKILL);
         }
+        let _ = waitpid(Pid::from_raw(pid), None);
     }
 }

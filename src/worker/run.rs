@@ -97,6 +97,9 @@ pub(crate) struct Worker {
     pub(crate) end_writer: Option<std::os::fd::OwnedFd>,
     /// The server of a sandboxed program's nested runs (`nest.rs`), until it is reaped.
     pub(crate) nest: Option<i32>,
+    /// The request socket of nested runs, until the first client makes the worker start its
+    /// server (`nest.rs`).
+    pub(crate) nest_listener: Option<std::os::unix::net::UnixListener>,
 }
 
 impl Worker {
@@ -121,6 +124,7 @@ impl Worker {
             end_reader: None,
             end_writer: None,
             nest: None,
+            nest_listener: None,
             life: Life::new(&spec.limits),
             spec,
             paths,

@@ -325,9 +325,12 @@ impl Worker {
                         .unwrap_or(PollTimeout::MAX)
                 }
             };
-            let Some((out_ev, err_ev, sig_ev)) = self.wait(timeout) else {
+            let Some((out_ev, err_ev, sig_ev, nest_ev)) = self.wait(timeout) else {
                 break;
             };
+            if nest_ev {
+                self.serve_nest();
+            }
             let mut seen = Seen::default();
             let s = &mut self.stream;
             if out_ev {
@@ -360,12 +363,13 @@ impl Worker {
         }
     }
 
-    /// One poll(2); which of stdout, stderr and the signalfd are ready. `None` on an error
-    /// that would repeat (EINTR counts as a wake-up with nothing ready).
-    fn wait(&self, timeout: PollTimeout) -> Option<(bool, bool, bool)> {
+    /// One poll(2); which of stdout, stderr, the signalfd and the request socket of nested
+    /// runs are ready. `None` on an error that would repeat (EINTR counts as a wake-up with
+    /// nothing ready).
+    fn wait(&self, timeout: PollTimeout) -> Option<(bool, bool, bool, bool)> {
         // SAFETY: fd 1 stays open for the life of the process.
         let pane_b = unsafe { BorrowedFd::borrow_raw(self.pane.fd()) };
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
         fds.push(PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN));
         let oi = self.stream.out.as_ref().map(|o| {
             fds.push(PollFd::new(o.as_fd(), PollFlags::POLLIN));
@@ -375,17 +379,21 @@ impl Worker {
             fds.push(PollFd::new(e.as_fd(), PollFlags::POLLIN));
             fds.len() - 1
         });
+        let ni = self.nest_listener.as_ref().map(|l| {
+            fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
         if self.pane.wants_write() {
             fds.push(PollFd::new(pane_b, PollFlags::POLLOUT));
         }
         match poll(&mut fds, timeout) {
             Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return Some((false, false, false)),
+            Err(nix::errno::Errno::EINTR) => return Some((false, false, false, false)),
             Err(_) => return None,
         }
         let ready =
             |i: Option<usize>| i.is_some_and(|i| fds[i].revents().is_some_and(|r| !r.is_empty()));
-        Some((ready(oi), ready(ei), ready(Some(0))))
+        Some((ready(oi), ready(ei), ready(Some(0)), ready(ni)))
     }
 
     fn handle_signals(&mut self) {
