@@ -108,6 +108,13 @@ pub enum Command {
         #[arg(last = true, required = true, value_name = "PROGRAM")]
         argv: Vec<OsString>,
     },
+    /// Time `top`'s redraws over the runs of the home (internal; scripts/bench runs it)
+    #[command(name = "__bench-top", hide = true)]
+    BenchTop {
+        /// How many redraws to time
+        #[arg(long, default_value_t = 50)]
+        redraws: u32,
+    },
     /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
     #[command(name = "__nest", hide = true)]
     Nest {
@@ -185,6 +192,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Top(a) => top::top(&home, a),
         Command::Gc(a) => gc::gc(&home, a),
         Command::Mcp(a) => mcp::mcp(&home, a),
+        Command::BenchTop { redraws } => top::bench(&home, redraws),
         Command::Worker { .. }
         | Command::Sandbox { .. }
         | Command::Nest { .. }

@@ -136,8 +136,10 @@ impl Worker {
     }
 
     pub(crate) fn save_facts(&mut self) {
-        // The directory is synced by result.json's write at the end.
-        if let Err(e) = store::write_json_dir_synced_later(&self.paths.worker(), &self.facts) {
+        // Renamed into place whole but not fsynced, as launch.json: it names live processes,
+        // which a crash of the machine ends too, and the end rewrites it with an fsync before
+        // result.json. An fsync here was on the way from the program's start to its envelope.
+        if let Err(e) = store::write_json_unsynced(&self.paths.worker(), &self.facts) {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
     }

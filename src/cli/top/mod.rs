@@ -145,6 +145,60 @@ pub fn top(home: &Home, a: TopArgs) -> Result<i32, CliError> {
     r.map(|()| 0)
 }
 
+/// `subpane __bench-top`: loads the home's board as `top` does (every run on disk, the live
+/// ones watched), then draws it `redraws` times on ratatui's test backend at 200×50, the
+/// selection in the middle of the list, and prints one JSON line: how many runs and how many
+/// live, the load's time, and the median and p95 of a redraw. The figure of scripts/bench's
+/// `top` row: performance is measured there, never asserted in tests.
+pub fn bench(home: &Home, redraws: u32) -> Result<i32, CliError> {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mut wl = WaitLoop::new()?;
+    let t0 = Instant::now();
+    let board = Board::load(home, &mut wl)?;
+    let load = t0.elapsed();
+    let live = board.runs().iter().filter(|r| r.is_live()).count();
+    let mut ui = Ui::new(Filter::default(), true);
+    ui.selected = board
+        .runs()
+        .get(board.runs().len() / 2)
+        .map(|r| r.row.run_id.clone());
+    let mut terminal =
+        Terminal::new(TestBackend::new(200, 50)).map_err(|source| CliError::Terminal {
+            what: "make a test terminal",
+            source,
+        })?;
+    let mut times = Vec::with_capacity(redraws as usize);
+    // The first draw fills the buffers; the ones after are what a change costs.
+    for i in 0..=redraws {
+        let t = Instant::now();
+        let _ = terminal.draw(|f| draw::draw(f, &board, &mut ui, None, SystemTime::now()));
+        if i > 0 {
+            times.push(t.elapsed());
+        }
+    }
+    times.sort();
+    let at = |q: f64| {
+        times
+            .get(((times.len().saturating_sub(1)) as f64 * q).round() as usize)
+            .copied()
+            .map_or(0.0, ms)
+    };
+    println!(
+        "{}",
+        serde_json::json!({
+            "runs": board.runs().len(),
+            "live": live,
+            "load_ms": ms(load),
+            "redraws": times.len(),
+            "redraw_median_ms": at(0.5),
+            "redraw_p95_ms": at(0.95),
+        })
+    );
+    Ok(0)
+}
+
 /// Everything the loop holds. See the module docs.
 struct Top {
     board: Board,

@@ -424,8 +424,10 @@ fn keys_move_filter_and_ask_before_acting() {
     );
 }
 
+/// A board of 500 runs, every fifth running. How long its redraw takes is a figure of
+/// scripts/bench (`subpane __bench-top`), never a limit here: tests do not time.
 #[test]
-fn a_redraw_of_500_runs_takes_less_than_50_ms() {
+fn a_board_of_500_runs_shows_the_rows_around_the_selection() {
     let mut runs = Vec::new();
     for i in 0..500u64 {
         let live = i % 5 == 0;
@@ -447,26 +449,33 @@ fn a_redraw_of_500_runs_takes_less_than_50_ms() {
     let b = Board::from_runs(Home::at("/h".into()), runs);
     let mut ui = plain();
     ui.selected = Some("run-250".into());
-    let mut t = Terminal::new(TestBackend::new(200, 50)).unwrap();
-    // The first draw fills the buffers; the ones after are what a change costs.
-    t.draw(|f| draw(f, &b, &mut ui, None, now())).unwrap();
-    // This thread's CPU time: what a redraw costs, whatever else the machine runs.
-    let t0 = thread_cpu();
-    for _ in 0..10 {
-        t.draw(|f| draw(f, &b, &mut ui, None, now())).unwrap();
-    }
-    let each = (thread_cpu() - t0) / 10;
-    assert!(each < Duration::from_millis(50), "a redraw took {each:?}");
-    let _ = Mode::Table;
-}
-
-/// The CPU time this thread has used.
-fn thread_cpu() -> Duration {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
+    let s = screen(&b, &mut ui, None, (200, 50));
+    let lines: Vec<&str> = s.lines().collect();
+    assert!(
+        lines[0].starts_with("subpane top · 500 runs · 100 running"),
+        "{s}"
+    );
+    // The rows in view are consecutive runs, the selected one among them, each once.
+    let shown: Vec<u64> = lines
+        .iter()
+        .filter_map(|l| l.split_whitespace().find_map(|w| w.strip_prefix("run-")))
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(shown.len() >= 40, "{s}");
+    assert!(shown.contains(&250), "{s}");
+    assert!(shown.windows(2).all(|w| w[1] == w[0] + 1), "{s}");
+    // A running row and a completed one say so, with their figures.
+    let row = |n: u64| {
+        *lines
+            .iter()
+            .find(|l| l.contains(&format!("run-{n:03} ")))
+            .unwrap()
     };
-    // SAFETY: clock_gettime with a valid out pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    let running = shown.iter().copied().find(|n| n % 5 == 0).unwrap();
+    assert!(row(running).contains("● running"), "{s}");
+    let done = shown.iter().copied().find(|n| n % 5 != 0).unwrap();
+    assert!(row(done).contains("✔ completed"), "{s}");
+    assert!(row(done).contains("thinking about it"), "{s}");
+    // The same board drawn again looks the same.
+    assert_eq!(screen(&b, &mut ui, None, (200, 50)), s);
 }
