@@ -3,8 +3,7 @@
 //! ```text
 //!  Plan ─► tmux.conf ─► (--worktree: git worktree add, see worktree.rs)
 //!       ─► runs/<id>/run.json + attempts/<n>/{spec.json, .env, prompt.txt, done.fifo}
-//!                                  (all or nothing, renamed into place unsynced)
-//!       ─► syncfs: those records durable together, once (per batch under start_many)
+//!                                  (all or nothing)
 //!       ─► tmux new-session -d … subpane __worker attempts/<n>
 //!       ─► launch.json (the worker's pid, so observers know it before it writes anything)
 //! ```
@@ -57,7 +56,6 @@ impl Started {
 pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
     ensure_tmux_conf(home)?;
     let mut p = create(home, plan)?;
-    store::sync_filesystem(p.paths.dir());
     let spawn_failed = start_pane(home, &p.paths, &p.spec, &mut p.warnings)?.map(Box::new);
     Ok(p.started(spawn_failed))
 }
@@ -83,8 +81,7 @@ impl Pending {
 /// Everything an attempt gets before its pane starts, for [`start`] and
 /// [`super::start_many`] alike: its worktree (`--worktree`, first: the pane starts in it and
 /// spec.json records its base), its records (a new run, or a further attempt of one; all or
-/// nothing; not yet durable: the caller runs [`store::sync_filesystem`] before the pane
-/// starts), and the paths its sandbox policy names.
+/// nothing), and the paths its sandbox policy names.
 pub(super) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
     let Plan {
         record,

@@ -2,12 +2,11 @@
 //!
 //! ```text
 //!  plans ─► tmux.conf (once)
-//!        ─► job queue ─► FILE_THREADS threads: attempt dir + records      (unsynced; inode
-//!                   ▲                          launch.json                 work overlaps)
+//!        ─► job queue ─► FILE_THREADS threads: attempt dir + records      (fsyncs overlap in
+//!                   ▲                          launch.json                 the journal)
 //!                   │      │ created
 //!                   │      ▼
 //!                   │   main thread: per socket, once BATCH are ready (or all are made):
-//!                   │     syncfs (the batch's records durable together, once)
 //!                   │     tmux new-session … \; new-session …  (one client per ≤ 15 KiB)
 //!                   │       └ not printed after an error ─► the one-by-one path of `start`
 //!                   └──────── made: write launch.json        (retries, `spawn` envelope);
@@ -38,8 +37,8 @@ use super::{Error, Plan, Started, tmux_for};
 use crate::store::Home;
 use crate::tmux::{self, Pane, SessionReq};
 
-/// Threads that create attempt files: creating inodes waits on the file system's locks and
-/// the disk more than on the CPU.
+/// Threads that create attempt files: fsync waits on the disk, not the CPU, and the journal
+/// commits concurrent fsyncs together.
 const FILE_THREADS: usize = 8;
 
 /// Attempts whose files are ready are sent to tmux once this many wait (or no more will
@@ -111,10 +110,6 @@ pub fn start_many(home: &Home, plans: Vec<Plan>) -> Vec<Result<Started, Error>> 
                 .collect();
             for socket in ready {
                 let batch = waiting.remove(&socket).unwrap_or_default();
-                // The records of the whole batch, durable before any of its programs starts.
-                if let Some((_, p)) = batch.first() {
-                    crate::store::sync_filesystem(p.paths.dir());
-                }
                 ensure_socket_dir(&socket);
                 for (i, p, outcome) in start_panes(home, &exe, batch) {
                     match outcome {

@@ -72,20 +72,6 @@ pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError
     Ok(())
 }
 
-/// Makes everything written so far on the file system of `path` durable: one `syncfs` for
-/// the records written before a program starts (`spec.json`, `run.json`, `prompt.txt`,
-/// renamed into place unsynced), instead of a file fsync and a directory fsync for each; and
-/// under `fanout`, one for a whole batch of attempts. Not reported: `syncfs` also reports
-/// write errors of other files on the file system, so its error says nothing certain about
-/// these records (a full disk or a read-only home already failed their writes).
-pub fn sync_filesystem(path: &Path) {
-    use std::os::fd::AsRawFd;
-    if let Ok(d) = File::open(path) {
-        // SAFETY: syncfs takes an open descriptor, which `d` holds for the call.
-        unsafe { libc::syncfs(d.as_raw_fd()) };
-    }
-}
-
 /// [`write_atomic_unsynced`] of `value` as JSON.
 pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
     write_atomic_unsynced(path, &to_json(value))

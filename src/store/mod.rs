@@ -14,9 +14,7 @@
 //! ```
 //!
 //! Every JSON file is written to a temporary file in the same directory, fsynced, then
-//! renamed, so a reader never sees a partial file. The records made before a program starts
-//! are renamed unsynced and made durable together by one `syncfs` ([`sync_filesystem`])
-//! before its pane starts. Every file of an attempt directory is
+//! renamed, so a reader never sees a partial file. Every file of an attempt directory is
 //! opened without following links and read with a size limit (`nofollow.rs`): subpane's
 //! records are its own, and what a program put under their names is never taken for them.
 
@@ -28,7 +26,7 @@ mod records;
 
 pub use artifacts::{OUT_MAX_DEPTH, OUT_MAX_FILES, collect_artifacts, sha256_file};
 pub use atomic::{
-    read_json, sync_filesystem, write_atomic, write_atomic_dir_synced_later, write_atomic_unsynced,
+    read_json, write_atomic, write_atomic_dir_synced_later, write_atomic_unsynced,
     write_json_atomic, write_json_dir_synced_later, write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use super::StoreError;
 use super::atomic::{
-    read_json, write_atomic_unsynced, write_json_atomic, write_json_new, write_json_unsynced,
+    read_json, write_atomic_dir_synced_later, write_atomic_unsynced, write_json_atomic,
+    write_json_new,
 };
 use super::layout::{AttemptPaths, Home};
 use crate::envelope::Envelope;
@@ -27,8 +28,6 @@ pub enum CreateError {
 
 /// Creates `runs/<id>/` with `run.json` and attempt 1 (`spec.json`, optional `prompt.txt`,
 /// the environment file). All or nothing: on any failure the run directory is removed.
-/// Nothing is fsynced: the caller makes the records durable with one
-/// [`super::sync_filesystem`] before the attempt's program can start.
 pub fn create_run(
     home: &Home,
     record: &RunRecord,
@@ -62,7 +61,7 @@ pub fn create_run(
             source: e,
         })?;
         write_attempt_files(&attempt, spec, env, prompt)?;
-        write_json_unsynced(&home.run_json(&record.run_id), record)
+        write_json_atomic(&home.run_json(&record.run_id), record)
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&run_dir);
@@ -73,8 +72,7 @@ pub fn create_run(
 
 /// Adds attempt `spec.attempt` to an existing run: creates its directory (exclusively, so two
 /// callers cannot make the same attempt), writes its launch files, then appends it to
-/// `run.json`. All or nothing: on failure the attempt directory is removed. Like
-/// [`create_run`], nothing is fsynced.
+/// `run.json`. All or nothing: on failure the attempt directory is removed.
 pub fn add_attempt(
     home: &Home,
     spec: &AttemptSpec,
@@ -102,7 +100,7 @@ pub fn add_attempt(
             attempt: spec.attempt,
             created_at: spec.created_at.clone(),
         });
-        write_json_unsynced(&home.run_json(id), &record)
+        write_json_atomic(&home.run_json(id), &record)
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(attempt.dir());
@@ -111,8 +109,7 @@ pub fn add_attempt(
     Ok(attempt)
 }
 
-/// Writes an attempt's launch files into an existing attempt directory (renamed into place
-/// whole, unsynced: see [`create_run`]).
+/// Writes an attempt's launch files into an existing attempt directory.
 pub fn write_attempt_files(
     attempt: &AttemptPaths,
     spec: &AttemptSpec,
@@ -120,7 +117,8 @@ pub fn write_attempt_files(
     prompt: Option<&str>,
 ) -> Result<(), StoreError> {
     if let Some(p) = prompt {
-        write_atomic_unsynced(&attempt.prompt(), p.as_bytes())?;
+        // The directory is synced once, by the write of spec.json below.
+        write_atomic_dir_synced_later(&attempt.prompt(), p.as_bytes())?;
     }
     write_env_file(&attempt.env_file(), env)?;
     let fifo = attempt.done_fifo();
@@ -130,7 +128,7 @@ pub fn write_attempt_files(
             source: e.into(),
         }
     })?;
-    write_json_unsynced(&attempt.spec(), spec)
+    write_json_atomic(&attempt.spec(), spec)
 }
 
 /// Writes `K=V\0` pairs, mode 0600 (temp files are created 0600 and keep it on rename).
