@@ -17,6 +17,8 @@ mod codex;
 mod command;
 mod common;
 mod pi;
+#[cfg(test)]
+mod snapshots;
 
 use std::path::Path;
 
