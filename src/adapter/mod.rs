@@ -16,6 +16,7 @@ mod claude;
 mod codex;
 mod command;
 mod common;
+mod lenient;
 mod pi;
 #[cfg(test)]
 mod snapshots;
