@@ -21,7 +21,7 @@
 use std::fs::File;
 use std::io::{IoSlice, Write};
 
-use sha2::{Digest, Sha256};
+use super::digest::RunningHash;
 
 /// What a log lost to failed writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -40,7 +40,7 @@ pub(crate) struct LogFile {
     pending: u64,
     lost: Lost,
     /// The digest of every byte written, while every write succeeded.
-    hash: Option<Sha256>,
+    hash: Option<RunningHash>,
     written: u64,
 }
 
@@ -52,7 +52,7 @@ impl LogFile {
             cap,
             pending: 0,
             lost: Lost::default(),
-            hash: Some(Sha256::new()),
+            hash: Some(RunningHash::new()),
             written: 0,
         }
     }
@@ -60,8 +60,7 @@ impl LogFile {
     /// Bytes written and their SHA-256 (hex), when every write succeeded: what the file holds
     /// if nothing else wrote to it (the caller compares the size on disk).
     pub(crate) fn written(&self) -> Option<(u64, String)> {
-        let h = self.hash.clone()?.finalize();
-        Some((self.written, h.iter().map(|b| format!("{b:02x}")).collect()))
+        Some((self.written, self.hash.as_ref()?.hex()))
     }
 
     /// Appends one line and its newline.
@@ -95,13 +94,16 @@ impl LogFile {
             return;
         }
         let r = self.file.write_all(&self.buf);
-        if let (Ok(()), Some(h)) = (&r, self.hash.as_mut()) {
-            h.update(&self.buf);
-            self.written += self.buf.len() as u64;
-        } else {
-            self.hash = None;
-        }
         let (lines, bytes) = (self.pending, self.buf.len() as u64);
+        match (&r, self.hash.as_mut()) {
+            (Ok(()), Some(h)) => {
+                self.written += bytes;
+                // Takes the buffer (a big log's goes to the hashing thread) and leaves an
+                // empty one.
+                h.written_buf(&mut self.buf, self.cap);
+            }
+            _ => self.hash = None,
+        }
         self.account(r, lines, bytes);
         self.buf.clear();
         self.pending = 0;
@@ -116,7 +118,7 @@ impl LogFile {
         match (r, self.hash.as_mut()) {
             (Ok(()), Some(h)) => {
                 for p in parts {
-                    h.update(p);
+                    h.written(p);
                     self.written += p.len() as u64;
                 }
             }

@@ -358,6 +358,7 @@ impl Worker {
             s.flush();
             let now = Instant::now();
             s.write_progress(now, &self.paths);
+            self.pane.tick(now);
             if seen.output || s.closed() {
                 if seen.output {
                     self.feed(Event::Output, now);
