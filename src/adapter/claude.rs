@@ -145,6 +145,8 @@ pub struct ClaudeParser {
     is_error: bool,
     /// Tokens of the messages so far, for the live views (the `result` has the final sum).
     live: LiveUsage,
+    /// The pane takes no more now: its lines are not built (see `StreamParser::set_pane_room`).
+    pane_full: bool,
 }
 
 /// Tokens of the assistant messages so far. A message is reported several times (once per
@@ -331,6 +333,10 @@ impl StreamParser for ClaudeParser {
         }
     }
 
+    fn set_pane_room(&mut self, room: bool) {
+        self.pane_full = !room;
+    }
+
     fn so_far(&self) -> SoFar {
         // Once the `result` came, its figures are the attempt's.
         if self.terminal.is_some() {
@@ -438,7 +444,7 @@ impl ClaudeParser {
                 )));
             }
             ("assistant", _) => self.on_assistant(ev, &mut r),
-            ("user", _) => on_user(ev, &mut r),
+            ("user", _) => on_user(ev, self.pane_full, &mut r),
             ("result", _) => self.on_result(ev, &mut r),
             _ => {}
         }
@@ -459,10 +465,16 @@ impl ClaudeParser {
                     if api_error {
                         self.api_errors.push(text.to_owned());
                         r.pane.push(PaneItem::Error(one_line(text, 500)));
+                    } else if !self.streaming_text && self.pane_full {
+                        r.unshown += 1;
                     } else if !self.streaming_text {
                         r.pane.push(PaneItem::Text(text.to_owned()));
                         r.pane.push(PaneItem::TextEnd);
                     }
+                }
+                Some("tool_use") if self.pane_full => {
+                    self.tool_calls += 1;
+                    r.unshown += 1;
                 }
                 Some("tool_use") => {
                     self.tool_calls += 1;
@@ -535,9 +547,11 @@ impl ClaudeParser {
     }
 }
 
-fn on_user(ev: &Event<'_>, r: &mut LineResult) {
+fn on_user(ev: &Event<'_>, pane_full: bool, r: &mut LineResult) {
     for b in &ev.message.content.0 {
-        if b.kind.get() == Some("tool_result") {
+        if b.kind.get() == Some("tool_result") && pane_full {
+            r.unshown += 1;
+        } else if b.kind.get() == Some("tool_result") {
             r.pane.push(PaneItem::ToolResult {
                 summary: abbreviate(&b.content.0),
                 is_error: b.is_error.0.unwrap_or(false),

@@ -205,6 +205,8 @@ pub struct CodexParser {
     /// An `error` event that no completed turn has followed yet.
     pending_error: bool,
     terminal: Option<String>,
+    /// The pane takes no more now: its lines are not built (see `StreamParser::set_pane_room`).
+    pane_full: bool,
 }
 
 impl StreamParser for CodexParser {
@@ -236,6 +238,10 @@ impl StreamParser for CodexParser {
             Ok(ev) => self.on_event(&kind, &ev),
             Err(_) => LineResult::keep(),
         }
+    }
+
+    fn set_pane_room(&mut self, room: bool) {
+        self.pane_full = !room;
     }
 
     fn so_far(&self) -> SoFar {
@@ -327,7 +333,10 @@ impl CodexParser {
             "command_execution" | "file_change" | "mcp_tool_call" | "web_search"
         );
         let first_sight = is_tool && !self.tool_items.iter().any(|t| t == id);
-        if first_sight {
+        if first_sight && self.pane_full {
+            self.tool_items.push(id.to_owned());
+            r.unshown += 1;
+        } else if first_sight {
             self.tool_items.push(id.to_owned());
             let (name, summary) = match kind {
                 "command_execution" => ("shell".to_owned(), one_line(&str_of(&item.command), 120)),
@@ -347,8 +356,15 @@ impl CodexParser {
             "agent_message" => {
                 let text = item.text.get().unwrap_or("");
                 self.out.final_text = Some(text.to_owned());
+                if self.pane_full {
+                    r.unshown += 1;
+                    return;
+                }
                 r.pane.push(PaneItem::Text(text.to_owned()));
                 r.pane.push(PaneItem::TextEnd);
+            }
+            "command_execution" | "file_change" | "mcp_tool_call" if self.pane_full => {
+                r.unshown += 1;
             }
             "command_execution" => {
                 let exit = item.exit_code.as_i64();

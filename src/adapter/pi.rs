@@ -417,6 +417,12 @@ impl PiParser {
             "message_end" if ev.message.role.get() == Some("assistant") => {
                 self.on_assistant(&ev.message, &mut r);
             }
+            "tool_execution_start" | "tool_execution_end" if self.pane_full => {
+                if kind == "tool_execution_start" {
+                    self.tool_calls += 1;
+                }
+                r.unshown += 1;
+            }
             "tool_execution_start" => {
                 self.tool_calls += 1;
                 let name = ev.tool_name.get().unwrap_or("tool");
@@ -508,8 +514,12 @@ impl PiParser {
         }
         let text = msg.content.0.to_string();
         if !std::mem::take(&mut self.streamed) && !text.is_empty() {
-            r.pane.push(PaneItem::Text(text.clone()));
-            r.pane.push(PaneItem::TextEnd);
+            if self.pane_full {
+                r.unshown += 1;
+            } else {
+                r.pane.push(PaneItem::Text(text.clone()));
+                r.pane.push(PaneItem::TextEnd);
+            }
         }
         self.out.final_text = (!text.is_empty()).then_some(text);
         if stop.as_deref() == Some("error") {

@@ -125,6 +125,12 @@ impl Pane {
         room
     }
 
+    /// Lines an adapter did not build because there was no room: skipped all the same.
+    pub fn skipped_unbuilt(&mut self, n: u64) {
+        self.skipped += n;
+        self.total_skipped += n;
+    }
+
     fn skip(&mut self) {
         self.skipped += 1;
         self.total_skipped += 1;

@@ -320,6 +320,7 @@ impl Filter {
                     pane.item(item);
                     self.live.item(item);
                 }
+                pane.skipped_unbuilt(r.unshown);
                 r.terminal
             }
         }
