@@ -396,7 +396,10 @@ impl ClaudeParser {
                 {
                     if k == "text_delta" {
                         self.streaming_text = true;
-                        r.pane.push(PaneItem::Text(t.into_owned()));
+                        // Nobody can see the text now: it is not copied out.
+                        if !self.pane_full {
+                            r.pane.push(PaneItem::Text(t.into_owned()));
+                        }
                     }
                 }
             }
