@@ -11,8 +11,10 @@
 //! Common pitfalls:
 //! * Order is the digest: every byte goes through the one state, and the filter hashes on its
 //!   own only after the helper has taken everything it was sent ([`RunningHash::sync`]).
-//! * Memory stays bounded: at most two buffers wait for the helper (a full queue makes the
-//!   filter wait), and a huge line is never copied to be handed over.
+//! * Memory stays bounded: one buffer waits for the helper (a full queue makes the filter
+//!   wait) and one spare comes back; every buffer kept is touched memory of the worker, so
+//!   the queues are as short as keeps both threads busy. A huge line is never copied to be
+//!   handed over.
 //! * No thread for a small attempt: the helper starts only once a log passed 4 MiB.
 
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
@@ -104,8 +106,8 @@ impl RunningHash {
     }
 
     fn start(&self) -> Option<Helper> {
-        let (to, from) = sync_channel::<Vec<u8>>(2);
-        let (spare_tx, spare) = sync_channel::<Vec<u8>>(4);
+        let (to, from) = sync_channel::<Vec<u8>>(1);
+        let (spare_tx, spare) = sync_channel::<Vec<u8>>(1);
         let (ack_tx, acks) = sync_channel::<()>(1);
         let state = Arc::clone(&self.state);
         std::thread::Builder::new()
