@@ -82,14 +82,27 @@ pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
     }
     let text = String::from_utf8_lossy(bytes);
     let mut out = String::with_capacity(text.len().min(max_chars + 16));
+    // Characters shown as they are go over in runs, not one push each.
+    let mut run = 0;
     for (shown, (i, c)) in text.char_indices().enumerate() {
         if shown >= max_chars {
+            out.push_str(&text[run..i]);
             let _ = write!(out, " … ({} more bytes)", text.len() - i);
-            break;
+            return out;
         }
-        push_visible(&mut out, c, false);
+        if is_control(c) {
+            out.push_str(&text[run..i]);
+            push_visible(&mut out, c, false);
+            run = i + c.len_utf8();
+        }
     }
+    out.push_str(&text[run..]);
     out
+}
+
+/// Whether [`push_visible`] shows `c` as something else.
+fn is_control(c: char) -> bool {
+    matches!(c, '\x00'..='\x1f' | '\x7f' | '\u{80}'..='\u{9f}')
 }
 
 /// Several lines of text for a terminal: like [`sanitize`], but `\n` and `\t` stay.
@@ -175,6 +188,39 @@ pub fn json_for_terminal(json: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs of plain characters are copied whole: the result is what showing one character
+    /// at a time gives.
+    #[test]
+    fn sanitize_is_the_char_by_char_rendering() {
+        fn one_by_one(bytes: &[u8], max: usize) -> String {
+            let text = String::from_utf8_lossy(bytes);
+            let mut out = String::new();
+            for (shown, (i, c)) in text.char_indices().enumerate() {
+                if shown >= max {
+                    let _ = write!(out, " … ({} more bytes)", text.len() - i);
+                    break;
+                }
+                push_visible(&mut out, c, false);
+            }
+            out
+        }
+        let cases: [&[u8]; 8] = [
+            "née — \u{9b}x\tz".as_bytes(),
+            "été\x1b[2J".as_bytes(),
+            "\u{7f}\u{80}é".as_bytes(),
+            b"\xff\xfeabc\x07",
+            "☃☃☃☃☃".as_bytes(),
+            "a\nb\rc é".as_bytes(),
+            "".as_bytes(),
+            "é".as_bytes(),
+        ];
+        for b in cases {
+            for max in [1, 2, 3, 5, 100] {
+                assert_eq!(sanitize(b, max), one_by_one(b, max), "{b:?} {max}");
+            }
+        }
+    }
 
     #[test]
     fn escapes_cannot_reach_the_terminal() {

@@ -24,9 +24,11 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::lenient::{Content, Flag, List, Num, Present, Str, lenient};
+
 use super::common::{
-    Peeked, abbreviate, content_text, finish_common, fits_argv, not_an_event, one_line, peek,
-    stdin_for, summarize_args, u64_at, usage_info,
+    Peeked, abbreviate, finish_common, fits_argv, leading_type, not_an_event, one_line, peek,
+    stdin_for, summarize_args, usage_info,
 };
 use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir,
@@ -143,6 +145,8 @@ pub struct ClaudeParser {
     is_error: bool,
     /// Tokens of the messages so far, for the live views (the `result` has the final sum).
     live: LiveUsage,
+    /// The pane takes no more now: its lines are not built (see `StreamParser::set_pane_room`).
+    pane_full: bool,
 }
 
 /// Tokens of the assistant messages so far. A message is reported several times (once per
@@ -157,12 +161,12 @@ struct LiveUsage {
 }
 
 impl LiveUsage {
-    fn message(&mut self, id: Option<&str>, u: &Value) {
+    fn message(&mut self, id: Option<&str>, u: &TokenUsage<'_>) {
         let seen = Usage {
-            input_tokens: u64_at(u, "input_tokens"),
-            output_tokens: u64_at(u, "output_tokens"),
-            cache_read_tokens: u64_at(u, "cache_read_input_tokens"),
-            cache_write_tokens: u64_at(u, "cache_creation_input_tokens"),
+            input_tokens: u.input_tokens.tolerant_u64(),
+            output_tokens: u.output_tokens.tolerant_u64(),
+            cache_read_tokens: u.cache_read_input_tokens.tolerant_u64(),
+            cache_write_tokens: u.cache_creation_input_tokens.tolerant_u64(),
             total_tokens: None,
         };
         if id.is_none() || id != self.current_id.as_deref() {
@@ -212,6 +216,57 @@ fn max_into(a: &mut Usage, b: &Usage) {
     }
 }
 
+lenient! {
+    /// The fields of a kept event that the report and the pane use (see lenient.rs).
+    struct Event<'a> {
+        subtype: Str<'a> = "subtype",
+        session_id: Str<'a> = "session_id",
+        model: Str<'a> = "model",
+        attempt: Num = "attempt",
+        max_retries: Num = "max_retries",
+        error_status: Present<Value> = "error_status",
+        error: Present<Value> = "error",
+        message: Message<'a> = "message",
+        is_api_error_message: Flag = "is_api_error_message",
+        is_error: Flag = "is_error",
+        result: Str<'a> = "result",
+        errors: List<Value> = "errors",
+        usage: Present<TokenUsage<'a>> = "usage",
+        total_cost_usd: Num = "total_cost_usd",
+        num_turns: Num = "num_turns",
+        terminal_reason: Str<'a> = "terminal_reason",
+    }
+}
+
+lenient! {
+    struct Message<'a> {
+        id: Str<'a> = "id",
+        usage: Present<TokenUsage<'a>> = "usage",
+        content: List<Block<'a>> = "content",
+    }
+}
+
+lenient! {
+    /// A content block of an `assistant` (text, tool_use) or `user` (tool_result) message.
+    struct Block<'a> {
+        kind: Str<'a> = "type",
+        text: Str<'a> = "text",
+        name: Str<'a> = "name",
+        input: Present<Value> = "input",
+        content: Content<'a> = "content",
+        is_error: Flag = "is_error",
+    }
+}
+
+lenient! {
+    struct TokenUsage<'a> {
+        input_tokens: Num = "input_tokens",
+        output_tokens: Num = "output_tokens",
+        cache_read_input_tokens: Num = "cache_read_input_tokens",
+        cache_creation_input_tokens: Num = "cache_creation_input_tokens",
+    }
+}
+
 /// `stream_event`, read only as far as the pane needs.
 #[derive(Deserialize)]
 struct StreamLine<'a> {
@@ -246,6 +301,22 @@ struct Delta<'a> {
 
 impl StreamParser for ClaudeParser {
     fn on_line(&mut self, line: &[u8]) -> LineResult {
+        // Fast path (claude writes `type` first, except on `result`): one pass reads the line,
+        // and only a line that fails it takes the slow path, which says whether it was JSON.
+        if let Some(kind) = leading_type(line) {
+            match kind {
+                "stream_event" => {
+                    if let Some(r) = self.on_stream(line) {
+                        return r;
+                    }
+                }
+                _ => {
+                    if let Ok(ev) = serde_json::from_slice::<Event<'_>>(line) {
+                        return self.on_event(kind, &ev);
+                    }
+                }
+            }
+        }
         let peeked = peek(line);
         let kind = match &peeked {
             Peeked::Event(Some(k)) => k.as_ref(),
@@ -253,13 +324,17 @@ impl StreamParser for ClaudeParser {
             _ => return not_an_event(line, &peeked),
         };
         if kind == "stream_event" {
-            return self.on_stream(line);
+            return self.on_stream(line).unwrap_or_else(LineResult::drop_line);
         }
         let kind = kind.to_owned();
-        match serde_json::from_slice::<Value>(line) {
+        match serde_json::from_slice::<Event<'_>>(line) {
             Ok(ev) => self.on_event(&kind, &ev),
             Err(_) => LineResult::keep(),
         }
+    }
+
+    fn set_pane_room(&mut self, room: bool) {
+        self.pane_full = !room;
     }
 
     fn so_far(&self) -> SoFar {
@@ -300,11 +375,17 @@ impl StreamParser for ClaudeParser {
 }
 
 impl ClaudeParser {
-    fn on_stream(&mut self, line: &[u8]) -> LineResult {
+    /// A stream event: dropped, its text shown. `None` when the line is not JSON.
+    fn on_stream(&mut self, line: &[u8]) -> Option<LineResult> {
         let mut r = LineResult::drop_line();
-        let Ok(StreamLine { event: Some(ev) }) = serde_json::from_slice::<StreamLine<'_>>(line)
-        else {
-            return r;
+        let ev = match serde_json::from_slice::<StreamLine<'_>>(line) {
+            Ok(StreamLine { event: Some(ev) }) => ev,
+            Ok(_) => return Some(r),
+            // Valid JSON of an unexpected shape is still a stream event to drop.
+            Err(_) => {
+                serde_json::from_slice::<serde::de::IgnoredAny>(line).ok()?;
+                return Some(r);
+            }
         };
         match ev.kind.as_ref() {
             "content_block_delta" => {
@@ -315,7 +396,10 @@ impl ClaudeParser {
                 {
                     if k == "text_delta" {
                         self.streaming_text = true;
-                        r.pane.push(PaneItem::Text(t.into_owned()));
+                        // Nobody can see the text now: it is not copied out.
+                        if !self.pane_full {
+                            r.pane.push(PaneItem::Text(t.into_owned()));
+                        }
                     }
                 }
             }
@@ -330,16 +414,16 @@ impl ClaudeParser {
             }
             _ => {}
         }
-        r
+        Some(r)
     }
 
-    fn on_event(&mut self, kind: &str, ev: &Value) -> LineResult {
+    fn on_event(&mut self, kind: &str, ev: &Event<'_>) -> LineResult {
         let mut r = LineResult::keep();
-        let subtype = ev.get("subtype").and_then(Value::as_str).unwrap_or("");
+        let subtype = ev.subtype.get().unwrap_or("");
         match (kind, subtype) {
             ("system", "init") => {
-                let id = ev.get("session_id").and_then(Value::as_str);
-                let model = ev.get("model").and_then(Value::as_str);
+                let id = ev.session_id.get();
+                let model = ev.model.get();
                 self.out.session_id = id.map(str::to_owned);
                 self.out.model = model.map(str::to_owned);
                 r.pane.push(PaneItem::Info(format!(
@@ -349,53 +433,56 @@ impl ClaudeParser {
                 )));
             }
             ("system", "api_retry") => {
-                let attempt = u64_at(ev, "attempt").unwrap_or(0);
-                let max = u64_at(ev, "max_retries").unwrap_or(0);
+                let attempt = ev.attempt.tolerant_u64().unwrap_or(0);
+                let max = ev.max_retries.tolerant_u64().unwrap_or(0);
                 let status = ev
-                    .get("error_status")
+                    .error_status
+                    .0
+                    .as_ref()
                     .map(Value::to_string)
                     .unwrap_or_default();
-                let err = ev.get("error").and_then(Value::as_str).unwrap_or("");
+                let err = ev.error.0.as_ref().and_then(Value::as_str).unwrap_or("");
                 r.pane.push(PaneItem::Info(format!(
                     "retry {attempt}/{max} after: {status} {err}"
                 )));
             }
             ("assistant", _) => self.on_assistant(ev, &mut r),
-            ("user", _) => on_user(ev, &mut r),
+            ("user", _) => on_user(ev, self.pane_full, &mut r),
             ("result", _) => self.on_result(ev, &mut r),
             _ => {}
         }
         r
     }
 
-    fn on_assistant(&mut self, ev: &Value, r: &mut LineResult) {
-        let msg = ev.get("message").unwrap_or(&Value::Null);
-        if let Some(u) = msg.get("usage") {
-            self.live.message(msg.get("id").and_then(Value::as_str), u);
+    fn on_assistant(&mut self, ev: &Event<'_>, r: &mut LineResult) {
+        let msg = &ev.message;
+        if let Some(u) = &msg.usage.0 {
+            self.live.message(msg.id.get(), u);
         }
-        let blocks = msg
-            .get("content")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or(&[]);
-        let api_error = ev.get("is_api_error_message").and_then(Value::as_bool) == Some(true)
-            || ev.get("error").is_some_and(|e| !e.is_null());
-        for b in blocks {
-            match b.get("type").and_then(Value::as_str) {
+        let api_error = ev.is_api_error_message.0 == Some(true)
+            || ev.error.0.as_ref().is_some_and(|e| !e.is_null());
+        for b in &msg.content.0 {
+            match b.kind.get() {
                 Some("text") => {
-                    let text = b.get("text").and_then(Value::as_str).unwrap_or("");
+                    let text = b.text.get().unwrap_or("");
                     if api_error {
                         self.api_errors.push(text.to_owned());
                         r.pane.push(PaneItem::Error(one_line(text, 500)));
+                    } else if !self.streaming_text && self.pane_full {
+                        r.unshown += 1;
                     } else if !self.streaming_text {
                         r.pane.push(PaneItem::Text(text.to_owned()));
                         r.pane.push(PaneItem::TextEnd);
                     }
                 }
+                Some("tool_use") if self.pane_full => {
+                    self.tool_calls += 1;
+                    r.unshown += 1;
+                }
                 Some("tool_use") => {
                     self.tool_calls += 1;
-                    let name = b.get("name").and_then(Value::as_str).unwrap_or("tool");
-                    let summary = summarize_args(b.get("input").unwrap_or(&Value::Null));
+                    let name = b.name.get().unwrap_or("tool");
+                    let summary = summarize_args(b.input.0.as_ref().unwrap_or(&Value::Null));
                     r.pane.push(PaneItem::ToolCall {
                         name: name.to_owned(),
                         summary,
@@ -406,17 +493,14 @@ impl ClaudeParser {
         }
     }
 
-    fn on_result(&mut self, ev: &Value, r: &mut LineResult) {
-        let subtype = ev.get("subtype").and_then(Value::as_str).unwrap_or("");
+    fn on_result(&mut self, ev: &Event<'_>, r: &mut LineResult) {
+        let subtype = ev.subtype.get().unwrap_or("");
         // `is_error` first: a failed call can say "success".
-        let is_error = ev
-            .get("is_error")
-            .and_then(Value::as_bool)
-            .unwrap_or(subtype != "success")
+        let is_error = ev.is_error.0.unwrap_or(subtype != "success")
             || (!subtype.is_empty() && subtype != "success");
-        let text = ev.get("result").and_then(Value::as_str);
+        let text = ev.result.get();
         let out = &mut self.out;
-        if let Some(id) = ev.get("session_id").and_then(Value::as_str) {
+        if let Some(id) = ev.session_id.get() {
             out.session_id = Some(id.to_owned());
         }
         if is_error {
@@ -428,16 +512,14 @@ impl ClaudeParser {
         } else {
             out.final_text = text.map(str::to_owned);
         }
-        if let Some(errs) = ev.get("errors").and_then(Value::as_array) {
-            for e in errs {
-                out.push_error(e.as_str().map_or_else(|| e.to_string(), str::to_owned));
-            }
+        for e in &ev.errors.0 {
+            out.push_error(e.as_str().map_or_else(|| e.to_string(), str::to_owned));
         }
-        if let Some(u) = ev.get("usage") {
-            let input = u64_at(u, "input_tokens");
-            let output = u64_at(u, "output_tokens");
-            let read = u64_at(u, "cache_read_input_tokens");
-            let write = u64_at(u, "cache_creation_input_tokens");
+        if let Some(u) = &ev.usage.0 {
+            let input = u.input_tokens.tolerant_u64();
+            let output = u.output_tokens.tolerant_u64();
+            let read = u.cache_read_input_tokens.tolerant_u64();
+            let write = u.cache_creation_input_tokens.tolerant_u64();
             let total = [input, output, read, write].iter().flatten().sum();
             out.usage = Some(Usage {
                 input_tokens: input,
@@ -447,13 +529,10 @@ impl ClaudeParser {
                 total_tokens: Some(total),
             });
         }
-        out.cost_usd = ev.get("total_cost_usd").and_then(Value::as_f64);
-        out.turns = u64_at(ev, "num_turns");
+        out.cost_usd = ev.total_cost_usd.as_f64();
+        out.turns = ev.num_turns.tolerant_u64();
         out.tool_calls = Some(self.tool_calls);
-        let reason = ev
-            .get("terminal_reason")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let reason = ev.terminal_reason.get().unwrap_or("");
         if reason == "prompt_too_long" || out.errors.iter().any(|e| mentions_context_overflow(e)) {
             out.context_length_exceeded = true;
         }
@@ -471,20 +550,14 @@ impl ClaudeParser {
     }
 }
 
-fn on_user(ev: &Value, r: &mut LineResult) {
-    let blocks = ev
-        .get("message")
-        .and_then(|m| m.get("content"))
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or(&[]);
-    for b in blocks {
-        if b.get("type").and_then(Value::as_str) == Some("tool_result") {
-            let text = content_text(b.get("content").unwrap_or(&Value::Null));
-            let is_error = b.get("is_error").and_then(Value::as_bool).unwrap_or(false);
+fn on_user(ev: &Event<'_>, pane_full: bool, r: &mut LineResult) {
+    for b in &ev.message.content.0 {
+        if b.kind.get() == Some("tool_result") && pane_full {
+            r.unshown += 1;
+        } else if b.kind.get() == Some("tool_result") {
             r.pane.push(PaneItem::ToolResult {
-                summary: abbreviate(&text),
-                is_error,
+                summary: abbreviate(&b.content.0),
+                is_error: b.is_error.0.unwrap_or(false),
             });
         }
     }

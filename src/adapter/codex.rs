@@ -28,9 +28,11 @@
 
 use serde_json::Value;
 
+use super::lenient::{List, Num, Present, Str, lenient};
+
 use super::common::{
-    Peeked, abbreviate, finish_common, fits_argv, not_an_event, one_line, peek, stdin_for,
-    summarize_args, toml_string, u64_at, usage_info,
+    Peeked, abbreviate, finish_common, fits_argv, leading_type, not_an_event, one_line, peek,
+    stdin_for, summarize_args, toml_string, usage_info,
 };
 use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir,
@@ -139,6 +141,57 @@ impl Adapter for CodexAdapter {
     }
 }
 
+lenient! {
+    /// The fields of a kept event that the report and the pane use (see lenient.rs).
+    struct Event<'a> {
+        thread_id: Str<'a> = "thread_id",
+        item: Present<Item<'a>> = "item",
+        usage: Present<TurnUsage<'a>> = "usage",
+        error: ErrorField<'a> = "error",
+        message: Str<'a> = "message",
+    }
+}
+
+lenient! {
+    struct Item<'a> {
+        kind: Str<'a> = "type",
+        id: Str<'a> = "id",
+        command: Str<'a> = "command",
+        server: Str<'a> = "server",
+        tool: Str<'a> = "tool",
+        query: Str<'a> = "query",
+        text: Str<'a> = "text",
+        aggregated_output: Str<'a> = "aggregated_output",
+        status: Str<'a> = "status",
+        message: Str<'a> = "message",
+        arguments: Present<Value> = "arguments",
+        exit_code: Num = "exit_code",
+        error: ErrorField<'a> = "error",
+        changes: List<Change<'a>> = "changes",
+    }
+}
+
+lenient! {
+    struct Change<'a> {
+        path: Str<'a> = "path",
+    }
+}
+
+lenient! {
+    struct ErrorField<'a> {
+        message: Str<'a> = "message",
+    }
+}
+
+lenient! {
+    struct TurnUsage<'a> {
+        input_tokens: Num = "input_tokens",
+        cached_input_tokens: Num = "cached_input_tokens",
+        output_tokens: Num = "output_tokens",
+        cache_write_input_tokens: Num = "cache_write_input_tokens",
+    }
+}
+
 /// Reads `codex exec --json`.
 #[derive(Default)]
 pub struct CodexParser {
@@ -152,10 +205,25 @@ pub struct CodexParser {
     /// An `error` event that no completed turn has followed yet.
     pending_error: bool,
     terminal: Option<String>,
+    /// The pane takes no more now: its lines are not built (see `StreamParser::set_pane_room`).
+    pane_full: bool,
 }
 
 impl StreamParser for CodexParser {
     fn on_line(&mut self, line: &[u8]) -> LineResult {
+        // Fast path (codex writes `type` first): one pass reads the line, and only a line
+        // that fails it takes the slow path, which says whether it was JSON at all.
+        if let Some(kind) = leading_type(line) {
+            if kind == "item.updated" {
+                return match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+                    Ok(_) => LineResult::drop_line(),
+                    Err(_) => LineResult::plain(line),
+                };
+            }
+            if let Ok(ev) = serde_json::from_slice::<Event<'_>>(line) {
+                return self.on_event(kind, &ev);
+            }
+        }
         let peeked = peek(line);
         let kind = match &peeked {
             Peeked::Event(Some(k)) => k.as_ref(),
@@ -166,10 +234,14 @@ impl StreamParser for CodexParser {
             return LineResult::drop_line();
         }
         let kind = kind.to_owned();
-        match serde_json::from_slice::<Value>(line) {
+        match serde_json::from_slice::<Event<'_>>(line) {
             Ok(ev) => self.on_event(&kind, &ev),
             Err(_) => LineResult::keep(),
         }
+    }
+
+    fn set_pane_room(&mut self, room: bool) {
+        self.pane_full = !room;
     }
 
     fn so_far(&self) -> SoFar {
@@ -196,17 +268,17 @@ impl StreamParser for CodexParser {
 }
 
 impl CodexParser {
-    fn on_event(&mut self, kind: &str, ev: &Value) -> LineResult {
+    fn on_event(&mut self, kind: &str, ev: &Event<'_>) -> LineResult {
         let mut r = LineResult::keep();
         match kind {
             "thread.started" => {
-                if let Some(id) = ev.get("thread_id").and_then(Value::as_str) {
+                if let Some(id) = ev.thread_id.get() {
                     self.out.session_id = Some(id.to_owned());
                     r.pane.push(PaneItem::Info(format!("codex thread {id}")));
                 }
             }
             "item.started" | "item.completed" => {
-                if let Some(item) = ev.get("item") {
+                if let Some(item) = &ev.item.0 {
                     self.on_item(item, kind == "item.completed", &mut r);
                 }
             }
@@ -214,7 +286,7 @@ impl CodexParser {
                 self.turns += 1;
                 self.turn_failed = false;
                 self.pending_error = false;
-                if let Some(u) = ev.get("usage") {
+                if let Some(u) = &ev.usage.0 {
                     self.add_usage(u);
                 }
                 self.mark_terminal(kind, &mut r);
@@ -222,17 +294,13 @@ impl CodexParser {
             "turn.failed" => {
                 self.turns += 1;
                 self.turn_failed = true;
-                let msg = ev
-                    .get("error")
-                    .and_then(|e| e.get("message"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("turn failed");
+                let msg = ev.error.message.get().unwrap_or("turn failed");
                 self.error(msg, &mut r);
                 self.mark_terminal(kind, &mut r);
             }
             "error" => {
                 self.pending_error = true;
-                let msg = ev.get("message").and_then(Value::as_str).unwrap_or("error");
+                let msg = ev.message.get().unwrap_or("error");
                 // turn.failed usually repeats this message; show it once.
                 if mentions_context_overflow(msg) {
                     self.out.context_length_exceeded = true;
@@ -256,25 +324,28 @@ impl CodexParser {
         }
     }
 
-    fn on_item(&mut self, item: &Value, completed: bool, r: &mut LineResult) {
-        let str_of = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("");
-        let kind = str_of("type");
-        let id = str_of("id");
+    fn on_item(&mut self, item: &Item<'_>, completed: bool, r: &mut LineResult) {
+        let str_of = |s: &Str<'_>| s.get().unwrap_or("").to_owned();
+        let kind = item.kind.get().unwrap_or("");
+        let id = item.id.get().unwrap_or("");
         let is_tool = matches!(
             kind,
             "command_execution" | "file_change" | "mcp_tool_call" | "web_search"
         );
         let first_sight = is_tool && !self.tool_items.iter().any(|t| t == id);
-        if first_sight {
+        if first_sight && self.pane_full {
+            self.tool_items.push(id.to_owned());
+            r.unshown += 1;
+        } else if first_sight {
             self.tool_items.push(id.to_owned());
             let (name, summary) = match kind {
-                "command_execution" => ("shell".to_owned(), one_line(str_of("command"), 120)),
+                "command_execution" => ("shell".to_owned(), one_line(&str_of(&item.command), 120)),
                 "file_change" => ("apply_patch".to_owned(), changed_paths(item)),
                 "mcp_tool_call" => (
-                    format!("{}.{}", str_of("server"), str_of("tool")),
-                    summarize_args(item.get("arguments").unwrap_or(&Value::Null)),
+                    format!("{}.{}", str_of(&item.server), str_of(&item.tool)),
+                    summarize_args(item.arguments.0.as_ref().unwrap_or(&Value::Null)),
                 ),
-                _ => ("web_search".to_owned(), one_line(str_of("query"), 120)),
+                _ => ("web_search".to_owned(), one_line(&str_of(&item.query), 120)),
             };
             r.pane.push(PaneItem::ToolCall { name, summary });
         }
@@ -283,46 +354,54 @@ impl CodexParser {
         }
         match kind {
             "agent_message" => {
-                let text = str_of("text");
+                let text = item.text.get().unwrap_or("");
                 self.out.final_text = Some(text.to_owned());
+                if self.pane_full {
+                    r.unshown += 1;
+                    return;
+                }
                 r.pane.push(PaneItem::Text(text.to_owned()));
                 r.pane.push(PaneItem::TextEnd);
             }
+            "command_execution" | "file_change" | "mcp_tool_call" if self.pane_full => {
+                r.unshown += 1;
+            }
             "command_execution" => {
-                let exit = item.get("exit_code").and_then(Value::as_i64);
-                let mut summary = abbreviate(str_of("aggregated_output"));
+                let exit = item.exit_code.as_i64();
+                let mut summary = abbreviate(item.aggregated_output.get().unwrap_or(""));
                 if let Some(code) = exit.filter(|c| *c != 0) {
                     summary = format!("exit {code}: {summary}");
                 }
-                let is_error = exit.is_some_and(|c| c != 0) || str_of("status") == "failed";
+                let is_error = exit.is_some_and(|c| c != 0) || item.status.get() == Some("failed");
                 r.pane.push(PaneItem::ToolResult { summary, is_error });
             }
             "file_change" | "mcp_tool_call" => {
-                let status = str_of("status");
+                let status = item.status.get().unwrap_or("");
                 let is_error = status == "failed";
-                let summary = match item.get("error").and_then(|e| e.get("message")) {
-                    Some(Value::String(m)) => one_line(m, 160),
-                    _ => status.to_owned(),
+                let summary = match item.error.message.get() {
+                    Some(m) => one_line(m, 160),
+                    None => status.to_owned(),
                 };
                 r.pane.push(PaneItem::ToolResult { summary, is_error });
             }
             // A non-fatal warning from codex.
-            "error" => r
-                .pane
-                .push(PaneItem::Error(one_line(str_of("message"), 500))),
+            "error" => r.pane.push(PaneItem::Error(one_line(
+                item.message.get().unwrap_or(""),
+                500,
+            ))),
             _ => {}
         }
     }
 
-    fn add_usage(&mut self, u: &Value) {
-        let input = u64_at(u, "input_tokens");
-        let cached = u64_at(u, "cached_input_tokens");
-        let output = u64_at(u, "output_tokens");
+    fn add_usage(&mut self, u: &TurnUsage<'_>) {
+        let input = u.input_tokens.tolerant_u64();
+        let cached = u.cached_input_tokens.tolerant_u64();
+        let output = u.output_tokens.tolerant_u64();
         let turn = Usage {
             input_tokens: input.map(|i| i.saturating_sub(cached.unwrap_or(0))),
             output_tokens: output,
             cache_read_tokens: cached,
-            cache_write_tokens: u64_at(u, "cache_write_input_tokens"),
+            cache_write_tokens: u.cache_write_input_tokens.tolerant_u64(),
             total_tokens: match (input, output) {
                 (None, None) => None,
                 (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
@@ -346,16 +425,8 @@ impl CodexParser {
     }
 }
 
-fn changed_paths(item: &Value) -> String {
-    let paths: Vec<&str> = item
-        .get("changes")
-        .and_then(Value::as_array)
-        .map(|cs| {
-            cs.iter()
-                .filter_map(|c| c.get("path").and_then(Value::as_str))
-                .collect()
-        })
-        .unwrap_or_default();
+fn changed_paths(item: &Item<'_>) -> String {
+    let paths: Vec<&str> = item.changes.0.iter().filter_map(|c| c.path.get()).collect();
     one_line(&paths.join(", "), 120)
 }
 

@@ -59,7 +59,9 @@ impl StreamParser for CommandParser {
         } else {
             LineResult::plain_unshown()
         };
-        if !self.pane_full {
+        if self.pane_full {
+            r.unshown = 1;
+        } else {
             r.pane.push(PaneItem::Raw(line.to_vec()));
         }
         r

@@ -173,7 +173,9 @@ pub(crate) fn summarize_args(args: &Value) -> String {
     }
 }
 
-/// The text of a content value: a string, or an array of `{type: "text", text}` blocks.
+/// The text of a content value: a string, or an array of `{type: "text", text}` blocks. The
+/// adapters read it with `lenient::Content`; this is the `Value` reading it is checked against.
+#[cfg(test)]
 pub(crate) fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
@@ -192,7 +194,9 @@ pub(crate) fn content_text(content: &Value) -> String {
     }
 }
 
-/// A `u64` field (tolerating floats and absent values).
+/// A `u64` field (tolerating floats and absent values): `lenient::Num::tolerant_u64` is
+/// checked against it.
+#[cfg(test)]
 pub(crate) fn u64_at(v: &Value, key: &str) -> Option<u64> {
     let f = v.get(key)?;
     f.as_u64()

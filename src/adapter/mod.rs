@@ -16,7 +16,10 @@ mod claude;
 mod codex;
 mod command;
 mod common;
+mod lenient;
 mod pi;
+#[cfg(test)]
+mod snapshots;
 
 use std::path::Path;
 
@@ -67,6 +70,9 @@ pub struct LineResult {
     /// This line is the agent's terminal event: the linger clock starts.
     pub terminal: bool,
     pub pane: Vec<PaneItem>,
+    /// Pane lines the parser did not build because the pane had no room (see
+    /// `StreamParser::set_pane_room`); they count as skipped, as if built and skipped.
+    pub unshown: u64,
 }
 
 impl LineResult {
@@ -75,6 +81,7 @@ impl LineResult {
             action: LineAction::Keep,
             terminal: false,
             pane: Vec::new(),
+            unshown: 0,
         }
     }
     pub fn drop_line() -> Self {
@@ -82,6 +89,7 @@ impl LineResult {
             action: LineAction::Drop,
             terminal: false,
             pane: Vec::new(),
+            unshown: 0,
         }
     }
     pub fn plain(line: &[u8]) -> Self {
@@ -89,6 +97,7 @@ impl LineResult {
             action: LineAction::Plain,
             terminal: false,
             pane: vec![PaneItem::Raw(line.to_vec())],
+            unshown: 0,
         }
     }
     /// A plain line with nothing for the pane.
@@ -97,6 +106,7 @@ impl LineResult {
             action: LineAction::Plain,
             terminal: false,
             pane: Vec::new(),
+            unshown: 0,
         }
     }
 }
@@ -119,8 +129,9 @@ pub trait StreamParser: Send {
     /// Called once after the agent exited. `stderr_tail` is the last 64 KiB of its stderr.
     fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport;
     /// Whether the pane can take more now. When it cannot, a parser may drop streaming
-    /// deltas without reading them: their text is only for the pane, and reading them is most
-    /// of the filter's work on a fast stream.
+    /// deltas without reading them (their text is only for the pane, and reading them is most
+    /// of the filter's work on a fast stream), and need not build the pane lines of the events
+    /// it keeps (it counts them in [`LineResult::unshown`]).
     fn set_pane_room(&mut self, _room: bool) {}
     /// Usage and counts so far, for the live views (`progress.json`). Called at most a few
     /// times a second, never per line.

@@ -25,9 +25,11 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::lenient::{Content, Flag, Num, Present, Str, lenient};
+
 use super::common::{
-    Peeked, abbreviate, add_usage, content_text, finish_common, fits_argv, leading_type,
-    not_an_event, one_line, peek, stdin_for, summarize_args, u64_at, usage_info,
+    Peeked, abbreviate, add_usage, finish_common, fits_argv, leading_type, not_an_event, one_line,
+    peek, stdin_for, summarize_args, usage_info,
 };
 use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, SandboxNeeds,
@@ -153,6 +155,113 @@ pub struct PiParser {
     streamed: bool,
 }
 
+lenient! {
+    /// The fields of a kept event that the report and the pane use (see lenient.rs).
+    #[allow(non_snake_case)]
+    struct Event<'a> {
+        id: Str<'a> = "id",
+        message: Message<'a> = "message",
+        tool_name: Str<'a> = "toolName",
+        args: Present<Value> = "args",
+        result: ToolOutput<'a> = "result",
+        is_error: Flag = "isError",
+        attempt: Num = "attempt",
+        max_attempts: Num = "maxAttempts",
+        error_message: Str<'a> = "errorMessage",
+        success: Flag = "success",
+        reason: Str<'a> = "reason",
+    }
+}
+
+lenient! {
+    struct Message<'a> {
+        role: Str<'a> = "role",
+        stop_reason: Str<'a> = "stopReason",
+        error_message: Str<'a> = "errorMessage",
+        model: Str<'a> = "model",
+        usage: Present<MessageUsage<'a>> = "usage",
+        content: Content<'a> = "content",
+    }
+}
+
+lenient! {
+    struct MessageUsage<'a> {
+        input: Num = "input",
+        output: Num = "output",
+        cache_read: Num = "cacheRead",
+        cache_write: Num = "cacheWrite",
+        total_tokens: Num = "totalTokens",
+        cost: Cost<'a> = "cost",
+    }
+}
+
+lenient! {
+    struct Cost<'a> {
+        total: Num = "total",
+    }
+}
+
+/// `tool_execution_end`'s `result`: the text of its `content`, or of itself when it has none
+/// (a string or an array of text blocks).
+#[derive(Default)]
+struct ToolOutput<'a>(Content<'a>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for ToolOutput<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess};
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = ToolOutput<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<ToolOutput<'a>, A::Error> {
+                let mut out = Content::default();
+                while let Some(k) = a.next_key::<super::lenient::Key<'de>>()? {
+                    if k.0 == "content" {
+                        out = a.next_value()?;
+                    } else {
+                        a.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(ToolOutput(out))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                a: A,
+            ) -> Result<ToolOutput<'a>, A::Error> {
+                Content::deserialize(serde::de::value::SeqAccessDeserializer::new(a))
+                    .map(ToolOutput)
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                s: &'de str,
+            ) -> Result<ToolOutput<'a>, E> {
+                Ok(ToolOutput(Content(std::borrow::Cow::Borrowed(s))))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<ToolOutput<'a>, E> {
+                Ok(ToolOutput(Content(std::borrow::Cow::Owned(s.to_owned()))))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<ToolOutput<'a>, E> {
+                Ok(ToolOutput::default())
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<ToolOutput<'a>, E> {
+                Ok(ToolOutput::default())
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<ToolOutput<'a>, E> {
+                Ok(ToolOutput::default())
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<ToolOutput<'a>, E> {
+                Ok(ToolOutput::default())
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<ToolOutput<'a>, E> {
+                Ok(ToolOutput::default())
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
 /// `message_update`, read only as far as the pane needs.
 #[derive(Deserialize)]
 struct Update<'a> {
@@ -189,13 +298,9 @@ impl StreamParser for PiParser {
                         Err(_) => LineResult::plain(line),
                     }
                 }
-                _ => {
-                    let kind = kind.to_owned();
-                    match serde_json::from_slice::<Map<String, Value>>(line) {
-                        Ok(ev) => self.on_event(&kind, ev),
-                        Err(_) => LineResult::plain(line),
-                    }
-                }
+                _ => self
+                    .on_kept(kind, line)
+                    .unwrap_or_else(|| LineResult::plain(line)),
             };
         }
         let peeked = peek(line);
@@ -209,10 +314,7 @@ impl StreamParser for PiParser {
             "tool_execution_update" => LineResult::drop_line(),
             _ => {
                 let kind = kind.to_owned();
-                match serde_json::from_slice::<Map<String, Value>>(line) {
-                    Ok(ev) => self.on_event(&kind, ev),
-                    Err(_) => LineResult::keep(),
-                }
+                self.on_kept(&kind, line).unwrap_or_else(LineResult::keep)
             }
         }
     }
@@ -251,6 +353,32 @@ impl StreamParser for PiParser {
 }
 
 impl PiParser {
+    /// A kept event, read once: typed and borrowed for what the report and the pane use, a
+    /// map only for the transcript repeats that are written back reduced. `None` when the
+    /// line does not parse.
+    fn on_kept(&mut self, kind: &str, line: &[u8]) -> Option<LineResult> {
+        match kind {
+            "turn_end" | "agent_end" => {
+                let ev = serde_json::from_slice::<Map<String, Value>>(line).ok()?;
+                Some(self.on_repeat(kind, ev))
+            }
+            "session"
+            | "message_end"
+            | "tool_execution_start"
+            | "tool_execution_end"
+            | "auto_retry_start"
+            | "auto_retry_end"
+            | "compaction_start" => {
+                let ev = serde_json::from_slice::<Event<'_>>(line).ok()?;
+                Some(self.on_event(kind, &ev))
+            }
+            _ => {
+                serde_json::from_slice::<serde::de::IgnoredAny>(line).ok()?;
+                Some(self.on_event(kind, &Event::default()))
+            }
+        }
+    }
+
     /// A delta: dropped, shown in the pane. `None` when the line is not valid JSON.
     fn on_update(&mut self, line: &[u8]) -> Option<LineResult> {
         self.streamed = true;
@@ -277,81 +405,58 @@ impl PiParser {
         Some(r)
     }
 
-    fn on_event(&mut self, kind: &str, mut ev: Map<String, Value>) -> LineResult {
+    fn on_event(&mut self, kind: &str, ev: &Event<'_>) -> LineResult {
         let mut r = LineResult::keep();
         match kind {
             "session" => {
-                if let Some(id) = ev.get("id").and_then(Value::as_str) {
+                if let Some(id) = ev.id.get() {
                     self.out.session_id = Some(id.to_owned());
                     r.pane.push(PaneItem::Info(format!("pi session {id}")));
                 }
             }
-            "message_end" => {
-                let msg = ev.get("message").unwrap_or(&Value::Null);
-                if msg.get("role").and_then(Value::as_str) == Some("assistant") {
-                    self.on_assistant(msg, &mut r);
+            "message_end" if ev.message.role.get() == Some("assistant") => {
+                self.on_assistant(&ev.message, &mut r);
+            }
+            "tool_execution_start" | "tool_execution_end" if self.pane_full => {
+                if kind == "tool_execution_start" {
+                    self.tool_calls += 1;
                 }
+                r.unshown += 1;
             }
             "tool_execution_start" => {
                 self.tool_calls += 1;
-                let name = ev.get("toolName").and_then(Value::as_str).unwrap_or("tool");
-                let summary = summarize_args(ev.get("args").unwrap_or(&Value::Null));
+                let name = ev.tool_name.get().unwrap_or("tool");
+                let summary = summarize_args(ev.args.0.as_ref().unwrap_or(&Value::Null));
                 r.pane.push(PaneItem::ToolCall {
                     name: name.to_owned(),
                     summary,
                 });
             }
             "tool_execution_end" => {
-                let result = ev.get("result").unwrap_or(&Value::Null);
-                let text = match result.get("content") {
-                    Some(c) => content_text(c),
-                    None => content_text(result),
-                };
-                let is_error = ev.get("isError").and_then(Value::as_bool).unwrap_or(false);
                 r.pane.push(PaneItem::ToolResult {
-                    summary: abbreviate(&text),
-                    is_error,
+                    summary: abbreviate(&ev.result.0.0),
+                    is_error: ev.is_error.0.unwrap_or(false),
                 });
-            }
-            "turn_end" => {
-                self.turns += 1;
-                ev.remove("message");
-                ev.remove("toolResults");
-                r.action = reduced(&ev);
-            }
-            "agent_end" => {
-                let will_retry = ev.get("willRetry").and_then(Value::as_bool);
-                ev.remove("messages");
-                r.action = reduced(&ev);
-                let last_will_be_retried = self.last_stop.as_deref() == Some("error")
-                    && self.last_error.as_deref().is_some_and(pi_retries);
-                let terminal = match will_retry {
-                    Some(w) => !w,
-                    None => !last_will_be_retried,
-                };
-                if terminal {
-                    self.mark_terminal("agent_end", &mut r);
-                }
             }
             "agent_settled" => self.mark_terminal("agent_settled", &mut r),
             "auto_retry_start" => {
-                let attempt = ev.get("attempt").and_then(Value::as_u64).unwrap_or(0);
-                let max = ev.get("maxAttempts").and_then(Value::as_u64).unwrap_or(0);
-                let err = ev.get("errorMessage").and_then(Value::as_str).unwrap_or("");
+                let attempt = ev.attempt.as_u64().unwrap_or(0);
+                let max = ev.max_attempts.as_u64().unwrap_or(0);
+                let err = ev.error_message.get().unwrap_or("");
                 r.pane.push(PaneItem::Info(format!(
                     "retry {attempt}/{max} after: {}",
                     one_line(err, 200)
                 )));
             }
             "auto_retry_end" => {
-                if ev.get("success").and_then(Value::as_bool) == Some(true) {
+                if ev.success.0 == Some(true) {
                     self.retried_errors.clear();
                 } else {
                     self.mark_terminal("auto_retry_end", &mut r);
                 }
             }
             "compaction_start" => {
-                let reason = ev.get("reason").and_then(Value::as_str).unwrap_or("");
+                let reason = ev.reason.get().unwrap_or("");
                 if reason == "overflow" {
                     self.out.context_length_exceeded = true;
                 }
@@ -363,39 +468,58 @@ impl PiParser {
         r
     }
 
-    fn on_assistant(&mut self, msg: &Value, r: &mut LineResult) {
-        let stop = msg
-            .get("stopReason")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let error = msg
-            .get("errorMessage")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if let Some(m) = msg.get("model").and_then(Value::as_str) {
+    /// `turn_end` and `agent_end`, written back without the transcript they repeat.
+    fn on_repeat(&mut self, kind: &str, mut ev: Map<String, Value>) -> LineResult {
+        let mut r = LineResult::keep();
+        if kind == "turn_end" {
+            self.turns += 1;
+            ev.remove("message");
+            ev.remove("toolResults");
+            r.action = reduced(&ev);
+            return r;
+        }
+        let will_retry = ev.get("willRetry").and_then(Value::as_bool);
+        ev.remove("messages");
+        r.action = reduced(&ev);
+        let last_will_be_retried = self.last_stop.as_deref() == Some("error")
+            && self.last_error.as_deref().is_some_and(pi_retries);
+        let terminal = match will_retry {
+            Some(w) => !w,
+            None => !last_will_be_retried,
+        };
+        if terminal {
+            self.mark_terminal("agent_end", &mut r);
+        }
+        r
+    }
+
+    fn on_assistant(&mut self, msg: &Message<'_>, r: &mut LineResult) {
+        let stop = msg.stop_reason.get().map(str::to_owned);
+        let error = msg.error_message.get().map(str::to_owned);
+        if let Some(m) = msg.model.get() {
             self.out.model = Some(m.to_owned());
         }
-        if let Some(u) = msg.get("usage") {
+        if let Some(u) = &msg.usage.0 {
             let usage = Usage {
-                input_tokens: u64_at(u, "input"),
-                output_tokens: u64_at(u, "output"),
-                cache_read_tokens: u64_at(u, "cacheRead"),
-                cache_write_tokens: u64_at(u, "cacheWrite"),
-                total_tokens: u64_at(u, "totalTokens"),
+                input_tokens: u.input.tolerant_u64(),
+                output_tokens: u.output.tolerant_u64(),
+                cache_read_tokens: u.cache_read.tolerant_u64(),
+                cache_write_tokens: u.cache_write.tolerant_u64(),
+                total_tokens: u.total_tokens.tolerant_u64(),
             };
             add_usage(&mut self.usage, &usage);
-            if let Some(c) = u
-                .get("cost")
-                .and_then(|c| c.get("total"))
-                .and_then(Value::as_f64)
-            {
+            if let Some(c) = u.cost.total.as_f64() {
                 self.cost = Some(self.cost.unwrap_or(0.0) + c);
             }
         }
-        let text = content_text(msg.get("content").unwrap_or(&Value::Null));
+        let text = msg.content.0.to_string();
         if !std::mem::take(&mut self.streamed) && !text.is_empty() {
-            r.pane.push(PaneItem::Text(text.clone()));
-            r.pane.push(PaneItem::TextEnd);
+            if self.pane_full {
+                r.unshown += 1;
+            } else {
+                r.pane.push(PaneItem::Text(text.clone()));
+                r.pane.push(PaneItem::TextEnd);
+            }
         }
         self.out.final_text = (!text.is_empty()).then_some(text);
         if stop.as_deref() == Some("error") {

@@ -42,25 +42,51 @@ fn sha256_of(mut f: std::fs::File) -> std::io::Result<(u64, String)> {
     Ok((n_total, hex))
 }
 
+/// A file's size and SHA-256 as its writer kept them while writing (the worker's logs), so
+/// that the end of an attempt need not read hundreds of megabytes again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The file's name in the attempt dir (`events.jsonl`).
+    pub name: &'static str,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
 /// The envelope's `artifacts`: every file of subpane's that exists, in a fixed order (the
 /// worktree's status and diff for a `--worktree` attempt), then the program's files in
-/// `out/`. The note says what of `out/` could not be listed.
-pub fn collect_artifacts(paths: &AttemptPaths, worktree: bool) -> (Vec<Artifact>, Option<String>) {
-    let mut all = collect_named(paths, ARTIFACT_FILES);
+/// `out/`. The note says what of `out/` could not be listed. A file in `written` whose size
+/// on disk is the size written gets the digest kept while writing; any other is read.
+pub fn collect_artifacts(
+    paths: &AttemptPaths,
+    worktree: bool,
+    written: &[Written],
+) -> (Vec<Artifact>, Option<String>) {
+    let mut all = collect_named(paths, ARTIFACT_FILES, written);
     if worktree {
-        all.extend(collect_named(paths, WORKTREE_ARTIFACT_FILES));
+        all.extend(collect_named(paths, WORKTREE_ARTIFACT_FILES, written));
     }
     let (out, note) = collect_out(paths);
     all.extend(out);
     (all, note)
 }
 
-fn collect_named(paths: &AttemptPaths, files: &[(&str, &str)]) -> Vec<Artifact> {
+fn collect_named(
+    paths: &AttemptPaths,
+    files: &[(&str, &str)],
+    written: &[Written],
+) -> Vec<Artifact> {
     files
         .iter()
         .filter_map(|(kind, name)| {
-            let p = paths.dir().join(name);
-            let (bytes, sha256) = sha256_file(&p).ok()?;
+            let f = super::open_read(&paths.dir().join(name)).ok()?;
+            let known = written.iter().find(|w| w.name == *name).filter(|w| {
+                f.metadata()
+                    .is_ok_and(|m| m.is_file() && m.len() == w.bytes)
+            });
+            let (bytes, sha256) = match known {
+                Some(w) => (w.bytes, w.sha256.clone()),
+                None => sha256_of(f).ok()?,
+            };
             Some(Artifact {
                 kind: (*kind).to_owned(),
                 path: (*name).to_owned(),
@@ -148,6 +174,28 @@ fn walk(dir: OwnedFd, rel: &str, depth: usize, out: &mut Vec<Artifact>, note: &m
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_kept_while_writing_is_used_only_for_a_file_of_the_size_written() {
+        let d = tempfile::tempdir().unwrap();
+        let paths = AttemptPaths::new(d.path().to_path_buf());
+        std::fs::write(paths.events(), "abc\n").unwrap();
+        std::fs::write(paths.stdout_log(), "grown\n").unwrap();
+        let kept = |name, bytes| Written {
+            name,
+            bytes,
+            sha256: "kept".to_owned(),
+        };
+        let written = [kept("events.jsonl", 4), kept("stdout.log", 3)];
+        let (all, _) = collect_artifacts(&paths, false, &written);
+        let of = |p: &str| all.iter().find(|a| a.path == p).unwrap().clone();
+        assert_eq!(of("events.jsonl").sha256, "kept");
+        assert_eq!(
+            (of("stdout.log").bytes, of("stdout.log").sha256),
+            sha256_file(&paths.stdout_log()).unwrap(),
+            "a file that is not the size written is read"
+        );
+    }
 
     #[test]
     fn out_lists_regular_files_and_never_follows_links() {

@@ -24,7 +24,7 @@ mod layout;
 mod nofollow;
 mod records;
 
-pub use artifacts::{OUT_MAX_DEPTH, OUT_MAX_FILES, collect_artifacts, sha256_file};
+pub use artifacts::{OUT_MAX_DEPTH, OUT_MAX_FILES, Written, collect_artifacts, sha256_file};
 pub use atomic::{
     read_json, write_atomic, write_atomic_dir_synced_later, write_atomic_unsynced,
     write_json_atomic, write_json_dir_synced_later, write_json_new, write_json_unsynced,

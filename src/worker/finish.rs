@@ -165,7 +165,10 @@ impl Worker {
         if let Err(e) = store::write_json_dir_synced_later(&self.paths.worker(), &self.facts) {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
-        let (artifacts, note) = store::collect_artifacts(&self.paths, self.spec.worktree.is_some());
+        self.stream.flush();
+        let written = self.stream.written();
+        let (artifacts, note) =
+            store::collect_artifacts(&self.paths, self.spec.worktree.is_some(), &written);
         if let Some(n) = note {
             output.push_error(n);
         }

@@ -14,9 +14,14 @@
 //! * A disk that fills up may empty again: later writes are still tried.
 //! * A line bigger than the buffer goes straight to the file (after what is buffered), so a
 //!   64 MiB line is never copied.
+//! * The SHA-256 of what was written is kept as it is written, so the envelope's artifacts
+//!   need not read the file again ([`LogFile::written`]); after a failed write the file's
+//!   content is not known, and the digest is given up (the file is read at the end instead).
 
 use std::fs::File;
 use std::io::{IoSlice, Write};
+
+use super::digest::RunningHash;
 
 /// What a log lost to failed writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -34,6 +39,9 @@ pub(crate) struct LogFile {
     /// Lines in `buf`, not yet written.
     pending: u64,
     lost: Lost,
+    /// The digest of every byte written, while every write succeeded.
+    hash: Option<RunningHash>,
+    written: u64,
 }
 
 impl LogFile {
@@ -44,7 +52,15 @@ impl LogFile {
             cap,
             pending: 0,
             lost: Lost::default(),
+            hash: Some(RunningHash::new()),
+            written: 0,
         }
+    }
+
+    /// Bytes written and their SHA-256 (hex), when every write succeeded: what the file holds
+    /// if nothing else wrote to it (the caller compares the size on disk).
+    pub(crate) fn written(&self) -> Option<(u64, String)> {
+        Some((self.written, self.hash.as_ref()?.hex()))
     }
 
     /// Appends one line and its newline.
@@ -52,6 +68,7 @@ impl LogFile {
         if line.len() >= self.cap {
             self.flush();
             let r = write_all_vectored(&mut self.file, &[line, b"\n"]);
+            self.hashed(&r, &[line, b"\n"]);
             self.account(r, 1, line.len() as u64 + 1);
             return;
         }
@@ -67,6 +84,7 @@ impl LogFile {
     pub(crate) fn bytes(&mut self, bytes: &[u8]) {
         self.flush();
         let r = self.file.write_all(bytes);
+        self.hashed(&r, &[bytes]);
         self.account(r, 0, bytes.len() as u64);
     }
 
@@ -77,6 +95,15 @@ impl LogFile {
         }
         let r = self.file.write_all(&self.buf);
         let (lines, bytes) = (self.pending, self.buf.len() as u64);
+        match (&r, self.hash.as_mut()) {
+            (Ok(()), Some(h)) => {
+                self.written += bytes;
+                // Takes the buffer (a big log's goes to the hashing thread) and leaves an
+                // empty one.
+                h.written_buf(&mut self.buf, self.cap);
+            }
+            _ => self.hash = None,
+        }
         self.account(r, lines, bytes);
         self.buf.clear();
         self.pending = 0;
@@ -85,6 +112,18 @@ impl LogFile {
     /// What failed writes lost so far.
     pub(crate) fn lost(&self) -> &Lost {
         &self.lost
+    }
+
+    fn hashed(&mut self, r: &std::io::Result<()>, parts: &[&[u8]]) {
+        match (r, self.hash.as_mut()) {
+            (Ok(()), Some(h)) => {
+                for p in parts {
+                    h.written(p);
+                    self.written += p.len() as u64;
+                }
+            }
+            _ => self.hash = None,
+        }
     }
 
     fn account(&mut self, r: std::io::Result<()>, lines: u64, bytes: u64) {
@@ -126,6 +165,11 @@ mod tests {
         assert_eq!(log.lost().lines, 3);
         assert_eq!(log.lost().bytes, 4 + 4 + 41);
         assert!(log.lost().error.as_deref().unwrap().contains("space"));
+        assert_eq!(
+            log.written(),
+            None,
+            "a failed write leaves the content unknown"
+        );
 
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("ok.log");
@@ -138,5 +182,10 @@ mod tests {
         assert_eq!(log.lost(), &Lost::default());
         let want = format!("a\n{}\nrawc\n", "b".repeat(20));
         assert_eq!(std::fs::read_to_string(&p).unwrap(), want);
+        assert_eq!(
+            log.written(),
+            Some(crate::store::sha256_file(&p).unwrap()),
+            "the digest kept while writing is the file's"
+        );
     }
 }

@@ -33,6 +33,7 @@
 //!   attempt directory is opened without following links (`store::create_new`,
 //!   `store::open_read`, atomic renames), since the program may have planted one there.
 
+mod digest;
 mod finish;
 mod lines;
 mod logfile;

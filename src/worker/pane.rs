@@ -5,6 +5,11 @@
 //! or reprogram the viewer's terminal. The pane's fd is non-blocking and writes go through a
 //! bounded buffer: when the pane falls behind, whole lines are skipped and a note says how
 //! many. Events are never affected, since they are written before the pane sees anything.
+//!
+//! The pane also takes at most [`WINDOW_BUDGET`] bytes per [`WINDOW`]: far more than anyone
+//! reads, and a bound on what rendering costs the filter when an agent prints hundreds of
+//! megabytes a second (lines past it are skipped and counted the same way; a parser that
+//! sees no room drops its deltas unread).
 
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
@@ -15,6 +20,9 @@ use crate::adapter::PaneItem;
 
 /// Pending bytes kept for a slow pane.
 const PENDING_CAP: usize = 256 * 1024;
+/// Bytes the pane takes per window (1.3 MB/s: pages of text per second).
+const WINDOW_BUDGET: usize = 128 * 1024;
+const WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 
 pub use super::render::Style;
 
@@ -29,6 +37,9 @@ pub struct Pane {
     render: Render,
     /// The pane's input is in non-canonical mode (see `raw_input`).
     input_raw: bool,
+    /// What the pane may still take in this window, and when the window ends.
+    budget: usize,
+    window_end: Option<std::time::Instant>,
 }
 
 impl Pane {
@@ -52,6 +63,16 @@ impl Pane {
             dead: false,
             render: Render::new(color, "\r\n"),
             input_raw,
+            budget: WINDOW_BUDGET,
+            window_end: None,
+        }
+    }
+
+    /// Once per wake-up: a new window when the last one is over.
+    pub fn tick(&mut self, now: std::time::Instant) {
+        if self.window_end.is_none_or(|end| now >= end) {
+            self.budget = WINDOW_BUDGET;
+            self.window_end = Some(now + WINDOW);
         }
     }
 
@@ -72,7 +93,7 @@ impl Pane {
 
     /// Whether there is room for another line; lines that do not fit are skipped.
     pub fn has_room(&self) -> bool {
-        !self.dead && self.pending.len() < PENDING_CAP
+        !self.dead && self.pending.len() < PENDING_CAP && self.budget > 0
     }
 
     fn push_raw(&mut self, s: &str) {
@@ -92,6 +113,7 @@ impl Pane {
             self.skipped = 0;
         }
         self.pending.extend_from_slice(s.as_bytes());
+        self.budget = self.budget.saturating_sub(s.len());
     }
 
     /// Whether a line fits now; a line that does not is counted as skipped.
@@ -101,6 +123,12 @@ impl Pane {
             self.skip();
         }
         room
+    }
+
+    /// Lines an adapter did not build because there was no room: skipped all the same.
+    pub fn skipped_unbuilt(&mut self, n: u64) {
+        self.skipped += n;
+        self.total_skipped += n;
     }
 
     fn skip(&mut self) {
@@ -164,6 +192,9 @@ impl Pane {
     /// Before the final lines: writes what the terminal takes now, and drops the rest (counted
     /// as skipped), so the status line is never stuck behind a backlog.
     pub fn make_room_for_final(&mut self) {
+        // The end is always shown, whatever the window allows.
+        self.budget = usize::MAX;
+        self.window_end = None;
         self.flush();
         if self.dead || self.pending.is_empty() {
             return;

@@ -52,7 +52,8 @@ impl Worker {
             store::create_new(p)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", p.display())))
         };
-        let events = LogFile::new(open(&self.paths.events())?, 256 * 1024);
+        // 128 KiB a write: a big log keeps up to four such buffers (digest.rs).
+        let events = LogFile::new(open(&self.paths.events())?, 128 * 1024);
         let stdout_log = LogFile::new(open(&self.paths.stdout_log())?, 64 * 1024);
         let stderr_log = LogFile::new(open(&self.paths.stderr_log())?, 0);
         self.stream.set_logs(events, stdout_log, stderr_log);

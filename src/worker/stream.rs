@@ -162,6 +162,25 @@ impl Stream {
         f.live.write_if_due(now, paths, || f.parser.so_far());
     }
 
+    /// The logs' sizes and digests as written (see [`crate::store::Written`]).
+    pub(crate) fn written(&self) -> Vec<crate::store::Written> {
+        let logs = [
+            ("events.jsonl", self.filter.events.as_ref()),
+            ("stdout.log", self.filter.stdout_log.as_ref()),
+            ("stderr.log", self.stderr_log.as_ref()),
+        ];
+        logs.into_iter()
+            .filter_map(|(name, log)| {
+                let (bytes, sha256) = log?.written()?;
+                Some(crate::store::Written {
+                    name,
+                    bytes,
+                    sha256,
+                })
+            })
+            .collect()
+    }
+
     /// What failed writes lost, per log: `events.jsonl`, `stdout.log`, `stderr.log`.
     pub(crate) fn lost(&self) -> [(&'static str, Option<&Lost>); 3] {
         [
@@ -301,6 +320,7 @@ impl Filter {
                     pane.item(item);
                     self.live.item(item);
                 }
+                pane.skipped_unbuilt(r.unshown);
                 r.terminal
             }
         }
@@ -342,6 +362,7 @@ impl Worker {
             s.flush();
             let now = Instant::now();
             s.write_progress(now, &self.paths);
+            self.pane.tick(now);
             if seen.output || s.closed() {
                 if seen.output {
                     self.feed(Event::Output, now);
