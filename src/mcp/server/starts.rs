@@ -1,38 +1,7 @@
-//! The tool calls: arguments in, the application layer, bounded answers out.
-//!
-//! Each call parses its arguments into the same types the command line builds (a bad one is
-//! a tool error with the CLI's message, never a protocol error or a crash), runs the
-//! application layer on a blocking thread, and answers with structured content plus a short
-//! text. An outcome is not an error: a run that failed is a successful call whose text says
-//! `failed`; `isError` means the call itself did not do what was asked.
+//! The tools that start runs and wait for them: `run`, `retry`, `wait`, `fanout`. Each waits
+//! at most its `max_wait`, says progress while it waits, and answers with what it has.
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-};
-use rmcp::service::{NotificationContext, RequestContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
-
-use super::ToolError;
-use super::answer::{self, MAX_DOC};
-use super::call::{Call, Cancels, Reporter, blocking};
-use super::reply::{bounded, finished, live, prepend, result, to_value};
-use super::tools::{
-    self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs,
-    WaitArgs, Waiting,
-};
-use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
-use crate::app::{
-    self, AttemptStatus, CancelOutcome, OnInterrupt, Plan, RealSystem, RunOptions, RunOutcome,
-    RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
-};
-use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
-use crate::store::{AttemptPaths, Home};
+use super::*;
 
 /// How often a long call reports progress while nothing else happens.
 const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -40,60 +9,8 @@ const HEARTBEAT: Duration = Duration::from_secs(5);
 /// Who a `run` or `retry` call's cancel is recorded as coming from.
 const CANCELLED_BY: &str = "the MCP client (its tool call was cancelled)";
 
-/// The MCP server of one subpane home.
-#[derive(Clone)]
-pub struct Server {
-    home: Arc<Home>,
-    cancels: Cancels,
-    /// How long a call waits at most when it does not say.
-    max_wait: Duration,
-    /// The starts in progress, which a closing server lets finish.
-    starts: super::Starts,
-}
-
-type Answer = Result<CallToolResult, ToolError>;
-
 impl Server {
-    pub fn new(home: Home, max_wait: Duration, starts: super::Starts) -> Self {
-        Self {
-            home: Arc::new(home),
-            cancels: Cancels::default(),
-            max_wait,
-            starts,
-        }
-    }
-
-    async fn dispatch(&self, name: &str, args: Value, call: &Call) -> Result<Answer, McpError> {
-        Ok(match name {
-            tools::RUN => self.run(args, call).await,
-            tools::STATUS => self.status(args).await,
-            tools::WAIT => self.wait(args, call).await,
-            tools::LOGS => self.logs(args).await,
-            tools::CANCEL => self.cancel(args).await,
-            tools::LIST => self.list(args).await,
-            tools::FANOUT => self.fanout(args, call).await,
-            tools::RETRY => self.retry(args, call).await,
-            other => {
-                return Err(McpError::invalid_params(
-                    format!(
-                        "no tool `{other}`; the tools are {}",
-                        tools::NAMES.join(", ")
-                    ),
-                    None,
-                ));
-            }
-        })
-    }
-
-    /// The call's `max_wait`, or the server's.
-    fn max_wait(&self, given: Option<&str>) -> Result<Duration, ToolError> {
-        Ok(match given {
-            Some(t) => parse_positive_duration("`max_wait`", t).map_err(app::Error::from)?,
-            None => self.max_wait,
-        })
-    }
-
-    async fn run(&self, mut args: Value, call: &Call) -> Answer {
+    pub(super) async fn run(&self, mut args: Value, call: &Call) -> Answer {
         // `wait` and `max_wait` are the call's; the rest is the request.
         let mut waiting = serde_json::Map::new();
         if let Some(o) = args.as_object_mut() {
@@ -113,7 +30,7 @@ impl Server {
             .await
     }
 
-    async fn retry(&self, args: Value, call: &Call) -> Answer {
+    pub(super) async fn retry(&self, args: Value, call: &Call) -> Answer {
         let a: RetryArgs = parse(tools::RETRY, args)?;
         let max_wait = self.max_wait(a.max_wait.as_deref())?;
         let home = self.home.clone();
@@ -133,7 +50,7 @@ impl Server {
     /// Starts the attempt of `plan` and, with `wait`, waits for it up to `max_wait`: the
     /// start–wait–answer of `run` and `retry`. A client's cancel of the call cancels the
     /// attempt.
-    async fn start_and_answer(
+    pub(super) async fn start_and_answer(
         &self,
         plan: Plan,
         wait: bool,
@@ -222,7 +139,7 @@ impl Server {
 
     /// Waits for `targets` on a blocking thread, reporting progress, until the mode is met,
     /// the timeout passes, or the client cancels the call (`stopped`).
-    async fn wait_on(
+    pub(super) async fn wait_on(
         &self,
         targets: Vec<(AttemptPaths, AttemptSpec)>,
         mode: WaitMode,
@@ -252,20 +169,7 @@ impl Server {
         .await
     }
 
-    async fn status(&self, args: Value) -> Answer {
-        let a: StatusArgs = parse(tools::STATUS, args)?;
-        let home = self.home.clone();
-        blocking(move || {
-            let f = app::find_run(&home, &a.run_id, a.attempt)?;
-            Ok(match app::attempt_status(&f.paths, &f.spec)? {
-                AttemptStatus::Finished(env) => finished(&env, &f.paths),
-                AttemptStatus::Live(doc) => live(&doc),
-            })
-        })
-        .await
-    }
-
-    async fn wait(&self, args: Value, call: &Call) -> Answer {
+    pub(super) async fn wait(&self, args: Value, call: &Call) -> Answer {
         let a: WaitArgs = parse(tools::WAIT, args)?;
         let timeout = a
             .timeout
@@ -304,7 +208,7 @@ impl Server {
                 .transpose()?
                 .flatten();
             let answers = app::wait_answers(targets, res)?;
-            Ok(super::reply::wait_answer(
+            Ok(reply::wait_answer(
                 &answers,
                 report.as_ref(),
                 max_wait_passed,
@@ -314,101 +218,7 @@ impl Server {
         .await
     }
 
-    async fn logs(&self, args: Value) -> Answer {
-        let a: LogsArgs = parse(tools::LOGS, args)?;
-        let max = a
-            .max_bytes
-            .unwrap_or(tools::LOGS_DEFAULT)
-            .clamp(1, tools::LOGS_MAX);
-        let home = self.home.clone();
-        blocking(move || {
-            let f = app::find_run(&home, &a.run_id, a.attempt)?;
-            let path = f.log_path(a.file);
-            let Some((tail, size)) = app::log_end(&path, max)? else {
-                let text = format!("{} does not exist (yet)", path.display());
-                let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
-                                 "path": path, "exists": false, "size": 0, "truncated": false});
-                return Ok(result(text, doc));
-            };
-            let truncated = size > max;
-            let header = if truncated {
-                format!("(the last {max} of {size} bytes of {})\n", path.display())
-            } else {
-                format!("({size} bytes of {})\n", path.display())
-            };
-            // The text once: in the content, not again in the structured content.
-            let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
-                             "path": path, "exists": true, "size": size,
-                             "truncated": truncated, "shown_bytes": tail.len()});
-            Ok(result(format!("{header}{tail}"), doc))
-        })
-        .await
-    }
-
-    async fn cancel(&self, args: Value) -> Answer {
-        let a: CancelArgs = parse(tools::CANCEL, args)?;
-        let grace_ms = a
-            .grace
-            .as_deref()
-            .map(|g| parse_duration("`grace`", g))
-            .transpose()
-            .map_err(app::Error::from)?
-            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let home = self.home.clone();
-        blocking(move || {
-            let f = app::find_run(&home, &a.run_id, a.attempt)?;
-            Ok(match app::cancel(&f, grace_ms)? {
-                CancelOutcome::AlreadyFinished(env) => {
-                    let mut r = finished(&env, &f.paths);
-                    prepend(&mut r, "already finished; nothing to cancel\n");
-                    r
-                }
-                CancelOutcome::Requested(c) => {
-                    // Its state as the request left it (it ends soon; `wait` shows the end).
-                    let status = match app::attempt_status(&f.paths, &f.spec)? {
-                        AttemptStatus::Finished(env) => env.status.as_str(),
-                        AttemptStatus::Live(doc) => doc.status.as_str(),
-                    };
-                    let mut doc = to_value(&c);
-                    if let Some(o) = doc.as_object_mut() {
-                        o.insert("status".into(), status.into());
-                    }
-                    result(
-                        format!(
-                            "cancel requested for run {} (attempt {}); `wait` shows it end",
-                            c.run_id, c.attempt
-                        ),
-                        doc,
-                    )
-                }
-            })
-        })
-        .await
-    }
-
-    async fn list(&self, args: Value) -> Answer {
-        let a: ListArgs = parse(tools::LIST, args)?;
-        let limit = a
-            .limit
-            .unwrap_or(tools::LIST_DEFAULT)
-            .clamp(1, tools::LIST_MAX);
-        let home = self.home.clone();
-        blocking(move || {
-            let mut rows = app::list_group(&home, a.status, a.group.as_deref())?;
-            rows.retain(|r| a.labels.iter().all(|(k, v)| r.labels.get(k) == Some(v)));
-            let total = rows.len();
-            rows.truncate(limit);
-            let (docs, left) = answer::fit(rows.iter().map(answer::row_doc), MAX_DOC);
-            rows.truncate(docs.len());
-            let text = answer::rows_text(&rows, total);
-            let doc = json!({"total": total, "truncated": total > docs.len() || left > 0,
-                             "runs": docs});
-            Ok(result(text, doc))
-        })
-        .await
-    }
-
-    async fn fanout(&self, args: Value, call: &Call) -> Answer {
+    pub(super) async fn fanout(&self, args: Value, call: &Call) -> Answer {
         let a: FanoutArgs = parse(tools::FANOUT, args)?;
         if a.tasks.is_empty() {
             return Err(ToolError::Invalid(
@@ -498,13 +308,13 @@ impl Server {
         let Some(report) = report else {
             return Err(ToolError::Invalid(format!("group {group} has no record")));
         };
-        let mut r = super::reply::fanout_answer(&report);
+        let mut r = reply::fanout_answer(&report);
         let going = report.summary.running + report.summary.queued;
         if going > 0 {
             if let Some(o) = r.structured_content.as_mut().and_then(Value::as_object_mut) {
                 o.insert("max_wait_passed".into(), true.into());
             }
-            super::reply::append(
+            reply::append(
                 &mut r,
                 &format!(
                     "\nmax_wait ({}) passed; the group goes on ({} running, {} queued): call \
@@ -529,15 +339,6 @@ fn fanout_progress(r: &crate::envelope::FanoutReport) -> String {
         s.running,
         s.queued
     )
-}
-
-/// The arguments of `tool` as `T`, or the error a model can act on (naming the argument).
-fn parse<T: DeserializeOwned>(tool: &'static str, args: Value) -> Result<T, ToolError> {
-    serde_path_to_error::deserialize(args).map_err(|e| ToolError::Args {
-        tool,
-        path: e.path().to_string(),
-        source: e.into_inner(),
-    })
 }
 
 /// A progress message for a wait: how many finished, and which one just did. `only`: the
@@ -571,61 +372,4 @@ fn started_text(s: &Started) -> String {
         text.push_str(&format!("\nwarning: {w}"));
     }
     text
-}
-
-impl ServerHandler for Server {
-    fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("subpane", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "subpane runs subagents (pi, claude, codex) or any program as supervised, \
-                 recorded runs. `run` answers with the outcome, or after max_wait (below 60 s) \
-                 with the run still going: then call `wait` with its run_id, as often as \
-                 needed. For parallel work use `fanout` (its group goes on without you) or \
-                 runs with wait: false, then `wait`. Every run is recorded under the subpane \
-                 home; `status`, `logs` and `list` read it; `retry` starts the next attempt.",
-            )
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(tools::all()))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let call = Call::new(&context, self.cancels.clone());
-        let args = Value::Object(request.arguments.unwrap_or_default());
-        let out = self.dispatch(&request.name, args, &call).await;
-        let cancelled = call.was_cancelled();
-        call.finish().await;
-        let out = out?;
-        if cancelled {
-            eprintln!(
-                "subpane mcp: `{}` call cancelled by the client",
-                request.name
-            );
-        }
-        Ok(match out {
-            Ok(r) => bounded(r),
-            Err(e) => e.answer(),
-        }
-        .into())
-    }
-
-    async fn on_cancelled(
-        &self,
-        notification: CancelledNotificationParam,
-        _context: NotificationContext<RoleServer>,
-    ) {
-        if let Some(id) = &notification.request_id {
-            self.cancels.cancel(id);
-        }
-    }
 }

@@ -1,0 +1,113 @@
+//! The tools that look at runs that exist, or stop one: `status`, `logs`, `list`, `cancel`.
+//! None of them waits for a run to end.
+
+use super::*;
+
+impl Server {
+    pub(super) async fn status(&self, args: Value) -> Answer {
+        let a: StatusArgs = parse(tools::STATUS, args)?;
+        let home = self.home.clone();
+        blocking(move || {
+            let f = app::find_run(&home, &a.run_id, a.attempt)?;
+            Ok(match app::attempt_status(&f.paths, &f.spec)? {
+                AttemptStatus::Finished(env) => finished(&env, &f.paths),
+                AttemptStatus::Live(doc) => live(&doc),
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn logs(&self, args: Value) -> Answer {
+        let a: LogsArgs = parse(tools::LOGS, args)?;
+        let max = a
+            .max_bytes
+            .unwrap_or(tools::LOGS_DEFAULT)
+            .clamp(1, tools::LOGS_MAX);
+        let home = self.home.clone();
+        blocking(move || {
+            let f = app::find_run(&home, &a.run_id, a.attempt)?;
+            let path = f.log_path(a.file);
+            let Some((tail, size)) = app::log_end(&path, max)? else {
+                let text = format!("{} does not exist (yet)", path.display());
+                let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
+                                 "path": path, "exists": false, "size": 0, "truncated": false});
+                return Ok(result(text, doc));
+            };
+            let truncated = size > max;
+            let header = if truncated {
+                format!("(the last {max} of {size} bytes of {})\n", path.display())
+            } else {
+                format!("({size} bytes of {})\n", path.display())
+            };
+            // The text once: in the content, not again in the structured content.
+            let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
+                             "path": path, "exists": true, "size": size,
+                             "truncated": truncated, "shown_bytes": tail.len()});
+            Ok(result(format!("{header}{tail}"), doc))
+        })
+        .await
+    }
+
+    pub(super) async fn cancel(&self, args: Value) -> Answer {
+        let a: CancelArgs = parse(tools::CANCEL, args)?;
+        let grace_ms = a
+            .grace
+            .as_deref()
+            .map(|g| parse_duration("`grace`", g))
+            .transpose()
+            .map_err(app::Error::from)?
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let home = self.home.clone();
+        blocking(move || {
+            let f = app::find_run(&home, &a.run_id, a.attempt)?;
+            Ok(match app::cancel(&f, grace_ms)? {
+                CancelOutcome::AlreadyFinished(env) => {
+                    let mut r = finished(&env, &f.paths);
+                    prepend(&mut r, "already finished; nothing to cancel\n");
+                    r
+                }
+                CancelOutcome::Requested(c) => {
+                    // Its state as the request left it (it ends soon; `wait` shows the end).
+                    let status = match app::attempt_status(&f.paths, &f.spec)? {
+                        AttemptStatus::Finished(env) => env.status.as_str(),
+                        AttemptStatus::Live(doc) => doc.status.as_str(),
+                    };
+                    let mut doc = to_value(&c);
+                    if let Some(o) = doc.as_object_mut() {
+                        o.insert("status".into(), status.into());
+                    }
+                    result(
+                        format!(
+                            "cancel requested for run {} (attempt {}); `wait` shows it end",
+                            c.run_id, c.attempt
+                        ),
+                        doc,
+                    )
+                }
+            })
+        })
+        .await
+    }
+
+    pub(super) async fn list(&self, args: Value) -> Answer {
+        let a: ListArgs = parse(tools::LIST, args)?;
+        let limit = a
+            .limit
+            .unwrap_or(tools::LIST_DEFAULT)
+            .clamp(1, tools::LIST_MAX);
+        let home = self.home.clone();
+        blocking(move || {
+            let mut rows = app::list_group(&home, a.status, a.group.as_deref())?;
+            rows.retain(|r| a.labels.iter().all(|(k, v)| r.labels.get(k) == Some(v)));
+            let total = rows.len();
+            rows.truncate(limit);
+            let (docs, left) = answer::fit(rows.iter().map(answer::row_doc), MAX_DOC);
+            rows.truncate(docs.len());
+            let text = answer::rows_text(&rows, total);
+            let doc = json!({"total": total, "truncated": total > docs.len() || left > 0,
+                             "runs": docs});
+            Ok(result(text, doc))
+        })
+        .await
+    }
+}
