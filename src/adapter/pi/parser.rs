@@ -1,0 +1,370 @@
+//! Reading `pi --mode json`: what is kept, dropped or reduced, the pane's lines, and the
+//! report (see the module docs of `pi`).
+
+use super::events::*;
+use super::*;
+
+/// Reads `pi --mode json`.
+#[derive(Default)]
+pub struct PiParser {
+    out: Output,
+    usage: Usage,
+    cost: Option<f64>,
+    turns: u64,
+    tool_calls: u64,
+    /// The last assistant message: its stop reason and error.
+    last_stop: Option<String>,
+    last_error: Option<String>,
+    /// Errors of attempts pi is retrying; dropped if a retry succeeds.
+    retried_errors: Vec<String>,
+    terminal: Option<String>,
+    /// The pane takes more text (see `StreamParser::set_pane_room`).
+    pane_full: bool,
+    /// The current message came with deltas (shown as they came, or dropped unread). Without
+    /// any, as when `events.jsonl` is read back (`logs --pretty`), its `message_end` shows
+    /// the whole text.
+    streamed: bool,
+}
+
+impl StreamParser for PiParser {
+    fn on_line(&mut self, line: &[u8]) -> LineResult {
+        // Fast path (most of a pi stream): the type is read from the first bytes and the line
+        // is parsed exactly once, by the parse that needs it; a line that fails that parse is
+        // not JSON and goes where `peek` would have sent it.
+        if let Some(kind) = leading_type(line) {
+            return match kind {
+                // Nobody can see the text now: a delta is dropped unread.
+                "message_update" if self.pane_full => {
+                    self.streamed = true;
+                    LineResult::drop_line()
+                }
+                "message_update" => self
+                    .on_update(line)
+                    .unwrap_or_else(|| LineResult::plain(line)),
+                "tool_execution_update" => {
+                    match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
+                        Ok(_) => LineResult::drop_line(),
+                        Err(_) => LineResult::plain(line),
+                    }
+                }
+                _ => self
+                    .on_kept(kind, line)
+                    .unwrap_or_else(|| LineResult::plain(line)),
+            };
+        }
+        let peeked = peek(line);
+        let kind = match &peeked {
+            Peeked::Event(Some(k)) => k.as_ref(),
+            Peeked::Event(None) => return LineResult::keep(),
+            _ => return not_an_event(line, &peeked),
+        };
+        match kind {
+            "message_update" => self.on_update(line).unwrap_or_else(LineResult::drop_line),
+            "tool_execution_update" => LineResult::drop_line(),
+            _ => {
+                let kind = kind.to_owned();
+                self.on_kept(&kind, line).unwrap_or_else(LineResult::keep)
+            }
+        }
+    }
+
+    fn set_pane_room(&mut self, room: bool) {
+        self.pane_full = !room;
+    }
+
+    fn so_far(&self) -> SoFar {
+        SoFar {
+            usage: (self.usage != Usage::default()).then(|| self.usage.clone()),
+            cost_usd: self.cost,
+            turns: Some(self.turns),
+            tool_calls: Some(self.tool_calls),
+        }
+    }
+
+    fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport {
+        let mut out = std::mem::take(&mut self.out);
+        for e in self.retried_errors.drain(..) {
+            out.push_error(e);
+        }
+        if self.usage != Usage::default() {
+            out.usage = Some(self.usage.clone());
+        }
+        out.cost_usd = self.cost;
+        out.turns = Some(self.turns);
+        out.tool_calls = Some(self.tool_calls);
+        finish_common(&mut out, stderr_tail, self.terminal.is_some());
+        AgentReport {
+            output: out,
+            terminal_event: self.terminal.clone(),
+            model_error: self.last_stop.as_deref() == Some("error"),
+        }
+    }
+}
+
+impl PiParser {
+    /// A kept event, read once: typed and borrowed for what the report and the pane use, a
+    /// map only for the transcript repeats that are written back reduced. `None` when the
+    /// line does not parse.
+    fn on_kept(&mut self, kind: &str, line: &[u8]) -> Option<LineResult> {
+        match kind {
+            "turn_end" | "agent_end" => {
+                let ev = serde_json::from_slice::<Map<String, Value>>(line).ok()?;
+                Some(self.on_repeat(kind, ev))
+            }
+            "session"
+            | "message_end"
+            | "tool_execution_start"
+            | "tool_execution_end"
+            | "auto_retry_start"
+            | "auto_retry_end"
+            | "compaction_start" => {
+                let ev = serde_json::from_slice::<Event<'_>>(line).ok()?;
+                Some(self.on_event(kind, &ev))
+            }
+            _ => {
+                serde_json::from_slice::<serde::de::IgnoredAny>(line).ok()?;
+                Some(self.on_event(kind, &Event::default()))
+            }
+        }
+    }
+
+    /// A delta: dropped, shown in the pane. `None` when the line is not valid JSON.
+    fn on_update(&mut self, line: &[u8]) -> Option<LineResult> {
+        self.streamed = true;
+        let mut r = LineResult::drop_line();
+        let update = match serde_json::from_slice::<Update<'_>>(line) {
+            Ok(u) => u,
+            // Valid JSON of an unexpected shape is still a delta to drop.
+            Err(_) => {
+                serde_json::from_slice::<serde::de::IgnoredAny>(line).ok()?;
+                return Some(r);
+            }
+        };
+        if let Update { event: Some(ev) } = update {
+            match ev.kind.as_ref() {
+                "text_delta" => {
+                    if let Some(d) = ev.delta {
+                        r.pane.push(PaneItem::Text(d.into_owned()));
+                    }
+                }
+                "text_end" => r.pane.push(PaneItem::TextEnd),
+                _ => {}
+            }
+        }
+        Some(r)
+    }
+
+    fn on_event(&mut self, kind: &str, ev: &Event<'_>) -> LineResult {
+        let mut r = LineResult::keep();
+        match kind {
+            "session" => {
+                if let Some(id) = ev.id.get() {
+                    self.out.session_id = Some(id.to_owned());
+                    r.pane.push(PaneItem::Info(format!("pi session {id}")));
+                }
+            }
+            "message_end" if ev.message.role.get() == Some("assistant") => {
+                self.on_assistant(&ev.message, &mut r);
+            }
+            "tool_execution_start" | "tool_execution_end" if self.pane_full => {
+                if kind == "tool_execution_start" {
+                    self.tool_calls += 1;
+                }
+                r.unshown += 1;
+            }
+            "tool_execution_start" => {
+                self.tool_calls += 1;
+                let name = ev.tool_name.get().unwrap_or("tool");
+                let summary = summarize_args(ev.args.0.as_ref().unwrap_or(&Value::Null));
+                r.pane.push(PaneItem::ToolCall {
+                    name: name.to_owned(),
+                    summary,
+                });
+            }
+            "tool_execution_end" => {
+                r.pane.push(PaneItem::ToolResult {
+                    summary: abbreviate(&ev.result.0.0),
+                    is_error: ev.is_error.0.unwrap_or(false),
+                });
+            }
+            "agent_settled" => self.mark_terminal("agent_settled", &mut r),
+            "auto_retry_start" => {
+                let attempt = ev.attempt.as_u64().unwrap_or(0);
+                let max = ev.max_attempts.as_u64().unwrap_or(0);
+                let err = ev.error_message.get().unwrap_or("");
+                r.pane.push(PaneItem::Info(format!(
+                    "retry {attempt}/{max} after: {}",
+                    one_line(err, 200)
+                )));
+            }
+            "auto_retry_end" => {
+                if ev.success.0 == Some(true) {
+                    self.retried_errors.clear();
+                } else {
+                    self.mark_terminal("auto_retry_end", &mut r);
+                }
+            }
+            "compaction_start" => {
+                let reason = ev.reason.get().unwrap_or("");
+                if reason == "overflow" {
+                    self.out.context_length_exceeded = true;
+                }
+                r.pane
+                    .push(PaneItem::Info(format!("compacting the context ({reason})")));
+            }
+            _ => {}
+        }
+        r
+    }
+
+    /// `turn_end` and `agent_end`, written back without the transcript they repeat.
+    fn on_repeat(&mut self, kind: &str, mut ev: Map<String, Value>) -> LineResult {
+        let mut r = LineResult::keep();
+        if kind == "turn_end" {
+            self.turns += 1;
+            ev.remove("message");
+            ev.remove("toolResults");
+            r.action = reduced(&ev);
+            return r;
+        }
+        let will_retry = ev.get("willRetry").and_then(Value::as_bool);
+        ev.remove("messages");
+        r.action = reduced(&ev);
+        let last_will_be_retried = self.last_stop.as_deref() == Some("error")
+            && self.last_error.as_deref().is_some_and(pi_retries);
+        let terminal = match will_retry {
+            Some(w) => !w,
+            None => !last_will_be_retried,
+        };
+        if terminal {
+            self.mark_terminal("agent_end", &mut r);
+        }
+        r
+    }
+
+    fn on_assistant(&mut self, msg: &Message<'_>, r: &mut LineResult) {
+        let stop = msg.stop_reason.get().map(str::to_owned);
+        let error = msg.error_message.get().map(str::to_owned);
+        if let Some(m) = msg.model.get() {
+            self.out.model = Some(m.to_owned());
+        }
+        if let Some(u) = &msg.usage.0 {
+            let usage = Usage {
+                input_tokens: u.input.tolerant_u64(),
+                output_tokens: u.output.tolerant_u64(),
+                cache_read_tokens: u.cache_read.tolerant_u64(),
+                cache_write_tokens: u.cache_write.tolerant_u64(),
+                total_tokens: u.total_tokens.tolerant_u64(),
+            };
+            add_usage(&mut self.usage, &usage);
+            if let Some(c) = u.cost.total.as_f64() {
+                self.cost = Some(self.cost.unwrap_or(0.0) + c);
+            }
+        }
+        let text = msg.content.0.to_string();
+        if !std::mem::take(&mut self.streamed) && !text.is_empty() {
+            if self.pane_full {
+                r.unshown += 1;
+            } else {
+                r.pane.push(PaneItem::Text(text.clone()));
+                r.pane.push(PaneItem::TextEnd);
+            }
+        }
+        self.out.final_text = (!text.is_empty()).then_some(text);
+        if stop.as_deref() == Some("error") {
+            let e = error
+                .clone()
+                .unwrap_or_else(|| "model call failed".to_owned());
+            if mentions_context_overflow(&e) {
+                self.out.context_length_exceeded = true;
+            }
+            r.pane.push(PaneItem::Error(one_line(&e, 500)));
+            if pi_retries(&e) {
+                self.retried_errors.push(e);
+            } else {
+                self.out.push_error(e);
+            }
+        }
+        self.last_stop = stop;
+        self.last_error = error;
+    }
+
+    fn mark_terminal(&mut self, kind: &str, r: &mut LineResult) {
+        if self.terminal.is_some() {
+            return;
+        }
+        self.terminal = Some(kind.to_owned());
+        r.terminal = true;
+        let mut shown = self.out.clone();
+        shown.usage = Some(self.usage.clone());
+        shown.cost_usd = self.cost;
+        shown.turns = Some(self.turns);
+        shown.tool_calls = Some(self.tool_calls);
+        r.pane.push(usage_info(&shown));
+    }
+}
+
+/// The line without its transcript repeat, when that changed anything.
+fn reduced(ev: &Map<String, Value>) -> LineAction {
+    match serde_json::to_vec(ev) {
+        Ok(v) => LineAction::Replace(v),
+        Err(_) => LineAction::Keep,
+    }
+}
+
+/// Whether pi (0.73) retries a failed call with this error message, as its own
+/// `_isRetryableError` decides: overload, rate limits, 5xx, network trouble; never a context
+/// overflow.
+pub(super) fn pi_retries(error: &str) -> bool {
+    if mentions_context_overflow(error) {
+        return false;
+    }
+    let e = error.to_ascii_lowercase();
+    const PLAIN: [&str; 19] = [
+        "overloaded",
+        "too many requests",
+        "429",
+        "500",
+        "502",
+        "503",
+        "504",
+        "fetch failed",
+        "other side closed",
+        "reset before headers",
+        "socket hang up",
+        "ended without",
+        "http2 request did not get a response",
+        "timeout",
+        "timed out",
+        "time out",
+        "terminated",
+        "upstream connect",
+        "upstream-connect",
+    ];
+    // pi's pattern allows one character between the words ("rate.?limit").
+    const SPLIT: [(&str, &str); 12] = [
+        ("provider", "returned"),
+        ("rate", "limit"),
+        ("service", "unavailable"),
+        ("server", "error"),
+        ("internal", "error"),
+        ("network", "error"),
+        ("connection", "error"),
+        ("connection", "refused"),
+        ("connection", "lost"),
+        ("websocket", "closed"),
+        ("websocket", "error"),
+        ("retry", "delay"),
+    ];
+    PLAIN.iter().any(|p| e.contains(p))
+        || SPLIT.iter().any(|(a, b)| {
+            e.match_indices(a).any(|(i, _)| {
+                let rest = &e[i + a.len()..];
+                rest.starts_with(b)
+                    || rest
+                        .char_indices()
+                        .nth(1)
+                        .is_some_and(|(j, _)| rest[j..].starts_with(b))
+            })
+        })
+}
