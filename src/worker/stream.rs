@@ -351,6 +351,9 @@ impl Worker {
             if nest_ev {
                 self.serve_nest();
             }
+            // A new window for the pane before what this wake-up reads, not after it: a line
+            // read after a quiet spell must not be judged by the budget of a window long over.
+            self.pane.tick(Instant::now());
             let mut seen = Seen::default();
             let s = &mut self.stream;
             if out_ev {
@@ -362,7 +365,6 @@ impl Worker {
             s.flush();
             let now = Instant::now();
             s.write_progress(now, &self.paths);
-            self.pane.tick(now);
             if seen.output || s.closed() {
                 if seen.output {
                     self.feed(Event::Output, now);

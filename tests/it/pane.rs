@@ -347,6 +347,9 @@ fn a_pane_that_catches_up_says_how_many_lines_it_skipped() {
         s.contains("(the pane fell behind; events.jsonl has everything)"),
         "{s}"
     );
+    // The lines after the flood show again once the pane has room (the flood may have used
+    // up its window: the program keeps printing one every 50 ms until it is told to stop).
+    capture_until(&env, &session, "after the flood");
     std::fs::write(&stop, "").unwrap();
     let w = env.sp(["wait", "--json", "behind"]);
     assert_eq!(w.code, 0, "{w:?}");
