@@ -24,11 +24,11 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::lenient::{Content, Flag, List, Num, Present, Str, lenient};
+use super::lenient::{Flag, LazyContent, LazyStr, List, Num, Present, Str, lenient};
 
 use super::common::{
-    Peeked, abbreviate, finish_common, fits_argv, leading_type, not_an_event, one_line, peek,
-    stdin_for, summarize_args, usage_info,
+    Peeked, abbreviate, finish_common, fits_argv, from_line, leading_type, not_an_event, one_line,
+    peek, stdin_for, summarize_args, usage_info,
 };
 use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir,
@@ -250,10 +250,10 @@ lenient! {
     /// A content block of an `assistant` (text, tool_use) or `user` (tool_result) message.
     struct Block<'a> {
         kind: Str<'a> = "type",
-        text: Str<'a> = "text",
+        text: LazyStr<'a> = "text",
         name: Str<'a> = "name",
         input: Present<Value> = "input",
-        content: Content<'a> = "content",
+        content: LazyContent<'a> = "content",
         is_error: Flag = "is_error",
     }
 }
@@ -305,13 +305,24 @@ impl StreamParser for ClaudeParser {
         // and only a line that fails it takes the slow path, which says whether it was JSON.
         if let Some(kind) = leading_type(line) {
             match kind {
+                // Nobody can see the text now: a delta is dropped unread (its type read
+                // from its first bytes, for which block streams).
+                "stream_event"
+                    if self.pane_full
+                        && let Some(delta) = leading_delta(line) =>
+                {
+                    if delta == b"text_delta" {
+                        self.streaming_text = true;
+                    }
+                    return LineResult::drop_line();
+                }
                 "stream_event" => {
                     if let Some(r) = self.on_stream(line) {
                         return r;
                     }
                 }
                 _ => {
-                    if let Ok(ev) = serde_json::from_slice::<Event<'_>>(line) {
+                    if let Some(ev) = from_line::<Event<'_>>(line) {
                         return self.on_event(kind, &ev);
                     }
                 }
@@ -327,9 +338,9 @@ impl StreamParser for ClaudeParser {
             return self.on_stream(line).unwrap_or_else(LineResult::drop_line);
         }
         let kind = kind.to_owned();
-        match serde_json::from_slice::<Event<'_>>(line) {
-            Ok(ev) => self.on_event(&kind, &ev),
-            Err(_) => LineResult::keep(),
+        match from_line::<Event<'_>>(line) {
+            Some(ev) => self.on_event(&kind, &ev),
+            None => LineResult::keep(),
         }
     }
 
@@ -374,16 +385,29 @@ impl StreamParser for ClaudeParser {
     }
 }
 
+/// The delta's type of a line that starts exactly as Claude Code writes a streamed delta,
+/// `{"type":"stream_event","event":{"type":"content_block_delta","index":N,"delta":{"type":"…"`,
+/// read from those bytes only (the line is not validated: it is dropped either way).
+fn leading_delta(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(
+        br#"{"type":"stream_event","event":{"type":"content_block_delta","index":"#.as_slice(),
+    )?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let rest = rest[digits..].strip_prefix(br#","delta":{"type":""#.as_slice())?;
+    let end = memchr::memchr2(b'"', b'\\', rest)?;
+    (digits > 0 && rest[end] == b'"').then(|| &rest[..end])
+}
+
 impl ClaudeParser {
     /// A stream event: dropped, its text shown. `None` when the line is not JSON.
     fn on_stream(&mut self, line: &[u8]) -> Option<LineResult> {
         let mut r = LineResult::drop_line();
-        let ev = match serde_json::from_slice::<StreamLine<'_>>(line) {
-            Ok(StreamLine { event: Some(ev) }) => ev,
-            Ok(_) => return Some(r),
+        let ev = match from_line::<StreamLine<'_>>(line) {
+            Some(StreamLine { event: Some(ev) }) => ev,
+            Some(_) => return Some(r),
             // Valid JSON of an unexpected shape is still a stream event to drop.
-            Err(_) => {
-                serde_json::from_slice::<serde::de::IgnoredAny>(line).ok()?;
+            None => {
+                from_line::<serde::de::IgnoredAny>(line)?;
                 return Some(r);
             }
         };
@@ -556,7 +580,7 @@ fn on_user(ev: &Event<'_>, pane_full: bool, r: &mut LineResult) {
             r.unshown += 1;
         } else if b.kind.get() == Some("tool_result") {
             r.pane.push(PaneItem::ToolResult {
-                summary: abbreviate(&b.content.0),
+                summary: abbreviate(b.content.get()),
                 is_error: b.is_error.0.unwrap_or(false),
             });
         }
@@ -784,6 +808,41 @@ mod tests {
             !p.on_line(br#"{"type":"result"}"#).terminal,
             "terminal only once"
         );
+    }
+
+    /// With the pane full, a streamed delta is dropped on its first bytes, unread; a text
+    /// delta still tells that its block streamed (its `assistant` line adds nothing then,
+    /// not even to the count of what was not shown).
+    #[test]
+    fn with_the_pane_full_deltas_are_dropped_unread() {
+        let delta = |kind: &str, rest: &str| {
+            format!(
+                r#"{{"type":"stream_event","event":{{"type":"content_block_delta","index":12,"delta":{{"type":"{kind}"{rest}"#
+            )
+        };
+        let assistant =
+            br#"{"type":"assistant","message":{"content":[{"type":"text","text":"hi"}]}}"#;
+        for (kind, streamed) in [("text_delta", true), ("input_json_delta", false)] {
+            let mut p = ClaudeParser::default();
+            p.set_pane_room(false);
+            // Not even JSON after its first bytes: nobody reads it.
+            let r = p.on_line(delta(kind, r#","text":"h"#).as_bytes());
+            assert_eq!(r.action, LineAction::Drop, "{kind}");
+            assert!(r.pane.is_empty());
+            assert_eq!(p.streaming_text, streamed, "{kind}");
+            let r = p.on_line(assistant);
+            assert_eq!(r.action, LineAction::Keep);
+            assert_eq!(r.unshown, u64::from(!streamed), "{kind}");
+        }
+        // With room, the same delta is read: not JSON, it is a plain line.
+        let mut p = ClaudeParser::default();
+        assert_eq!(
+            p.on_line(delta("text_delta", r#","text":"h"#).as_bytes())
+                .action,
+            LineAction::Plain
+        );
+        let r = p.on_line(delta("text_delta", r#","text":"h"}}}"#).as_bytes());
+        assert_eq!(r.pane, vec![PaneItem::Text("h".into())]);
     }
 
     fn launch(task: &TaskSpec) -> AgentLaunch {

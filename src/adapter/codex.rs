@@ -28,11 +28,11 @@
 
 use serde_json::Value;
 
-use super::lenient::{List, Num, Present, Str, lenient};
+use super::lenient::{LazyStr, List, Num, Present, Str, lenient};
 
 use super::common::{
-    Peeked, abbreviate, finish_common, fits_argv, leading_type, not_an_event, one_line, peek,
-    stdin_for, summarize_args, toml_string, usage_info,
+    Peeked, abbreviate, finish_common, fits_argv, from_line, leading_type, not_an_event, one_line,
+    peek, stdin_for, summarize_args, toml_string, usage_info,
 };
 use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir,
@@ -160,8 +160,8 @@ lenient! {
         server: Str<'a> = "server",
         tool: Str<'a> = "tool",
         query: Str<'a> = "query",
-        text: Str<'a> = "text",
-        aggregated_output: Str<'a> = "aggregated_output",
+        text: LazyStr<'a> = "text",
+        aggregated_output: LazyStr<'a> = "aggregated_output",
         status: Str<'a> = "status",
         message: Str<'a> = "message",
         arguments: Present<Value> = "arguments",
@@ -198,8 +198,9 @@ pub struct CodexParser {
     out: Output,
     usage: Option<Usage>,
     turns: u64,
-    /// Ids of tool items already counted (an item can be started and completed).
-    tool_items: Vec<String>,
+    /// Ids of tool items already counted (an item can be started and completed); a set, as a
+    /// long session has tens of thousands.
+    tool_items: std::collections::HashSet<String>,
     /// The last turn failed.
     turn_failed: bool,
     /// An `error` event that no completed turn has followed yet.
@@ -215,12 +216,12 @@ impl StreamParser for CodexParser {
         // that fails it takes the slow path, which says whether it was JSON at all.
         if let Some(kind) = leading_type(line) {
             if kind == "item.updated" {
-                return match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
-                    Ok(_) => LineResult::drop_line(),
-                    Err(_) => LineResult::plain(line),
+                return match from_line::<serde::de::IgnoredAny>(line) {
+                    Some(_) => LineResult::drop_line(),
+                    None => LineResult::plain(line),
                 };
             }
-            if let Ok(ev) = serde_json::from_slice::<Event<'_>>(line) {
+            if let Some(ev) = from_line::<Event<'_>>(line) {
                 return self.on_event(kind, &ev);
             }
         }
@@ -234,9 +235,9 @@ impl StreamParser for CodexParser {
             return LineResult::drop_line();
         }
         let kind = kind.to_owned();
-        match serde_json::from_slice::<Event<'_>>(line) {
-            Ok(ev) => self.on_event(&kind, &ev),
-            Err(_) => LineResult::keep(),
+        match from_line::<Event<'_>>(line) {
+            Some(ev) => self.on_event(&kind, &ev),
+            None => LineResult::keep(),
         }
     }
 
@@ -332,12 +333,12 @@ impl CodexParser {
             kind,
             "command_execution" | "file_change" | "mcp_tool_call" | "web_search"
         );
-        let first_sight = is_tool && !self.tool_items.iter().any(|t| t == id);
+        let first_sight = is_tool && !self.tool_items.contains(id);
         if first_sight && self.pane_full {
-            self.tool_items.push(id.to_owned());
+            self.tool_items.insert(id.to_owned());
             r.unshown += 1;
         } else if first_sight {
-            self.tool_items.push(id.to_owned());
+            self.tool_items.insert(id.to_owned());
             let (name, summary) = match kind {
                 "command_execution" => ("shell".to_owned(), one_line(&str_of(&item.command), 120)),
                 "file_change" => ("apply_patch".to_owned(), changed_paths(item)),

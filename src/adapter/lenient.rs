@@ -5,11 +5,17 @@
 //! skipped by the same single pass that validates it.
 //!
 //! ```text
-//!  line ─► serde_json (one pass) ─► lenient!{ struct } ─► Str / Num / Flag / Present / List / Content / Value
-//!                                     └ any other key: skipped (IgnoredAny)
+//!  line ─► UTF-8 check ─► serde_json (one pass) ─► lenient!{ struct } ─► Str / Num / Flag / Present / List / Content / Value
+//!                                                   ├ LazyStr / LazyContent: the raw JSON text, decoded when asked for
+//!                                                   └ any other key: skipped (IgnoredAny)
 //! ```
 //!
 //! Common pitfalls:
+//! * Read lines with `common::from_line`: serde_json's reader of bytes checks UTF-8 only in
+//!   the strings it hands out, so a skipped field could carry invalid UTF-8 into
+//!   events.jsonl; `from_line` checks the whole line first.
+//! * [`LazyStr`] and [`LazyContent`] borrow the field's raw text from the line, which only
+//!   serde_json's own reader can give: from any other deserializer they fail the line.
 //! * `Option<T>` reads `null` as `None`; `Value::get` says the key is there. Where presence
 //!   matters (usage objects), use [`Present`].
 //! * A struct declared with [`lenient!`] reads any JSON: a non-object is its default, as
@@ -387,6 +393,90 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
     }
 }
 
+/// A field read only as far as its end, kept as the raw JSON text it is in the line, and
+/// decoded when (and if) it is asked for: for the long texts that only the pane shows (a
+/// tool's output, a message's text), which a flooding agent sends faster than anybody can
+/// see them. Only serde_json's reader of the line gives a field's raw text (see
+/// `common::from_line`); any other reader fails the line.
+#[derive(Debug, Default)]
+pub(crate) struct Raw<'a> {
+    json: Option<&'a str>,
+    text: std::cell::OnceCell<Option<Cow<'a, str>>>,
+}
+
+impl<'a> Raw<'a> {
+    /// The raw JSON text of the value, as it was in the line.
+    fn json(&self) -> Option<&'a str> {
+        self.json
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = <&'de serde_json::value::RawValue>::deserialize(d)?;
+        Ok(Raw {
+            json: Some(raw.get()),
+            text: std::cell::OnceCell::new(),
+        })
+    }
+}
+
+/// A string field decoded when asked for: what [`Str`] reads, from a [`Raw`].
+#[derive(Debug, Default)]
+pub(crate) struct LazyStr<'a>(Raw<'a>);
+
+impl<'a> LazyStr<'a> {
+    /// `Some` only when the value is a string (`Value::as_str`).
+    pub(crate) fn get(&self) -> Option<&str> {
+        self.0
+            .text
+            .get_or_init(|| {
+                let json = self.0.json()?;
+                let inner = json.strip_prefix('"')?.strip_suffix('"')?;
+                if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
+                    return Some(Cow::Borrowed(inner));
+                }
+                serde_json::from_str::<String>(json).ok().map(Cow::Owned)
+            })
+            .as_deref()
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LazyStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Raw::deserialize(d).map(LazyStr)
+    }
+}
+
+/// A [`Content`] decoded when asked for.
+#[derive(Debug, Default)]
+pub(crate) struct LazyContent<'a>(Raw<'a>);
+
+impl<'a> LazyContent<'a> {
+    /// The text, as [`Content`] reads it.
+    pub(crate) fn get(&self) -> &str {
+        self.0
+            .text
+            .get_or_init(|| {
+                let json = self.0.json()?;
+                if let Some(inner) = json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
+                    if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
+                        return Some(Cow::Borrowed(inner));
+                    }
+                }
+                serde_json::from_str::<Content<'a>>(json).ok().map(|c| c.0)
+            })
+            .as_deref()
+            .unwrap_or("")
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LazyContent<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Raw::deserialize(d).map(LazyContent)
+    }
+}
+
 /// A map key, borrowed from the line unless it holds escapes.
 pub(crate) struct Key<'a>(pub Cow<'a, str>);
 
@@ -409,6 +499,8 @@ mod tests {
             p: Present<Str<'a>> = "p",
             l: List<Str<'a>> = "l",
             c: Content<'a> = "c",
+            ls: LazyStr<'a> = "ls",
+            lc: LazyContent<'a> = "lc",
         }
     }
 
@@ -418,6 +510,7 @@ mod tests {
         let shapes = [
             r#""text""#,
             r#""esc\"aped\n""#,
+            r#""\u00e9t\u00e9 \ud83d\ude00""#,
             "5",
             "-5",
             "5.5",
@@ -429,7 +522,7 @@ mod tests {
             r#"{"type":"text","text":"w"}"#,
         ];
         for shape in shapes {
-            for key in ["s", "n", "b", "p", "l", "c"] {
+            for key in ["s", "n", "b", "p", "l", "c", "ls", "lc"] {
                 let line = format!(r#"{{"{key}":{shape},"other":[{{"deep":null}}]}}"#);
                 let t: T<'_> = serde_json::from_str(&line).unwrap();
                 let v: Value = serde_json::from_str(&line).unwrap();
@@ -454,6 +547,12 @@ mod tests {
                         f.and_then(Value::as_array)
                             .map(|a| a.iter().map(Value::as_str).collect::<Vec<_>>())
                             .unwrap_or_default(),
+                        "{what}"
+                    ),
+                    "ls" => assert_eq!(t.ls.get(), f.and_then(Value::as_str), "{what}"),
+                    "lc" => assert_eq!(
+                        t.lc.get(),
+                        super::super::common::content_text(f.unwrap()),
                         "{what}"
                     ),
                     _ => assert_eq!(

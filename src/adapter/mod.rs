@@ -348,6 +348,35 @@ mod tests {
         }
     }
 
+    /// events.jsonl holds JSON only, and JSON text is UTF-8: a kept event with invalid UTF-8
+    /// anywhere, in a field no adapter reads too, is not an event but a plain line
+    /// (stdout.log), for every agent and with the pane full or not.
+    #[test]
+    fn a_kept_event_with_invalid_utf8_in_a_skipped_field_is_plain() {
+        let lines: [(AgentKind, &[u8]); 6] = [
+            (AgentKind::Pi, b"{\"type\":\"message_end\",\"junk\":\"\xff\"}"),
+            (AgentKind::Pi, b"{\"junk\":\"\xff\",\"type\":\"turn_end\"}"),
+            (AgentKind::Claude, b"{\"type\":\"assistant\",\"message\":{\"content\":[]},\"junk\":\"\xc3\"}"),
+            (AgentKind::Claude, b"{\"junk\":[\"\xff\"],\"type\":\"user\"}"),
+            (AgentKind::Codex, b"{\"type\":\"item.completed\",\"item\":{\"type\":\"reasoning\",\"junk\":\"\xed\xa0\x80\"}}"),
+            (AgentKind::Codex, b"{\"junk\":\"\xff\",\"type\":\"turn.started\"}"),
+        ];
+        for (kind, line) in lines {
+            for room in [true, false] {
+                let mut p = adapter_for(kind).parser();
+                p.set_pane_room(room);
+                let what = String::from_utf8_lossy(line);
+                assert_eq!(p.on_line(line).action, LineAction::Plain, "{kind:?} {what}");
+                let valid = String::from_utf8_lossy(line).into_owned();
+                assert_ne!(
+                    p.on_line(valid.as_bytes()).action,
+                    LineAction::Plain,
+                    "{kind:?}: the same line made valid is an event"
+                );
+            }
+        }
+    }
+
     #[test]
     fn overflow_phrases() {
         assert!(mentions_context_overflow(

@@ -25,8 +25,8 @@
 use serde_json::{Map, Value};
 
 use super::common::{
-    Peeked, abbreviate, add_usage, finish_common, fits_argv, leading_type, not_an_event, one_line,
-    peek, stdin_for, summarize_args, usage_info,
+    Peeked, abbreviate, add_usage, finish_common, fits_argv, from_line, leading_type, not_an_event,
+    one_line, peek, stdin_for, summarize_args, usage_info,
 };
 use super::{
     Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, SandboxNeeds,

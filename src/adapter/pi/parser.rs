@@ -41,12 +41,10 @@ impl StreamParser for PiParser {
                 "message_update" => self
                     .on_update(line)
                     .unwrap_or_else(|| LineResult::plain(line)),
-                "tool_execution_update" => {
-                    match serde_json::from_slice::<serde::de::IgnoredAny>(line) {
-                        Ok(_) => LineResult::drop_line(),
-                        Err(_) => LineResult::plain(line),
-                    }
-                }
+                "tool_execution_update" => match from_line::<serde::de::IgnoredAny>(line) {
+                    Some(_) => LineResult::drop_line(),
+                    None => LineResult::plain(line),
+                },
                 _ => self
                     .on_kept(kind, line)
                     .unwrap_or_else(|| LineResult::plain(line)),
@@ -108,7 +106,7 @@ impl PiParser {
     fn on_kept(&mut self, kind: &str, line: &[u8]) -> Option<LineResult> {
         match kind {
             "turn_end" | "agent_end" => {
-                let ev = serde_json::from_slice::<Map<String, Value>>(line).ok()?;
+                let ev = from_line::<Map<String, Value>>(line)?;
                 Some(self.on_repeat(kind, ev))
             }
             "session"
@@ -118,11 +116,11 @@ impl PiParser {
             | "auto_retry_start"
             | "auto_retry_end"
             | "compaction_start" => {
-                let ev = serde_json::from_slice::<Event<'_>>(line).ok()?;
+                let ev = from_line::<Event<'_>>(line)?;
                 Some(self.on_event(kind, &ev))
             }
             _ => {
-                serde_json::from_slice::<serde::de::IgnoredAny>(line).ok()?;
+                from_line::<serde::de::IgnoredAny>(line)?;
                 Some(self.on_event(kind, &Event::default()))
             }
         }
@@ -132,11 +130,11 @@ impl PiParser {
     fn on_update(&mut self, line: &[u8]) -> Option<LineResult> {
         self.streamed = true;
         let mut r = LineResult::drop_line();
-        let update = match serde_json::from_slice::<Update<'_>>(line) {
-            Ok(u) => u,
+        let update = match from_line::<Update<'_>>(line) {
+            Some(u) => u,
             // Valid JSON of an unexpected shape is still a delta to drop.
-            Err(_) => {
-                serde_json::from_slice::<serde::de::IgnoredAny>(line).ok()?;
+            None => {
+                from_line::<serde::de::IgnoredAny>(line)?;
                 return Some(r);
             }
         };
