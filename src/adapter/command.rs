@@ -44,10 +44,7 @@ pub struct CommandParser {
 pub fn is_json_event(line: &[u8]) -> bool {
     let start = line.iter().position(|b| !b.is_ascii_whitespace());
     match start.map(|i| line[i]) {
-        // `from_slice` does not check UTF-8 inside strings; events.jsonl must hold only JSON,
-        // so the line is validated as text first.
-        Some(b'{') | Some(b'[') => std::str::from_utf8(line)
-            .is_ok_and(|t| serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok()),
+        Some(b'{') | Some(b'[') => super::is_json_line(line),
         _ => false,
     }
 }

@@ -31,6 +31,11 @@ pub use codex::CodexAdapter;
 pub use command::CommandAdapter;
 pub use pi::PiAdapter;
 
+/// Whether a line is JSON text (UTF-8, one value), as every adapter reads it.
+pub fn is_json_line(line: &[u8]) -> bool {
+    common::from_line::<serde::de::IgnoredAny>(line).is_some()
+}
+
 /// What happens to one stdout line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LineAction {

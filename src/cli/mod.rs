@@ -115,6 +115,16 @@ pub enum Command {
         #[arg(long, default_value_t = 50)]
         redraws: u32,
     },
+    /// Time the parts of an adapter's filter on a stream in memory (internal; scripts/bench
+    /// runs it)
+    #[command(name = "__bench-filter", hide = true)]
+    BenchFilter {
+        /// The adapter whose filter is timed
+        #[arg(long, value_enum)]
+        agent: run::AgentArg,
+        /// The stream: a file of the agent's stdout lines
+        file: PathBuf,
+    },
     /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
     #[command(name = "__nest", hide = true)]
     Nest {
@@ -193,6 +203,15 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Gc(a) => gc::gc(&home, a),
         Command::Mcp(a) => mcp::mcp(&home, a),
         Command::BenchTop { redraws } => top::bench(&home, redraws),
+        Command::BenchFilter { agent, file } => {
+            let stream = std::fs::read(&file).map_err(|source| CliError::ReadTasks {
+                what: file.display().to_string(),
+                source,
+            })?;
+            let parts = crate::worker::filter_parts(agent.kind(), &stream);
+            println!("{}", serde_json::to_string(&parts).unwrap_or_default());
+            Ok(0)
+        }
         Command::Worker { .. }
         | Command::Sandbox { .. }
         | Command::Nest { .. }

@@ -34,6 +34,16 @@ pub enum AgentArg {
     Codex,
 }
 
+impl AgentArg {
+    pub(crate) fn kind(self) -> AgentKind {
+        match self {
+            AgentArg::Pi => AgentKind::Pi,
+            AgentArg::Claude => AgentKind::Claude,
+            AgentArg::Codex => AgentKind::Codex,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Examples:
@@ -174,11 +184,7 @@ impl RunArgs {
             env.insert(k, v);
         }
         let mut req = RunRequest {
-            agent: self.agent.map(|a| match a {
-                AgentArg::Pi => AgentKind::Pi,
-                AgentArg::Claude => AgentKind::Claude,
-                AgentArg::Codex => AgentKind::Codex,
-            }),
+            agent: self.agent.map(AgentArg::kind),
             task: self.task.clone(),
             task_file: None,
             argv,

@@ -33,6 +33,7 @@
 //!   attempt directory is opened without following links (`store::create_new`,
 //!   `store::open_read`, atomic renames), since the program may have planted one there.
 
+mod bench;
 mod digest;
 mod finish;
 mod lines;
@@ -49,6 +50,7 @@ mod stop;
 mod stream;
 mod worktree;
 
+pub use bench::{FilterParts, filter_parts};
 pub use lines::{LineSplitter, MAX_LINE, Piece};
 pub use render::{Render, Style};
 pub use run::main;
