@@ -32,9 +32,21 @@ fn sync_dir(path: &Path) {
     // Durability of the rename; a failure here cannot make the file partial, so it is not
     // reported.
     if let Some(dir) = path.parent() {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        fsync_path(dir);
+    }
+}
+
+/// fsyncs the file or directory at `path` if it is there (never through a link at it), and
+/// says nothing when it cannot: for records already renamed into place whole, whose
+/// durability is all that is left to do.
+pub(super) fn fsync_path(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    if let Ok(f) = f {
+        let _ = f.sync_all();
     }
 }
 
@@ -59,8 +71,10 @@ pub fn write_atomic_dir_synced_later(path: &Path, bytes: &[u8]) -> Result<(), St
 /// crash may leave the file empty. Only for files worth nothing after a crash, which every
 /// attempt's worker dies in: the one-shot environment file (read and removed by the worker
 /// moments later, and better never written back to disk at all: it holds the values) and
-/// `launch.json` (pids of a live pane, superseded by `worker.json`). Under `fanout` each fsync
-/// here was a disk flush and a VM exit per attempt.
+/// `launch.json` (pids of a live pane, superseded by `worker.json`); and for the records
+/// written before the program starts, which are made durable later, once, off the way to
+/// the start (`records::sync_launch_records`). Under `fanout` each fsync here was a disk
+/// flush and a VM exit per attempt.
 pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()

@@ -13,8 +13,12 @@
 //!   worktrees/<run-id>-<n>/           the git worktree of a --worktree attempt
 //! ```
 //!
-//! Every JSON file is written to a temporary file in the same directory, fsynced, then
-//! renamed, so a reader never sees a partial file. Every file of an attempt directory is
+//! Every JSON file is written to a temporary file in the same directory, then renamed, so a
+//! reader never sees a partial file; `result.json` is fsynced, and so are `worker.json` and
+//! `output.txt` before it. The records written before the program starts (`spec.json`, `run.json`,
+//! `prompt.txt`) are fsynced once by the worker after its program started
+//! ([`sync_launch_records`]); `launch.json`, the running `worker.json` and `progress.json`
+//! describe live processes and are never fsynced. Every file of an attempt directory is
 //! opened without following links and read with a size limit (`nofollow.rs`): subpane's
 //! records are its own, and what a program put under their names is never taken for them.
 
@@ -32,8 +36,9 @@ pub use atomic::{
 pub use layout::{AttemptPaths, Home};
 pub use nofollow::{RECORD_LIMIT, create_new, open_beneath, open_read, read_beneath, read_bounded};
 pub use records::{
-    CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, read_env_file,
-    read_run, write_attempt_files, write_env_file, write_result,
+    CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, make_done_fifo,
+    read_env_file, read_run, sync_launch_records, write_attempt_files, write_env_file,
+    write_result,
 };
 
 /// Errors of the file layer. Messages say what to do next.

@@ -157,6 +157,8 @@ impl Worker {
         self.carry_git(&mut output);
         // Before worker.json: what became of the worktree is one of the worker's facts.
         self.end_worktree(outcome.status, &mut output);
+        // The envelope must never be on disk without the records of the launch.
+        self.records_durable();
         // Both are renamed before result.json, whose write fsyncs the directory once for all
         // three: two directory fsyncs fewer between the agent's exit and the envelope.
         if let Some(text) = &output.final_text {

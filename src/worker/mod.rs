@@ -4,6 +4,7 @@
 //!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null, pipes)   spawn.rs
 //!                  │  (sandboxed: the proxy, the server of nested runs,              nest.rs
 //!                  │   then the sandbox helper)                                 sandboxed.rs
+//!                  │  a thread: fsync the launch records (spec.json, run.json, …)    run.rs
 //!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;            stream.rs
 //!                  │           timeout = the stop machine's next deadline
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
@@ -27,6 +28,8 @@
 //! Common pitfalls:
 //! * Signals must be blocked before anything else, or an early cancel kills the worker.
 //! * Write `worker.json` before looking for `cancel.json` (the canceller does the reverse).
+//! * The launcher renames its records into place unsynced: the worker makes them durable
+//!   once the program runs, and the envelope waits for that.
 //! * The agent's exit is not the end: its output pipes may still be held by descendants.
 //! * Every reap of the agent, wherever it happens, goes to the machine as `AgentExited`.
 //! * The worker runs outside the sandbox, with the user's rights: every file it opens in the

@@ -100,6 +100,9 @@ pub(crate) struct Worker {
     /// The request socket of nested runs, until the first client makes the worker start its
     /// server (`nest.rs`).
     pub(crate) nest_listener: Option<std::os::unix::net::UnixListener>,
+    /// The thread making the launch records durable while the program runs, until the end
+    /// waits for it ([`Worker::records_durable`]).
+    records_sync: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Worker {
@@ -125,6 +128,7 @@ impl Worker {
             end_writer: None,
             nest: None,
             nest_listener: None,
+            records_sync: None,
             life: Life::new(&spec.limits),
             spec,
             paths,
@@ -164,6 +168,7 @@ impl Worker {
         } else {
             match self.spawn() {
                 Ok(()) => {
+                    self.sync_records_meanwhile();
                     self.facts.state = Some(WorkerState::Running);
                     self.save_facts();
                     // A cancel written before worker.json said "running" may not have
@@ -184,6 +189,32 @@ impl Worker {
             }
         }
         self.finish();
+    }
+}
+
+impl Worker {
+    /// Makes the records the launcher wrote unsynced (`spec.json`, `run.json`, …) durable on
+    /// a thread of their own, while the program runs: their fsyncs were on the way from the
+    /// launch to the program's start. A killed worker leaves them to the kernel's writeback
+    /// (a crash of the machine before then can lose them); `lost` syncs them again.
+    fn sync_records_meanwhile(&mut self) {
+        let paths = self.paths.clone();
+        self.records_sync = std::thread::Builder::new()
+            .name("records".into())
+            .stack_size(64 * 1024)
+            .spawn(move || store::sync_launch_records(&paths))
+            .ok();
+    }
+
+    /// Waits until the launch records are durable (or makes them so, when no thread did):
+    /// before the envelope, which must never be on disk without them.
+    pub(crate) fn records_durable(&mut self) {
+        match self.records_sync.take() {
+            Some(t) => {
+                let _ = t.join();
+            }
+            None => store::sync_launch_records(&self.paths),
+        }
     }
 }
 
