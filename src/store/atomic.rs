@@ -1,4 +1,5 @@
-//! Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory.
+//! Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory;
+//! or, for records made durable later or never, the temp file and the rename alone.
 
 use std::fs::File;
 use std::io::Write;
@@ -58,23 +59,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Like [`write_atomic`] (temp file, fsync, rename), but leaves the directory's fsync to a
-/// later write in the same directory: one directory fsync makes every rename before it
-/// durable. For records written just before `result.json`, whose write syncs the directory.
-pub fn write_atomic_dir_synced_later(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = temp_with(path, bytes)?;
-    tmp.persist(path).map_err(|e| write_err(path, e.error))?;
-    Ok(())
-}
-
 /// Temp file and rename without any fsync: a reader still never sees a partial file, but a
 /// crash may leave the file empty. Only for files worth nothing after a crash, which every
 /// attempt's worker dies in: the one-shot environment file (read and removed by the worker
 /// moments later, and better never written back to disk at all: it holds the values) and
 /// `launch.json` (pids of a live pane, superseded by `worker.json`); and for the records
-/// written before the program starts, which are made durable later, once, off the way to
-/// the start (`records::sync_launch_records`). Under `fanout` each fsync here was a disk
-/// flush and a VM exit per attempt.
+/// the worker makes durable later, off the way from the launch to the envelope
+/// (`records::sync_launch_records`, `records::sync_end_records`). Under `fanout` each fsync
+/// here was a disk flush and a VM exit per attempt.
 pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::Builder::new()
@@ -89,11 +81,6 @@ pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError
 /// [`write_atomic_unsynced`] of `value` as JSON.
 pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
     write_atomic_unsynced(path, &to_json(value))
-}
-
-/// [`write_atomic_dir_synced_later`] of `value` as JSON.
-pub fn write_json_dir_synced_later<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
-    write_atomic_dir_synced_later(path, &to_json(value))
 }
 
 fn to_json<T: Serialize>(value: &T) -> Vec<u8> {

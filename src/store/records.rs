@@ -133,6 +133,15 @@ pub fn write_attempt_files(
     write_json_unsynced(&attempt.spec(), spec)
 }
 
+/// Makes the records the worker writes at its end (`worker.json`, `output.txt`) durable,
+/// after the envelope: its write fsynced the directory after they were renamed in, so their
+/// names are durable already. Best effort, as [`sync_launch_records`].
+pub fn sync_end_records(attempt: &AttemptPaths) {
+    for path in [attempt.worker(), attempt.output()] {
+        fsync_path(&path);
+    }
+}
+
 /// Makes the attempt's `done.fifo`, which [`write_result`] hangs up. Made once the pane runs
 /// (off the way to the program's start; the worker needs it only at its end): a waiter that
 /// comes before it, or finds something else there, watches the directory instead.
@@ -146,10 +155,11 @@ pub fn make_done_fifo(attempt: &AttemptPaths) -> std::io::Result<()> {
 
 /// Makes the records written before the program started durable: `spec.json`, `prompt.txt`,
 /// `run.json` and the directories that name them, as [`create_run`] and [`add_attempt`] left
-/// them. Once per attempt, before its envelope: by the worker while its program runs, or by
-/// whoever writes the envelope of an attempt whose worker did not (`spawn`, `lost`).
-/// Best effort: a failure here cannot make a record partial (each was renamed into place
-/// whole), only leave it to the kernel's own writeback.
+/// them. By the worker (a while into the attempt, or after its envelope when it ends sooner,
+/// and before it exits), or by whoever writes the envelope of an attempt whose worker did
+/// not (`spawn`, `lost`), before that envelope. Best effort: a failure here cannot make a
+/// record partial (each was renamed into place whole), only leave it to the kernel's own
+/// writeback.
 pub fn sync_launch_records(attempt: &AttemptPaths) {
     let run_dir = attempt.run_dir();
     for path in [

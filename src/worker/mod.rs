@@ -1,10 +1,11 @@
 //! The worker: the process inside the tmux pane (`subpane __worker ATTEMPT_DIR`).
 //!
 //! ```text
-//!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null, pipes)   spawn.rs
+//!  spec.json ─► worker ─► a thread: fsync the launch records (spec.json, run.json, …) run.rs
+//!                  │        100 ms in, or right after result.json when that comes first
+//!                  │  spawn agent (own process group, stdin /dev/null, pipes)        spawn.rs
 //!                  │  (sandboxed: the proxy, the server of nested runs,              nest.rs
 //!                  │   then the sandbox helper)                                 sandboxed.rs
-//!                  │  a thread: fsync the launch records (spec.json, run.json, …)    run.rs
 //!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;            stream.rs
 //!                  │           timeout = the stop machine's next deadline
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
@@ -29,7 +30,7 @@
 //! * Signals must be blocked before anything else, or an early cancel kills the worker.
 //! * Write `worker.json` before looking for `cancel.json` (the canceller does the reverse).
 //! * The launcher renames its records into place unsynced: the worker makes them durable
-//!   once the program runs, and the envelope waits for that.
+//!   (see `Worker::sync_records_meanwhile`), and never exits before they are.
 //! * The agent's exit is not the end: its output pipes may still be held by descendants.
 //! * Every reap of the agent, wherever it happens, goes to the machine as `AgentExited`.
 //! * The worker runs outside the sandbox, with the user's rights: every file it opens in the
