@@ -15,6 +15,16 @@ use nix::unistd::Pid;
 
 use crate::envelope::ProcRef;
 
+/// Reads a file of `/proc` (`/proc/<pid>/stat`, `environ`, `cmdline`). Their size is 0 to
+/// `stat`, so `std::fs::read` starts with 32-byte reads and doubles: a 3 KiB environment took
+/// eight reads. One page is enough for most in one read; more grows as usual.
+pub fn read_proc(path: impl AsRef<std::path::Path>) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(4096);
+    std::fs::File::open(path)?.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 /// Parsed fields of `/proc/<pid>/stat` that we need.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stat {
@@ -27,7 +37,7 @@ pub struct Stat {
 /// Reads `/proc/<pid>/stat`. The command name may hold spaces and parentheses, so fields are
 /// counted from the last `)`.
 pub fn stat(pid: i32) -> Option<Stat> {
-    let raw = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let raw = read_proc(format!("/proc/{pid}/stat")).ok()?;
     parse_stat(&raw)
 }
 
@@ -47,7 +57,7 @@ fn parse_stat(raw: &[u8]) -> Option<Stat> {
 /// The environment a process started with (`/proc/<pid>/environ`); `None` when it cannot be
 /// read (gone, or another user's).
 pub fn environ(pid: i32) -> Option<Vec<(std::ffi::OsString, std::ffi::OsString)>> {
-    let raw = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    let raw = read_proc(format!("/proc/{pid}/environ")).ok()?;
     Some(crate::spec::parse_env_block(&raw))
 }
 
@@ -179,7 +189,7 @@ pub fn with_env(name: &str, value: &OsStr) -> Vec<i32> {
         .into_iter()
         .filter(|p| *p != me)
         .filter(|p| {
-            std::fs::read(format!("/proc/{p}/environ"))
+            read_proc(format!("/proc/{p}/environ"))
                 .map(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_slice()))
                 .unwrap_or(false)
         })
@@ -203,7 +213,7 @@ pub fn is_worker_of(r: &ProcRef, dir: &std::path::Path) -> bool {
     if !is_alive(r) {
         return false;
     }
-    let Ok(cmdline) = std::fs::read(format!("/proc/{}/cmdline", r.pid)) else {
+    let Ok(cmdline) = read_proc(format!("/proc/{}/cmdline", r.pid)) else {
         return false;
     };
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
@@ -218,7 +228,7 @@ pub fn is_worker_of(r: &ProcRef, dir: &std::path::Path) -> bool {
 pub fn belongs_to_attempt(pid: i32, dir: &std::path::Path) -> bool {
     let mut needle = b"SUBPANE_ATTEMPT_DIR=".to_vec();
     needle.extend_from_slice(dir.as_os_str().as_bytes());
-    std::fs::read(format!("/proc/{pid}/environ"))
+    read_proc(format!("/proc/{pid}/environ"))
         .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_slice()))
 }
 

@@ -2,9 +2,11 @@
 //!
 //! ```text
 //!  Plan ─► tmux.conf ─► (--worktree: git worktree add, see worktree.rs)
-//!       ─► runs/<id>/run.json + attempts/<n>/{spec.json, .env, prompt.txt, done.fifo}
-//!                                  (all or nothing)
+//!       ─► runs/<id>/run.json + attempts/<n>/{spec.json, .env, prompt.txt}
+//!                                  (all or nothing; not fsynced: the worker makes them
+//!                                   durable once the program runs, `store::sync_launch_records`)
 //!       ─► tmux new-session -d … subpane __worker attempts/<n>
+//!       ─► done.fifo (for waiters: off the way to the program's start)
 //!       ─► launch.json (the worker's pid, so observers know it before it writes anything)
 //! ```
 //!
@@ -134,7 +136,8 @@ pub(super) fn ensure_socket_dir(socket: &Path) {
     }
 }
 
-/// Writes `launch.json`: where the attempt's pane is and its process (best effort and not
+/// Makes the attempt's `done.fifo` (see [`store::make_done_fifo`]), then writes
+/// `launch.json`: where the attempt's pane is and its process (best effort and not
 /// fsynced: the pane runs now and the worker names itself in worker.json, so an attempt
 /// that started is never given up on for want of this file, and after a crash its pids
 /// mean nothing).
@@ -144,6 +147,9 @@ pub(super) fn record_launch(
     pane: &Pane,
     warnings: &mut Vec<String>,
 ) {
+    if let Err(e) = store::make_done_fifo(paths) {
+        warnings.push(format!("cannot make {}: {e}", paths.done_fifo().display()));
+    }
     let rec = LaunchRecord {
         socket: spec.tmux.socket.display().to_string(),
         session: spec.tmux.session.clone(),

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //!  plans ─► tmux.conf (once)
-//!        ─► job queue ─► FILE_THREADS threads: attempt dir + records      (fsyncs overlap in
-//!                   ▲                          launch.json                 the journal)
+//!        ─► job queue ─► FILE_THREADS threads: attempt dir + records      (unsynced; the
+//!                   ▲                          launch.json                 workers sync them)
 //!                   │      │ created
 //!                   │      ▼
 //!                   │   main thread: per socket, once BATCH are ready (or all are made):
@@ -37,8 +37,8 @@ use super::{Error, Plan, Started, tmux_for};
 use crate::store::Home;
 use crate::tmux::{self, Pane, SessionReq};
 
-/// Threads that create attempt files: fsync waits on the disk, not the CPU, and the journal
-/// commits concurrent fsyncs together.
+/// Threads that create attempt files: a new inode may wait on the disk (its inode table),
+/// not the CPU, and `run.json` of a retry is fsynced.
 const FILE_THREADS: usize = 8;
 
 /// Attempts whose files are ready are sent to tmux once this many wait (or no more will

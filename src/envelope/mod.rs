@@ -23,7 +23,8 @@ pub use build::{build, duration_between};
 pub use hints::{network_hint, says_connection_failed};
 pub use outcome::{Facts, KillReason, Outcome, Start, decide};
 pub use progress::{
-    EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_SCHEMA, Progress, SoFar,
+    EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_FIRST, PROGRESS_SCHEMA,
+    Progress, SoFar,
 };
 pub use records::{
     CancelRequest, LaunchRecord, NetworkEntry, ProcRef, Verdict, WORKER_SCHEMA, WorkerFacts,

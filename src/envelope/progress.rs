@@ -1,7 +1,8 @@
 //! `progress.json`: what a running attempt has done so far, for the live views (`top`, the
 //! live line of `run` and `wait`, `status`).
 //!
-//! The worker rewrites it as events come (at most every [`PROGRESS_EVERY`], never fsynced:
+//! The worker rewrites it as events come ([`PROGRESS_FIRST`] after the first, then at most
+//! every [`PROGRESS_EVERY`], never fsynced:
 //! it is worth nothing once `result.json` exists, which has the final figures). Readers get
 //! it whole or not at all (a temporary file renamed into place), and treat it as a hint: an
 //! attempt without one has not said anything yet.
@@ -17,6 +18,11 @@ pub const PROGRESS_SCHEMA: &str = "subpane.progress/v1";
 
 /// The shortest time between two writes of `progress.json` by one worker.
 pub const PROGRESS_EVERY: Duration = Duration::from_millis(500);
+
+/// How long after the program's first event `progress.json` is first written: an attempt
+/// that ends sooner never writes one (its `result.json` has everything), one that runs on
+/// shows its first event this much later.
+pub const PROGRESS_FIRST: Duration = Duration::from_millis(100);
 
 /// Usage and counts an agent reported so far (all `null` for a command, and for figures the
 /// agent reports only at its end: Claude Code's cost).

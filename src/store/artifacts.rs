@@ -27,7 +27,10 @@ pub fn sha256_file(path: &Path) -> std::io::Result<(u64, String)> {
 
 fn sha256_of(mut f: std::fs::File) -> std::io::Result<(u64, String)> {
     let mut h = Sha256::new();
-    let mut buf = vec![0u8; 256 * 1024];
+    // Sized for the file (most are records of a few KiB): a 256 KiB buffer is a fresh mmap,
+    // page faults and a munmap per file at the end of every attempt.
+    let len = f.metadata().map_or(0, |m| m.len());
+    let mut buf = vec![0u8; (len.clamp(4096, 256 * 1024) + 1) as usize];
     let mut n_total = 0u64;
     loop {
         let n = f.read(&mut buf)?;

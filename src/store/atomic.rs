@@ -1,4 +1,5 @@
-//! Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory.
+//! Atomic file writes: temp file in the same directory, fsync, rename, fsync the directory;
+//! or, for records made durable later or never, the temp file and the rename alone.
 
 use std::fs::File;
 use std::io::Write;
@@ -32,9 +33,21 @@ fn sync_dir(path: &Path) {
     // Durability of the rename; a failure here cannot make the file partial, so it is not
     // reported.
     if let Some(dir) = path.parent() {
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
+        fsync_path(dir);
+    }
+}
+
+/// fsyncs the file or directory at `path` if it is there (never through a link at it), and
+/// says nothing when it cannot: for records already renamed into place whole, whose
+/// durability is all that is left to do.
+pub(super) fn fsync_path(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = File::options()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path);
+    if let Ok(f) = f {
+        let _ = f.sync_all();
     }
 }
 
@@ -46,20 +59,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Like [`write_atomic`] (temp file, fsync, rename), but leaves the directory's fsync to a
-/// later write in the same directory: one directory fsync makes every rename before it
-/// durable. For records written just before `result.json`, whose write syncs the directory.
-pub fn write_atomic_dir_synced_later(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
-    let tmp = temp_with(path, bytes)?;
-    tmp.persist(path).map_err(|e| write_err(path, e.error))?;
-    Ok(())
-}
-
 /// Temp file and rename without any fsync: a reader still never sees a partial file, but a
 /// crash may leave the file empty. Only for files worth nothing after a crash, which every
 /// attempt's worker dies in: the one-shot environment file (read and removed by the worker
 /// moments later, and better never written back to disk at all: it holds the values) and
-/// `launch.json` (pids of a live pane, superseded by `worker.json`). Under `fanout` each fsync
+/// `launch.json` (pids of a live pane, superseded by `worker.json`); and for the records
+/// the worker makes durable later, off the way from the launch to the envelope
+/// (`records::sync_launch_records`, `records::sync_end_records`). Under `fanout` each fsync
 /// here was a disk flush and a VM exit per attempt.
 pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -75,11 +81,6 @@ pub fn write_atomic_unsynced(path: &Path, bytes: &[u8]) -> Result<(), StoreError
 /// [`write_atomic_unsynced`] of `value` as JSON.
 pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
     write_atomic_unsynced(path, &to_json(value))
-}
-
-/// [`write_atomic_dir_synced_later`] of `value` as JSON.
-pub fn write_json_dir_synced_later<T: Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
-    write_atomic_dir_synced_later(path, &to_json(value))
 }
 
 fn to_json<T: Serialize>(value: &T) -> Vec<u8> {

@@ -50,7 +50,7 @@ impl Home {
         self.runs_dir().join(id.as_str())
     }
     pub fn run_json(&self, id: &RunId) -> PathBuf {
-        self.run_dir(id).join("run.json")
+        self.run_dir(id).join(RUN_JSON)
     }
     pub fn attempt(&self, id: &RunId, n: u32) -> AttemptPaths {
         AttemptPaths::new(self.run_dir(id).join("attempts").join(n.to_string()))
@@ -89,6 +89,9 @@ impl Home {
     }
 }
 
+/// The run's record, in its run directory.
+const RUN_JSON: &str = "run.json";
+
 /// The files of one attempt directory.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AttemptPaths {
@@ -117,6 +120,10 @@ impl AttemptPaths {
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or_default()
+    }
+    /// The run's `run.json`, two levels up.
+    pub fn run_json(&self) -> PathBuf {
+        self.run_dir().join(RUN_JSON)
     }
     file!(spec, "spec.json");
     file!(launch, "launch.json");

@@ -13,8 +13,13 @@
 //!   worktrees/<run-id>-<n>/           the git worktree of a --worktree attempt
 //! ```
 //!
-//! Every JSON file is written to a temporary file in the same directory, fsynced, then
-//! renamed, so a reader never sees a partial file. Every file of an attempt directory is
+//! Every JSON file is written to a temporary file in the same directory, then renamed, so a
+//! reader never sees a partial file. `result.json` is fsynced (the file, then its directory)
+//! before any waiter is told; the worker fsyncs the other records after it, before it exits:
+//! those written before the program started (`spec.json`, `run.json`, `prompt.txt`,
+//! [`sync_launch_records`]; sooner when the program runs long) and its own last ones
+//! (`worker.json`, `output.txt`, [`sync_end_records`]). `launch.json`, the running
+//! `worker.json` and `progress.json` describe live processes and are never fsynced. Every file of an attempt directory is
 //! opened without following links and read with a size limit (`nofollow.rs`): subpane's
 //! records are its own, and what a program put under their names is never taken for them.
 
@@ -26,14 +31,15 @@ mod records;
 
 pub use artifacts::{OUT_MAX_DEPTH, OUT_MAX_FILES, Written, collect_artifacts, sha256_file};
 pub use atomic::{
-    read_json, write_atomic, write_atomic_dir_synced_later, write_atomic_unsynced,
-    write_json_atomic, write_json_dir_synced_later, write_json_new, write_json_unsynced,
+    read_json, write_atomic, write_atomic_unsynced, write_json_atomic, write_json_new,
+    write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
 pub use nofollow::{RECORD_LIMIT, create_new, open_beneath, open_read, read_beneath, read_bounded};
 pub use records::{
-    CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, read_env_file,
-    read_run, write_attempt_files, write_env_file, write_result,
+    CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, make_done_fifo,
+    read_env_file, read_run, sync_end_records, sync_launch_records, write_attempt_files,
+    write_env_file, write_result,
 };
 
 /// Errors of the file layer. Messages say what to do next.

@@ -72,7 +72,10 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, StoreErr
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(read_err(e)),
     };
-    let mut bytes = Vec::new();
+    // Sized for the file as it is now (a record is a few KiB), so that it is read in one go,
+    // not in doubling steps from 32 bytes; a bigger file grows the buffer as it is read.
+    let now = f.metadata().map_or(0, |m| m.len()).min(limit).min(1 << 16);
+    let mut bytes = Vec::with_capacity(now as usize + 1);
     f.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(read_err)?;
@@ -135,7 +138,10 @@ pub fn read_beneath(dir: &Path, rel: &Path, limit: u64) -> Result<Option<Vec<u8>
     if !f.metadata().map_err(read_err)?.is_file() {
         return Ok(None);
     }
-    let mut bytes = Vec::new();
+    // Sized for the file as it is now (a record is a few KiB), so that it is read in one go,
+    // not in doubling steps from 32 bytes; a bigger file grows the buffer as it is read.
+    let now = f.metadata().map_or(0, |m| m.len()).min(limit).min(1 << 16);
+    let mut bytes = Vec::with_capacity(now as usize + 1);
     f.take(limit + 1)
         .read_to_end(&mut bytes)
         .map_err(read_err)?;

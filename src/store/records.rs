@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use super::StoreError;
 use super::atomic::{
-    read_json, write_atomic_dir_synced_later, write_atomic_unsynced, write_json_atomic,
-    write_json_new,
+    fsync_path, read_json, write_atomic_unsynced, write_json_atomic, write_json_new,
+    write_json_unsynced,
 };
 use super::layout::{AttemptPaths, Home};
 use crate::envelope::Envelope;
@@ -28,6 +28,11 @@ pub enum CreateError {
 
 /// Creates `runs/<id>/` with `run.json` and attempt 1 (`spec.json`, optional `prompt.txt`,
 /// the environment file). All or nothing: on any failure the run directory is removed.
+///
+/// The records are renamed into place whole but not fsynced: the attempt's worker makes them
+/// durable once its program runs ([`sync_launch_records`]), off the way from the launch to
+/// the program's start. A killed process or tmux server cannot lose them (they are in the
+/// page cache); only a crash of the machine before the worker's sync can.
 pub fn create_run(
     home: &Home,
     record: &RunRecord,
@@ -61,7 +66,7 @@ pub fn create_run(
             source: e,
         })?;
         write_attempt_files(&attempt, spec, env, prompt)?;
-        write_json_atomic(&home.run_json(&record.run_id), record)
+        write_json_unsynced(&home.run_json(&record.run_id), record)
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_dir_all(&run_dir);
@@ -73,6 +78,10 @@ pub fn create_run(
 /// Adds attempt `spec.attempt` to an existing run: creates its directory (exclusively, so two
 /// callers cannot make the same attempt), writes its launch files, then appends it to
 /// `run.json`. All or nothing: on failure the attempt directory is removed.
+///
+/// The attempt's own files are made durable by its worker, as with [`create_run`]; `run.json`
+/// is rewritten durably here: what it replaces lists the earlier attempts, which a crash must
+/// never take with it.
 pub fn add_attempt(
     home: &Home,
     spec: &AttemptSpec,
@@ -109,7 +118,8 @@ pub fn add_attempt(
     Ok(attempt)
 }
 
-/// Writes an attempt's launch files into an existing attempt directory.
+/// Writes an attempt's launch files into an existing attempt directory, renamed into place
+/// unsynced (see [`sync_launch_records`]).
 pub fn write_attempt_files(
     attempt: &AttemptPaths,
     spec: &AttemptSpec,
@@ -117,18 +127,50 @@ pub fn write_attempt_files(
     prompt: Option<&str>,
 ) -> Result<(), StoreError> {
     if let Some(p) = prompt {
-        // The directory is synced once, by the write of spec.json below.
-        write_atomic_dir_synced_later(&attempt.prompt(), p.as_bytes())?;
+        write_atomic_unsynced(&attempt.prompt(), p.as_bytes())?;
     }
     write_env_file(&attempt.env_file(), env)?;
-    let fifo = attempt.done_fifo();
-    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).map_err(|e| {
-        StoreError::Write {
-            path: fifo,
-            source: e.into(),
-        }
-    })?;
-    write_json_atomic(&attempt.spec(), spec)
+    write_json_unsynced(&attempt.spec(), spec)
+}
+
+/// Makes the records the worker writes at its end (`worker.json`, `output.txt`) durable,
+/// after the envelope: its write fsynced the directory after they were renamed in, so their
+/// names are durable already. Best effort, as [`sync_launch_records`].
+pub fn sync_end_records(attempt: &AttemptPaths) {
+    for path in [attempt.worker(), attempt.output()] {
+        fsync_path(&path);
+    }
+}
+
+/// Makes the attempt's `done.fifo`, which [`write_result`] hangs up. Made once the pane runs
+/// (off the way to the program's start; the worker needs it only at its end): a waiter that
+/// comes before it, or finds something else there, watches the directory instead.
+pub fn make_done_fifo(attempt: &AttemptPaths) -> std::io::Result<()> {
+    let mode = nix::sys::stat::Mode::from_bits_truncate(0o600);
+    match nix::unistd::mkfifo(&attempt.done_fifo(), mode) {
+        Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Makes the records written before the program started durable: `spec.json`, `prompt.txt`,
+/// `run.json` and the directories that name them, as [`create_run`] and [`add_attempt`] left
+/// them. By the worker (a while into the attempt, or after its envelope when it ends sooner,
+/// and before it exits), or by whoever writes the envelope of an attempt whose worker did
+/// not (`spawn`, `lost`), before that envelope. Best effort: a failure here cannot make a
+/// record partial (each was renamed into place whole), only leave it to the kernel's own
+/// writeback.
+pub fn sync_launch_records(attempt: &AttemptPaths) {
+    let run_dir = attempt.run_dir();
+    for path in [
+        attempt.spec(),
+        attempt.prompt(),
+        attempt.dir().to_path_buf(),
+        attempt.run_json(),
+        run_dir,
+    ] {
+        fsync_path(&path);
+    }
 }
 
 /// Writes `K=V\0` pairs, mode 0600 (temp files are created 0600 and keep it on rename).
@@ -323,7 +365,7 @@ mod tests {
         ));
         create_run(&home, &record, &spec, &[], None).unwrap();
         let p = add_attempt(&home, &second, &[], Some("again")).unwrap();
-        assert!(p.spec().exists() && p.prompt().exists() && p.done_fifo().exists());
+        assert!(p.spec().exists() && p.prompt().exists());
         let rec = read_run(&home, &id).unwrap().unwrap();
         assert_eq!(
             rec.attempts.iter().map(|a| a.attempt).collect::<Vec<_>>(),

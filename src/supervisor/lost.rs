@@ -83,6 +83,9 @@ pub fn write_unfinished(
         }
     }
     let env = envelope::build(spec, &facts, output, outcome, artifacts);
+    // The worker may not have made the launch records durable: the envelope must never be
+    // on disk without them.
+    store::sync_launch_records(paths);
     let written = store::write_result(paths, &env)?;
     if written {
         Ok(env)

@@ -131,7 +131,7 @@ impl Tmux {
             };
         }
         let limit = batch_limit(TIME_LIMIT.get(), reqs.len());
-        let out = match self.output("new-session", &args, limit) {
+        let out = match self.output_on_server("new-session", &args, limit) {
             Ok(o) => o,
             Err(e) => {
                 return BatchResult {

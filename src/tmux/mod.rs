@@ -2,6 +2,8 @@
 //!
 //! argv builders are pure; [`Tmux::run`] runs the tmux binary and keeps its stderr for
 //! errors. tmux is asked only to create, kill, attach or check on demand, never on a timer.
+//! `new-session`, on the way from `run` to every program's start, is asked of the running
+//! server without a client process (`direct.rs`), through the binary when that cannot be.
 //!
 //! ```text
 //!  Tmux::run(args) ─► tmux -L/-S SOCKET -f CONFIG args…   (stdin /dev/null, no TMUX)
@@ -10,6 +12,11 @@
 //!                       ├─ exit ≠ 0 ───────► TmuxError::Failed { verb, stderr }
 //!                       └─ past the limit ─► killed ─► TmuxError::TimedOut (names the command,
 //!                                                      the limit and the server's socket)
+//!  new-session ─► direct: the server's socket, tmux's protocol, the same deadline
+//!                   ├─ ran ──────────────► as the binary's exit 0 / exit ≠ 0 above
+//!                   ├─ lost after sending ► TmuxError::Failed "lost server" (retried)
+//!                   ├─ no answer in time ─► TmuxError::NoAnswer (nothing to kill)
+//!                   └─ no server, another protocol (nothing ran) ─► the binary, as above
 //! ```
 //!
 //! Common pitfalls:
@@ -29,6 +36,7 @@
 //! * `TMUX` in our own environment would make tmux think it is nested: it is removed.
 
 mod batch;
+mod direct;
 mod idle;
 
 pub use batch::{BatchResult, SessionReq, batchable, chunks};
@@ -102,14 +110,29 @@ pub enum TmuxError {
     Spawn(std::io::Error),
     #[error("tmux {verb} failed: {stderr}")]
     Failed { verb: String, stderr: String },
-    #[error(
-        "{source}: the tmux server (socket {}) may be hung; set SUBPANE_TMUX_TIMEOUT to give it longer, or stop it with `tmux -S {} kill-server` (its attempts end as lost)",
-        .socket.display(), .socket.display()
-    )]
+    #[error("{source}: {}", hung(.socket))]
     TimedOut {
         source: command::TimedOut,
         socket: PathBuf,
     },
+    /// A command asked without a client process ([`direct`]) whose answer did not come.
+    #[error(
+        "`tmux {verb}` did not finish within {}: {}",
+        humantime::format_duration(*.limit), hung(.socket)
+    )]
+    NoAnswer {
+        verb: String,
+        limit: Duration,
+        socket: PathBuf,
+    },
+}
+
+/// What to do about a server that does not answer.
+fn hung(socket: &Path) -> String {
+    let s = socket.display();
+    format!(
+        "the tmux server (socket {s}) may be hung; set SUBPANE_TMUX_TIMEOUT to give it longer, or stop it with `tmux -S {s} kill-server` (its attempts end as lost)"
+    )
 }
 
 /// How long one tmux command may take by default: far beyond what a healthy server needs
@@ -229,6 +252,15 @@ fn is_server_race(stderr: &str) -> bool {
         .any(|p| stderr.contains(p))
 }
 
+/// The variables of ours a tmux client does not get: tmux's own (it would think itself
+/// nested), and an attempt's identity (a server started from inside an attempt would hand it
+/// to every pane it makes later).
+fn withheld() -> impl Iterator<Item = &'static str> {
+    ["TMUX", "TMUX_PANE"]
+        .into_iter()
+        .chain(crate::spec::ATTEMPT_VARS.iter().copied())
+}
+
 impl Tmux {
     pub fn new(socket: Socket, config: PathBuf) -> Self {
         Self { socket, config }
@@ -241,10 +273,7 @@ impl Tmux {
         unsafe { c.pre_exec(crate::procs::reset_signals_in_child) };
         c.args(self.socket.args());
         c.arg("-f").arg(&self.config);
-        c.env_remove("TMUX").env_remove("TMUX_PANE");
-        // A server started from inside an attempt must not hand that attempt's identity to
-        // every pane it makes later.
-        for v in crate::spec::ATTEMPT_VARS {
+        for v in withheld() {
             c.env_remove(v);
         }
         c.stdin(Stdio::null());
@@ -258,10 +287,46 @@ impl Tmux {
             .map(|a| a.to_string_lossy().into_owned())
             .unwrap_or_default();
         let out = self.output(&verb, args, TIME_LIMIT.get())?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-        } else {
-            Err(failed(verb, &out))
+        answer(&verb, out)
+    }
+
+    /// Runs a tmux command that needs a running server, without a client process when the
+    /// server speaks [`direct`]'s protocol (the `tmux` binary otherwise, or when no server
+    /// took the connection: it starts one for a `new-session`). Like [`Tmux::output`].
+    fn output_on_server(
+        &self,
+        verb: &str,
+        args: &[OsString],
+        limit: Duration,
+    ) -> Result<std::process::Output, TmuxError> {
+        use std::os::unix::process::ExitStatusExt;
+        let env: Vec<(OsString, OsString)> = std::env::vars_os()
+            .filter(|(k, _)| !withheld().any(|w| k == w))
+            .collect();
+        let deadline = std::time::Instant::now().checked_add(limit);
+        match direct::run(&self.socket.path(), args, &env, deadline) {
+            Ok(direct::Answer::Ran {
+                status,
+                stdout,
+                stderr,
+            }) => Ok(std::process::Output {
+                // A wait status: the exit code in its second byte.
+                status: std::process::ExitStatus::from_raw((status & 0xff) << 8),
+                stdout,
+                stderr,
+            }),
+            Ok(direct::Answer::Unsupported) | Err(direct::Error::Connect(_)) => {
+                self.output(verb, args, limit)
+            }
+            Err(e @ direct::Error::Lost) => Err(TmuxError::Failed {
+                verb: verb.to_owned(),
+                stderr: e.to_string(),
+            }),
+            Err(direct::Error::TimedOut) => Err(TmuxError::NoAnswer {
+                verb: verb.to_owned(),
+                limit,
+                socket: self.socket.path(),
+            }),
         }
     }
 
@@ -296,7 +361,8 @@ impl Tmux {
         let mut tries = 0u32;
         loop {
             self.ensure_server()?;
-            match self.run(&args) {
+            let out = self.output_on_server("new-session", &args, TIME_LIMIT.get());
+            match out.and_then(|o| answer("new-session", o)) {
                 Ok(out) => {
                     return parse_pane(&out).ok_or_else(|| TmuxError::Failed {
                         verb: "new-session".into(),
@@ -385,6 +451,15 @@ impl Tmux {
         }
         c.arg("-t").arg(target(session));
         c
+    }
+}
+
+/// What a client printed when it succeeded, else its error.
+fn answer(verb: &str, out: std::process::Output) -> Result<String, TmuxError> {
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(failed(verb.to_owned(), &out))
     }
 }
 

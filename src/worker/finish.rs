@@ -4,13 +4,16 @@
 //!  kill what is left, reap, flush ─► collect: machine (stop, exit, leak) + adapter report
 //!    ─► envelope::decide ─► (sandboxed repository: carry back the program's branch)
 //!    ─► (--worktree: status, diff, remove or keep; worktree.rs)
-//!    ─► worker.json, output.txt ─► envelope::build ─► result.json (last)
+//!    ─► worker.json, output.txt ─► envelope::build ─► result.json (last; fsynced)
 //!    ─► the end line in the pane ─► (sandboxed repository: its private view removed)
+//!    ─► (run.rs, before the worker exits) fsync the other records
 //! ```
 //!
 //! Common pitfalls:
 //! * `result.json` is written last: its write syncs the directory for `worker.json` and
-//!   `output.txt` too, and its appearance is what wakes every waiter.
+//!   `output.txt` too, and its appearance is what wakes every waiter. Their contents are
+//!   fsynced after it, before the worker exits (a crash of the machine in between can leave
+//!   them behind the envelope).
 //! * The end must show even when the pane is behind; what it has not taken yet gives way.
 
 use std::time::Duration;
@@ -27,6 +30,10 @@ impl Worker {
     pub(crate) fn finish(&mut self) {
         let report = self.collect();
         let (env, written) = self.decide_and_write(report);
+        // The envelope is what waiters wait for: the other records are made durable after it
+        // (the launch records now, on their thread), not before, where their flushes would
+        // come first on the disk.
+        self.records_now();
         self.show_end(&env, written);
         // After the envelope, which waiters wait for: only scratch is left.
         self.drop_git_view();
@@ -158,11 +165,12 @@ impl Worker {
         // Before worker.json: what became of the worktree is one of the worker's facts.
         self.end_worktree(outcome.status, &mut output);
         // Both are renamed before result.json, whose write fsyncs the directory once for all
-        // three: two directory fsyncs fewer between the agent's exit and the envelope.
+        // three; their contents are fsynced after it (`Worker::records_durable`): each fsync
+        // is a disk flush between the program's exit and the envelope.
         if let Some(text) = &output.final_text {
-            let _ = store::write_atomic_dir_synced_later(&self.paths.output(), text.as_bytes());
+            let _ = store::write_atomic_unsynced(&self.paths.output(), text.as_bytes());
         }
-        if let Err(e) = store::write_json_dir_synced_later(&self.paths.worker(), &self.facts) {
+        if let Err(e) = store::write_json_unsynced(&self.paths.worker(), &self.facts) {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
         self.stream.flush();

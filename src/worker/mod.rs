@@ -1,7 +1,9 @@
 //! The worker: the process inside the tmux pane (`subpane __worker ATTEMPT_DIR`).
 //!
 //! ```text
-//!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null, pipes)   spawn.rs
+//!  spec.json ─► worker ─► a thread: fsync the launch records (spec.json, run.json, …) run.rs
+//!                  │        100 ms in, or right after result.json when that comes first
+//!                  │  spawn agent (own process group, stdin /dev/null, pipes)        spawn.rs
 //!                  │  (sandboxed: the proxy, the server of nested runs,              nest.rs
 //!                  │   then the sandbox helper)                                 sandboxed.rs
 //!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;            stream.rs
@@ -27,6 +29,8 @@
 //! Common pitfalls:
 //! * Signals must be blocked before anything else, or an early cancel kills the worker.
 //! * Write `worker.json` before looking for `cancel.json` (the canceller does the reverse).
+//! * The launcher renames its records into place unsynced: the worker makes them durable
+//!   (see `Worker::sync_records_meanwhile`), and never exits before they are.
 //! * The agent's exit is not the end: its output pipes may still be held by descendants.
 //! * Every reap of the agent, wherever it happens, goes to the machine as `AgentExited`.
 //! * The worker runs outside the sandbox, with the user's rights: every file it opens in the

@@ -5,20 +5,25 @@
 //!  pane items, stderr lines ─► Tracker::item / stderr_line   (a copy into reused buffers)
 //!  kept events              ─► Tracker::touch                 (usage may have changed)
 //!  after a wake-up: due? ─► parser.so_far() + the last event ─► progress.json (rename, no fsync)
-//!  the poll's timeout: the next write of a pending change, at most every PROGRESS_EVERY
+//!  the poll's timeout: the next write of a pending change: PROGRESS_FIRST after the first,
+//!                      then at most every PROGRESS_EVERY
 //! ```
 //!
 //! Common pitfalls:
 //! * This sits on the hot path: per line it only copies into buffers it keeps; the text is
 //!   made into a line and the file written at most every [`PROGRESS_EVERY`].
-//! * Nothing is written before the program says something: the start of an attempt costs
-//!   nothing more, and an attempt with no `progress.json` simply has nothing to show yet.
+//! * Nothing is written before the program says something, nor in the [`PROGRESS_FIRST`]
+//!   after: the start of an attempt costs nothing more, an attempt that ends by then never
+//!   writes the file (its `result.json` says it all, and a write there would fall between the
+//!   program's last line and its envelope), and one with no `progress.json` simply has
+//!   nothing to show yet.
 
 use std::time::Instant;
 
 use crate::adapter::PaneItem;
 use crate::envelope::{
-    EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_SCHEMA, Progress, SoFar,
+    EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_FIRST, PROGRESS_SCHEMA,
+    Progress, SoFar,
 };
 use crate::spec::now_rfc3339;
 use crate::store::{self, AttemptPaths};
@@ -38,6 +43,8 @@ pub(crate) struct Tracker {
     /// `last` holds streamed text that may go on.
     text_open: bool,
     dirty: bool,
+    /// When the first change not yet written came (only until the first write).
+    first_change: Option<Instant>,
     written_at: Option<Instant>,
 }
 
@@ -49,6 +56,7 @@ impl Tracker {
             last: Vec::new(),
             text_open: false,
             dirty: false,
+            first_change: None,
             written_at: None,
         }
     }
@@ -61,12 +69,21 @@ impl Tracker {
             let room = KEEP.saturating_sub(self.last.len());
             self.last.extend_from_slice(&p[..p.len().min(room)]);
         }
+        self.mark();
+    }
+
+    /// Something changed. The clock is read once, for the first change only: this is on the
+    /// way of every line.
+    fn mark(&mut self) {
+        if self.written_at.is_none() && self.first_change.is_none() {
+            self.first_change = Some(Instant::now());
+        }
         self.dirty = true;
     }
 
     /// Something went to the events: the agent's usage may have changed.
     pub(crate) fn touch(&mut self) {
-        self.dirty = true;
+        self.mark();
     }
 
     /// One item the pane shows.
@@ -87,7 +104,7 @@ impl Tracker {
                     }
                     self.last.drain(..cut);
                 }
-                self.dirty = true;
+                self.mark();
             }
             PaneItem::TextEnd => self.text_open = false,
             PaneItem::ToolCall { name, summary } => self.set(
@@ -114,16 +131,16 @@ impl Tracker {
         }
     }
 
-    /// When a change waits for its write (the writes are at most every [`PROGRESS_EVERY`]).
+    /// When a change waits for its write: [`PROGRESS_FIRST`] after the first change, then at
+    /// most every [`PROGRESS_EVERY`].
     pub(crate) fn due(&self) -> Option<Instant> {
         if !self.dirty {
             return None;
         }
-        Some(match self.written_at {
-            Some(t) => t + PROGRESS_EVERY,
-            // Never written: at once.
-            None => Instant::now(),
-        })
+        match self.written_at {
+            Some(t) => Some(t + PROGRESS_EVERY),
+            None => self.first_change.map(|t| t + PROGRESS_FIRST),
+        }
     }
 
     /// The last event as one line safe for a terminal.
@@ -165,8 +182,7 @@ impl Tracker {
         paths: &AttemptPaths,
         so_far: impl FnOnce() -> SoFar,
     ) {
-        let due = self.dirty && self.written_at.is_none_or(|t| t + PROGRESS_EVERY <= now);
-        if !due {
+        if self.due().is_none_or(|due| due > now) {
             return;
         }
         let p = Progress {
@@ -235,12 +251,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let paths = AttemptPaths::new(dir.path().to_path_buf());
         let mut t = Tracker::new(true);
-        let t0 = Instant::now();
+        let before = Instant::now();
         t.item(&PaneItem::Raw(b"one".to_vec()));
+        let first = t.due().unwrap();
+        assert!(first >= before + PROGRESS_FIRST && first <= Instant::now() + PROGRESS_FIRST);
+        t.item(&PaneItem::Raw(b"one more".to_vec()));
+        assert_eq!(
+            t.due(),
+            Some(first),
+            "later changes wait for the first write"
+        );
+        t.write_if_due(first - PROGRESS_FIRST / 2, &paths, || {
+            unreachable!("too early")
+        });
+        assert!(!paths.progress().exists());
+        let t0 = first;
         t.write_if_due(t0, &paths, SoFar::default);
         assert!(
             paths.progress().exists(),
-            "the first change is written at once"
+            "the first change is written then"
         );
         assert_eq!(t.due(), None);
         t.item(&PaneItem::Raw(b"two".to_vec()));

@@ -64,7 +64,9 @@ pub fn main(dir: &Path) -> i32 {
         return 1;
     }
     let mut w = Worker::new(spec, paths, sfd);
+    w.sync_records_meanwhile();
     w.run();
+    w.records_durable();
     0
 }
 
@@ -100,6 +102,10 @@ pub(crate) struct Worker {
     /// The request socket of nested runs, until the first client makes the worker start its
     /// server (`nest.rs`).
     pub(crate) nest_listener: Option<std::os::unix::net::UnixListener>,
+    /// The thread that makes the launch records durable ([`Worker::sync_records_meanwhile`]),
+    /// and what wakes it early: dropped, it does.
+    records_sync: Option<std::thread::JoinHandle<()>>,
+    records_wake: Option<std::sync::mpsc::Sender<()>>,
 }
 
 impl Worker {
@@ -125,6 +131,8 @@ impl Worker {
             end_writer: None,
             nest: None,
             nest_listener: None,
+            records_sync: None,
+            records_wake: None,
             life: Life::new(&spec.limits),
             spec,
             paths,
@@ -185,6 +193,66 @@ impl Worker {
         }
         self.finish();
     }
+}
+
+/// How long after the worker's start the launch records are made durable at the latest
+/// (sooner when the attempt ends first). Not at once: each fsync is a disk flush, and a
+/// short program's envelope would queue behind them.
+const RECORDS_SYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+impl Worker {
+    /// Makes the records the launcher wrote unsynced (`spec.json`, `run.json`, …) durable on
+    /// a thread of their own: [`RECORDS_SYNC_AFTER`] into the attempt, or right after its
+    /// envelope when it ends sooner ([`Worker::records_now`]); the worker waits for that
+    /// before it exits ([`Worker::records_durable`]). Their four fsyncs were on the way from
+    /// the launch to the program's start. A killed worker leaves them to the kernel's
+    /// writeback (a crash of the machine before then can lose them); an envelope written
+    /// for it (`lost`) syncs them first.
+    fn sync_records_meanwhile(&mut self) {
+        let paths = self.paths.clone();
+        let (now, wait) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("records".into())
+            .stack_size(64 * 1024)
+            .spawn(move || {
+                warm_cpu_features();
+                // Woken early when the sender is dropped.
+                let _ = wait.recv_timeout(RECORDS_SYNC_AFTER);
+                store::sync_launch_records(&paths)
+            });
+        if let Ok(t) = thread {
+            self.records_sync = Some(t);
+            self.records_wake = Some(now);
+        }
+    }
+
+    /// The envelope is written: the launch records are synced now, if not yet.
+    pub(crate) fn records_now(&mut self) {
+        self.records_wake = None;
+    }
+
+    /// Waits until the launch records are durable (or makes them so, when no thread could
+    /// be started), and makes the end's `worker.json` and `output.txt` durable: the worker
+    /// never exits before.
+    fn records_durable(&mut self) {
+        self.records_wake = None;
+        match self.records_sync.take() {
+            Some(t) => {
+                let _ = t.join();
+            }
+            None => store::sync_launch_records(&self.paths),
+        }
+        store::sync_end_records(&self.paths);
+    }
+}
+
+/// Has the libraries the worker needs on its way from the program's first line to the
+/// envelope detect the CPU's features now, on the records thread: memchr (the line splitter)
+/// and sha2 (the digests) each ask on first use, and each `cpuid` is a VM exit (~10 µs here,
+/// a dozen of them) that would fall between the program's output and its envelope.
+fn warm_cpu_features() {
+    std::hint::black_box(memchr::memchr(b'\n', std::hint::black_box(b"warm")));
+    std::hint::black_box(<sha2::Sha256 as sha2::Digest>::digest(b""));
 }
 
 fn tmux_info(spec: &AttemptSpec) -> TmuxInfo {

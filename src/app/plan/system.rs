@@ -141,7 +141,7 @@ impl System for RealSystem {
 
 /// When `pid` is a worker (`… __worker DIR`), the variables it gives its program.
 fn worker_program_vars(pid: i32) -> Option<Vec<(OsString, OsString)>> {
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let cmdline = crate::procs::read_proc(format!("/proc/{pid}/cmdline")).ok()?;
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
     if args.get(1) != Some(&crate::procs::WORKER_ARG.as_bytes()) {
         return None;
@@ -162,7 +162,7 @@ fn worker_program_vars(pid: i32) -> Option<Vec<(OsString, OsString)>> {
 /// When pid 1 is a sandbox's (`… __sandbox --policy ATTEMPT/spec.json …`), the request socket
 /// its attempt carries in (the spec itself is hidden there).
 fn sandbox_init_vars() -> Option<Vec<(OsString, OsString)>> {
-    let cmdline = std::fs::read("/proc/1/cmdline").ok()?;
+    let cmdline = crate::procs::read_proc("/proc/1/cmdline").ok()?;
     let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
     if args.get(1) != Some(&crate::procs::SANDBOX_ARG.as_bytes())
         || args.get(2) != Some(&&b"--policy"[..])
