@@ -112,7 +112,8 @@ impl Worker {
         let facts = WorkerFacts {
             schema: WORKER_SCHEMA.to_owned(),
             state: Some(WorkerState::Starting),
-            worker: procs::proc_ref(std::process::id() as i32),
+            // Looked up when first written (`name_self`), not on the way to the spawn.
+            worker: None,
             tmux: tmux_info(&spec),
             ..WorkerFacts::default()
         };
@@ -142,10 +143,18 @@ impl Worker {
         }
     }
 
+    /// The worker's own identity in its facts, looked up once.
+    pub(crate) fn name_self(&mut self) {
+        if self.facts.worker.is_none() {
+            self.facts.worker = procs::proc_ref(std::process::id() as i32);
+        }
+    }
+
     pub(crate) fn save_facts(&mut self) {
         // Renamed into place whole but not fsynced, as launch.json: it names live processes,
-        // which a crash of the machine ends too, and the end rewrites it with an fsync before
-        // result.json. An fsync here was on the way from the program's start to its envelope.
+        // which a crash of the machine ends too, and the end rewrites it (fsynced after
+        // result.json). An fsync here was on the way from the program's start to its envelope.
+        self.name_self();
         if let Err(e) = store::write_json_unsynced(&self.paths.worker(), &self.facts) {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
