@@ -543,6 +543,18 @@ mod tests {
         );
         assert!(m.contains("SUBPANE_TMUX_TIMEOUT"), "{m}");
         assert!(m.contains("tmux -S /run/s.sock kill-server"), "{m}");
+        // Asked without a client process, nothing was killed: the rest is the same.
+        let e = TmuxError::NoAnswer {
+            verb: "new-session".into(),
+            limit: Duration::from_secs(30),
+            socket: "/run/s.sock".into(),
+        };
+        let n = e.to_string();
+        assert!(
+            n.starts_with("`tmux new-session` did not finish within 30s: the tmux server"),
+            "{n}"
+        );
+        assert_eq!(n.split_once(": ").unwrap().1, m.split_once(": ").unwrap().1);
     }
 
     #[test]

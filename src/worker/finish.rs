@@ -70,6 +70,7 @@ impl Worker {
             None => {}
         }
         let report = self.stream.report();
+        self.name_self();
         let f = &mut self.facts;
         f.terminal_event = report.terminal_event.clone();
         f.finished_at = Some(now_rfc3339());

@@ -64,7 +64,6 @@ pub fn main(dir: &Path) -> i32 {
         return 1;
     }
     let mut w = Worker::new(spec, paths, sfd);
-    w.sync_records_meanwhile();
     w.run();
     w.records_durable();
     0
@@ -113,7 +112,8 @@ impl Worker {
         let facts = WorkerFacts {
             schema: WORKER_SCHEMA.to_owned(),
             state: Some(WorkerState::Starting),
-            worker: procs::proc_ref(std::process::id() as i32),
+            // Looked up when first written (`name_self`), not on the way to the spawn.
+            worker: None,
             tmux: tmux_info(&spec),
             ..WorkerFacts::default()
         };
@@ -143,10 +143,18 @@ impl Worker {
         }
     }
 
+    /// The worker's own identity in its facts, looked up once.
+    pub(crate) fn name_self(&mut self) {
+        if self.facts.worker.is_none() {
+            self.facts.worker = procs::proc_ref(std::process::id() as i32);
+        }
+    }
+
     pub(crate) fn save_facts(&mut self) {
         // Renamed into place whole but not fsynced, as launch.json: it names live processes,
-        // which a crash of the machine ends too, and the end rewrites it with an fsync before
-        // result.json. An fsync here was on the way from the program's start to its envelope.
+        // which a crash of the machine ends too, and the end rewrites it (fsynced after
+        // result.json). An fsync here was on the way from the program's start to its envelope.
+        self.name_self();
         if let Err(e) = store::write_json_unsynced(&self.paths.worker(), &self.facts) {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
@@ -179,6 +187,9 @@ impl Worker {
                     if self.cancel_pending() {
                         self.cancel_requested(true);
                     }
+                    // While the program starts, which takes longer: off the way to its end.
+                    self.sync_records_meanwhile();
+                    warm_cpu_features();
                     self.stream();
                 }
                 Err(e) => {
@@ -195,19 +206,20 @@ impl Worker {
     }
 }
 
-/// How long after the worker's start the launch records are made durable at the latest
+/// How long after the program's start the launch records are made durable at the latest
 /// (sooner when the attempt ends first). Not at once: each fsync is a disk flush, and a
 /// short program's envelope would queue behind them.
 const RECORDS_SYNC_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Worker {
     /// Makes the records the launcher wrote unsynced (`spec.json`, `run.json`, …) durable on
-    /// a thread of their own: [`RECORDS_SYNC_AFTER`] into the attempt, or right after its
-    /// envelope when it ends sooner ([`Worker::records_now`]); the worker waits for that
-    /// before it exits ([`Worker::records_durable`]). Their four fsyncs were on the way from
-    /// the launch to the program's start. A killed worker leaves them to the kernel's
-    /// writeback (a crash of the machine before then can lose them); an envelope written
-    /// for it (`lost`) syncs them first.
+    /// a thread of their own, started with the program: [`RECORDS_SYNC_AFTER`] into the
+    /// attempt, or right after its envelope when it ends sooner ([`Worker::records_now`]);
+    /// the worker waits for that before it exits ([`Worker::records_durable`], which syncs
+    /// them itself when no program started). Their four fsyncs were on the way from the
+    /// launch to the program's start. A killed worker leaves them to the kernel's writeback
+    /// (a crash of the machine before then can lose them); an envelope written for it
+    /// (`lost`) syncs them first.
     fn sync_records_meanwhile(&mut self) {
         let paths = self.paths.clone();
         let (now, wait) = std::sync::mpsc::channel::<()>();
@@ -215,7 +227,6 @@ impl Worker {
             .name("records".into())
             .stack_size(64 * 1024)
             .spawn(move || {
-                warm_cpu_features();
                 // Woken early when the sender is dropped.
                 let _ = wait.recv_timeout(RECORDS_SYNC_AFTER);
                 store::sync_launch_records(&paths)
@@ -247,9 +258,9 @@ impl Worker {
 }
 
 /// Has the libraries the worker needs on its way from the program's first line to the
-/// envelope detect the CPU's features now, on the records thread: memchr (the line splitter)
-/// and sha2 (the digests) each ask on first use, and each `cpuid` is a VM exit (~10 µs here,
-/// a dozen of them) that would fall between the program's output and its envelope.
+/// envelope detect the CPU's features now, while the program starts: memchr (the line
+/// splitter) and sha2 (the digests) each ask on first use, and each `cpuid` is a VM exit
+/// (~10 µs here, a dozen of them) that would fall between the program's output and its end.
 fn warm_cpu_features() {
     std::hint::black_box(memchr::memchr(b'\n', std::hint::black_box(b"warm")));
     std::hint::black_box(<sha2::Sha256 as sha2::Digest>::digest(b""));

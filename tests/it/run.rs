@@ -638,3 +638,57 @@ fn a_nested_run_whose_parent_is_the_worker_itself_keeps_the_depth_limit() {
     assert!(!env.run_dir("c").exists());
     env.assert_no_leftovers();
 }
+
+/// With the private server up, the panes of `run` and of a batched `fanout` are made by the
+/// server itself, asked on its socket: a `tmux` binary first on `PATH` that fails every
+/// command is never needed.
+#[test]
+fn with_the_server_up_no_tmux_client_is_needed_to_start_attempts() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let r = env.sp(["run", "--run-id", "first", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // Keeps the server up between the runs below.
+    let r = env.sp(["run", "--detach", "--run-id", "keep", "--", "sleep", "30"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let bin = env.root.path().join("failing-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let fake = bin.join("tmux");
+    std::fs::write(&fake, "#!/bin/sh\necho \"fake tmux ran: $*\" >&2\nexit 1\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin.clone()];
+    paths.extend(std::env::split_paths(&path));
+    let path = std::env::join_paths(paths).unwrap();
+    let r: crate::harness::Ran = env
+        .cmd()
+        .env("PATH", &path)
+        .args(["run", "--json", "--run-id", "direct", "--", "echo", "made"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["status"], "completed", "{v}");
+    assert!(
+        v["tmux"]["pane_id"]
+            .as_str()
+            .is_some_and(|p| p.starts_with('%')),
+        "{v}"
+    );
+    let tasks = env.root.path().join("tasks.jsonl");
+    std::fs::write(&tasks, "{\"argv\": [\"true\"]}\n{\"argv\": [\"true\"]}\n").unwrap();
+    let r: crate::harness::Ran = env
+        .cmd()
+        .env("PATH", &path)
+        .args(["fanout", tasks.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("fake tmux ran"), "{r:?}");
+    let r = env.sp(["cancel", "keep"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = env.sp(["wait", "keep"]);
+    assert_eq!(r.code, 130, "{r:?}");
+}
