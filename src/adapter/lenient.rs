@@ -409,6 +409,15 @@ impl<'a> Raw<'a> {
     fn json(&self) -> Option<&'a str> {
         self.json
     }
+
+    /// The value's text borrowed from the line, when it is a string without escapes (what
+    /// most are): nothing to decode.
+    fn unescaped_string(&self) -> Option<&'a str> {
+        let inner = self.json?.strip_prefix('"')?.strip_suffix('"')?;
+        memchr::memchr(b'\\', inner.as_bytes())
+            .is_none()
+            .then_some(inner)
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Raw<'a> {
@@ -431,12 +440,12 @@ impl<'a> LazyStr<'a> {
         self.0
             .text
             .get_or_init(|| {
-                let json = self.0.json()?;
-                let inner = json.strip_prefix('"')?.strip_suffix('"')?;
-                if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
-                    return Some(Cow::Borrowed(inner));
+                if let Some(text) = self.0.unescaped_string() {
+                    return Some(Cow::Borrowed(text));
                 }
-                serde_json::from_str::<String>(json).ok().map(Cow::Owned)
+                serde_json::from_str::<String>(self.0.json()?)
+                    .ok()
+                    .map(Cow::Owned)
             })
             .as_deref()
     }
@@ -458,13 +467,12 @@ impl<'a> LazyContent<'a> {
         self.0
             .text
             .get_or_init(|| {
-                let json = self.0.json()?;
-                if let Some(inner) = json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
-                    if memchr::memchr(b'\\', inner.as_bytes()).is_none() {
-                        return Some(Cow::Borrowed(inner));
-                    }
+                if let Some(text) = self.0.unescaped_string() {
+                    return Some(Cow::Borrowed(text));
                 }
-                serde_json::from_str::<Content<'a>>(json).ok().map(|c| c.0)
+                serde_json::from_str::<Content<'a>>(self.0.json()?)
+                    .ok()
+                    .map(|c| c.0)
             })
             .as_deref()
             .unwrap_or("")
