@@ -353,6 +353,11 @@ mod tests {
 
     /// A server that reads the client's messages, then answers with `answer`.
     fn fake_server(answer: Vec<u8>) -> (tempfile::TempDir, std::path::PathBuf) {
+        fake_server_then(answer, false)
+    }
+
+    /// `fake_server`, which hangs up right after its answer when `hang_up`.
+    fn fake_server_then(answer: Vec<u8>, hang_up: bool) -> (tempfile::TempDir, std::path::PathBuf) {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("s");
         let l = UnixListener::bind(&path).unwrap();
@@ -366,7 +371,9 @@ mod tests {
                 got.extend_from_slice(&buf[..n]);
             }
             c.write_all(&answer).unwrap();
-            let _ = c.read(&mut buf);
+            if !hang_up {
+                let _ = c.read(&mut buf);
+            }
         });
         (d, path)
     }
@@ -398,6 +405,26 @@ mod tests {
             run(&path, &["new-session".into()], &[], None).unwrap(),
             Answer::Unsupported
         );
+    }
+
+    /// A server that goes away after the command came, with or without saying so, or that
+    /// sends a message shorter than its header: the command may have run, and that is what
+    /// the answer says (the caller looks for the session before it tries again).
+    #[test]
+    fn a_server_lost_after_the_command_is_lost_not_unsupported() {
+        let open = message(MSG_WRITE_OPEN, &[1i32, 1, 0].map(i32::to_ne_bytes).concat());
+        let mut short = message(MSG_EXIT, &0i32.to_ne_bytes());
+        short[4..6].copy_from_slice(&4u16.to_ne_bytes());
+        for (answer, what) in [
+            (Vec::new(), "hung up at once"),
+            (open, "hung up with output open"),
+            (message(MSG_SHUTDOWN, &[]), "shut down"),
+            (short, "a message shorter than its header"),
+        ] {
+            let (_d, path) = fake_server_then(answer, true);
+            let r = run(&path, &["new-session".into()], &[], None);
+            assert!(matches!(r, Err(Error::Lost)), "{what}: {r:?}");
+        }
     }
 
     #[test]
