@@ -83,6 +83,60 @@ pub fn write_json_unsynced<T: Serialize>(path: &Path, value: &T) -> Result<(), S
     write_atomic_unsynced(path, &to_json(value))
 }
 
+/// An empty file of subpane's own in an attempt directory (the environment file once read),
+/// whose inode the next record written there takes instead of a new one
+/// ([`Spare::write_json_as`]).
+///
+/// Why: on ext4 without a journal (this project's machines) every inode freed in the last
+/// minute is stepped over, one by one, by each later file creation in its block group. An
+/// unlinked environment file and a record replaced by rename are such inodes: a fan-out
+/// of a thousand attempts freed two thousand, and every create after them slowed down.
+#[derive(Debug)]
+pub struct Spare {
+    file: File,
+    path: std::path::PathBuf,
+}
+
+impl Spare {
+    /// `file`, open for writing at `path`, is emptied (what it held is gone from the disk).
+    pub(super) fn emptied(file: File, path: &Path) -> std::io::Result<Self> {
+        file.set_len(0)?;
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Writes `value` into the spare and renames it to `path` (in the same directory), as
+    /// [`write_json_unsynced`] would write it: a reader never sees it partial. When that
+    /// cannot be done, [`write_json_unsynced`] writes it, and the spare is removed.
+    pub fn write_json_as<T: Serialize>(self, path: &Path, value: &T) -> Result<(), StoreError> {
+        use std::os::unix::fs::FileExt;
+        let bytes = to_json(value);
+        let done = self
+            .file
+            .write_all_at(&bytes, 0)
+            .and_then(|()| std::fs::rename(&self.path, path));
+        if done.is_ok() {
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(&self.path);
+        write_atomic_unsynced(path, &bytes)
+    }
+}
+
+/// [`write_json_unsynced`] over a record that exists already, whose inode stays under `keep`
+/// (a second name, linked first) instead of being freed: see [`Spare`] for why.
+pub fn replace_json_keeping<T: Serialize>(
+    path: &Path,
+    keep: &Path,
+    value: &T,
+) -> Result<(), StoreError> {
+    // linkat without AT_SYMLINK_FOLLOW: a link at `path` would be linked, never followed.
+    let _ = std::fs::hard_link(path, keep);
+    write_json_unsynced(path, value)
+}
+
 fn to_json<T: Serialize>(value: &T) -> Vec<u8> {
     // Serialising our own types cannot fail (no maps with non-string keys).
     let mut v = serde_json::to_vec_pretty(value).unwrap_or_else(|_| b"null".to_vec());

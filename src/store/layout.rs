@@ -128,6 +128,9 @@ impl AttemptPaths {
     file!(spec, "spec.json");
     file!(launch, "launch.json");
     file!(worker, "worker.json");
+    // worker.json as it was while the program ran, kept under a second name when the end's
+    // replaces it (`Spare`: no inode is freed).
+    file!(worker_running, ".worker-running.json");
     // What the attempt has done so far (usage, the last event), rewritten as it runs.
     file!(progress, "progress.json");
     file!(result, "result.json");
@@ -149,7 +152,8 @@ impl AttemptPaths {
     // A FIFO the worker opens and closes right after writing result.json: waiting
     // supervisors hold it open for reading and see the hang-up at once.
     file!(done_fifo, "done.fifo");
-    // The one-shot environment file: read and removed by the worker before the agent starts.
+    // The one-shot environment file: read and emptied by the worker before the agent starts,
+    // then renamed to worker.json with the worker's first facts in it (`Spare`).
     file!(env_file, ".env");
     // The program's own artifact directory (`$SUBPANE_OUT_DIR`): the one place of the home a
     // sandboxed program may write. Its files are listed and hashed, never interpreted.

@@ -6,7 +6,8 @@
 //!   runs/<run-id>/run.json            request, labels, attempt list
 //!   runs/<run-id>/attempts/<n>/       one attempt: spec.json, launch.json, worker.json,
 //!                                     events.jsonl, stdout.log, stderr.log, output.txt,
-//!                                     cancel.json, result.json
+//!                                     cancel.json, result.json; .env (emptied, then it
+//!                                     becomes worker.json), .worker-running.json
 //!                                     (--worktree: worktree.status.txt, worktree.diff.patch)
 //!                   attempts/<n>/out/ the program's own artifacts ($SUBPANE_OUT_DIR)
 //!   runs/<run-id>/sessions/           pi's saved sessions of the run (--resume)
@@ -31,14 +32,17 @@ mod records;
 
 pub use artifacts::{OUT_MAX_DEPTH, OUT_MAX_FILES, Written, collect_artifacts, sha256_file};
 pub use atomic::{
-    read_json, write_atomic, write_atomic_unsynced, write_json_atomic, write_json_new,
-    write_json_unsynced,
+    Spare, read_json, replace_json_keeping, write_atomic, write_atomic_unsynced, write_json_atomic,
+    write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
-pub use nofollow::{RECORD_LIMIT, create_new, open_beneath, open_read, read_beneath, read_bounded};
+pub use nofollow::{
+    RECORD_LIMIT, create_new, open_beneath, open_read, open_write_existing, read_beneath,
+    read_bounded, read_bounded_from,
+};
 pub use records::{
     CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, make_done_fifo,
-    read_env_file, read_run, sync_end_records, sync_launch_records, write_attempt_files,
+    read_run, sync_end_records, sync_launch_records, take_env_file, write_attempt_files,
     write_env_file, write_result,
 };
 

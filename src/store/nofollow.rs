@@ -35,8 +35,19 @@ pub const RECORD_LIMIT: u64 = 64 << 20;
 
 /// Opens `path` for reading if it is a regular file, without following a link at it.
 pub fn open_read(path: &Path) -> std::io::Result<File> {
+    open_regular(path, false)
+}
+
+/// Opens `path` for reading and writing if it is a regular file, without following a link
+/// at it (a file subpane made and rewrites itself, as the environment file).
+pub fn open_write_existing(path: &Path) -> std::io::Result<File> {
+    open_regular(path, true)
+}
+
+fn open_regular(path: &Path, write: bool) -> std::io::Result<File> {
     let f = File::options()
         .read(true)
+        .write(write)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(link_error)?;
@@ -63,14 +74,21 @@ pub fn create_new(path: &Path) -> std::io::Result<File> {
 /// Reads all of `path` if it is a regular file of at most `limit` bytes. `Ok(None)` when
 /// nothing is there.
 pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    match open_read(path) {
+        Ok(f) => read_bounded_from(&f, path, limit).map(Some),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(StoreError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+/// Reads the rest of `f` (opened from `path`), at most `limit` bytes.
+pub fn read_bounded_from(f: &File, path: &Path, limit: u64) -> Result<Vec<u8>, StoreError> {
     let read_err = |source| StoreError::Read {
         path: path.to_path_buf(),
         source,
-    };
-    let f = match open_read(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(read_err(e)),
     };
     // Sized for the file as it is now (a record is a few KiB), so that it is read in one go,
     // not in doubling steps from 32 bytes; a bigger file grows the buffer as it is read.
@@ -85,7 +103,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, StoreErr
             limit,
         });
     }
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
 /// Opens `rel` below the directory `dir` without following any link on the way (nor `..`

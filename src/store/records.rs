@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use super::StoreError;
 use super::atomic::{
-    fsync_path, read_json, write_atomic_unsynced, write_json_atomic, write_json_new,
+    Spare, fsync_path, read_json, write_atomic_unsynced, write_json_atomic, write_json_new,
     write_json_unsynced,
 };
 use super::layout::{AttemptPaths, Home};
@@ -212,13 +212,17 @@ pub fn write_result(attempt: &AttemptPaths, envelope: &Envelope) -> Result<bool,
     written
 }
 
-/// Reads and removes the environment file (never through a link, bounded like a record).
-pub fn read_env_file(path: &std::path::Path) -> std::io::Result<Vec<(OsString, OsString)>> {
-    let bytes = super::read_bounded(path, super::RECORD_LIMIT)
-        .map_err(std::io::Error::other)?
-        .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))?;
-    let _ = std::fs::remove_file(path);
-    Ok(crate::spec::parse_env_block(&bytes))
+/// Reads the environment file (never through a link, bounded like a record) and empties
+/// it: its values are gone from the disk once read, and its inode is the worker's
+/// [`Spare`] for `worker.json`.
+pub fn take_env_file(
+    path: &std::path::Path,
+) -> std::io::Result<(Vec<(OsString, OsString)>, Spare)> {
+    let file = super::open_write_existing(path)?;
+    let bytes = super::read_bounded_from(&file, path, super::RECORD_LIMIT)
+        .map_err(std::io::Error::other)?;
+    let spare = Spare::emptied(file, path)?;
+    Ok((crate::spec::parse_env_block(&bytes), spare))
 }
 
 /// Reads `run.json`.
@@ -320,8 +324,14 @@ mod tests {
             std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600
         );
-        assert_eq!(read_env_file(&p).unwrap(), env);
-        assert!(!p.exists(), "the env file is removed once read");
+        let (read, spare) = take_env_file(&p).unwrap();
+        assert_eq!(read, env);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 0, "emptied once read");
+        // The spare becomes the next record: the values never come back.
+        let record = d.path().join("worker.json");
+        spare.write_json_as(&record, &"facts").unwrap();
+        assert!(!p.exists(), "the spare was renamed");
+        assert_eq!(std::fs::read_to_string(&record).unwrap(), "\"facts\"\n");
     }
 
     #[test]

@@ -171,9 +171,13 @@ impl Worker {
         if let Some(text) = &output.final_text {
             let _ = store::write_atomic_unsynced(&self.paths.output(), text.as_bytes());
         }
-        if let Err(e) = store::write_json_unsynced(&self.paths.worker(), &self.facts) {
-            self.pane.line(Style::Red, &format!("subpane: {e}"));
+        if self.spare.is_none() {
+            // Not read when the start failed before it: its values must not stay on disk.
+            self.spare = store::take_env_file(&self.paths.env_file())
+                .ok()
+                .map(|(_, spare)| spare);
         }
+        self.save_facts();
         self.stream.flush();
         let written = self.stream.written();
         let (artifacts, note) =

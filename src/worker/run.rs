@@ -105,6 +105,8 @@ pub(crate) struct Worker {
     /// and what wakes it early: dropped, it does.
     records_sync: Option<std::thread::JoinHandle<()>>,
     records_wake: Option<std::sync::mpsc::Sender<()>>,
+    /// The environment file once read (emptied): the first `worker.json` takes its inode.
+    pub(crate) spare: Option<store::Spare>,
 }
 
 impl Worker {
@@ -133,6 +135,7 @@ impl Worker {
             nest_listener: None,
             records_sync: None,
             records_wake: None,
+            spare: None,
             life: Life::new(&spec.limits),
             spec,
             paths,
@@ -150,12 +153,19 @@ impl Worker {
         }
     }
 
+    /// Writes `worker.json`: renamed into place whole but not fsynced, as launch.json (it
+    /// names live processes, which a crash of the machine ends too; the end's is fsynced
+    /// after result.json). An fsync here was on the way from the program's start to its
+    /// envelope. No inode is freed: the first write takes the environment file's, and a
+    /// later one keeps the one it replaces as `.worker-running.json` (see [`store::Spare`]).
     pub(crate) fn save_facts(&mut self) {
-        // Renamed into place whole but not fsynced, as launch.json: it names live processes,
-        // which a crash of the machine ends too, and the end rewrites it (fsynced after
-        // result.json). An fsync here was on the way from the program's start to its envelope.
         self.name_self();
-        if let Err(e) = store::write_json_unsynced(&self.paths.worker(), &self.facts) {
+        let path = self.paths.worker();
+        let written = match self.spare.take() {
+            Some(spare) => spare.write_json_as(&path, &self.facts),
+            None => store::replace_json_keeping(&path, &self.paths.worker_running(), &self.facts),
+        };
+        if let Err(e) = written {
             self.pane.line(Style::Red, &format!("subpane: {e}"));
         }
     }

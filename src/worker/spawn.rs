@@ -76,12 +76,13 @@ impl Worker {
             }
             _ => {}
         }
-        let env = store::read_env_file(&self.paths.env_file()).map_err(|e| {
+        let (env, spare) = store::take_env_file(&self.paths.env_file()).map_err(|e| {
             format!(
                 "cannot read the attempt's environment ({}): {e}",
                 self.paths.env_file().display()
             )
         })?;
+        self.spare = Some(spare);
         let argv = self.spec.argv.clone();
         let program = argv.first().ok_or("the spec has an empty argv")?;
         let (mut cmd, report) = if self.spec.sandbox.enabled {

@@ -76,8 +76,10 @@ fn a_100_mib_line_is_dropped_and_counted_and_the_worker_stays_small() {
         peak < (64 + 16) * 1024,
         "the worker's peak RSS was {peak} KiB while a 100 MiB line went by"
     );
+    // A kept 64 MiB buffer would show; the rest (about 16 MiB in a debug build, 6 in a
+    // release one) is the binary's own pages, and its size drifts with the code.
     assert!(
-        rss_after < 16 * 1024,
+        rss_after < 24 * 1024,
         "the worker kept {rss_after} KiB after the huge line was dropped"
     );
     env.assert_no_leftovers();

@@ -83,15 +83,23 @@ fn run_creates_the_attempt_directory_with_every_file() {
     assert_eq!(v["failure_kind"], Value::Null);
     assert_eq!(v["exit_code"], 0);
     assert_eq!(v["argv"][0], fixture("mixed_output.sh").to_str().unwrap());
-    // The one-shot environment file is gone, and no temp file of an atomic write is left.
+    // The one-shot environment file is gone (it became worker.json, whose first version is
+    // kept), and no temp file of an atomic write is left.
     let names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(
-        !names.iter().any(|n| n.starts_with('.')),
+        !names
+            .iter()
+            .any(|n| n.starts_with('.') && n != ".worker-running.json"),
         "leftover hidden/temp files: {names:?}"
     );
+    assert_eq!(
+        env.read_json(&dir.join(".worker-running.json"))["state"],
+        "running"
+    );
+    assert_eq!(env.read_json(&dir.join("worker.json"))["state"], "finished");
     let runs: Vec<_> = std::fs::read_dir(env.run_dir("files"))
         .unwrap()
         .map(|e| e.unwrap().file_name())
@@ -342,15 +350,29 @@ fn env_values_reach_the_program_but_no_record() {
         !r.stdout.contains(secret),
         "the value is printed in the envelope"
     );
-    let records = [
-        env.run_dir("sec").join("run.json"),
-        dir.join("spec.json"),
-        dir.join("result.json"),
-        dir.join("worker.json"),
-        dir.join("launch.json"),
-    ];
+    // Every record the attempt left, hidden ones too (not the program's own output): the
+    // environment file's inode became worker.json, whose first version stays as
+    // .worker-running.json.
+    let output = ["stdout.log", "stderr.log", "events.jsonl", "output.txt"];
+    let mut records = vec![env.run_dir("sec").join("run.json")];
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() && !output.iter().any(|o| e.file_name() == *o) {
+            records.push(e.path());
+        }
+    }
+    for name in [
+        "spec.json",
+        "result.json",
+        "worker.json",
+        ".worker-running.json",
+        "launch.json",
+    ] {
+        assert!(records.contains(&dir.join(name)), "{name} is missing");
+    }
     for p in &records {
-        let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let text = std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let text = String::from_utf8_lossy(&text);
         assert!(
             !text.contains(secret),
             "{} holds the value of SECRET_X",
@@ -364,7 +386,7 @@ fn env_values_reach_the_program_but_no_record() {
     );
     assert!(
         !dir.join(".env").exists(),
-        "the environment file is removed once read"
+        "the environment file is gone once read (renamed to worker.json)"
     );
 }
 
