@@ -38,12 +38,30 @@ pub struct ManArgs {
 
 /// subpane's command tree without the hidden verbs (the worker and the sandbox helper):
 /// clap_complete would offer them otherwise.
+/// The whole command tree, every verb's arguments built: the verbs are deferred (built only
+/// when parsed, see `Command`), which leaves them empty until then.
+fn full_command() -> clap::Command {
+    let mut cmd = Cli::command();
+    cmd.build();
+    cmd
+}
+
 fn public_command() -> clap::Command {
-    let full = Cli::command();
+    let full = full_command();
     let mut cmd = clap::Command::new("subpane")
         .version(env!("CARGO_PKG_VERSION"))
-        .args(full.get_arguments().cloned())
-        .subcommands(full.get_subcommands().filter(|s| !s.is_hide_set()).cloned());
+        // Not the `--help`, `--version` and `help` clap added when it built the tree: it adds
+        // them again to this one.
+        .args(
+            full.get_arguments()
+                .filter(|a| !["help", "version"].contains(&a.get_id().as_str()))
+                .cloned(),
+        )
+        .subcommands(
+            full.get_subcommands()
+                .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+                .cloned(),
+        );
     if let Some(a) = full.get_about() {
         cmd = cmd.about(a.clone());
     }
@@ -118,13 +136,13 @@ mod tests {
             }
         }
         let mut out = BTreeSet::from(["--help".to_owned(), "--version".to_owned()]);
-        walk(&Cli::command(), &mut out);
+        walk(&full_command(), &mut out);
         out
     }
 
     /// The verbs, for finding `subpane VERB …` in the README.
     fn verbs() -> Vec<String> {
-        Cli::command()
+        full_command()
             .get_subcommands()
             .filter(|s| !s.is_hide_set())
             .map(|s| s.get_name().to_owned())
