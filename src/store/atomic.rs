@@ -61,7 +61,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), StoreError> {
 
 /// Temp file and rename without any fsync: a reader still never sees a partial file, but a
 /// crash may leave the file empty. Only for files worth nothing after a crash, which every
-/// attempt's worker dies in: the one-shot environment file (read and removed by the worker
+/// attempt's worker dies in: the one-shot environment file (read and emptied by the worker
 /// moments later, and better never written back to disk at all: it holds the values) and
 /// `launch.json` (pids of a live pane, superseded by `worker.json`); and for the records
 /// the worker makes durable later, off the way from the launch to the envelope

@@ -185,7 +185,7 @@ pub fn write_env_file(
         buf.extend_from_slice(v.as_bytes());
         buf.push(0);
     }
-    // Read and removed by the worker moments later, and useless after a crash: no fsync, so
+    // Read and emptied by the worker moments later, and useless after a crash: no fsync, so
     // the values most likely never reach the disk at all.
     write_atomic_unsynced(path, &buf)
 }
