@@ -836,3 +836,46 @@ fn a_worker_started_after_its_attempt_ended_runs_nothing() {
     assert_eq!(std::fs::read(dir.join("result.json")).unwrap(), before);
     env.assert_no_leftovers();
 }
+
+// ---- a start that fails before the environment was read -------------------------------
+
+/// The worker reads the environment file just before it starts the program. A start that
+/// fails before that (here: its log's name is taken) must still leave no value on disk.
+#[test]
+fn a_start_that_fails_before_the_environment_was_read_leaves_no_value_on_disk() {
+    let env = TestEnv::new();
+    let r = env.sp(["run", "--json", "--run-id", "model", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // A second attempt directory of the same shape, which no launcher started: its spec,
+    // an environment file with a value, and a file already under its events log's name.
+    let dir = env.run_dir("model").join("attempts").join("2");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(
+        env.attempt_dir("model", 1).join("spec.json"),
+        dir.join("spec.json"),
+    )
+    .unwrap();
+    let secret = "s3cr3t-9d0e7a";
+    std::fs::write(dir.join(".env"), format!("SECRET_Z={secret}\0")).unwrap();
+    std::fs::write(dir.join("events.jsonl"), "").unwrap();
+    let out = env
+        .cmd()
+        .arg("__worker")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    let result = env.read_json(&dir.join("result.json"));
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["failure_kind"], "spawn", "{result}");
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() {
+            let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+            assert!(!text.contains(secret), "{} holds the value", p.display());
+        }
+    }
+    env.assert_no_leftovers();
+}
