@@ -184,7 +184,9 @@ impl Worker {
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
         self.header();
         if self.cancel_pending() {
-            // Cancelled before the start: the program never runs and nothing is signalled.
+            // Cancelled before the start: the program never runs and nothing is signalled;
+            // the request still says who asked.
+            let _ = self.take_cancel_request();
             self.cancel_requested(false);
             self.facts.started_at = Some(now_rfc3339());
         } else {

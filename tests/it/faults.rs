@@ -879,3 +879,39 @@ fn a_start_that_fails_before_the_environment_was_read_leaves_no_value_on_disk() 
     }
     env.assert_no_leftovers();
 }
+
+/// A cancel written before the worker started its program: nothing runs, and the envelope
+/// still says who asked (as for a cancel that came later).
+#[test]
+fn a_cancel_before_the_start_says_who_asked() {
+    let env = TestEnv::new();
+    let r = env.sp(["run", "--json", "--run-id", "model", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let dir = env.run_dir("model").join("attempts").join("2");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::copy(
+        env.attempt_dir("model", 1).join("spec.json"),
+        dir.join("spec.json"),
+    )
+    .unwrap();
+    std::fs::write(dir.join(".env"), "A=b\0").unwrap();
+    std::fs::write(
+        dir.join("cancel.json"),
+        r#"{"id":"1f","requested_at":"2026-12-01T00:00:00.000Z","grace_ms":1000,"by":"the test"}"#,
+    )
+    .unwrap();
+    let out = env
+        .cmd()
+        .arg("__worker")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    let result = env.read_json(&dir.join("result.json"));
+    assert_eq!(result["status"], "cancelled", "{result}");
+    let errors = result["output"]["errors"].to_string();
+    assert!(errors.contains("cancelled by the test"), "{errors}");
+    env.assert_no_leftovers();
+}

@@ -73,27 +73,33 @@ impl Worker {
     /// signals. Only a new request (another id) counts as a second cancel.
     pub(crate) fn cancel_requested(&mut self, from_file: bool) {
         let grace_ms = if from_file {
-            let req = store::read_json::<CancelRequest>(&self.paths.cancel())
-                .ok()
-                .flatten();
-            // No request is one that cannot be read as subpane writes it (a link, garbage):
-            // `cancel` renames a whole file into place before it signals.
-            let Some(r) = req else {
-                return;
-            };
-            if self.cancels_seen.iter().any(|k| k == r.key()) {
-                return;
+            match self.take_cancel_request() {
+                Some(grace_ms) => grace_ms,
+                None => return,
             }
-            self.cancels_seen.push(r.key().to_owned());
-            if self.cancelled_by.is_none() {
-                self.cancelled_by.clone_from(&r.by);
-            }
-            r.grace_ms
         } else {
             self.spec.limits.grace_ms
         };
         let grace = Duration::from_millis(grace_ms);
         self.feed(Event::CancelRequested { grace }, Instant::now());
+    }
+
+    /// Reads a new request of `cancel.json`: who asked is kept for the envelope; its grace is
+    /// returned. `None` when there is none, or only one already seen.
+    pub(crate) fn take_cancel_request(&mut self) -> Option<u64> {
+        // No request is one that cannot be read as subpane writes it (a link, garbage):
+        // `cancel` renames a whole file into place before it signals.
+        let r = store::read_json::<CancelRequest>(&self.paths.cancel())
+            .ok()
+            .flatten()?;
+        if self.cancels_seen.iter().any(|k| k == r.key()) {
+            return None;
+        }
+        self.cancels_seen.push(r.key().to_owned());
+        if self.cancelled_by.is_none() {
+            self.cancelled_by.clone_from(&r.by);
+        }
+        Some(r.grace_ms)
     }
 
     /// Reaps the children that have exited, without waiting. Returns `false` when the worker
