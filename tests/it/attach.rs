@@ -13,12 +13,12 @@ fn an_attached_client_is_told_how_the_run_ended() {
     t.wait_for("subpane ▸ run at · attempt 1");
     touch(&flag);
     t.wait_exit();
-    let s = t.screen();
-    assert!(
+    // The pane can be marked dead before the terminal has read the last bytes its command
+    // wrote: wait for them, not for one look.
+    t.wait_until("how the run ended", |s| {
         s.contains("subpane: run at failed (exit 4) after ")
-            && s.contains("`subpane status at` has the summary"),
-        "{s}"
-    );
+            && s.contains("`subpane status at` has the summary")
+    });
     env.assert_no_leftovers();
 }
 
@@ -31,11 +31,9 @@ fn a_detached_client_is_told_the_run_goes_on() {
     // The client's prefix is C-b: detach.
     t.keys(&["C-b", "d"]);
     assert_eq!(t.wait_exit(), 0);
-    assert!(
-        t.screen().contains("subpane: detached; run ad goes on"),
-        "{}",
-        t.screen()
-    );
+    t.wait_until("that the run goes on", |s| {
+        s.contains("subpane: detached; run ad goes on")
+    });
     touch(&flag);
     assert_eq!(env.sp(["wait", "ad"]).code, 0);
     env.assert_no_leftovers();
