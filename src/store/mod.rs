@@ -36,10 +36,7 @@ pub use atomic::{
     write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
-pub use nofollow::{
-    RECORD_LIMIT, create_new, open_beneath, open_read, open_write_existing, read_beneath,
-    read_bounded, read_bounded_from,
-};
+pub use nofollow::{RECORD_LIMIT, create_new, open_beneath, open_read, read_beneath, read_bounded};
 pub use records::{
     CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, make_done_fifo,
     read_run, sync_end_records, sync_launch_records, take_env_file, write_attempt_files,

@@ -40,7 +40,7 @@ pub fn open_read(path: &Path) -> std::io::Result<File> {
 
 /// Opens `path` for reading and writing if it is a regular file, without following a link
 /// at it (a file subpane made and rewrites itself, as the environment file).
-pub fn open_write_existing(path: &Path) -> std::io::Result<File> {
+pub(super) fn open_write_existing(path: &Path) -> std::io::Result<File> {
     open_regular(path, true)
 }
 
@@ -85,7 +85,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, StoreErr
 }
 
 /// Reads the rest of `f` (opened from `path`), at most `limit` bytes.
-pub fn read_bounded_from(f: &File, path: &Path, limit: u64) -> Result<Vec<u8>, StoreError> {
+pub(super) fn read_bounded_from(f: &File, path: &Path, limit: u64) -> Result<Vec<u8>, StoreError> {
     let read_err = |source| StoreError::Read {
         path: path.to_path_buf(),
         source,
@@ -156,17 +156,7 @@ pub fn read_beneath(dir: &Path, rel: &Path, limit: u64) -> Result<Option<Vec<u8>
     if !f.metadata().map_err(read_err)?.is_file() {
         return Ok(None);
     }
-    // Sized for the file as it is now (a record is a few KiB), so that it is read in one go,
-    // not in doubling steps from 32 bytes; a bigger file grows the buffer as it is read.
-    let now = f.metadata().map_or(0, |m| m.len()).min(limit).min(1 << 16);
-    let mut bytes = Vec::with_capacity(now as usize + 1);
-    f.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(read_err)?;
-    if bytes.len() as u64 > limit {
-        return Err(StoreError::TooLarge { path, limit });
-    }
-    Ok(Some(bytes))
+    read_bounded_from(&f, &path, limit).map(Some)
 }
 
 /// What the kernel says when `O_NOFOLLOW` met a link (`ELOOP`), in words.

@@ -218,8 +218,8 @@ pub fn write_result(attempt: &AttemptPaths, envelope: &Envelope) -> Result<bool,
 pub fn take_env_file(
     path: &std::path::Path,
 ) -> std::io::Result<(Vec<(OsString, OsString)>, Spare)> {
-    let file = super::open_write_existing(path)?;
-    let bytes = super::read_bounded_from(&file, path, super::RECORD_LIMIT)
+    let file = super::nofollow::open_write_existing(path)?;
+    let bytes = super::nofollow::read_bounded_from(&file, path, super::RECORD_LIMIT)
         .map_err(std::io::Error::other)?;
     let spare = Spare::emptied(file, path)?;
     Ok((crate::spec::parse_env_block(&bytes), spare))
