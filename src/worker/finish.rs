@@ -171,8 +171,9 @@ impl Worker {
         if let Some(text) = &output.final_text {
             let _ = store::write_atomic_unsynced(&self.paths.output(), text.as_bytes());
         }
-        if self.spare.is_none() {
+        if self.spare.is_none() && self.agent.is_none() {
             // Not read when the start failed before it: its values must not stay on disk.
+            // (A program that started was given them: the file became worker.json.)
             self.spare = store::take_env_file(&self.paths.env_file())
                 .ok()
                 .map(|(_, spare)| spare);

@@ -5,7 +5,7 @@
 //!                  │  (sandboxed: the proxy, the server of nested runs,              nest.rs
 //!                  │   then the sandbox helper)                                 sandboxed.rs
 //!                  │  a thread: fsync the launch records (spec.json, run.json, …)    run.rs
-//!                  │    100 ms in, or right after result.json when that comes first
+//!                  │    5 s in, or right after result.json when that comes first
 //!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;            stream.rs
 //!                  │           timeout = the stop machine's next deadline
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane

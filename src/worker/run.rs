@@ -231,7 +231,7 @@ impl Worker {
     /// a thread of their own, started with the program: [`RECORDS_SYNC_AFTER`] into the
     /// attempt, or right after its envelope when it ends sooner ([`Worker::records_now`]);
     /// the worker waits for that before it exits ([`Worker::records_durable`], which syncs
-    /// them itself when no program started). Their four fsyncs were on the way from the
+    /// them itself when no program started). Their fsyncs were on the way from the
     /// launch to the program's start. A killed worker leaves them to the kernel's writeback
     /// (a crash of the machine before then can lose them); an envelope written for it
     /// (`lost`) syncs them first.
