@@ -837,17 +837,13 @@ fn a_worker_started_after_its_attempt_ended_runs_nothing() {
     env.assert_no_leftovers();
 }
 
-// ---- a start that fails before the environment was read -------------------------------
+// ---- a worker that finds its attempt already in some state ------------------------------
 
-/// The worker reads the environment file just before it starts the program. A start that
-/// fails before that (here: its log's name is taken) must still leave no value on disk.
-#[test]
-fn a_start_that_fails_before_the_environment_was_read_leaves_no_value_on_disk() {
-    let env = TestEnv::new();
+/// Runs a worker on a second attempt directory of run `model` (a `true` that completed),
+/// which no launcher started: attempt 1's spec and the `files` given. Its envelope.
+fn worker_on_attempt_with(env: &TestEnv, files: &[(&str, &str)]) -> (PathBuf, Value) {
     let r = env.sp(["run", "--json", "--run-id", "model", "--", "true"]);
     assert_eq!(r.code, 0, "{r:?}");
-    // A second attempt directory of the same shape, which no launcher started: its spec,
-    // an environment file with a value, and a file already under its events log's name.
     let dir = env.run_dir("model").join("attempts").join("2");
     std::fs::create_dir(&dir).unwrap();
     std::fs::copy(
@@ -855,9 +851,9 @@ fn a_start_that_fails_before_the_environment_was_read_leaves_no_value_on_disk() 
         dir.join("spec.json"),
     )
     .unwrap();
-    let secret = "s3cr3t-9d0e7a";
-    std::fs::write(dir.join(".env"), format!("SECRET_Z={secret}\0")).unwrap();
-    std::fs::write(dir.join("events.jsonl"), "").unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
     let out = env
         .cmd()
         .arg("__worker")
@@ -868,6 +864,22 @@ fn a_start_that_fails_before_the_environment_was_read_leaves_no_value_on_disk() 
         .unwrap();
     assert!(out.success(), "{out:?}");
     let result = env.read_json(&dir.join("result.json"));
+    (dir, result)
+}
+
+/// The worker reads the environment file just before it starts the program. A start that
+/// fails before that (here: its log's name is taken) must still leave no value on disk.
+#[test]
+fn a_start_that_fails_before_the_environment_was_read_leaves_no_value_on_disk() {
+    let env = TestEnv::new();
+    let secret = "s3cr3t-9d0e7a";
+    let (dir, result) = worker_on_attempt_with(
+        &env,
+        &[
+            (".env", &format!("SECRET_Z={secret}\0")),
+            ("events.jsonl", ""),
+        ],
+    );
     assert_eq!(result["status"], "failed", "{result}");
     assert_eq!(result["failure_kind"], "spawn", "{result}");
     for e in std::fs::read_dir(&dir).unwrap() {
@@ -885,31 +897,16 @@ fn a_start_that_fails_before_the_environment_was_read_leaves_no_value_on_disk() 
 #[test]
 fn a_cancel_before_the_start_says_who_asked() {
     let env = TestEnv::new();
-    let r = env.sp(["run", "--json", "--run-id", "model", "--", "true"]);
-    assert_eq!(r.code, 0, "{r:?}");
-    let dir = env.run_dir("model").join("attempts").join("2");
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::copy(
-        env.attempt_dir("model", 1).join("spec.json"),
-        dir.join("spec.json"),
-    )
-    .unwrap();
-    std::fs::write(dir.join(".env"), "A=b\0").unwrap();
-    std::fs::write(
-        dir.join("cancel.json"),
-        r#"{"id":"1f","requested_at":"2026-12-01T00:00:00.000Z","grace_ms":1000,"by":"the test"}"#,
-    )
-    .unwrap();
-    let out = env
-        .cmd()
-        .arg("__worker")
-        .arg(&dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(out.success(), "{out:?}");
-    let result = env.read_json(&dir.join("result.json"));
+    let (_, result) = worker_on_attempt_with(
+        &env,
+        &[
+            (".env", "A=b\0"),
+            (
+                "cancel.json",
+                r#"{"id":"1f","requested_at":"2026-12-01T00:00:00.000Z","grace_ms":1000,"by":"the test"}"#,
+            ),
+        ],
+    );
     assert_eq!(result["status"], "cancelled", "{result}");
     let errors = result["output"]["errors"].to_string();
     assert!(errors.contains("cancelled by the test"), "{errors}");
