@@ -2,6 +2,8 @@
 //! definitions as `--help` (clap_complete, clap_mangen), so they never disagree with it. A
 //! test checks that every flag the README names exists here too.
 
+use std::path::{Path, PathBuf};
+
 use clap::{Args, CommandFactory, ValueEnum};
 
 use super::{Cli, CliError};
@@ -15,10 +17,15 @@ pub enum Shell {
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Install them where the shell looks, for example:
-  subpane completions bash > ~/.local/share/bash-completion/completions/subpane
-  subpane completions zsh > ~/.zfunc/_subpane        # with fpath+=(~/.zfunc) in ~/.zshrc
-  subpane completions fish > ~/.config/fish/completions/subpane.fish")]
+Install it where the shell looks, making the folder first:
+  bash, with the bash-completion package (it reads this folder; Debian: bash-completion):
+    mkdir -p ~/.local/share/bash-completion/completions
+    subpane completions bash > ~/.local/share/bash-completion/completions/subpane
+  bash without it: add `source <(subpane completions bash)` to ~/.bashrc
+  zsh: mkdir -p ~/.zfunc && subpane completions zsh > ~/.zfunc/_subpane
+    and `fpath+=(~/.zfunc); autoload -U compinit && compinit` in ~/.zshrc
+  fish: mkdir -p ~/.config/fish/completions
+    subpane completions fish > ~/.config/fish/completions/subpane.fish")]
 pub struct CompletionsArgs {
     /// The shell to complete for
     #[arg(value_enum)]
@@ -27,13 +34,18 @@ pub struct CompletionsArgs {
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
-Read it with `subpane man | man -l -`, or install it:
-  subpane man > ~/.local/share/man/man1/subpane.1
-  subpane man run > ~/.local/share/man/man1/subpane-run.1")]
+Read a page with `subpane man | man -l -`, or install every page and read them with man:
+  subpane man --install          # beside the binary: ~/.cargo/share/man/man1 for ~/.cargo/bin
+  man subpane                    # man finds DIR/../share/man for every DIR/bin on PATH
+  subpane man --install ~/.local/share/man/man1   # or any directory on your MANPATH")]
 pub struct ManArgs {
     /// A verb's own page (`subpane man run`); without it, the page of subpane
-    #[arg(value_name = "VERB")]
+    #[arg(value_name = "VERB", conflicts_with = "install")]
     pub verb: Option<String>,
+    /// Write every page (subpane.1 and subpane-VERB.1 for each verb) into DIR, made if
+    /// missing, instead of printing one [default: share/man/man1 beside the binary's bin/]
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    pub install: Option<Option<PathBuf>>,
 }
 
 /// subpane's command tree without the hidden verbs (the worker and the sandbox helper):
@@ -84,37 +96,128 @@ pub fn completions(a: CompletionsArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-/// The man page (roff) of subpane, or of one verb, on stdout.
+/// The man page (roff) of subpane, or of one verb, on stdout; with `--install`, every page
+/// into a directory.
 pub fn man(a: ManArgs) -> Result<i32, CliError> {
     let mut cmd = public_command();
     cmd.build();
+    if let Some(dir) = a.install {
+        let dir = match dir {
+            Some(d) => d,
+            None => beside_the_binary()?,
+        };
+        return install(&cmd, &dir);
+    }
     let page = match &a.verb {
         None => cmd,
-        Some(v) => {
-            let sub = cmd
-                .get_subcommands()
-                .find(|s| s.get_name() == v && !s.is_hide_set())
-                .cloned()
-                .ok_or_else(|| {
-                    CliError::Flag(format!(
-                        "`{v}` is not a verb of subpane; `subpane --help` lists them"
-                    ))
-                })?;
-            // clap names are 'static (without its `string` feature); this process prints
-            // one page and exits.
-            let name: &'static str = Box::leak(format!("subpane-{v}").into_boxed_str());
-            sub.name(name).bin_name(format!("subpane {v}"))
-        }
+        Some(v) => verb_page(&cmd, v).ok_or_else(|| {
+            CliError::Flag(format!(
+                "`{v}` is not a verb of subpane; `subpane --help` lists them"
+            ))
+        })?,
     };
-    let mut out = Vec::new();
-    clap_mangen::Man::new(page)
-        .render(&mut out)
-        .map_err(|source| CliError::Print {
-            path: "the man page".into(),
-            source,
-        })?;
-    super::common::print(&String::from_utf8_lossy(&out));
+    super::common::print(&String::from_utf8_lossy(&render(page)));
     Ok(0)
+}
+
+/// The page of one verb, named `subpane-VERB` as the main page's list of verbs names it.
+fn verb_page(cmd: &clap::Command, verb: &str) -> Option<clap::Command> {
+    let sub = cmd
+        .get_subcommands()
+        .find(|s| s.get_name() == verb && !s.is_hide_set())
+        .cloned()?;
+    // clap names are 'static (without its `string` feature); a page is made a few times in
+    // a process that then exits.
+    let name: &'static str = Box::leak(format!("subpane-{verb}").into_boxed_str());
+    Some(sub.name(name).bin_name(format!("subpane {verb}")))
+}
+
+/// `share/man/man1` beside the directory of the running binary: man(1) looks in
+/// `DIR/../share/man` for every `DIR` on `PATH` (man-db's manpath), so nothing else needs
+/// setting up.
+fn beside_the_binary() -> Result<PathBuf, CliError> {
+    let exe = std::env::current_exe().map_err(|source| CliError::Print {
+        path: "the binary's own path".into(),
+        source,
+    })?;
+    let bin = exe.parent().unwrap_or(Path::new("."));
+    let prefix = bin.parent().unwrap_or(bin);
+    Ok(prefix.join("share/man/man1"))
+}
+
+/// Writes every page into `dir` (made if missing), each atomically, and says where.
+fn install(cmd: &clap::Command, dir: &Path) -> Result<i32, CliError> {
+    let failed = |source| CliError::Print {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    let mut pages = vec![("subpane.1".to_owned(), cmd.clone())];
+    for v in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        let name = v.get_name();
+        if let Some(page) = verb_page(cmd, name) {
+            pages.push((format!("subpane-{name}.1"), page));
+        }
+    }
+    for (file, page) in &pages {
+        let path = dir.join(file);
+        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;
+        std::io::Write::write_all(&mut tmp, &render(page.clone())).map_err(failed)?;
+        tmp.persist(&path).map_err(|e| failed(e.error))?;
+    }
+    super::common::print(&format!(
+        "installed {} pages in {}: read them with `man subpane` (man looks in \
+         DIR/../share/man for each DIR/bin on PATH; elsewhere add the directory above man1 \
+         to MANPATH)\n",
+        pages.len(),
+        dir.display()
+    ));
+    Ok(0)
+}
+
+/// A page: clap_mangen's sections, then the examples, the exit status, and for subpane(1)
+/// itself the environment and files, from the tables `--help` shows too.
+fn render(page: clap::Command) -> Vec<u8> {
+    use clap_mangen::roff::{Roff, roman};
+    let main = page.get_name() == "subpane";
+    let examples = page.get_after_help().map(|h| h.to_string());
+    // The main page's after-help is the tables below, rendered as sections of their own.
+    let man = clap_mangen::Man::new(page.clone());
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = man.render_title(&mut out);
+    let _ = man.render_name_section(&mut out);
+    let _ = man.render_synopsis_section(&mut out);
+    let _ = man.render_description_section(&mut out);
+    if page.get_arguments().any(|a| !a.is_hide_set()) {
+        let _ = man.render_options_section(&mut out);
+    }
+    if page.get_subcommands().any(|s| !s.is_hide_set()) {
+        let _ = man.render_subcommands_section(&mut out);
+    }
+    let mut roff = Roff::default();
+    if let Some(ex) = examples.filter(|_| !main) {
+        roff.control("SH", ["EXAMPLES"]);
+        roff.control("nf", []);
+        for line in ex.lines().filter(|l| *l != "Examples:") {
+            roff.text([roman(line)]);
+        }
+        roff.control("fi", []);
+    }
+    super::reference::roff_section(&mut roff, "EXIT STATUS", &super::reference::exit_rows());
+    if main {
+        use super::reference::{ENVIRONMENT, FILES, roff_section, rows};
+        roff_section(&mut roff, "ENVIRONMENT", &rows(ENVIRONMENT));
+        roff_section(&mut roff, "FILES", &rows(FILES));
+    } else {
+        roff.control("SH", ["SEE ALSO"]);
+        roff.text([roman("subpane(1)")]);
+    }
+    let _ = roff.to_writer(&mut out);
+    if page.get_version().is_some() {
+        let _ = man.render_version_section(&mut out);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@ mod ls;
 mod mcp;
 mod nested;
 mod output;
+mod reference;
 mod retry;
 mod run;
 mod status;
@@ -39,11 +40,14 @@ pub use error::CliError;
 /// Every attempt gets its own directory under the subpane home and its own detached tmux
 /// session on a private server. `result.json` in the attempt directory is the versioned
 /// envelope of how it ended.
-///
-/// Exit codes of run, wait and status: 0 completed, 1 failed or lost, 2 invalid input (nothing
-/// started), 3 still running (wait --timeout, status), 124 timed out, 130 cancelled.
 #[derive(Debug, Parser)]
-#[command(name = "subpane", version, max_term_width = 100)]
+#[command(
+    name = "subpane",
+    version,
+    max_term_width = 100,
+    after_help = reference::SHORT_AFTER_HELP.as_str(),
+    after_long_help = reference::AFTER_HELP.as_str()
+)]
 pub struct Cli {
     /// Where runs are recorded [default: $SUBPANE_HOME, else ${XDG_STATE_HOME:-~/.local/state}/subpane]
     #[arg(long, global = true, value_name = "DIR")]
