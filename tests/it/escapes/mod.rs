@@ -13,6 +13,7 @@
 //!  the caller's tmux socket, other sockets, argv   hidden sockets, a PID namespace processes
 //!  of other processes, AF_VSOCK, io_uring          seccomp
 //!  `--hide /`, `--writable /`, links, `allow:::`   the plan refuses (exit 2)       policy
+//!  the host's devices (/dev/vcs*, kvm, loop, disks) a private /dev                devices
 //!  fork bombs, memory, /tmp, huge files            limits, `resource_limit`        limits
 //! ```
 //!
@@ -24,6 +25,7 @@
 //!   a control (unsandboxed, or the allowed twin of the attack).
 
 mod agent_state;
+mod devices;
 mod files;
 mod git;
 mod limits;
