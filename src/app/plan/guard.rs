@@ -78,6 +78,12 @@ const MACHINE_TREES: &[(&str, &str)] = &[
     ("/boot", "the kernel and the boot loader"),
 ];
 
+/// Whether `p` is in one of the machine's trees ([`MACHINE_TREES`]): inside a sandbox `/proc`
+/// and `/dev` are its own, outside they are the host's, so nothing there is taken for it.
+pub(in crate::app) fn in_machine_tree(p: &Path) -> bool {
+    MACHINE_TREES.iter().any(|(t, _)| p.starts_with(t))
+}
+
 /// Paths the sandbox mounts its own over, and what is there instead: a `--hide` at or below
 /// one would hide nothing (or keep the sandbox's own mount from being made).
 const MOUNTED_BY_THE_SANDBOX: &[(&str, &str)] = &[

@@ -16,6 +16,7 @@
 //!  `--writable` of /proc, /sys, /dev, /run, /boot,
 //!  above the home or the tmux socket, `--hide /proc`
 //!  the host's devices (/dev/vcs*, kvm, loop, disks) a private /dev                devices
+//!  credentials seeded from a hidden directory      seeding honours --hide         agent_state
 //!  fork bombs, memory, /tmp, huge files            limits, `resource_limit`        limits
 //! ```
 //!
