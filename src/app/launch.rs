@@ -92,6 +92,11 @@ pub(super) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
         prompt,
     } = plan;
     worktree::create(&mut spec)?;
+    if spec.sandbox.enabled {
+        // What of the user's the agent is not seeded with goes into spec.json (and so into
+        // the envelope) before it is written.
+        super::seed::withhold(&mut spec);
+    }
     let created = if spec.attempt == 1 {
         store::create_run(home, &record, &spec, &env, prompt.as_deref())
     } else {

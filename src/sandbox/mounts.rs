@@ -11,7 +11,9 @@
 //!     c. the trees  move_mount(fd) back         same path, same files as on the host
 //!  3. read_only    read-only bind over itself   a worktree's .git file, the proxy socket
 //!  4. hidden files /dev/null, read-only         (hidden directories were masks)
-//!  5. /dev/pts     a new devpts instance        the host's terminals are out of reach
+//!  5. /dev         a fresh tmpfs: the host's null zero full random urandom tty bound onto
+//!                  files in it, pts a new devpts instance, shm an empty directory, ptmx
+//!                  → pts/ptmx, fd stdin stdout stderr → /proc/self/fd/…
 //!  6. /proc        a proc of the PID namespace  only the sandbox's processes
 //!     (init sets the PID namespace's limit through this /proc: see limits.rs)
 //!  7. read-only    clone each writable tree and the private /tmp; every mount read-only
@@ -58,6 +60,14 @@
 //!   create it (a new hook would run later, outside the sandbox).
 //! * Reading another terminal (`/dev/pts/N` of the same user) would read the keys typed in
 //!   it: the program gets its own devpts, so the host's terminals are not there at all.
+//! * The host's `/dev` holds what no program needs and some that act on the machine (virtual
+//!   consoles' memory `/dev/vcs*`, `kvm`, loop and block devices, `kmsg`): the program's `/dev`
+//!   is a tmpfs of its own. A device node cannot be made there (`mknod` needs CAP_MKNOD in
+//!   the initial user namespace, and a tmpfs mounted in a user namespace is `nodev`), so the
+//!   few devices are the host's nodes, bound onto empty files; the bind mounts keep the
+//!   host's devtmpfs, where devices open.
+//! * `/dev/shm` is an empty directory that the program cannot write, as the host's was to
+//!   it before (Landlock has no rule for it): POSIX shared memory is not offered.
 
 use std::ffi::CString;
 use std::io;
@@ -123,17 +133,7 @@ pub fn build(spec: &SandboxSpec) -> Result<(), SandboxFailure> {
         }
     }
 
-    let pts = Path::new("/dev/pts");
-    if pts.is_dir() {
-        mount(
-            Some("devpts"),
-            pts,
-            Some("devpts"),
-            libc::MS_NOSUID | libc::MS_NOEXEC,
-            Some("newinstance,ptmxmode=0666,mode=0620"),
-        )
-        .map_err(|e| failure(pts, "cannot mount a private devpts", e))?;
-    }
+    private_dev()?;
 
     // The caller is pid 1 of a new PID namespace: a proc of its own shows only the sandbox's
     // processes (other processes' command lines hold tokens).
@@ -148,6 +148,71 @@ pub fn build(spec: &SandboxSpec) -> Result<(), SandboxFailure> {
     .map_err(|e| failure(proc, "cannot mount a proc of the PID namespace", e))?;
 
     Ok(())
+}
+
+/// The host's devices a program gets in its private `/dev` (those the host has).
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// The links of the private `/dev`, as the host's are (`ptmx` into the program's own devpts).
+const DEV_LINKS: &[(&str, &str)] = &[
+    ("ptmx", "pts/ptmx"),
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+];
+
+/// Step 5 of the module docs: `/dev` as a tmpfs with only [`DEVICES`] (the host's nodes,
+/// bound), a devpts of its own, an empty `shm` and [`DEV_LINKS`].
+fn private_dev() -> Result<(), SandboxFailure> {
+    use std::os::unix::fs::FileTypeExt;
+    let dev = Path::new("/dev");
+    let mut held = Vec::new();
+    for name in DEVICES {
+        let node = dev.join(name);
+        match std::fs::metadata(&node) {
+            Ok(m) if m.file_type().is_char_device() => {}
+            // Not a device here (a container's /dev may lack one): nothing to give.
+            Ok(_) => continue,
+            Err(e) if absent(&e) => continue,
+            Err(e) => return Err(failure(&node, "cannot look at the device", e)),
+        }
+        let fd =
+            open_tree(&node).map_err(|e| failure(&node, "cannot take the device across", e))?;
+        held.push((node, fd));
+    }
+    mount(
+        Some("tmpfs"),
+        dev,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some("mode=0755,size=64k"),
+    )
+    .map_err(|e| failure(dev, "cannot mount a private /dev", e))?;
+    for (node, fd) in held {
+        make_mount_point(&node, false)
+            .and_then(|()| move_mount(&fd, &node))
+            .map_err(|e| failure(&node, "cannot put the device in the private /dev", e))?;
+    }
+    let pts = dev.join("pts");
+    std::fs::create_dir(&pts).map_err(|e| failure(&pts, "cannot make it", e))?;
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .map_err(|e| failure(&pts, "cannot mount a private devpts", e))?;
+    let shm = dev.join("shm");
+    std::fs::create_dir(&shm).map_err(|e| failure(&shm, "cannot make it", e))?;
+    for (name, target) in DEV_LINKS {
+        let link = dev.join(name);
+        std::os::unix::fs::symlink(target, &link)
+            .map_err(|e| failure(&link, "cannot make the link", e))?;
+    }
+    // Nothing but the devices may change there (the whole tree is read-only after step 7 too).
+    set_read_only(dev).map_err(|e| failure(dev, "cannot make it read-only", e))
 }
 
 /// The last steps of the view, once init has used its `/proc` (the namespace's limits):

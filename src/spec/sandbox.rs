@@ -310,11 +310,12 @@ impl Default for SandboxLimits {
 /// A sandboxed agent's state directory: its own for the attempt (`attempts/<n>/agent`), or
 /// the one of the attempt whose session it resumes, seeded from the user's when new. The
 /// user's own (`seeded_from`) is never written: a hook there would run in the user's next
-/// unsandboxed session.
+/// unsandboxed session. Nothing the policy hides is seeded (`withheld` lists what was not).
 ///
 /// ```json
 /// {"var": "CLAUDE_CONFIG_DIR", "dir": "/h/runs/r/attempts/1/agent",
-///  "seeded_from": "/home/u/.claude", "home_file": "/home/u/.claude.json"}
+///  "seeded_from": "/home/u/.claude", "home_file": "/home/u/.claude.json",
+///  "withheld": ["/home/u/.claude/.credentials.json"]}
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentState {
@@ -326,6 +327,15 @@ pub struct AgentState {
     /// The user's file that moves into `dir` (`~/.claude.json`), when one does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub home_file: Option<PathBuf>,
+    /// Seeded only from what this sandbox itself sees: a run from a sandbox, whose view is at
+    /// most its parent's (the user's files beyond that are never read for it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub within_sight: bool,
+    /// The user's files and directories that were not seeded because the policy hides them
+    /// (or, `within_sight`, the sandbox does not see them): the agent may lack its login or
+    /// settings. Decided when the attempt is created.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<PathBuf>,
 }
 
 /// The git directory of a sandboxed workspace's repository. The program sees it as an

@@ -399,7 +399,11 @@ fn git_hooks_and_config_of_the_workspace_never_change_outside() {
 #[test]
 fn sandboxed_attempts_run_side_by_side() {
     let env = TestEnv::new();
-    let flag = env.root.path().join("go");
+    // A directory of its own: the test's directory holds the home and the tmux socket,
+    // which a sandbox may not write.
+    let flags = env.root.path().join("flags");
+    std::fs::create_dir(&flags).unwrap();
+    let flag = flags.join("go");
     let n = 8;
     for i in 0..n {
         // Each waits for the flag, which only the test creates once all of them run.
@@ -410,7 +414,7 @@ fn sandboxed_attempts_run_side_by_side() {
             &format!("par-{i}"),
             "--sandbox",
             "--writable",
-            env.root.path().to_str().unwrap(),
+            flags.to_str().unwrap(),
             "--",
             "bash",
             "-c",

@@ -11,6 +11,8 @@
 //!  git       the parent's repository view, with an overlay of its own, when a writable
 //!            tree holds its work tree; else none (a `.git` there is the parent's files)
 //!  limits    each at most the parent's
+//!  agent     seeded only from what the child's sandbox sees (`within_sight`): at most the
+//!            parent's view, the parent's hides applied
 //! ```
 //!
 //! What the parent sees and writes follows the mounts of the sandbox helper
@@ -50,8 +52,9 @@ fn through(parent: &SandboxSpec, p: &Path, tree: &Path) -> bool {
     masks(parent).all(|m| !p.starts_with(m) || (tree.starts_with(m) && tree != m))
 }
 
-/// Whether the parent's program sees `p` as the host has it.
-pub(super) fn reads(parent: &SandboxSpec, p: &Path) -> bool {
+/// Whether the parent's program sees `p` as the host has it (any policy's program: the
+/// seeder asks it of a nested run's own policy, see `app::seed`).
+pub(in crate::app) fn reads(parent: &SandboxSpec, p: &Path) -> bool {
     parent
         .writable
         .iter()
@@ -254,6 +257,11 @@ pub(super) fn fit(
     child.writable = writable;
     child.read_only = read_only;
     child.asked = Some(asked);
+    // Its agent is seeded from what its own sandbox sees, at most its parent's view (with
+    // the parent's hides, added above): never more of the user's files.
+    if let Some(state) = &mut child.agent_state {
+        state.within_sight = true;
+    }
     Ok(())
 }
 

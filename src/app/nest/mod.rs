@@ -83,6 +83,7 @@ use super::{Error, OutputEnd, RunRequest};
 use crate::envelope::{self, Envelope};
 
 pub use client::{Client, Interrupts, socket_of_caller};
+pub(super) use fit::reads as sees;
 pub use serve::serve;
 
 /// The most a request may take on the wire, its task and variables included.

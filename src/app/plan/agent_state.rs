@@ -50,6 +50,8 @@ pub(in crate::app) fn agent_state(
         dir: fresh,
         seeded_from,
         home_file,
+        within_sight: false,
+        withheld: Vec::new(),
     })
 }
 
@@ -111,6 +113,8 @@ mod tests {
             dir: "/h/a/1/agent".into(),
             seeded_from: "/cfg".into(),
             home_file: None,
+            within_sight: false,
+            withheld: Vec::new(),
         };
         let a = agent_state(
             &request(Some(prev.clone()), false),

@@ -4,13 +4,22 @@
 //! ```text
 //!  --writable, --hide (named now) ──► named_path: absolute, exists, no symbolic link on the way
 //!                                              │ (a link in a writable tree may be a program's)
-//!  the attempt's policy (new run or retry) ──► check_policy:
+//!  the attempt's policy (new run, fan-out line, MCP call, retry, nested run) ──► check_policy:
 //!     asked paths   still there, still no link   (a program may have replaced or moved them)
-//!     --hide        not `/`, not the workspace or a directory holding it
-//!     --writable    not `/`, not your home or a directory holding it, not inside subpane's
-//!     and the         home, not holding or inside what runs outside the sandbox later
-//!     workspace       (agent settings, shell start-up files)
+//!     --hide        not `/`, not the workspace or a directory holding it, not where the
+//!                   sandbox mounts its own (`/proc`, `/dev`, `/tmp`)
+//!     both          a path is --hide or --writable, never both
+//!     --writable    not `/`, not the private `/tmp`; not in the machine's trees (`/proc`,
+//!     and the       `/sys`, `/dev`, `/run`, `/boot`); not your home or a directory holding it;
+//!     workspace     not subpane's home, inside it or holding it; not the tmux socket's
+//!                   directory or one holding it; not holding or inside what runs outside the
+//!                   sandbox later (agent settings, shell start-up files)
 //! ```
+//!
+//! One inside the other is allowed, both ways: a `--writable` tree inside a `--hide`
+//! directory is carried through it (the one thing the program sees there), and a `--hide`
+//! path inside a `--writable` tree stays hidden (a mount point, which the program cannot
+//! rename or remove).
 //!
 //! Common pitfalls:
 //! * Resolving a named path once is not enough: the policy is applied again for every retry,
@@ -21,6 +30,12 @@
 //!   see the file under the new name. A missing `--hide` path is an error, never skipped.
 //! * "Holds" is `starts_with` on components: `/home/u` holds `/home/u/.claude`, `/home/us`
 //!   does not.
+//! * A directory above subpane's home is as dangerous as the home itself: the home is a
+//!   mount point in the sandbox, but the directory holding it is not, and renaming that moves
+//!   the home away on the host (the program then plants runs where it was). The same holds
+//!   for the tmux socket's directory.
+//! * A path inside the tmux socket's directory is allowed: it cannot reach the socket (hidden
+//!   by a mount) nor rename the directory (not writable). Test homes often hold the socket.
 
 use super::*;
 
@@ -46,6 +61,44 @@ const PROTECTED_IN_HOME: &[&str] = &[
     ".gitconfig",
     ".config/git",
 ];
+
+/// Trees of the machine a program must never write, and why: writing there acts outside the
+/// sandbox, whatever its namespaces (many kernel settings are host-wide).
+const MACHINE_TREES: &[(&str, &str)] = &[
+    (
+        "/proc",
+        "the kernel's settings and processes, many of them host-wide even from the sandbox's namespaces",
+    ),
+    ("/sys", "the kernel's and the devices' settings, host-wide"),
+    (
+        "/dev",
+        "the machine's devices (the sandbox has a private /dev with what programs need)",
+    ),
+    ("/run", "the machine's sockets and services"),
+    ("/boot", "the kernel and the boot loader"),
+];
+
+/// Whether `p` is in one of the machine's trees ([`MACHINE_TREES`]): inside a sandbox `/proc`
+/// and `/dev` are its own, outside they are the host's, so nothing there is taken for it.
+pub(in crate::app) fn in_machine_tree(p: &Path) -> bool {
+    MACHINE_TREES.iter().any(|(t, _)| p.starts_with(t))
+}
+
+/// Paths the sandbox mounts its own over, and what is there instead: a `--hide` at or below
+/// one would hide nothing (or keep the sandbox's own mount from being made).
+const MOUNTED_BY_THE_SANDBOX: &[(&str, &str)] = &[
+    (
+        "/proc",
+        "the sandbox mounts a proc of its own there, which shows only the sandbox's processes",
+    ),
+    (
+        "/dev",
+        "the sandbox has a private /dev with only null, zero, full, random, urandom, tty, ptmx, pts, shm and the fd links",
+    ),
+];
+
+/// The sandbox's `/tmp`: its own, writable, the host's never seen.
+const TMP: &str = "/tmp";
 
 /// A path the user names for the sandbox now (`--writable`, `--hide`), made absolute against
 /// `caller_dir`: it must exist and pass through no symbolic link.
@@ -93,6 +146,8 @@ pub(in crate::app) struct Guarded<'a> {
     pub(in crate::app) agent_dirs: Vec<PathBuf>,
     /// subpane's home, resolved.
     pub(in crate::app) subpane_home: &'a Path,
+    /// The directory of subpane's tmux socket, resolved.
+    pub(in crate::app) tmux_socket_dir: Option<PathBuf>,
     /// The workspace.
     pub(in crate::app) workspace: &'a Path,
 }
@@ -142,22 +197,56 @@ pub(in crate::app) fn check_policy(
         }
     }
     for h in &asked.hidden {
-        if h == Path::new("/") {
-            return Err(Error::invalid(
-                "--hide `/` would hide everything, the program included: name what it must not see",
-            ));
-        }
-        if g.workspace.starts_with(h) {
-            return Err(Error::invalid(format!(
-                "--hide `{}` holds the workspace `{}`, which the program needs: hide what is inside it instead",
-                h.display(),
-                g.workspace.display()
-            )));
-        }
+        check_hidden(h, g)?;
+    }
+    if let Some(both) = asked.writable.iter().find(|w| asked.hidden.contains(w)) {
+        return Err(Error::invalid(format!(
+            "`{}` is both --hide and --writable: a hidden path cannot be seen, and a writable one is; give it once",
+            both.display()
+        )));
     }
     check_writable("the workspace", g.workspace, g)?;
     for w in &asked.writable {
         check_writable("--writable", w, g)?;
+    }
+    Ok(())
+}
+
+/// `is NAME` when `w` is `place`, else `holds NAME `place``.
+fn is_or_holds(w: &Path, place: &Path, name: &str) -> String {
+    if w == place {
+        format!("is {name}")
+    } else {
+        format!("holds {name} `{}`", place.display())
+    }
+}
+
+/// One hidden path (see the module docs).
+fn check_hidden(h: &Path, g: &Guarded<'_>) -> Result<(), Error> {
+    let shown = h.display();
+    if h == Path::new("/") {
+        return Err(Error::invalid(
+            "--hide `/` would hide everything, the program included: name what it must not see",
+        ));
+    }
+    if g.workspace.starts_with(h) {
+        return Err(Error::invalid(format!(
+            "--hide `{shown}` holds the workspace `{}`, which the program needs: hide what is inside it instead",
+            g.workspace.display()
+        )));
+    }
+    if let Some((tree, instead)) = MOUNTED_BY_THE_SANDBOX
+        .iter()
+        .find(|(t, _)| h.starts_with(t))
+    {
+        return Err(Error::invalid(format!(
+            "--hide `{shown}` is in `{tree}`, where {instead}: the host's is not seen there anyway; drop it"
+        )));
+    }
+    if h == Path::new(TMP) {
+        return Err(Error::invalid(
+            "--hide `/tmp`: the sandbox's /tmp is its own, and the host's is never seen; drop it",
+        ));
     }
     Ok(())
 }
@@ -170,17 +259,27 @@ fn check_writable(what: &str, w: &Path, g: &Guarded<'_>) -> Result<(), Error> {
             "{what} `/` would let the program write everywhere: name the directories it needs"
         )));
     }
-    if let Some(home) = &g.user_home {
-        if home.starts_with(w) {
-            let how = if home == w {
-                "is your home".to_owned()
-            } else {
-                format!("holds your home `{}`", home.display())
-            };
-            return Err(Error::invalid(format!(
-                "{what} `{shown}` {how}: the program could change your shell's start-up files and your agents' settings, which run outside the sandbox later; name the directories it needs"
-            )));
-        }
+    if w == Path::new(TMP) {
+        return Err(Error::invalid(format!(
+            "{what} `/tmp` is the sandbox's own /tmp, writable already (the host's is never seen): name a directory of its own"
+        )));
+    }
+    if let Some((tree, holds)) = MACHINE_TREES.iter().find(|(t, _)| w.starts_with(t)) {
+        return Err(Error::invalid(format!(
+            "{what} `{shown}` is in `{tree}`, {holds}: writing there acts outside the sandbox; name the directories the program needs"
+        )));
+    }
+    if let Some(home) = g.user_home.as_deref().filter(|h| h.starts_with(w)) {
+        return Err(Error::invalid(format!(
+            "{what} `{shown}` {}: the program could change your shell's start-up files and your agents' settings, which run outside the sandbox later; name the directories it needs",
+            is_or_holds(w, home, "your home")
+        )));
+    }
+    if g.subpane_home.starts_with(w) {
+        return Err(Error::invalid(format!(
+            "{what} `{shown}` {}: the program could move the home away and put forged runs in its place, which subpane would list and retry outside the sandbox; name a directory beside the home",
+            is_or_holds(w, g.subpane_home, "subpane's home")
+        )));
     }
     // A `--worktree` attempt's workspace is subpane's own worktree, under the home.
     let own_worktree = what == "the workspace" && w.starts_with(g.subpane_home.join("worktrees"));
@@ -188,6 +287,12 @@ fn check_writable(what: &str, w: &Path, g: &Guarded<'_>) -> Result<(), Error> {
         return Err(Error::invalid(format!(
             "{what} `{shown}` is inside subpane's home `{}`: the records of runs must stay out of a program's reach",
             g.subpane_home.display()
+        )));
+    }
+    if let Some(dir) = g.tmux_socket_dir.as_deref().filter(|d| d.starts_with(w)) {
+        return Err(Error::invalid(format!(
+            "{what} `{shown}` {}: the program could move the socket away and answer in the tmux server's place, which runs whatever is asked of it outside the sandbox; name another directory",
+            is_or_holds(w, dir, "the directory of subpane's tmux socket")
         )));
     }
     for p in g.protected() {
@@ -216,6 +321,7 @@ mod tests {
             user_home: Some("/home/u".into()),
             agent_dirs: vec!["/srv/claude-cfg".into()],
             subpane_home: home,
+            tmux_socket_dir: Some("/tmp/tmux-0".into()),
             workspace: ws,
         }
     }
@@ -239,6 +345,18 @@ mod tests {
                 "/home/u/.local/state/subpane/worktrees/r-1",
                 "subpane's home",
             ),
+            // Above the home: renaming it moves the home away on the host.
+            ("/home/u/.local", "holds subpane's home"),
+            ("/home/u/.local/state", "holds subpane's home"),
+            ("/proc", "`/proc`"),
+            ("/proc/sys/kernel", "`/proc`"),
+            ("/sys", "`/sys`"),
+            ("/dev", "`/dev`"),
+            ("/dev/shm", "`/dev`"),
+            ("/run/user/0", "`/run`"),
+            ("/boot", "`/boot`"),
+            ("/tmp", "own /tmp"),
+            ("/tmp/tmux-0", "is the directory of subpane's tmux socket"),
         ] {
             let e = check_writable("--writable", Path::new(w), &g).unwrap_err();
             assert!(e.to_string().contains(says), "{w}: {e}");
@@ -248,6 +366,10 @@ mod tests {
             "/home/us",
             "/home/u/.cache/go",
             "/home/u/.claudette",
+            "/home/u/.local/share",
+            "/procs",
+            "/tmp/tmux-0/inner",
+            "/tmp/build",
         ] {
             assert!(
                 check_writable("--writable", Path::new(w), &g).is_ok(),
@@ -257,5 +379,63 @@ mod tests {
         // The worktree of a `--worktree` attempt is the workspace, under subpane's home.
         let wt = Path::new("/home/u/.local/state/subpane/worktrees/r-1");
         assert!(check_writable("the workspace", wt, &g).is_ok());
+        // With the socket elsewhere, a directory above it holds it.
+        let g = Guarded {
+            tmux_socket_dir: Some("/srv/sock/tmux".into()),
+            ..guarded(ws, sh)
+        };
+        let e = check_writable("--writable", Path::new("/srv/sock"), &g).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("holds the directory of subpane's tmux socket `/srv/sock/tmux`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn hidden_paths_the_sandbox_mounts_its_own_over_are_refused() {
+        let (ws, sh) = (Path::new("/home/u/src/app"), Path::new("/h"));
+        let g = guarded(ws, sh);
+        for (h, says) in [
+            ("/", "hide everything"),
+            ("/home/u/src", "holds the workspace"),
+            ("/proc", "proc of its own"),
+            ("/proc/sys", "proc of its own"),
+            ("/dev", "private /dev"),
+            ("/dev/kvm", "private /dev"),
+            ("/tmp", "its own"),
+        ] {
+            let e = check_hidden(Path::new(h), &g).unwrap_err();
+            assert!(e.to_string().contains(says), "{h}: {e}");
+        }
+        for h in [
+            "/home/u/src/app/secret",
+            "/home/u/.aws",
+            "/tmp/x",
+            "/sys/kernel",
+        ] {
+            assert!(check_hidden(Path::new(h), &g).is_ok(), "{h}");
+        }
+    }
+
+    #[test]
+    fn a_path_both_hidden_and_writable_is_refused_and_one_inside_the_other_is_taken() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().canonicalize().unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        let (a, b) = (root.join("a"), root.join("a/b"));
+        let ws = root.join("ws");
+        let sys = super::super::RealSystem;
+        let check = |writable: &[&PathBuf], hidden: &[&PathBuf]| {
+            let asked = crate::spec::SandboxAsk {
+                writable: writable.iter().map(|p| (*p).clone()).collect(),
+                hidden: hidden.iter().map(|p| (*p).clone()).collect(),
+            };
+            check_policy(&sys, &asked, &guarded(&ws, Path::new("/h")))
+        };
+        let e = check(&[&a], &[&a]).unwrap_err();
+        assert!(e.to_string().contains("both --hide and --writable"), "{e}");
+        assert!(check(&[&a], &[&b]).is_ok());
+        assert!(check(&[&b], &[&a]).is_ok());
     }
 }

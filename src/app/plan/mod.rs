@@ -58,6 +58,7 @@ mod tests;
 
 pub(in crate::app) use assemble::{Resolved, assemble};
 pub(in crate::app) use env::{environment, passes_into_sandbox, set_by_sandbox};
+pub(in crate::app) use guard::in_machine_tree;
 pub(in crate::app) use policy::{SandboxRequest, escape_sockets, resolved};
 pub(in crate::app) use program::{check_exec_size, text_or_file};
 pub use system::{RealSystem, System};

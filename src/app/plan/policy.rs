@@ -157,6 +157,9 @@ pub(in crate::app) fn sandbox_policy(
                 .map(|d| sys.canonicalize(d).unwrap_or_else(|_| d.clone()))
                 .collect(),
             subpane_home: &subpane_home,
+            tmux_socket_dir: resolved(sys, ctx.tmux_socket)
+                .parent()
+                .map(Path::to_path_buf),
             workspace: ctx.cwd,
         },
     )?;

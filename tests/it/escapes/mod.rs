@@ -12,7 +12,11 @@
 //!  a hook in the agent's settings                  a state directory per attempt   agent_state
 //!  the caller's tmux socket, other sockets, argv   hidden sockets, a PID namespace processes
 //!  of other processes, AF_VSOCK, io_uring          seccomp
-//!  `--hide /`, `--writable /`, links, `allow:::`   the plan refuses (exit 2)       policy
+//!  `--hide /`, `--writable /`, links, `allow:::`,  the plan refuses (exit 2)       policy
+//!  `--writable` of /proc, /sys, /dev, /run, /boot,
+//!  above the home or the tmux socket, `--hide /proc`
+//!  the host's devices (/dev/vcs*, kvm, loop, disks) a private /dev                devices
+//!  credentials seeded from a hidden directory      seeding honours --hide         agent_state
 //!  fork bombs, memory, /tmp, huge files            limits, `resource_limit`        limits
 //! ```
 //!
@@ -24,6 +28,7 @@
 //!   a control (unsandboxed, or the allowed twin of the attack).
 
 mod agent_state;
+mod devices;
 mod files;
 mod git;
 mod limits;

@@ -346,13 +346,17 @@ fn a_retry_gets_its_own_worktree_and_leaves_the_kept_one() {
         let env = TestEnv::new();
         let repo = make_repo(&env);
         let before = state(&repo);
-        let flag = env.root.path().join("second-time");
+        // A directory of its own: the test's directory holds the home and the tmux socket,
+        // which a sandbox may not write.
+        let flags = env.root.path().join("flags");
+        std::fs::create_dir(&flags).unwrap();
+        let flag = flags.join("second-time");
         let script = format!(
             "echo try >> a.txt; if [ -e {} ]; then exit 0; else exit 3; fi",
             flag.display()
         );
         let mut args = vec!["run", "--json", "--worktree", "--run-id", "wt-again"];
-        let root = env.root.path().display().to_string();
+        let root = flags.display().to_string();
         if sandboxed {
             // The flag lives outside the workspace: visible to the program.
             args.extend(["--sandbox", "--writable", &root]);
