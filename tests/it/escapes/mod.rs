@@ -14,6 +14,8 @@
 //!  of other processes, AF_VSOCK, io_uring          seccomp
 //!  `--hide /`, `--writable /`, links, `allow:::`   the plan refuses (exit 2)       policy
 //!  fork bombs, memory, /tmp, huge files            limits, `resource_limit`        limits
+//!  sparse artifacts, a link at the overlay's        one type for a program's tree   tree
+//!  `objects`, a FIFO `.git`                         (bounded, no link, no FIFO)
 //! ```
 //!
 //! Common pitfalls:
@@ -29,6 +31,7 @@ mod git;
 mod limits;
 mod policy;
 mod processes;
+mod tree;
 
 use std::path::{Path, PathBuf};
 
