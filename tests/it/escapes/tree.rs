@@ -5,8 +5,62 @@
 use std::os::unix::fs::MetadataExt;
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
+
 use super::*;
+use crate::harness::{DEADLINE, assert_valid_envelope};
 use crate::trust::git;
+
+#[test]
+fn sparse_artifacts_are_listed_whole_and_hashed_only_up_to_the_bound() {
+    let env = TestEnv::new();
+    // 8 GiB each that take no room on disk: hashing them whole took over a minute.
+    let script = r#"for i in 1 2 3; do truncate -s 8G "$SUBPANE_OUT_DIR/sparse-$i"; done
+        printf small > "$SUBPANE_OUT_DIR/small""#;
+    let r = env.sp_within(
+        DEADLINE,
+        "the end waited for the hashes of sparse artifacts",
+        [
+            "run", "--json", "--run-id", "sparse", "--", "sh", "-c", script,
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    assert_valid_envelope(&v);
+    let of = |path: &str| {
+        v["artifacts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["path"] == path)
+            .unwrap_or_else(|| panic!("no {path} in {}", v["artifacts"]))
+            .clone()
+    };
+    for i in 1..=3 {
+        let a = of(&format!("out/sparse-{i}"));
+        assert_eq!(a["bytes"], 8u64 << 30, "{a}");
+        let hashed = a["hashed_bytes"].as_u64().unwrap_or_else(|| panic!("{a}"));
+        assert!(hashed < 8 << 30, "{a}");
+        // What was hashed is the file's beginning: zeros, as a sparse file reads.
+        let mut h = Sha256::new();
+        let zeros = vec![0u8; 1 << 20];
+        let mut left = hashed;
+        while left > 0 {
+            let n = left.min(zeros.len() as u64) as usize;
+            h.update(&zeros[..n]);
+            left -= n as u64;
+        }
+        assert_eq!(a["sha256"], format!("{:x}", h.finalize()), "{a}");
+    }
+    // A file within the bounds is hashed whole, and says nothing more.
+    let small = of("out/small");
+    assert_eq!(small["bytes"], 5);
+    assert!(small.get("hashed_bytes").is_none(), "{small}");
+    assert_eq!(small["sha256"], format!("{:x}", Sha256::digest(b"small")));
+    let errors = v["output"]["errors"].to_string();
+    assert!(errors.contains("not hashed whole"), "{errors}");
+    env.assert_no_leftovers();
+}
 
 #[test]
 fn the_carry_never_links_objects_through_a_link_at_objects() {
