@@ -2,7 +2,7 @@
 //! so a sparse file, a link or a FIFO the program left makes the end neither wait, follow nor
 //! hang.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
@@ -59,6 +59,34 @@ fn sparse_artifacts_are_listed_whole_and_hashed_only_up_to_the_bound() {
     assert_eq!(small["sha256"], format!("{:x}", Sha256::digest(b"small")));
     let errors = v["output"]["errors"].to_string();
     assert!(errors.contains("not hashed whole"), "{errors}");
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_workspace_whose_git_is_a_fifo_gets_no_repository_view_and_no_hang() {
+    let env = TestEnv::with_home_outside_tmp();
+    let (_o, o) = outside("tree-fifo-");
+    let ws = o.join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    nix::unistd::mkfifo(
+        &ws.join(".git"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let r = env.sp_within(
+        DEADLINE,
+        "the planner opened a FIFO .git for reading",
+        ["run", "--json", "--sandbox", "--cwd", s(&ws), "--", "true"],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    assert!(v["sandbox"]["policy"]["git"].is_null(), "{}", v["sandbox"]);
+    assert!(
+        std::fs::symlink_metadata(ws.join(".git"))
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
     env.assert_no_leftovers();
 }
 
