@@ -231,7 +231,8 @@ impl ProgramTree {
     }
 
     /// The names in the tree's top directory with their kinds, sorted by name: at most
-    /// `limit` of them, and whether more were there (left unread).
+    /// `limit` of them (the first the directory gives), and whether more were there (left
+    /// unread: a program may leave millions).
     pub fn entries(&self, limit: usize) -> std::io::Result<(Vec<Entry>, bool)> {
         // A description of its own: reading through a duplicate of `dir` would move the
         // offset every later listing starts from.
