@@ -294,10 +294,14 @@ pub struct Enforced {
     pub limits: EnforcedLimits,
 }
 
-/// One file of the attempt directory.
+/// One file of the attempt directory. `sha256` is of the whole file unless `hashed_bytes`
+/// is there: then it is of the file's first `hashed_bytes` bytes only (hashing at the end of
+/// an attempt is bounded, see `store::artifacts`).
 ///
 /// ```json
 /// {"kind": "events", "path": "events.jsonl", "bytes": 5321, "sha256": "9f86d0…"}
+/// {"kind": "out", "path": "out/disk.img", "bytes": 8589934592, "sha256": "3a1b…",
+///  "hashed_bytes": 268435456}
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Artifact {
@@ -305,6 +309,9 @@ pub struct Artifact {
     pub path: String,
     pub bytes: u64,
     pub sha256: String,
+    /// Present only when the file was not hashed whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hashed_bytes: Option<u64>,
 }
 
 /// What subpane had to clean up at the end.

@@ -14,10 +14,12 @@
 //! ```
 //!
 //! Common pitfalls:
-//! * Everything under `upper` was written by the program: read through `store::read_beneath`
-//!   (no link followed, bounded), and object files taken only when they are regular files.
-//!   A FIFO named like a pack index would make git wait forever; an `info/alternates` or a
-//!   commit graph of the program's would be read as the repository's.
+//! * Everything under `upper` was written by the program, `objects` itself included: it is
+//!   read and linked only through a [`ProgramTree`] (no link followed, bounded, a FIFO never
+//!   opened), and object files are taken only when they are regular files. A link at
+//!   `objects` would hard-link files from anywhere; a FIFO named like a pack index would make
+//!   git wait forever; an `info/alternates` or a commit graph of the program's would be read
+//!   as the repository's.
 //! * The program is gone when this runs (its PID namespace died with it), so nothing under
 //!   `upper` changes between the checks and their use.
 //! * Objects are checked by `index-pack --strict` (hashes, and the fsck rules git applies to
@@ -28,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use super::{Cmd, GitError, branch_tip};
 use crate::spec::GitRepo;
+use crate::store::{Entry, Kind, ProgramTree};
 
 /// What became of the branch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -63,10 +66,7 @@ pub fn carry_branch(repo: &GitRepo, scratch_in: &Path) -> Result<Option<Carried>
             source,
         })?;
     let objects = scratch.path().join("objects");
-    link_objects(&repo.upper.join("objects"), &objects).map_err(|source| GitError::Write {
-        path: objects.clone(),
-        source,
-    })?;
+    link_objects(&repo.upper.join("objects"), &objects)?;
     let revs = scratch.path().join("revs");
     let mut list = format!("{new}\n");
     if let Some(o) = &old {
@@ -119,8 +119,13 @@ pub fn carry_branch(repo: &GitRepo, scratch_in: &Path) -> Result<Option<Carried>
 /// The program's tip of `branch`: its loose ref, else its line in `packed-refs`; `None` when
 /// it has neither (it never moved the branch, or deleted it).
 fn new_tip(upper: &Path, branch: &str) -> Result<Option<String>, GitError> {
+    let tree = match ProgramTree::open(upper) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(program_files("reading the program's refs", upper, e)),
+    };
     let read = |rel: &Path, limit| {
-        crate::store::read_beneath(upper, rel, limit).map_err(|e| GitError::Failed {
+        tree.read(rel, limit).map_err(|e| GitError::Failed {
             args: "(reading the program's refs)".into(),
             message: e.to_string(),
         })
@@ -138,6 +143,14 @@ fn new_tip(upper: &Path, branch: &str) -> Result<Option<String>, GitError> {
     }))
 }
 
+/// What went wrong with the program's files at `path`, as the carry's error.
+fn program_files(what: &str, path: &Path, e: std::io::Error) -> GitError {
+    GitError::Failed {
+        args: format!("({what})"),
+        message: format!("{}: {e}", path.display()),
+    }
+}
+
 /// `s` if it is a full object id (40 or 64 lower-case hex digits).
 fn object_id(s: &str) -> Option<String> {
     let hex = s
@@ -146,34 +159,56 @@ fn object_id(s: &str) -> Option<String> {
     ((s.len() == 40 || s.len() == 64) && hex).then(|| s.to_owned())
 }
 
-/// Hard-links the regular files of the object directory `from` (`xx/…` and `pack/…`, one
-/// level deep; nothing of `info/`) into `to`.
-fn link_objects(from: &Path, to: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(to)?;
-    let Ok(dirs) = std::fs::read_dir(from) else {
-        return Ok(());
+/// The most names one directory of the program's objects may hold (git packs loose objects
+/// long before a fan-out directory holds this many).
+const OBJECT_NAMES_LIMIT: usize = 1 << 20;
+
+const OBJECTS: &str = "reading the program's objects";
+
+/// Hard-links the regular files of the program's object directory `from` (`xx/…` and
+/// `pack/…`, one level deep; nothing of `info/`) into `to`, a directory of subpane's. `from`
+/// itself may be anything the program made of it: a link there is refused, never followed.
+fn link_objects(from: &Path, to: &Path) -> Result<(), GitError> {
+    let tree = match ProgramTree::open(from) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(program_files(OBJECTS, from, e)),
     };
-    for d in dirs {
-        let d = d?;
-        let name = d.file_name();
-        let fanout = name.len() == 2
-            && name
-                .to_string_lossy()
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit());
-        if !(fanout || name == "pack") || !d.file_type()?.is_dir() {
+    let write = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| GitError::Write { path, source }
+    };
+    std::fs::create_dir_all(to).map_err(write(to))?;
+    for d in object_names(&tree)? {
+        let name = &d.name;
+        let fanout = name.len() == 2 && name.as_encoded_bytes().iter().all(u8::is_ascii_hexdigit);
+        if !(fanout || name == "pack") || d.kind != Kind::Dir {
             continue;
         }
-        let into: PathBuf = to.join(&name);
-        std::fs::create_dir_all(&into)?;
-        for f in std::fs::read_dir(d.path())? {
-            let f = f?;
-            if f.file_type()?.is_file() {
-                std::fs::hard_link(f.path(), into.join(f.file_name()))?;
-            }
+        let sub = tree
+            .subtree(Path::new(name))
+            .map_err(|e| program_files(OBJECTS, &from.join(name), e))?;
+        let into: PathBuf = to.join(name);
+        std::fs::create_dir_all(&into).map_err(write(&into))?;
+        for f in object_names(&sub)?.iter().filter(|f| f.kind == Kind::File) {
+            let at = into.join(&f.name);
+            sub.link_file(&f.name, &at).map_err(write(&at))?;
         }
     }
     Ok(())
+}
+
+/// Every name of a directory of the program's objects: a listing cut short would lose
+/// objects, so one over the bound is an error.
+fn object_names(dir: &ProgramTree) -> Result<Vec<Entry>, GitError> {
+    let (all, more) = dir
+        .entries(OBJECT_NAMES_LIMIT)
+        .map_err(|e| program_files(OBJECTS, dir.path(), e))?;
+    if more {
+        let e = std::io::Error::other(format!("it holds more than {OBJECT_NAMES_LIMIT} names"));
+        return Err(program_files(OBJECTS, dir.path(), e));
+    }
+    Ok(all)
 }
 
 #[cfg(test)]
@@ -214,6 +249,23 @@ mod tests {
         // A link on the way is never followed.
         std::os::unix::fs::symlink(up.join("refs/heads/sub"), up.join("refs/heads/l")).unwrap();
         assert!(new_tip(up, "l/x").is_err());
+    }
+
+    #[test]
+    fn a_link_at_objects_itself_is_never_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let outside = d.path().join("outside");
+        std::fs::create_dir_all(outside.join("ab")).unwrap();
+        std::fs::create_dir_all(outside.join("pack")).unwrap();
+        std::fs::write(outside.join("ab/cdef"), "not the program's").unwrap();
+        std::fs::write(outside.join("pack/pack-1.pack"), "not the program's").unwrap();
+        let upper = d.path().join("upper");
+        std::fs::create_dir_all(&upper).unwrap();
+        std::os::unix::fs::symlink(&outside, upper.join("objects")).unwrap();
+        let to = d.path().join("to");
+        let e = link_objects(&upper.join("objects"), &to).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(!to.join("ab/cdef").exists() && !to.join("pack/pack-1.pack").exists());
     }
 
     #[test]

@@ -23,12 +23,15 @@
 //! `worker.json` and `progress.json` describe live processes and are never fsynced. Every file of an attempt directory is
 //! opened without following links and read with a size limit (`nofollow.rs`): subpane's
 //! records are its own, and what a program put under their names is never taken for them.
+//! A tree a program wrote (`out/`, the git overlay, the workspace's git files) is another
+//! type, [`ProgramTree`] (`tree.rs`): walked, read and linked only through it.
 
 mod artifacts;
 mod atomic;
 mod layout;
 mod nofollow;
 mod records;
+mod tree;
 
 pub use artifacts::{OUT_MAX_DEPTH, OUT_MAX_FILES, Written, collect_artifacts, sha256_file};
 pub use atomic::{
@@ -36,12 +39,13 @@ pub use atomic::{
     write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
-pub use nofollow::{RECORD_LIMIT, create_new, open_beneath, open_read, read_beneath, read_bounded};
+pub use nofollow::{RECORD_LIMIT, create_new, open_read, read_bounded};
 pub use records::{
     CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, make_done_fifo,
     read_run, sync_end_records, sync_launch_records, take_env_file, write_attempt_files,
     write_env_file, write_result,
 };
+pub use tree::{Entry, Found, Kind, ProgramTree};
 
 /// Errors of the file layer. Messages say what to do next.
 #[derive(Debug, thiserror::Error)]

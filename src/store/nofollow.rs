@@ -11,7 +11,8 @@
 //! Whatever a program could have put under a name subpane uses (a link to a file of the
 //! user's, a FIFO that would block a reader, a file of a terabyte) must not make subpane read
 //! or write something else, hang, or run out of memory. Every open of a file in an attempt
-//! directory goes through here.
+//! directory goes through here; what is below a directory a program writes (`out/`, the git
+//! overlay) is the program's tree, reached only through [`super::ProgramTree`] (`tree.rs`).
 //!
 //! Common pitfalls:
 //! * `O_NOFOLLOW` guards the last component only. The directories above it (the home,
@@ -24,10 +25,11 @@
 
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use super::StoreError;
+use super::tree::{Kind, REGULAR, refused};
 
 /// The most any record subpane writes may hold (`spec.json` carries the task and the
 /// system prompt, each bounded far below this).
@@ -51,12 +53,9 @@ fn open_regular(path: &Path, write: bool) -> std::io::Result<File> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
         .open(path)
         .map_err(link_error)?;
-    let kind = f.metadata()?.file_type();
-    if !kind.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!("it is {}, not a regular file", describe(kind)),
-        ));
+    let kind = Kind::of(&nix::sys::stat::fstat(&f)?);
+    if kind != Kind::File {
+        return Err(refused(kind, REGULAR));
     }
     Ok(f)
 }
@@ -106,61 +105,8 @@ pub(super) fn read_bounded_from(f: &File, path: &Path, limit: u64) -> Result<Vec
     Ok(bytes)
 }
 
-/// Opens `rel` below the directory `dir` without following any link on the way (nor `..`
-/// out of it): what a program could have made of every component is never followed.
-/// `flags` are `open(2)` flags (`O_CLOEXEC` and `O_NOFOLLOW` are added).
-pub fn open_beneath(dir: &Path, rel: &Path, flags: libc::c_int) -> std::io::Result<File> {
-    let d = File::options()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(dir)
-        .map_err(link_error)?;
-    let rel = std::ffi::CString::new(rel.as_os_str().as_encoded_bytes())
-        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-    // SAFETY: open_how is plain old data; all zeroes is a valid value.
-    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) as u64;
-    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | libc::RESOLVE_NO_MAGICLINKS;
-    // SAFETY: openat2(2) on an open directory with a NUL-terminated path and an open_how of
-    // the size passed; the descriptor it returns is owned below.
-    let fd = unsafe {
-        libc::syscall(
-            libc::SYS_openat2,
-            std::os::fd::AsRawFd::as_raw_fd(&d),
-            rel.as_ptr(),
-            &how as *const libc::open_how,
-            std::mem::size_of::<libc::open_how>(),
-        )
-    };
-    if fd < 0 {
-        return Err(link_error(std::io::Error::last_os_error()));
-    }
-    // SAFETY: a descriptor the kernel just gave us.
-    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd as i32) })
-}
-
-/// [`read_bounded`] of `rel` below `dir`, through [`open_beneath`]: for files of a tree a
-/// program wrote. `Ok(None)` when nothing (or something other than a regular file, such as
-/// an overlay's whiteout) is there.
-pub fn read_beneath(dir: &Path, rel: &Path, limit: u64) -> Result<Option<Vec<u8>>, StoreError> {
-    let path = dir.join(rel);
-    let read_err = |source| StoreError::Read {
-        path: path.clone(),
-        source,
-    };
-    let f = match open_beneath(dir, rel, libc::O_RDONLY | libc::O_NONBLOCK) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(read_err(e)),
-    };
-    if !f.metadata().map_err(read_err)?.is_file() {
-        return Ok(None);
-    }
-    read_bounded_from(&f, &path, limit).map(Some)
-}
-
 /// What the kernel says when `O_NOFOLLOW` met a link (`ELOOP`), in words.
-fn link_error(e: std::io::Error) -> std::io::Error {
+pub(super) fn link_error(e: std::io::Error) -> std::io::Error {
     if e.raw_os_error() == Some(libc::ELOOP) {
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
@@ -168,20 +114,6 @@ fn link_error(e: std::io::Error) -> std::io::Error {
         )
     } else {
         e
-    }
-}
-
-fn describe(kind: std::fs::FileType) -> &'static str {
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_block_device() || kind.is_char_device() {
-        "a device"
-    } else {
-        "something else"
     }
 }
 
@@ -214,22 +146,5 @@ mod tests {
 
         assert_eq!(read_bounded(&target, 6).unwrap().unwrap(), b"secret");
         assert!(read_bounded(&d.path().join("none"), 6).unwrap().is_none());
-    }
-
-    #[test]
-    fn reading_beneath_follows_no_link_on_the_way_nor_dot_dot() {
-        let d = tempfile::tempdir().unwrap();
-        let tree = d.path().join("tree");
-        std::fs::create_dir_all(tree.join("refs/heads")).unwrap();
-        std::fs::write(tree.join("refs/heads/main"), "abc\n").unwrap();
-        std::fs::write(d.path().join("outside"), "secret").unwrap();
-        std::os::unix::fs::symlink(d.path(), tree.join("up")).unwrap();
-        let read = |rel: &str| read_beneath(&tree, Path::new(rel), 100);
-        assert_eq!(read("refs/heads/main").unwrap().unwrap(), b"abc\n");
-        assert!(read("refs/heads/none").unwrap().is_none());
-        assert!(read("up/outside").is_err());
-        assert!(read("../outside").is_err());
-        // Something other than a file under the name is nothing to read.
-        assert!(read("refs").unwrap().is_none());
     }
 }

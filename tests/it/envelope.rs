@@ -134,6 +134,21 @@ fn schema_requires_every_field_the_code_writes() {
     }
     assert_eq!(s["additionalProperties"], false);
     assert_eq!(s["properties"]["schema"]["const"], v["schema"]);
+    // An artifact has the schema's required fields, and `hashed_bytes` only when the file was
+    // not hashed whole (a written one is validated in escapes::tree).
+    let art = &s["properties"]["artifacts"]["items"];
+    for a in v["artifacts"].as_array().unwrap() {
+        assert_eq!(keys_of(a), required(art), "{a}");
+    }
+    let mut all = required(art);
+    all.push("hashed_bytes".to_owned());
+    all.sort();
+    assert_eq!(keys_of(&art["properties"]), all);
+    assert_eq!(art["additionalProperties"], false);
+    let d = art["properties"]["hashed_bytes"]["description"]
+        .as_str()
+        .unwrap_or("");
+    assert!(d.starts_with("Optional"), "hashed_bytes: {d}");
     // The sandbox's record of what it enforced, and its limits, name exactly the schema's.
     let v = env.sp(["run", "--json", "--sandbox", "--", "true"]).json();
     let sb = &s["properties"]["sandbox"]["properties"];
@@ -165,6 +180,9 @@ fn the_schema_rejects_what_the_contract_forbids() {
     assert!(!validator.is_valid(&bad));
     let mut bad = good.clone();
     bad["artifacts"][0]["sha256"] = "xyz".into();
+    assert!(!validator.is_valid(&bad));
+    let mut bad = good.clone();
+    bad["artifacts"][0]["hashed_bytes"] = (-1).into();
     assert!(!validator.is_valid(&bad));
     let mut bad = good;
     bad["surprise"] = 1.into();

@@ -24,7 +24,7 @@ use super::fit;
 use crate::app::{RealSystem, System};
 use crate::git::RepoDirs;
 use crate::spec::{RunId, SandboxSpec};
-use crate::store::Home;
+use crate::store::{Found, Home};
 
 /// See the module docs.
 pub(super) struct NestSystem<'a> {
@@ -89,6 +89,11 @@ impl System for NestSystem<'_> {
         ))
     }
     fn read_record(&self, _p: &Path) -> std::io::Result<Vec<u8>> {
+        Err(std::io::ErrorKind::PermissionDenied.into())
+    }
+    fn look_in_tree(&self, _tree: &Path, _rel: &str, _limit: u64) -> std::io::Result<Found> {
+        // The child's repository view is its parent's or none (`fit`): a `.git` in the
+        // parent's trees is the parent's program's files, read by nothing outside.
         Err(std::io::ErrorKind::PermissionDenied.into())
     }
     fn vars(&self) -> Vec<(OsString, OsString)> {

@@ -2,6 +2,7 @@
 //! and the helpers they share.
 
 use super::*;
+use crate::store::Found;
 use std::collections::HashMap;
 
 /// A machine in memory: directories, files, executables, what `which` finds, and git
@@ -77,6 +78,17 @@ impl System for Fake {
     }
     fn read_record(&self, p: &Path) -> std::io::Result<Vec<u8>> {
         self.read_to_string(p).map(String::into_bytes)
+    }
+    fn look_in_tree(&self, tree: &Path, rel: &str, limit: u64) -> std::io::Result<Found> {
+        let p = tree.join(rel);
+        if self.is_dir(&p) {
+            return Ok(Found::Dir);
+        }
+        match self.files.get(&p) {
+            Some(text) if text.len() as u64 <= limit => Ok(Found::File(text.clone().into_bytes())),
+            Some(_) => Err(std::io::ErrorKind::FileTooLarge.into()),
+            None => Err(std::io::ErrorKind::NotFound.into()),
+        }
     }
     fn vars(&self) -> Vec<(OsString, OsString)> {
         self.vars.clone()

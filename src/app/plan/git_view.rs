@@ -10,17 +10,26 @@
 //!  (--worktree: common_dir and branch come from the worktree's spec, see worktree.rs)
 //! ```
 //!
-//! Read with the plan's file reader before anything runs: these files are the user's now,
-//! and the program's view of them is an overlay, so what is read here stays true.
+//! Read before anything runs, and the program's view of them is an overlay, so what is read
+//! here stays true for the attempt. But the workspace is writable to programs, earlier ones
+//! too: `.git`, `commondir` and `HEAD` are read as a program's tree
+//! ([`System::look_in_tree`]), never through a link and never opened unless regular files.
 //!
 //! Common pitfalls:
 //! * `gitdir:` and `commondir` may be relative: to the `.git` file's directory and to the
 //!   git directory.
+//! * A `.git` that is a FIFO would block a plain read forever; one that is a link could name
+//!   any repository. Either gets no repository view (as a workspace that is not a
+//!   repository's top).
 //! * A work tree's git directory outside its common directory is not covered by the overlay:
 //!   it is made read-only instead (the program cannot commit there, nor plant anything).
 
 use super::*;
 use crate::spec::GitRepo;
+use crate::store::Found;
+
+/// The most a `.git` file, `commondir` or `HEAD` may hold (a path, a ref name).
+const GIT_FILE_LIMIT: u64 = 64 << 10;
 
 /// The repository of `workspace` when its top is the workspace (`workspace/.git` exists),
 /// with the attempt's overlay directories; `None` otherwise. A `.git` file joins
@@ -32,26 +41,28 @@ pub(in crate::app) fn workspace_repo(
     work: PathBuf,
     read_only: &mut Vec<PathBuf>,
 ) -> Option<GitRepo> {
-    let dot_git = workspace.join(".git");
-    let git_dir = if sys.is_dir(&dot_git) {
-        dot_git.clone()
-    } else {
-        let text = sys.read_to_string(&dot_git).ok()?;
-        let target = text.strip_prefix("gitdir:")?.trim();
-        read_only.push(dot_git.clone());
-        sys.canonicalize(&workspace.join(target)).ok()?
+    let text = |tree: &Path, name: &str| match sys.look_in_tree(tree, name, GIT_FILE_LIMIT) {
+        Ok(Found::File(bytes)) => String::from_utf8(bytes).ok(),
+        _ => None,
     };
-    let common_dir = match sys.read_to_string(&git_dir.join("commondir")) {
-        Ok(c) => sys.canonicalize(&git_dir.join(c.trim())).ok()?,
-        Err(_) => git_dir.clone(),
+    let dot_git = workspace.join(".git");
+    let git_dir = match sys.look_in_tree(workspace, ".git", GIT_FILE_LIMIT).ok()? {
+        Found::Dir => dot_git.clone(),
+        Found::File(bytes) => {
+            let text = String::from_utf8(bytes).ok()?;
+            let target = text.strip_prefix("gitdir:")?.trim();
+            read_only.push(dot_git.clone());
+            sys.canonicalize(&workspace.join(target)).ok()?
+        }
+    };
+    let common_dir = match text(&git_dir, "commondir") {
+        Some(c) => sys.canonicalize(&git_dir.join(c.trim())).ok()?,
+        None => git_dir.clone(),
     };
     if !git_dir.starts_with(&common_dir) {
         read_only.push(git_dir.clone());
     }
-    let branch = sys
-        .read_to_string(&git_dir.join("HEAD"))
-        .ok()
-        .and_then(|h| branch_of_head(&h));
+    let branch = text(&git_dir, "HEAD").and_then(|h| branch_of_head(&h));
     Some(GitRepo {
         common_dir,
         git_dir,
@@ -117,6 +128,29 @@ mod tests {
         assert_eq!(r.git_dir, PathBuf::from("/repo/.git/worktrees/w"));
         assert_eq!(r.branch, None);
         assert_eq!(ro, [PathBuf::from("/work/.git")]);
+    }
+
+    #[test]
+    fn a_git_that_is_a_link_or_a_fifo_gives_no_view_and_is_never_opened() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = d.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let view =
+            |ws: &Path| workspace_repo(&RealSystem, ws, "/u".into(), "/w".into(), &mut Vec::new());
+        assert_eq!(view(&repo).unwrap().branch.as_deref(), Some("main"));
+        let ws = d.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::os::unix::fs::symlink(repo.join(".git"), ws.join(".git")).unwrap();
+        assert!(view(&ws).is_none(), "a link could name any repository");
+        std::fs::remove_file(ws.join(".git")).unwrap();
+        // A plain read of it would wait for a writer for ever.
+        nix::unistd::mkfifo(
+            &ws.join(".git"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .unwrap();
+        assert!(view(&ws).is_none());
     }
 
     #[test]

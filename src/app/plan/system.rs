@@ -1,6 +1,7 @@
 //! What the plan may ask of the machine, and the real machine.
 
 use super::*;
+use crate::store::{Found, Kind, ProgramTree};
 
 /// The most a file named with `@FILE` (`--task`, `--system-prompt`) may hold: far more than
 /// any prompt, and a bound on what `@/dev/zero` costs.
@@ -18,6 +19,11 @@ pub trait System {
     /// Reads a record of subpane's (never through a link, at most
     /// [`crate::store::RECORD_LIMIT`] bytes).
     fn read_record(&self, p: &Path) -> std::io::Result<Vec<u8>>;
+    /// What is at `rel` below `tree`, a directory a program may have written (the
+    /// workspace's git files): a directory, or a regular file's bytes (at most `limit`). Read
+    /// as a [`crate::store::ProgramTree`]: no link followed, a FIFO or a device an error,
+    /// never opened.
+    fn look_in_tree(&self, tree: &Path, rel: &str, limit: u64) -> std::io::Result<Found>;
     /// The caller's environment.
     fn vars(&self) -> Vec<(OsString, OsString)>;
     /// Finds `program` on `path`, as a shell in `cwd` would.
@@ -82,6 +88,9 @@ impl System for RealSystem {
             Ok(None) => Err(std::io::ErrorKind::NotFound.into()),
             Err(e) => Err(std::io::Error::other(e.to_string())),
         }
+    }
+    fn look_in_tree(&self, tree: &Path, rel: &str, limit: u64) -> std::io::Result<Found> {
+        ProgramTree::open(tree)?.look(Path::new(rel), limit)
     }
     fn vars(&self) -> Vec<(OsString, OsString)> {
         std::env::vars_os().collect()
@@ -183,20 +192,22 @@ fn nest_socket_vars(paths: &crate::store::AttemptPaths) -> Option<Vec<(OsString,
         .then(|| vec![(crate::spec::NEST_SOCKET_VAR.into(), socket.into_os_string())])
 }
 
+/// The most names of a run's `sessions/` looked at for a saved session.
+const SESSION_NAMES_LIMIT: usize = 100_000;
+
 /// pi names a saved session `<time>_<id>.jsonl` in its `--session-dir`; `--session` takes a
-/// prefix of the id.
+/// prefix of the id. The directory is what a sandboxed pi wrote: a tree of the program's.
 fn holds_pi_session(dir: &Path, id: &str) -> bool {
-    let Ok(rd) = std::fs::read_dir(dir) else {
+    let Ok((names, _)) = ProgramTree::open(dir).and_then(|t| t.entries(SESSION_NAMES_LIMIT)) else {
         return false;
     };
-    rd.filter_map(Result::ok).any(|e| {
-        let name = e.file_name();
-        let name = name.to_string_lossy();
+    names.iter().any(|e| {
+        let name = e.name.to_string_lossy();
         name.ends_with(".jsonl")
             && name
                 .split_once('_')
                 .is_some_and(|(_, rest)| rest.starts_with(id))
-            && e.file_type().is_ok_and(|t| t.is_file())
+            && e.kind == Kind::File
     })
 }
 

@@ -8,7 +8,7 @@ use super::*;
 use crate::trust::git;
 
 /// A user's repository outside `/tmp`: `main` with one commit, a branch `other`.
-fn repo(o: &Path) -> PathBuf {
+pub(super) fn repo(o: &Path) -> PathBuf {
     crate::harness::require_tool("git", &["--version"], "git");
     let repo = o.join("repo");
     crate::worktree::init_repo(&repo);

@@ -18,6 +18,8 @@
 //!  the host's devices (/dev/vcs*, kvm, loop, disks) a private /dev                devices
 //!  credentials seeded from a hidden directory      seeding honours --hide         agent_state
 //!  fork bombs, memory, /tmp, huge files            limits, `resource_limit`        limits
+//!  sparse artifacts, a link at the overlay's        one type for a program's tree   tree
+//!  `objects`, a FIFO `.git`                         (bounded, no link, no FIFO)
 //! ```
 //!
 //! Common pitfalls:
@@ -34,6 +36,7 @@ mod git;
 mod limits;
 mod policy;
 mod processes;
+mod tree;
 
 use std::path::{Path, PathBuf};
 
