@@ -34,6 +34,8 @@ mod connection;
 pub mod decide;
 mod forward;
 mod head;
+#[cfg(test)]
+mod hostile;
 pub mod log;
 pub mod request;
 
