@@ -296,6 +296,11 @@ fn rows() -> Vec<(&'static str, Vec<u8>, Expect)> {
             Refused("only `Transfer-Encoding: chunked`"),
         ),
         (
+            "chunked in an HTTP/1.0 request, which has no chunked framing",
+            b"POST http://a.com/ HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec(),
+            Refused("HTTP/1.0"),
+        ),
+        (
             "a CONNECT's fields do not frame anything: the tunnel carries bytes",
             b"CONNECT a.com:443 HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
                 .to_vec(),

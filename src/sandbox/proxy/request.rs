@@ -19,7 +19,8 @@
 //! * `127.1`, `0x7f.1` and `2130706433` are 127.0.0.1 to `inet_aton`: a name whose last label
 //!   is a number is refused, so only dotted quads are addresses.
 //! * Both `Content-Length` and `Transfer-Encoding`, or two different lengths, are refused: the
-//!   proxy frames the body one way and the origin must not read it another.
+//!   proxy frames the body one way and the origin must not read it another. So is
+//!   `Transfer-Encoding` in an HTTP/1.0 request, which has no chunked framing.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -130,7 +131,7 @@ fn parse(head: &[u8]) -> Result<Request, String> {
         });
     }
     let (target, path) = parse_absolute(target)?;
-    let body = framing(&fields)?;
+    let body = framing(&fields, version)?;
     Ok(Request {
         method: method.to_owned(),
         target,
@@ -263,7 +264,7 @@ pub fn parse_host(h: &str) -> Result<Host, String> {
 }
 
 /// How the body of a forwarded request is delimited.
-fn framing(fields: &[Field]) -> Result<Body, String> {
+fn framing(fields: &[Field], version: &str) -> Result<Body, String> {
     let te: Vec<&Field> = fields
         .iter()
         .filter(|f| f.is("transfer-encoding"))
@@ -271,6 +272,11 @@ fn framing(fields: &[Field]) -> Result<Body, String> {
     let cl: Vec<&Field> = fields.iter().filter(|f| f.is("content-length")).collect();
     match (&te[..], &cl[..]) {
         ([], []) => Ok(Body::None),
+        // HTTP/1.0 has no chunked framing: an origin may read such a body as a request.
+        ([_, ..], _) if version == "HTTP/1.0" => Err(
+            "an HTTP/1.0 request cannot have Transfer-Encoding: send Content-Length or HTTP/1.1"
+                .into(),
+        ),
         ([_, ..], [_, ..]) => {
             Err("the request has both Content-Length and Transfer-Encoding".into())
         }
