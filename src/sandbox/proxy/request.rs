@@ -7,8 +7,10 @@
 //!  host: a DNS name (letters, digits, `-`, `.`), a dotted IPv4 address, or [IPv6]
 //! ```
 //!
-//! Anything else is a 400: the proxy's decision is only as good as its idea of the host, and
-//! every lenient reading is a way to make the proxy check one host and reach another.
+//! The head's syntax is `head::request_head`'s (httparse and the checks it leaves to the
+//! proxy); this module gives the parts their meaning. Anything else is a 400: the proxy's
+//! decision is only as good as its idea of the host, and every lenient reading is a way to
+//! make the proxy check one host and reach another.
 //!
 //! Common pitfalls:
 //! * A NUL byte in a CONNECT host (`allowed.com\0.evil.com`) once made Claude Code's proxy
@@ -25,7 +27,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::decide::Host;
-use super::head::{Field, is_tchar, split_head};
+use super::head::{Field, RequestHead, request_head};
 use crate::spec::valid_host_name;
 
 /// A request the proxy understood.
@@ -96,29 +98,12 @@ pub fn parse_request(head: &[u8]) -> Result<Request, BadRequest> {
 }
 
 fn parse(head: &[u8]) -> Result<Request, String> {
-    let (line, fields) = split_head(head)?;
-    if line.contains(&0) {
-        return Err("the request line holds a NUL byte".into());
-    }
-    if let Some(b) = line.iter().find(|&&b| !(0x20..0x7f).contains(&b)) {
-        return Err(format!(
-            "the request line holds the byte 0x{b:02x} (only visible ASCII is allowed)"
-        ));
-    }
-    // Only visible ASCII and spaces are left, so the line is UTF-8.
-    let line = std::str::from_utf8(line).map_err(|e| e.to_string())?;
-    let parts: Vec<&str> = line.split(' ').collect();
-    let [method, target, version] = parts[..] else {
-        return Err("the request line is not `METHOD TARGET HTTP/1.1`".into());
-    };
-    if method.is_empty() || method.len() > 32 || !method.bytes().all(is_tchar) {
-        return Err(format!("`{method}` is not a method"));
-    }
-    let version = match version {
-        "HTTP/1.1" => "HTTP/1.1",
-        "HTTP/1.0" => "HTTP/1.0",
-        v => return Err(format!("`{v}` is not HTTP/1.1 or HTTP/1.0")),
-    };
+    let RequestHead {
+        method,
+        target,
+        version,
+        fields,
+    } = request_head(head)?;
     if method == "CONNECT" {
         let target = parse_authority(target, None)?;
         return Ok(Request {
