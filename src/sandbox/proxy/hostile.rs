@@ -624,3 +624,48 @@ fn every_hostile_head_gets_the_answer_in_its_row() {
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
+
+/// Every byte in a field name, a field value and a target's path, near the start of each
+/// and past 40 bytes (the vectored paths), is taken or refused by the same rule as before:
+/// names are tokens (RFC 9110 `tchar`), values hold tab, visible bytes, spaces and bytes past
+/// ASCII, paths visible ASCII but `#`.
+#[test]
+fn every_byte_is_judged_as_the_hand_written_parser_judged_it() {
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    let mut wrong = Vec::new();
+    for pad in [String::new(), "x".repeat(40)] {
+        for b in 0..=u8::MAX {
+            let cases = [
+                // A `:` ends the name: the rest is the value.
+                (
+                    "name",
+                    [b"X", pad.as_bytes(), &[b], b"Y: v\r\n\r\n"].concat(),
+                    tchar(b) || b == b':',
+                ),
+                (
+                    "value",
+                    [b"X: a", pad.as_bytes(), &[b], b"c\r\n\r\n"].concat(),
+                    b == b'\t' || (0x20..0x7f).contains(&b) || b >= 0x80,
+                ),
+            ];
+            for (part, fields, taken) in cases {
+                let head = [&b"GET http://a.com/ HTTP/1.1\r\n"[..], &fields].concat();
+                if outcome(&head).is_ok() != taken {
+                    wrong.push(format!("{part} 0x{b:02x} after {} bytes", pad.len()));
+                }
+            }
+            let head = [
+                b"GET http://a.com/",
+                pad.as_bytes(),
+                &[b],
+                b" HTTP/1.1\r\n\r\n",
+            ]
+            .concat();
+            let taken = (0x21..0x7f).contains(&b) && b != b'#';
+            if outcome(&head).is_ok() != taken {
+                wrong.push(format!("path 0x{b:02x} after {} bytes", pad.len()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
