@@ -25,7 +25,7 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::unix::net::UnixStream;
 
-use super::head::{Field, Incoming, MAX_FIRST_LINE, split_head};
+use super::head::{Field, Incoming, MAX_FIRST_LINE, ResponseHead, response_head};
 use super::request::{Body, Request};
 use crate::sandbox::relay::PIPE_STACK;
 
@@ -191,17 +191,19 @@ fn relay_answer(upstream: &TcpStream, client: &UnixStream) -> Result<(), Forward
             .read_head()
             .map_err(|e| no_answer(sent, format!("the origin's answer: {e}")))?;
         let head = &from.buffered()[..len];
-        let (status, fields) =
-            split_head(head).map_err(|e| no_answer(sent, format!("the origin's answer: {e}")))?;
-        let code = status_code(status)
-            .ok_or_else(|| no_answer(sent, "the origin's answer has no status line".into()))?;
+        let ResponseHead {
+            status_line,
+            code,
+            fields,
+        } = response_head(head)
+            .map_err(|e| no_answer(sent, format!("the origin's answer: {e}")))?;
         if (100..200).contains(&code) && code != 101 {
             (&*client).write_all(head)?;
             sent = true;
             from.consume(len);
             continue;
         }
-        let mut out = status.to_vec();
+        let mut out = status_line.to_vec();
         out.extend_from_slice(b"\r\n");
         put_fields(&mut out, &fields);
         (&*client).write_all(&out)?;
@@ -218,18 +220,6 @@ fn relay_answer(upstream: &TcpStream, client: &UnixStream) -> Result<(), Forward
             Err(e) => return Err(e.into()),
         }
     }
-}
-
-/// The code of `HTTP/1.x NNN reason`.
-fn status_code(line: &[u8]) -> Option<u16> {
-    let rest = line
-        .strip_prefix(b"HTTP/1.1 ")
-        .or_else(|| line.strip_prefix(b"HTTP/1.0 "))?;
-    let code = rest.get(..3)?;
-    if !code.iter().all(u8::is_ascii_digit) || rest.get(3).is_some_and(|b| *b != b' ') {
-        return None;
-    }
-    std::str::from_utf8(code).ok()?.parse().ok()
 }
 
 #[cfg(test)]
@@ -272,13 +262,5 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
-    }
-
-    #[test]
-    fn status_lines_give_their_code() {
-        assert_eq!(status_code(b"HTTP/1.1 200 OK"), Some(200));
-        assert_eq!(status_code(b"HTTP/1.0 100"), Some(100));
-        assert_eq!(status_code(b"HTTP/1.1 20 OK"), None);
-        assert_eq!(status_code(b"ICY 200 OK"), None);
     }
 }

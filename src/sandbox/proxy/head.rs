@@ -1,18 +1,41 @@
-//! Reading an HTTP/1 message head within bounds, and its header fields.
+//! Reading an HTTP/1 message head within bounds, and parsing it strictly with `httparse`.
 //!
 //! ```text
 //!  socket ──read 4 KiB──► Incoming.buf ──"\r\n\r\n" within 32 KiB?──► head │ rest (body,
 //!                                       first line within 8 KiB?          tunnel bytes)
+//!  head ──► crlf_only (ours) ──► first-line checks (ours) ──► httparse ──► RequestHead
+//!                                                                      └─► ResponseHead
 //! ```
+//!
+//! Which check is whose (httparse runs with its defaults: none of its `allow_*` or
+//! `ignore_invalid_*` leniencies is on):
+//! * ours, while reading: the first line within 8 KiB, the head within 32 KiB and ending in
+//!   `\r\n\r\n`;
+//! * ours, before httparse, where it is lenient: every line ends in CRLF (it takes a bare
+//!   LF); no empty line before the first line (it skips them); a request line of visible
+//!   ASCII only (it takes bytes past ASCII in a target), a NUL named as such;
+//! * ours, after it: a method of at most 32 bytes (it takes a token of any length);
+//! * httparse: the method a token, one space between the parts, `HTTP/1.0` or `HTTP/1.1`, a
+//!   status code of 3 digits; field names tokens followed at once by `:`; no obs-fold;
+//!   values without control bytes but tab (NUL, DEL, a bare CR refused), trimmed; at most
+//!   [`MAX_FIELDS`] fields (its slots);
+//! * ours, in `request.rs`: target forms, hosts, ports and body framing.
 //!
 //! Common pitfalls:
 //! * The bytes read past the head belong to the body or the tunnel: they stay in
 //!   [`Incoming`] and are sent on first, never dropped.
 //! * Bound the first line and the head while reading, not after: a client that never sends
 //!   a line end must not make the proxy buffer without end.
-//! * Lines end in CRLF only; a bare LF or CR, obs-fold (a line starting with a space), and
-//!   control bytes in a field are refused. The proxy writes the head it forwards itself, so
-//!   it never passes on something the origin could read differently.
+//! * httparse ends a head at `\n\n` and skips empty lines before the request line: the
+//!   CRLF check runs first, or `X: a\n\nGET http://evil/…` would be two requests to an origin
+//!   that reads bare LFs and one to the proxy. The proxy writes the head it forwards itself,
+//!   so it never passes on something the origin could read differently.
+//! * Turning on one of httparse's leniencies (spaces before `:`, obs-fold, several spaces,
+//!   ignoring bad fields) reopens a way to read one head two ways: the table in
+//!   `hostile.rs` fails when one is.
+//! * After an error httparse keeps the method and target it had read but not the fields:
+//!   the reason names the refused part from how far it got, and finds a refused field line
+//!   by reading each line alone (only for a head already refused).
 
 use std::io::{self, Read};
 
@@ -172,86 +195,168 @@ impl Field {
     }
 }
 
-/// Splits a head (as returned by [`Incoming::read_head`]) into its first line and fields.
-pub fn split_head(head: &[u8]) -> Result<(&[u8], Vec<Field>), String> {
-    let body = head
-        .strip_suffix(b"\r\n\r\n")
-        .ok_or("the head does not end in an empty line")?;
-    if body
-        .split_crlf()
-        .any(|l| l.contains(&b'\r') || l.contains(&b'\n'))
-    {
-        return Err("a line ends in a bare CR or LF, not CRLF".into());
-    }
-    let mut lines = body.split_crlf();
-    let first = lines.next().unwrap_or_default();
-    let mut fields = Vec::new();
-    for line in lines {
-        if fields.len() == MAX_FIELDS {
-            return Err(format!("more than {MAX_FIELDS} header fields"));
+impl From<&httparse::Header<'_>> for Field {
+    fn from(h: &httparse::Header<'_>) -> Self {
+        Field {
+            name: h.name.to_owned(),
+            value: h.value.to_vec(),
         }
-        fields.push(parse_field(line)?);
-    }
-    Ok((first, fields))
-}
-
-/// Splitting a head at its CRLFs.
-trait SplitCrlf {
-    fn split_crlf(&self) -> impl Iterator<Item = &[u8]>;
-}
-
-impl SplitCrlf for [u8] {
-    fn split_crlf(&self) -> impl Iterator<Item = &[u8]> {
-        let mut rest = Some(self);
-        std::iter::from_fn(move || {
-            let r = rest?;
-            match find(r, b"\r\n") {
-                Some(i) => {
-                    rest = Some(&r[i + 2..]);
-                    Some(&r[..i])
-                }
-                None => rest.take(),
-            }
-        })
     }
 }
 
-fn parse_field(line: &[u8]) -> Result<Field, String> {
-    if line.first().is_some_and(|b| *b == b' ' || *b == b'\t') {
-        return Err("a header line is folded (starts with a space)".into());
+/// A request head, read strictly: the parts of its request line, and its fields.
+#[derive(Debug)]
+pub struct RequestHead<'a> {
+    pub method: &'a str,
+    pub target: &'a str,
+    /// `HTTP/1.1` or `HTTP/1.0`.
+    pub version: &'static str,
+    pub fields: Vec<Field>,
+}
+
+/// A response head, read strictly: its status line as sent (without CRLF), its code, and
+/// its fields.
+#[derive(Debug)]
+pub struct ResponseHead<'a> {
+    pub status_line: &'a [u8],
+    pub code: u16,
+    pub fields: Vec<Field>,
+}
+
+const NOT_A_REQUEST_LINE: &str = "the request line is not `METHOD TARGET HTTP/1.1`";
+/// The longest method (httparse takes a token of any length).
+const MAX_METHOD: usize = 32;
+
+/// Reads a request head (as returned by [`Incoming::read_head`]).
+pub fn request_head(head: &[u8]) -> Result<RequestHead<'_>, String> {
+    let line = crlf_only(head)?;
+    if line.is_empty() {
+        // httparse would skip empty lines before the request line.
+        return Err(NOT_A_REQUEST_LINE.into());
     }
-    let colon = line
-        .iter()
-        .position(|&b| b == b':')
-        .ok_or("a header line has no `:`")?;
-    let (name, value) = (&line[..colon], &line[colon + 1..]);
-    if name.is_empty() || !name.iter().all(|&b| is_tchar(b)) {
+    if line.contains(&0) {
+        return Err("the request line holds a NUL byte".into());
+    }
+    // httparse takes bytes past ASCII in a target; a host is only ever ASCII here.
+    if let Some(b) = line.iter().find(|&&b| !(0x20..0x7f).contains(&b)) {
         return Err(format!(
-            "the header name `{}` is not a token",
-            String::from_utf8_lossy(name).escape_debug()
+            "the request line holds the byte 0x{b:02x} (only visible ASCII is allowed)"
         ));
     }
-    if let Some(b) = value
-        .iter()
-        .find(|&&b| b != b'\t' && (b < 0x20 || b == 0x7f))
-    {
-        return Err(format!(
-            "the header `{}` holds the control byte 0x{b:02x}",
-            String::from_utf8_lossy(name)
-        ));
+    let mut slots = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut req = httparse::Request::new(&mut slots);
+    let parsed = req.parse(head);
+    whole(head, parsed)
+        .map_err(|fault| fault.unwrap_or_else(|| request_line_fault(line, req.method, req.path)))?;
+    let (Some(method), Some(target), Some(minor)) = (req.method, req.path, req.version) else {
+        return Err(NOT_A_REQUEST_LINE.into());
+    };
+    if method.len() > MAX_METHOD {
+        return Err(format!("`{method}` is not a method"));
     }
-    let trim = |b: &u8| *b != b' ' && *b != b'\t';
-    let start = value.iter().position(trim).unwrap_or(value.len());
-    let end = value.iter().rposition(trim).map_or(start, |i| i + 1);
-    Ok(Field {
-        name: String::from_utf8_lossy(name).into_owned(),
-        value: value[start..end].to_vec(),
+    Ok(RequestHead {
+        method,
+        target,
+        version: if minor == 1 { "HTTP/1.1" } else { "HTTP/1.0" },
+        fields: req.headers.iter().map(Field::from).collect(),
     })
 }
 
-/// A character of an HTTP token (RFC 9110 `tchar`).
-pub fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+/// Reads a response head (as returned by [`Incoming::read_head`]).
+pub fn response_head(head: &[u8]) -> Result<ResponseHead<'_>, String> {
+    const NOT_A_STATUS_LINE: &str = "the status line is not `HTTP/1.1 NNN reason`";
+    let line = crlf_only(head)?;
+    if line.is_empty() {
+        return Err(NOT_A_STATUS_LINE.into());
+    }
+    let mut slots = [httparse::EMPTY_HEADER; MAX_FIELDS];
+    let mut res = httparse::Response::new(&mut slots);
+    let parsed = res.parse(head);
+    whole(head, parsed).map_err(|fault| fault.unwrap_or_else(|| NOT_A_STATUS_LINE.into()))?;
+    let code = res.code.ok_or(NOT_A_STATUS_LINE)?;
+    Ok(ResponseHead {
+        status_line: line,
+        code,
+        fields: res.headers.iter().map(Field::from).collect(),
+    })
+}
+
+/// The check httparse leaves to the proxy on every line: it ends in CRLF (httparse also
+/// takes a bare LF). Returns the first line, without its CRLF.
+fn crlf_only(head: &[u8]) -> Result<&[u8], String> {
+    if !head.ends_with(b"\r\n\r\n") {
+        return Err("the head does not end in an empty line".into());
+    }
+    // CRLF pairs never overlap: every CR and every LF is in one exactly when there are as
+    // many pairs as CRs and as LFs.
+    let pairs = memchr::memmem::find_iter(head, b"\r\n").count();
+    if memchr::memchr_iter(b'\r', head).count() != pairs
+        || memchr::memchr_iter(b'\n', head).count() != pairs
+    {
+        return Err("a line ends in a bare CR or LF, not CRLF".into());
+    }
+    Ok(&head[..find(head, b"\r\n").unwrap_or(0)])
+}
+
+/// Whether httparse read all of `head`; if not, the fault when it is in the fields, `None`
+/// when it is in the first line.
+fn whole(head: &[u8], parsed: httparse::Result<usize>) -> Result<(), Option<String>> {
+    use httparse::Error as E;
+    match parsed {
+        Ok(httparse::Status::Complete(n)) if n == head.len() => Ok(()),
+        Ok(httparse::Status::Complete(_)) => {
+            Err(Some("the head has an empty line before its end".into()))
+        }
+        Ok(httparse::Status::Partial) => Err(Some("the head does not end in an empty line".into())),
+        Err(E::TooManyHeaders) => Err(Some(format!("more than {MAX_FIELDS} header fields"))),
+        Err(e @ (E::HeaderName | E::HeaderValue)) => Err(Some(field_fault(e, head))),
+        Err(_) => Err(None),
+    }
+}
+
+/// Says which field line httparse refused, and why. Each line is read alone by httparse
+/// again (only for a head already refused) to find the one.
+fn field_fault(e: httparse::Error, head: &[u8]) -> String {
+    let lines = head
+        .split(|&b| b == b'\n')
+        .skip(1)
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l));
+    let culprit = lines.filter(|l| !l.is_empty()).find(|l| {
+        let alone = [l, &b"\r\n\r\n"[..]].concat();
+        httparse::parse_headers(&alone, &mut [httparse::EMPTY_HEADER; 1]).is_err()
+    });
+    let Some(line) = culprit else {
+        return format!("a header line is refused: {e}");
+    };
+    let shown: String = String::from_utf8_lossy(line)
+        .escape_debug()
+        .take(256)
+        .collect();
+    if e == httparse::Error::HeaderValue {
+        format!(
+            "the header line `{shown}` holds a control byte (a value holds only tab, space \
+             and visible bytes)"
+        )
+    } else {
+        format!(
+            "the header line `{shown}` is not `name: value`: a name is a token followed at \
+             once by `:`, and a line is never folded (starts with a space)"
+        )
+    }
+}
+
+/// Says which part of a request line httparse refused, from how far it got.
+fn request_line_fault(line: &[u8], method: Option<&str>, target: Option<&str>) -> String {
+    // The line is visible ASCII by now.
+    let line = String::from_utf8_lossy(line);
+    let parts: Vec<&str> = line.split(' ').collect();
+    match (&parts[..], method, target) {
+        ([word, _, _], None, _) => format!("`{word}` is not a method"),
+        ([_, _, version], Some(_), Some(_)) => {
+            format!("`{version}` is not HTTP/1.1 or HTTP/1.0")
+        }
+        _ => NOT_A_REQUEST_LINE.into(),
+    }
 }
 
 #[cfg(test)]
@@ -294,21 +399,64 @@ mod tests {
     }
 
     #[test]
-    fn fields_are_split_strictly() {
-        let (first, f) = split_head(b"GET / HTTP/1.1\r\nA:  b c \r\nEmpty:\r\n\r\n").unwrap();
-        assert_eq!(first, b"GET / HTTP/1.1");
-        assert_eq!(f[0].value, b"b c");
-        assert!(f[1].value.is_empty());
-        for bad in [
-            &b"GET / HTTP/1.1\r\n folded\r\n\r\n"[..],
-            b"GET / HTTP/1.1\r\nA b: c\r\n\r\n",
-            b"GET / HTTP/1.1\r\nA: b\0c\r\n\r\n",
-            b"GET / HTTP/1.1\r\nno colon\r\n\r\n",
-            b"GET / HTTP/1.1\nA: b\r\n\r\n",
-            b"GET / HTTP/1.1\r\nA: b\rc\r\n\r\n",
+    fn fields_are_read_strictly() {
+        let h = request_head(b"GET / HTTP/1.1\r\nA:  b c \r\nEmpty:\r\n\r\n").unwrap();
+        assert_eq!((h.method, h.target, h.version), ("GET", "/", "HTTP/1.1"));
+        assert_eq!(h.fields[0].value, b"b c");
+        assert!(h.fields[1].value.is_empty());
+        let r = response_head(b"HTTP/1.0 404 Not Found\r\nA: b\r\n\r\n").unwrap();
+        assert_eq!(
+            (r.status_line, r.code),
+            (&b"HTTP/1.0 404 Not Found"[..], 404)
+        );
+        assert_eq!(
+            r.fields,
+            [Field {
+                name: "A".into(),
+                value: b"b".to_vec()
+            }]
+        );
+        for fields in [
+            &b" folded\r\n"[..],
+            b"A: b\r\n\tfolded\r\n",
+            b"A b: c\r\n",
+            b"A : c\r\n",
+            b"A: b\0c\r\n",
+            b"no colon\r\n",
+            b"A: b\nB: c\r\n",
+            b"A: b\rc\r\n",
         ] {
-            assert!(split_head(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+            for first in [&b"GET / HTTP/1.1\r\n"[..], b"HTTP/1.1 200 OK\r\n"] {
+                let head = [first, fields, b"\r\n"].concat();
+                let shown = String::from_utf8_lossy(&head).into_owned();
+                assert!(request_head(&head).is_err(), "{shown:?}");
+                assert!(response_head(&head).is_err(), "{shown:?}");
+            }
         }
+    }
+
+    #[test]
+    fn status_lines_give_their_code() {
+        let code = |line: &str| response_head(format!("{line}\r\n\r\n").as_bytes()).map(|r| r.code);
+        assert_eq!(code("HTTP/1.1 200 OK"), Ok(200));
+        assert_eq!(code("HTTP/1.0 100"), Ok(100));
+        for bad in [
+            "HTTP/1.1 20 OK",
+            "HTTP/1.1 200OK",
+            "ICY 200 OK",
+            "HTTP/1.1 200 O\0K",
+            "",
+        ] {
+            assert!(code(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_refused_field_line_is_named() {
+        let why = request_head(b"GET / HTTP/1.1\r\nA: b\r\nC d: e\r\n\r\n").unwrap_err();
+        assert!(why.contains("`C d: e`"), "{why}");
+        let why = request_head(b"GET / HTTP/1.1\r\nA: b\x01\r\n\r\n").unwrap_err();
+        assert!(why.contains("`A: b\\u{1}` holds a control byte"), "{why}");
     }
 
     #[test]

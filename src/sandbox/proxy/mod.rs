@@ -6,7 +6,8 @@
 //!  program ─► relay 127.0.0.1:3128 (netns) ─► <attempt>/proxy.sock
 //!                                               │ acceptor thread: poll(listener, wake)
 //!                                               ▼ one thread per connection (256 KiB stack)
-//!                  head ─► request::parse_request (strict; 400)
+//!                  head ─► head::request_head (httparse + the proxy's own checks; 400)
+//!                       ─► request::parse_request (target, host, framing; 400)
 //!                       ─► decide::decide(host, port, allow, resolve once) ─► network.jsonl
 //!  more than MAX_CONNECTIONS open ─► 503 (logged too); no head within 30 s ─► 408 (logged)
 //!                       ─► 403 naming host and policy │ 502 │ connect to a checked address
@@ -34,6 +35,8 @@ mod connection;
 pub mod decide;
 mod forward;
 mod head;
+#[cfg(test)]
+mod hostile;
 pub mod log;
 pub mod request;
 

@@ -7,8 +7,10 @@
 //!  host: a DNS name (letters, digits, `-`, `.`), a dotted IPv4 address, or [IPv6]
 //! ```
 //!
-//! Anything else is a 400: the proxy's decision is only as good as its idea of the host, and
-//! every lenient reading is a way to make the proxy check one host and reach another.
+//! The head's syntax is `head::request_head`'s (httparse and the checks it leaves to the
+//! proxy); this module gives the parts their meaning. Anything else is a 400: the proxy's
+//! decision is only as good as its idea of the host, and every lenient reading is a way to
+//! make the proxy check one host and reach another.
 //!
 //! Common pitfalls:
 //! * A NUL byte in a CONNECT host (`allowed.com\0.evil.com`) once made Claude Code's proxy
@@ -19,12 +21,13 @@
 //! * `127.1`, `0x7f.1` and `2130706433` are 127.0.0.1 to `inet_aton`: a name whose last label
 //!   is a number is refused, so only dotted quads are addresses.
 //! * Both `Content-Length` and `Transfer-Encoding`, or two different lengths, are refused: the
-//!   proxy frames the body one way and the origin must not read it another.
+//!   proxy frames the body one way and the origin must not read it another. So is
+//!   `Transfer-Encoding` in an HTTP/1.0 request, which has no chunked framing.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::decide::Host;
-use super::head::{Field, is_tchar, split_head};
+use super::head::{Field, RequestHead, request_head};
 use crate::spec::valid_host_name;
 
 /// A request the proxy understood.
@@ -95,29 +98,12 @@ pub fn parse_request(head: &[u8]) -> Result<Request, BadRequest> {
 }
 
 fn parse(head: &[u8]) -> Result<Request, String> {
-    let (line, fields) = split_head(head)?;
-    if line.contains(&0) {
-        return Err("the request line holds a NUL byte".into());
-    }
-    if let Some(b) = line.iter().find(|&&b| !(0x20..0x7f).contains(&b)) {
-        return Err(format!(
-            "the request line holds the byte 0x{b:02x} (only visible ASCII is allowed)"
-        ));
-    }
-    // Only visible ASCII and spaces are left, so the line is UTF-8.
-    let line = std::str::from_utf8(line).map_err(|e| e.to_string())?;
-    let parts: Vec<&str> = line.split(' ').collect();
-    let [method, target, version] = parts[..] else {
-        return Err("the request line is not `METHOD TARGET HTTP/1.1`".into());
-    };
-    if method.is_empty() || method.len() > 32 || !method.bytes().all(is_tchar) {
-        return Err(format!("`{method}` is not a method"));
-    }
-    let version = match version {
-        "HTTP/1.1" => "HTTP/1.1",
-        "HTTP/1.0" => "HTTP/1.0",
-        v => return Err(format!("`{v}` is not HTTP/1.1 or HTTP/1.0")),
-    };
+    let RequestHead {
+        method,
+        target,
+        version,
+        fields,
+    } = request_head(head)?;
     if method == "CONNECT" {
         let target = parse_authority(target, None)?;
         return Ok(Request {
@@ -130,7 +116,7 @@ fn parse(head: &[u8]) -> Result<Request, String> {
         });
     }
     let (target, path) = parse_absolute(target)?;
-    let body = framing(&fields)?;
+    let body = framing(&fields, version)?;
     Ok(Request {
         method: method.to_owned(),
         target,
@@ -263,7 +249,7 @@ pub fn parse_host(h: &str) -> Result<Host, String> {
 }
 
 /// How the body of a forwarded request is delimited.
-fn framing(fields: &[Field]) -> Result<Body, String> {
+fn framing(fields: &[Field], version: &str) -> Result<Body, String> {
     let te: Vec<&Field> = fields
         .iter()
         .filter(|f| f.is("transfer-encoding"))
@@ -271,6 +257,11 @@ fn framing(fields: &[Field]) -> Result<Body, String> {
     let cl: Vec<&Field> = fields.iter().filter(|f| f.is("content-length")).collect();
     match (&te[..], &cl[..]) {
         ([], []) => Ok(Body::None),
+        // HTTP/1.0 has no chunked framing: an origin may read such a body as a request.
+        ([_, ..], _) if version == "HTTP/1.0" => Err(
+            "an HTTP/1.0 request cannot have Transfer-Encoding: send Content-Length or HTTP/1.1"
+                .into(),
+        ),
         ([_, ..], [_, ..]) => {
             Err("the request has both Content-Length and Transfer-Encoding".into())
         }
