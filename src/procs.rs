@@ -206,6 +206,9 @@ pub const SANDBOX_ARG: &str = "__sandbox";
 /// The hidden verb of the server of a sandboxed attempt's nested runs (`app::nest`).
 pub const NEST_ARG: &str = "__nest";
 
+/// The hidden verb that changes a running sandbox's limits (`sandbox::resize`).
+pub const RESIZE_ARG: &str = "__resize";
+
 /// Whether `r` is alive and is the worker of the attempt in `dir`: its command line is
 /// `… __worker DIR`. A record names a process, and only this makes it one to signal: a pid
 /// and start time copied into a record from any other process never pass.

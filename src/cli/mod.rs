@@ -132,6 +132,23 @@ pub enum Command {
         /// The stream: a file of the agent's stdout lines
         file: PathBuf,
     },
+    /// Change the process and /tmp limits of a running sandbox (internal; the server of
+    /// nested runs runs it)
+    #[command(name = "__resize", hide = true)]
+    Resize {
+        /// The sandbox helper, as PID:START_TICKS
+        #[arg(long, value_name = "PID:START", value_parser = crate::sandbox::resize::parse_helper)]
+        helper: crate::envelope::ProcRef,
+        /// The process limit to set
+        #[arg(long, value_name = "N")]
+        processes: u32,
+        /// The size of /tmp to set, in bytes
+        #[arg(long, value_name = "BYTES")]
+        tmp: u64,
+        /// The size /tmp has now, in bytes (checked before it changes)
+        #[arg(long, value_name = "BYTES")]
+        tmp_now: u64,
+    },
     /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
     #[command(name = "__nest", hide = true)]
     Nest {
@@ -171,6 +188,21 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
                 end_fd,
                 argv,
             }));
+        }
+        Command::Resize {
+            helper,
+            processes,
+            tmp,
+            tmp_now,
+        } => {
+            return Ok(crate::sandbox::resize::main(
+                crate::sandbox::resize::Request {
+                    helper,
+                    processes,
+                    tmp,
+                    tmp_now,
+                },
+            ));
         }
         // Text from the definitions only: no home, no environment.
         Command::Completions(a) => return docs::completions(a),
@@ -221,6 +253,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Worker { .. }
         | Command::Sandbox { .. }
+        | Command::Resize { .. }
         | Command::Nest { .. }
         | Command::Completions(_)
         | Command::Man(_) => unreachable!("handled above"),

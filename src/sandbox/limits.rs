@@ -39,13 +39,18 @@ use crate::spec::SandboxLimits;
 /// Sets the PID namespace's `pid_max` (call in init, with its own `/proc` mounted and still
 /// writable). `Err` with why when the kernel has no `pid_max` per namespace.
 pub fn set_pid_max(processes: u32) -> Result<(), String> {
-    // Pid 1 (init) is one of them: numbers 1..=processes.
-    let value = u64::from(processes) + 1;
+    let value = pid_max_for(processes);
     std::fs::write("/proc/sys/kernel/pid_max", value.to_string()).map_err(|e| {
         format!(
             "processes: this kernel has no pid_max per PID namespace (Linux 6.14), so the process limit is not enforced ({e})"
         )
     })
+}
+
+/// The `pid_max` that allows `processes` at once: pid 1 (init) is one of them, numbers
+/// 1..=processes.
+pub fn pid_max_for(processes: u32) -> u64 {
+    u64::from(processes) + 1
 }
 
 /// Sets the limits that belong to the program's process (call just before exec).
@@ -94,8 +99,13 @@ pub fn enforced(limits: &SandboxLimits, processes: bool) -> EnforcedLimits {
 /// The tmpfs options of the private `/tmp`: its size, and one inode per 16 KiB (at least
 /// 1024), so that empty files cannot take the kernel's memory either.
 pub fn tmpfs_options(limits: &SandboxLimits) -> String {
-    let inodes = (limits.tmp_bytes / (16 << 10)).max(1024);
+    let inodes = tmpfs_inodes(limits.tmp_bytes);
     format!("mode=1777,size={},nr_inodes={inodes}", limits.tmp_bytes)
+}
+
+/// The inodes of a private `/tmp` of `bytes`: one per 16 KiB, at least 1024.
+pub fn tmpfs_inodes(bytes: u64) -> u64 {
+    (bytes / (16 << 10)).max(1024)
 }
 
 /// What init tells when the program has ended: a limit reached, from the facts it can see

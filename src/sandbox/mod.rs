@@ -27,7 +27,9 @@
 //!   holes, the read-only host, its own `/proc`);
 //! * `landlock`: what it may write and whom it may signal;
 //! * [`seccomp`]: the system calls it never needs, per process (pure rules, then install);
-//! * [`limits`]: processes, memory, `/tmp` and file size, and how a limit reached is told.
+//! * [`limits`]: processes, memory, `/tmp` and file size, and how a limit reached is told;
+//! * [`resize`]: the process and `/tmp` limits of a sandbox that runs, changed from outside
+//!   (shared with the runs its program starts).
 //!
 //! Common pitfalls:
 //! * Landlock rules only add rights: a read-only hole in a writable tree (a worktree's `.git`
@@ -52,6 +54,7 @@ mod mounts;
 mod namespaces;
 pub mod proxy;
 pub mod relay;
+pub mod resize;
 pub mod seccomp;
 
 use serde::{Deserialize, Serialize};

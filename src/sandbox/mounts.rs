@@ -283,18 +283,41 @@ fn fs_set(fs: &OwnedFd, key: &str, value: Option<&Path>) -> io::Result<()> {
 
 /// `fsconfig(FSCONFIG_CMD_CREATE)`: the superblock, from the parameters set.
 fn fs_create(fs: &OwnedFd) -> io::Result<()> {
-    // SAFETY: fsconfig on an fsopen descriptor with null key and value, as the command asks.
+    fs_command(fs, libc::FSCONFIG_CMD_CREATE)
+}
+
+/// `fsconfig(2)` running `cmd` (create, reconfigure) on the parameters set.
+fn fs_command(fs: &OwnedFd, cmd: libc::c_uint) -> io::Result<()> {
+    // SAFETY: fsconfig on an fs context descriptor with null key and value, as the commands
+    // ask.
     cvt(unsafe {
         libc::syscall(
             libc::SYS_fsconfig,
             fs.as_raw_fd(),
-            libc::FSCONFIG_CMD_CREATE,
+            cmd,
             std::ptr::null::<libc::c_char>(),
             std::ptr::null::<libc::c_char>(),
             0,
         )
     })
     .map(drop)
+}
+
+/// Sets `options` of the file system whose mount root `root` names (an `O_PATH`
+/// descriptor): `fspick` and a reconfigure, which change the superblock only. A remount
+/// through `mount(2)` would also reset the mount's own flags (nosuid, nodev).
+pub(super) fn reconfigure(root: &OwnedFd, options: &[(&str, String)]) -> io::Result<()> {
+    let flags = libc::FSPICK_CLOEXEC | libc::FSPICK_EMPTY_PATH;
+    // SAFETY: fspick(2) on a descriptor we own with an empty path; the result is a new
+    // descriptor we own.
+    let fd =
+        cvt(unsafe { libc::syscall(libc::SYS_fspick, root.as_raw_fd(), c"".as_ptr(), flags) })?;
+    // SAFETY: a fresh descriptor returned by the kernel.
+    let fs = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+    for (key, value) in options {
+        fs_set(&fs, key, Some(Path::new(value)))?;
+    }
+    fs_command(&fs, libc::FSCONFIG_CMD_RECONFIGURE)
 }
 
 /// `fsmount(2)`: a detached mount of the superblock.

@@ -192,6 +192,25 @@ pub struct AttemptSpec {
     /// `SUBPANE_MAX_DEPTH`).
     #[serde(default = "default_max_depth")]
     pub max_depth: u32,
+    /// The attempt this one lives within: a run from inside a sandbox ends when its
+    /// parent's attempt ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub within: Option<Within>,
+}
+
+/// The attempt a run from inside a sandbox lives within (`app::nest` sets it): its worker
+/// watches the parent's worker and cancels its own attempt when that one has exited
+/// (`worker::within`). A `retry` does not carry it: a retry is a run of its own.
+///
+/// ```json
+/// {"run_id": "review", "attempt": 1, "worker": {"pid": 4242, "start_ticks": 123456}}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Within {
+    pub run_id: String,
+    pub attempt: u32,
+    /// The parent's worker, named so that a reused pid is never taken for it.
+    pub worker: crate::envelope::ProcRef,
 }
 
 /// The nesting limit when nobody set one.

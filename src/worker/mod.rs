@@ -12,6 +12,7 @@
 //!                  │    stderr ─► stderr.log, pane        (logs: logfile.rs, losses counted)
 //!                  │    usage, last event ─► progress.json, at most twice a second    progress.rs
 //!                  │    SIGCHLD ─► reap;  SIGUSR1/TERM/INT ─► cancel;  SIGHUP ─► pane closed
+//!                  │    a run from a sandbox: the parent's worker exited ─► cancel    within.rs
 //!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants  stop/
 //!                  ▼
 //!  (--worktree: status, diff, remove or keep the worktree)                          worktree.rs
@@ -52,6 +53,7 @@ mod sandboxed;
 mod spawn;
 mod stop;
 mod stream;
+mod within;
 mod worktree;
 
 pub use bench::{FilterParts, filter_parts};

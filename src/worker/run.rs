@@ -101,6 +101,9 @@ pub(crate) struct Worker {
     /// The request socket of nested runs, until the first client makes the worker start its
     /// server (`nest.rs`).
     pub(crate) nest_listener: Option<std::os::unix::net::UnixListener>,
+    /// A pidfd on the parent's worker, for an attempt that lives within another
+    /// (`within.rs`), until that has exited.
+    pub(crate) parent: Option<std::os::fd::OwnedFd>,
     /// The thread that makes the launch records durable ([`Worker::sync_records_meanwhile`]),
     /// and what wakes it early: dropped, it does.
     records_sync: Option<std::thread::JoinHandle<()>>,
@@ -133,6 +136,7 @@ impl Worker {
             end_writer: None,
             nest: None,
             nest_listener: None,
+            parent: None,
             records_sync: None,
             records_wake: None,
             spare: None,
@@ -183,11 +187,16 @@ impl Worker {
         // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
         self.header();
-        if self.cancel_pending() {
+        let parent_lives = self.watch_parent();
+        if !parent_lives || self.cancel_pending() {
             // Cancelled before the start: the program never runs and nothing is signalled;
-            // the request still says who asked.
-            let _ = self.take_cancel_request();
-            self.cancel_requested(false);
+            // the request still says who asked (or that the parent's attempt had ended).
+            if parent_lives {
+                let _ = self.take_cancel_request();
+                self.cancel_requested(false);
+            } else {
+                self.parent_ended();
+            }
             self.facts.started_at = Some(now_rfc3339());
         } else {
             match self.spawn() {

@@ -1,7 +1,8 @@
 //! The poll loop, and the agent's stdout and stderr through the filter.
 //!
 //! ```text
-//!  poll(2): signalfd, stdout, stderr, pane (when it has something to write)
+//!  poll(2): signalfd, stdout, stderr, pane (when it has something to write), the request
+//!           socket of nested runs, the parent's worker (a run from a sandbox)
 //!           timeout = the machine's one next deadline (no timer of our own)
 //!    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane   ┐ Output,
 //!    stderr ─► stderr.log, tail for the adapter, LineSplitter ─► pane       ┘ TerminalSeen
@@ -56,6 +57,17 @@ struct Filter {
     stdout_log: Option<LogFile>,
     /// What `progress.json` says.
     live: Tracker,
+}
+
+/// What one poll(2) found ready: the program's stdout and stderr, the signalfd, the request
+/// socket of nested runs, the parent's worker (it has exited).
+#[derive(Default)]
+struct Ready {
+    out: bool,
+    err: bool,
+    signals: bool,
+    nest: bool,
+    parent: bool,
 }
 
 /// What one wake-up's reads saw.
@@ -345,21 +357,24 @@ impl Worker {
                         .unwrap_or(PollTimeout::MAX)
                 }
             };
-            let Some((out_ev, err_ev, sig_ev, nest_ev)) = self.wait(timeout) else {
+            let Some(ready) = self.wait(timeout) else {
                 break;
             };
-            if nest_ev {
+            if ready.nest {
                 self.serve_nest();
+            }
+            if ready.parent {
+                self.parent_ended();
             }
             // A new window for the pane before what this wake-up reads, not after it: a line
             // read after a quiet spell must not be judged by the budget of a window long over.
             self.pane.tick(Instant::now());
             let mut seen = Seen::default();
             let s = &mut self.stream;
-            if out_ev {
+            if ready.out {
                 s.read_stdout(&mut buf, &mut self.pane, &mut self.facts.filter, &mut seen);
             }
-            if err_ev {
+            if ready.err {
                 s.read_stderr(&mut buf, &mut self.pane, &mut seen);
             }
             s.flush();
@@ -376,7 +391,7 @@ impl Worker {
                     self.feed(Event::PipesClosed, now);
                 }
             }
-            if sig_ev {
+            if ready.signals {
                 self.handle_signals();
             }
             // One write per wake-up, not one per line: under a flood each write to the pane
@@ -386,13 +401,12 @@ impl Worker {
         }
     }
 
-    /// One poll(2); which of stdout, stderr, the signalfd and the request socket of nested
-    /// runs are ready. `None` on an error that would repeat (EINTR counts as a wake-up with
-    /// nothing ready).
-    fn wait(&self, timeout: PollTimeout) -> Option<(bool, bool, bool, bool)> {
+    /// One poll(2); what is ready. `None` on an error that would repeat (EINTR counts as a
+    /// wake-up with nothing ready).
+    fn wait(&self, timeout: PollTimeout) -> Option<Ready> {
         // SAFETY: fd 1 stays open for the life of the process.
         let pane_b = unsafe { BorrowedFd::borrow_raw(self.pane.fd()) };
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(6);
         fds.push(PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN));
         let oi = self.stream.out.as_ref().map(|o| {
             fds.push(PollFd::new(o.as_fd(), PollFlags::POLLIN));
@@ -406,17 +420,27 @@ impl Worker {
             fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
             fds.len() - 1
         });
+        let pi = self.parent.as_ref().map(|p| {
+            fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+            fds.len() - 1
+        });
         if self.pane.wants_write() {
             fds.push(PollFd::new(pane_b, PollFlags::POLLOUT));
         }
         match poll(&mut fds, timeout) {
             Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return Some((false, false, false, false)),
+            Err(nix::errno::Errno::EINTR) => return Some(Ready::default()),
             Err(_) => return None,
         }
         let ready =
             |i: Option<usize>| i.is_some_and(|i| fds[i].revents().is_some_and(|r| !r.is_empty()));
-        Some((ready(oi), ready(ei), ready(Some(0)), ready(ni)))
+        Some(Ready {
+            out: ready(oi),
+            err: ready(ei),
+            signals: ready(Some(0)),
+            nest: ready(ni),
+            parent: ready(pi),
+        })
     }
 
     fn handle_signals(&mut self) {

@@ -23,6 +23,7 @@ mod mcp_python;
 mod messages;
 mod mock;
 mod nest;
+mod nest_bounds;
 mod pane;
 mod proxy;
 mod relay;

@@ -36,7 +36,7 @@ fn qp(p: &Path) -> String {
 
 /// `run --json --run-id RUN --sandbox [extra] -- bash -c SCRIPT`, bounded in time; `$SP` in
 /// the script is the subpane binary, `$O` the parent's artifact directory.
-fn parent(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> Ran {
+pub(crate) fn parent(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> Ran {
     let script = format!("SP={}; O=\"$SUBPANE_OUT_DIR\"; {script}", q(BIN));
     let mut args = vec!["run", "--json", "--run-id", run, "--sandbox"];
     args.extend_from_slice(extra);
@@ -44,17 +44,17 @@ fn parent(env: &TestEnv, run: &str, extra: &[&str], script: &str) -> Ran {
     env.sp_within(LIMIT, HANG, &args)
 }
 
-fn stdout_log(env: &TestEnv, run: &str) -> String {
+pub(crate) fn stdout_log(env: &TestEnv, run: &str) -> String {
     std::fs::read_to_string(env.attempt_dir(run, 1).join("stdout.log")).unwrap_or_default()
 }
 
 /// A file the parent's script wrote to its `out/`.
-fn out_file(env: &TestEnv, run: &str, name: &str) -> String {
+pub(crate) fn out_file(env: &TestEnv, run: &str, name: &str) -> String {
     let p = env.attempt_dir(run, 1).join("out").join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-fn spec(env: &TestEnv, run: &str) -> Value {
+pub(crate) fn spec(env: &TestEnv, run: &str) -> Value {
     env.read_json(&env.attempt_dir(run, 1).join("spec.json"))
 }
 
@@ -136,12 +136,17 @@ fn a_sandboxed_program_starts_a_nested_sandboxed_run_in_the_real_home() {
     env.assert_no_leftovers();
 }
 
+/// The `run` inside returns at once; the parent's program then waits for the child's mark
+/// before it ends (a nested run ends with its parent's attempt: see `nest_bounds`).
 #[test]
 fn a_detached_nested_run_returns_at_once_and_is_waited_for_outside() {
     let env = TestEnv::with_home_outside_tmp();
     let script = "\
-        $SP run --detach --json --run-id child -- bash -c 'echo detached-child' \
-          >\"$O/started.json\" 2>\"$O/started.err\"; echo rc=$?";
+        $SP run --detach --json --run-id child -- bash -c 'echo detached-child; exec touch child-done' \
+          >\"$O/started.json\" 2>\"$O/started.err\"; echo rc=$?; \
+        i=0; while [ ! -e child-done ]; do \
+          i=$((i+1)); [ $i -gt 1200 ] && { echo child-never-done; exit 9; }; sleep 0.05; \
+        done";
     let r = parent(&env, "parent", &[], script);
     assert_eq!(r.code, 0, "{r:?}");
     let log = stdout_log(&env, "parent");
@@ -291,17 +296,19 @@ fn a_hostile_client_on_the_socket_gets_refusals_and_never_its_own_home_or_policy
         r#"
 import json, os, socket
 p = os.environ["SUBPANE_NEST_SOCKET"]
-def ask(data):
+def ask(data, waited=False):
     s = socket.socket(socket.AF_UNIX)
     s.connect(p)
     try:
         s.sendall(data)
-        s.shutdown(socket.SHUT_WR)
+        # A waited run is given up when the write side closes: it stays open to the end.
+        if not waited:
+            s.shutdown(socket.SHUT_WR)
     except OSError:
         pass
     out = b""
     try:
-        while True:
+        while not (waited and b'"finished"' in out):
             b = s.recv(65536)
             if not b:
                 break
@@ -320,10 +327,11 @@ print("UNKNOWN", ask(req({{"argv": ["true"], "run_id": "u"}}, home="/elsewhere")
 print("NUL_ENV", ask(req({{"argv": ["true"], "run_id": "n1", "env": {{"A": "x\u0000LD_PRELOAD=/x.so"}}}})))
 print("NUL_VAR", ask(req({{"argv": ["true"], "run_id": "n2"}},
     vars={{"PATH": os.environ["PATH"], "LANG": "C\u0000LD_PRELOAD=/x.so"}})))
+# Waited for: a detached run would end with this attempt, which ends right after.
 print("FORCED", ask(req({{"argv": ["true"], "run_id": "forced", "sandbox": False}},
     vars={{"PATH": os.environ["PATH"], "SUBPANE_HOME": {home},
           "SUBPANE_TMUX_SOCKET": "/tmp/other.sock", "SUBPANE_RUN_ID": "nobody",
-          "SUBPANE_DEPTH": "0", "SUBPANE_MAX_DEPTH": "99"}})))
+          "SUBPANE_DEPTH": "0", "SUBPANE_MAX_DEPTH": "99"}}, detach=False), waited=True))
 "#,
         home = serde_json::to_string(&other_home.path().display().to_string()).unwrap()
     );

@@ -1,5 +1,6 @@
-//! Whether a nested run's sandbox stays within its parent's, and the parent's limits it
-//! takes on. Pure: two policies in, a verdict (and the child's policy tightened) out.
+//! Whether a nested run's sandbox stays within its parent's, and the parent's per-process
+//! limits it takes on. Pure: two policies in, a verdict (and the child's policy tightened)
+//! out.
 //!
 //! ```text
 //!  network   none ⊂ allow:… ⊂ full; an allow list only a part of the parent's
@@ -10,7 +11,8 @@
 //!  hidden    + every hidden path of the parent's (refused if the parent could move it)
 //!  git       the parent's repository view, with an overlay of its own, when a writable
 //!            tree holds its work tree; else none (a `.git` there is the parent's files)
-//!  limits    each at most the parent's
+//!  limits    memory and file size (per process) at most the parent's; processes and /tmp
+//!            are a grant out of the parent's own (budget.rs), set after the fit
 //!  agent     seeded only from what the child's sandbox sees (`within_sight`): at most the
 //!            parent's view, the parent's hides applied
 //! ```
@@ -249,10 +251,10 @@ pub(super) fn fit(
             work: git_overlay.1.to_path_buf(),
             ..g.clone()
         });
+    // Per process: at most the parent's. Processes and /tmp are the parent's own to share
+    // (budget.rs).
     let (c, p) = (&mut child.limits, &parent.limits);
-    c.processes = c.processes.min(p.processes);
     c.memory_bytes = c.memory_bytes.min(p.memory_bytes);
-    c.tmp_bytes = c.tmp_bytes.min(p.tmp_bytes);
     c.file_size_bytes = c.file_size_bytes.min(p.file_size_bytes);
     child.writable = writable;
     child.read_only = read_only;
@@ -508,16 +510,14 @@ mod tests {
     }
 
     #[test]
-    fn each_limit_is_at_most_the_parents() {
+    fn each_limit_of_a_process_is_at_most_the_parents() {
         let mut parent = parent();
-        parent.limits.processes = 500;
-        parent.limits.tmp_bytes = 1 << 20;
+        parent.limits.memory_bytes = 1 << 31;
+        parent.limits.file_size_bytes = 1 << 20;
         let mut c = child(&["/work"], &[]);
         c.limits.memory_bytes = 1 << 30;
         fit(&parent, &mut c, &paths(OWN), git(), Path::new("/work")).unwrap();
-        assert_eq!(c.limits.processes, 500);
-        assert_eq!(c.limits.tmp_bytes, 1 << 20);
         assert_eq!(c.limits.memory_bytes, 1 << 30);
-        assert_eq!(c.limits.file_size_bytes, parent.limits.file_size_bytes);
+        assert_eq!(c.limits.file_size_bytes, 1 << 20);
     }
 }

@@ -13,9 +13,16 @@
 //!                                               │     tmux server and lineage; only paths
 //!                                               │     the parent sees)
 //!                                               │  fit(parent's policy, child's)  fit.rs
+//!                                               │  bind: at most 16 live; processes and
+//!                                               │    /tmp a grant out of the parent's own
+//!                                               │    (budget.rs, sandbox::resize); the child
+//!                                               │    lives within the parent's attempt
 //!                                               │  app::run: start, wait; a client gone
 //!    ◄── Started, then Detached | Finished ─────┘    or interrupting ─► cancel
-//!        | Refused {exit_code, message}
+//!        | Refused {exit_code, message}             the child's end ─► its grant back
+//!
+//!  the parent's worker exits (however its attempt ended) ─► the child's worker cancels
+//!  its attempt (worker::within: a pidfd on the parent's worker)
 //! ```
 //!
 //! The sandboxed program controls every byte it sends. It never names a home, a tmux server
@@ -31,7 +38,12 @@
 //! * The sandbox helper starts outside the sandbox with the program's environment: variables
 //!   the dynamic loader or the C library act on ([`LOADER_VARS`]) are refused.
 //! * A client that closes its write side is gone: its waited run is cancelled.
+//! * A nested run is bounded by its parent: it ends with the parent's attempt, and its
+//!   processes and `/tmp` come out of the parent's (the parent's sandbox has that much less
+//!   while it lives), so neither detaching nor starting many outgrows the parent.
 
+mod admit;
+mod budget;
 mod client;
 mod fit;
 mod serve;

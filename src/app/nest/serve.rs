@@ -5,12 +5,15 @@
 //!  main thread: poll(listening socket, signalfd)
 //!    accept ─► over 64 clients, or 8 still sending: refused ─► else a thread:
 //!      peer's uid = ours ─► one line ≤ 4 MiB within 10 s ─► NestRequest
-//!      ─► admit (sandboxed; no --worktree, task file, loader variables; network: the parent's
-//!         unless asked) ─► plan(.., the parent's home, NestSystem) ─► fit ─► exists
+//!      ─► admit, plan_child, bind (admit.rs: what may come from a sandbox, the plan, the
+//!         parent's attempt and a grant of its limits, budget.rs)
 //!      ─► app::run (started ─► reply; a waited run: the client's lines ─► interrupts,
 //!         its end ─► one interrupt, a cancel) ─► Detached | Finished | Refused
+//!      ─► the grant back when the run has ended (a detached one: watched to its end on a
+//!         thread of its own)
 //!    SIGTERM (the attempt ends) ─► stop accepting, interrupt every wait (cancel), wait for
-//!      the clients' threads up to 3 s ─► exit
+//!      the clients' threads up to 3 s ─► exit (detached runs end with the parent's worker:
+//!      `worker::within`)
 //! ```
 //!
 //! Common pitfalls:
@@ -19,13 +22,14 @@
 //!   request or cancels the run: never a waited run left behind without its client.
 //! * The read timeout of the request must be lifted before the client's later lines are
 //!   read: a run may wait for hours.
+//! * A grant is given back when its run has ended, never when its client goes: a detached
+//!   run holds its grant until its envelope exists.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,17 +37,14 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
-use super::fit::{fit, network_flag};
-use super::system::NestSystem;
-use super::{ClientLine, LOADER_VARS, NestError, NestRequest, REQUEST_LIMIT, Reply};
-use crate::adapter::env_allowed;
-use crate::app::plan::{passes_into_sandbox, plan};
+use super::admit::{Held, Parent, admit, bind, plan_child};
+use super::{ClientLine, NestError, NestRequest, REQUEST_LIMIT, Reply};
 use crate::app::{
-    EndSize, Error, Interrupter, OnInterrupt, RunOptions, RunOutcome, RunRequest, Started,
-    WaitLoop, ends, run,
+    EndSize, Error, Interrupter, OnInterrupt, RunOptions, RunOutcome, Started, WaitLoop, WaitMode,
+    ends, run, wait_with,
 };
-use crate::spec::{AgentKind, AttemptSpec};
-use crate::store::{self, AttemptPaths, Home};
+use crate::spec::AttemptSpec;
+use crate::store::AttemptPaths;
 
 /// Clients served at once (each waited run holds one).
 const MAX_CLIENTS: usize = 64;
@@ -121,48 +122,6 @@ fn listener(fd: RawFd) -> Result<UnixListener, String> {
     // SAFETY: fcntl on an fd we own, integer argument.
     unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
     Ok(l)
-}
-
-/// The attempt whose program the clients are: its home, its records, its policy.
-struct Parent {
-    home: Home,
-    paths: AttemptPaths,
-    spec: AttemptSpec,
-}
-
-impl Parent {
-    fn load(dir: &Path) -> Result<Self, String> {
-        let dir = std::fs::canonicalize(dir)
-            .map_err(|e| format!("cannot find the attempt {}: {e}", dir.display()))?;
-        let paths = AttemptPaths::new(dir.clone());
-        let spec: AttemptSpec = store::read_json(&paths.spec())
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{} is missing", paths.spec().display()))?;
-        // HOME/runs/ID/attempts/N: the home is the attempt's own, never one a client names.
-        let names: Vec<_> = dir
-            .ancestors()
-            .skip(1)
-            .take(3)
-            .map(Path::file_name)
-            .collect();
-        let home = dir.ancestors().nth(4).map(Path::to_path_buf);
-        let id = std::ffi::OsStr::new(spec.run_id.as_str());
-        match (names.as_slice(), home) {
-            ([Some(a), Some(r), Some(runs)], Some(home))
-                if *a == "attempts" && *r == id && *runs == "runs" && spec.sandbox.enabled =>
-            {
-                Ok(Self {
-                    home: Home::at(home),
-                    paths,
-                    spec,
-                })
-            }
-            _ => Err(format!(
-                "{} is not the directory of a sandboxed attempt",
-                dir.display()
-            )),
-        }
-    }
 }
 
 /// The clients being served, and the waits an ending server interrupts.
@@ -259,15 +218,19 @@ fn accept(conn: UnixStream, parent: &Arc<Parent>, live: &Arc<Live>) {
 }
 
 /// Serves one client to the end.
-fn client(conn: UnixStream, parent: &Parent, live: &Live) {
+fn client(conn: UnixStream, parent: &Arc<Parent>, live: &Arc<Live>) {
     let request = read_request(&conn);
     live.lock().sending -= 1;
     let (mut reader, req) = match request {
         Ok(r) => r,
         Err(e) => return send(&conn, &Reply::refused(&e)),
     };
-    let planned = admit(&req, &parent.spec).and_then(|r| plan_child(&r, &req, parent));
-    let plan = match planned {
+    let planned = admit(&req, &parent.spec).and_then(|r| {
+        let mut plan = plan_child(&r, &req, parent)?;
+        let held = bind(&mut plan, &r, parent)?;
+        Ok((plan, held))
+    });
+    let (plan, held) = match planned {
         Ok(p) => p,
         Err(e) => return send(&conn, &Reply::refused(&e)),
     };
@@ -275,7 +238,7 @@ fn client(conn: UnixStream, parent: &Parent, live: &Live) {
         Ok(wl) => wl,
         Err(e) => return send(&conn, &Reply::refused(&e)),
     };
-    let held = match live.hold(wl.interrupter()) {
+    let waiting = match live.hold(wl.interrupter()) {
         Ok(id) => id,
         Err(e) => return send(&conn, &Reply::refused(&e)),
     };
@@ -286,7 +249,9 @@ fn client(conn: UnixStream, parent: &Parent, live: &Live) {
             .name("nest-watch".into())
             .spawn(move || watch(&mut reader, &stop))
     });
+    let mut begun = None;
     let mut on_started = |s: &Started| {
+        begun = Some((s.paths.clone(), s.spec.clone()));
         send(
             &conn,
             &Reply::Started {
@@ -310,23 +275,74 @@ fn client(conn: UnixStream, parent: &Parent, live: &Live) {
             cancel_by: None,
         },
     );
-    live.release(held);
+    live.release(waiting);
+    // The grant goes back once the run has ended, before the answer (the parent's program
+    // may look at its limits as soon as it has it); a run that goes on keeps it to its end.
     let reply = match outcome {
-        Ok(RunOutcome::Detached(_)) => Reply::Detached,
-        Ok(RunOutcome::Finished { started, envelope }) => Reply::Finished {
-            stdout_end: ends(&envelope, &started.paths, EndSize::TERMINAL).stdout,
-            envelope,
-        },
-        Ok(RunOutcome::Cancelled(s) | RunOutcome::StillRunning(s)) => {
-            Reply::refused(&NestError::StoppedWaiting(s.spec.run_id.to_string()).into())
+        Ok(RunOutcome::Detached(s)) => {
+            until_end(held, (s.paths, s.spec), live);
+            Reply::Detached
         }
-        Err(e) => Reply::refused(&e),
+        Ok(RunOutcome::Finished { started, envelope }) => {
+            drop(held);
+            Reply::Finished {
+                stdout_end: ends(&envelope, &started.paths, EndSize::TERMINAL).stdout,
+                envelope,
+            }
+        }
+        Ok(RunOutcome::Cancelled(s) | RunOutcome::StillRunning(s)) => {
+            let id = s.spec.run_id.to_string();
+            until_end(held, (s.paths, s.spec), live);
+            Reply::refused(&NestError::StoppedWaiting(id).into())
+        }
+        Err(e) => {
+            match begun {
+                Some(attempt) => until_end(held, attempt, live),
+                None => drop(held),
+            }
+            Reply::refused(&e)
+        }
     };
     send(&conn, &reply);
     // The watcher reads until the connection ends.
     let _ = conn.shutdown(std::net::Shutdown::Both);
     if let Some(Ok(t)) = watcher {
         let _ = t.join();
+    }
+}
+
+/// Holds the grant of a run that goes on without its client (detached, or no longer waited
+/// for) until that run has ended, on a thread of its own. An ending server interrupts the
+/// wait: the grant then stays taken (the parent is ending, and the run with it).
+fn until_end(held: Held, attempt: (AttemptPaths, AttemptSpec), live: &Arc<Live>) {
+    let live = live.clone();
+    // Handed over once the thread runs: a thread that cannot start must not drop it (that
+    // would give the grant back early).
+    let (give, take) = std::sync::mpsc::channel::<Held>();
+    let spawned = std::thread::Builder::new()
+        .name("nest-tenure".into())
+        .spawn(move || {
+            let Ok(held) = take.recv() else { return };
+            let Ok(mut wl) = WaitLoop::new() else {
+                return held.keep();
+            };
+            let Ok(waiting) = live.hold(wl.interrupter()) else {
+                return held.keep();
+            };
+            let ended = wait_with(&mut wl, &[attempt], WaitMode::All, None, Default::default())
+                .is_ok_and(|r| r.results.first().is_some_and(Option::is_some));
+            live.release(waiting);
+            if !ended {
+                held.keep();
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            if let Err(back) = give.send(held) {
+                back.0.keep();
+            }
+        }
+        Err(_) => held.keep(),
     }
 }
 
@@ -449,208 +465,9 @@ fn send(conn: &UnixStream, reply: &Reply) {
     }
 }
 
-/// The request as the planner takes it: what may never come from a sandbox is refused, and
-/// what a sandbox always is, set.
-fn admit(n: &NestRequest, parent: &AttemptSpec) -> Result<RunRequest, Error> {
-    let mut req = n.request.clone();
-    if req.worktree {
-        return Err(Error::invalid(
-            "--worktree is not offered to a run from a sandbox: its git worktree would be made by git outside the sandbox, from a repository the sandboxed program could have written",
-        ));
-    }
-    // A task is text to the planner; a file would be read outside the sandbox, where the
-    // caller may not see it (the client reads it inside and sends its text).
-    for (flag, file) in [
-        ("--task", &req.task_file),
-        ("--system-prompt", &req.system_prompt_file),
-    ] {
-        if file.is_some() {
-            return Err(Error::invalid(format!(
-                "{flag} names a file: a run from a sandbox carries its text (`subpane run` inside reads @FILE itself)"
-            )));
-        }
-    }
-    let names = req.env.keys().chain(&req.env_pass);
-    refuse_loader_vars(names.map(String::as_str))?;
-    if !n.cwd.is_absolute() {
-        return Err(Error::invalid("the request's cwd is not an absolute path"));
-    }
-    req.sandbox = true;
-    if req.network.is_none() {
-        req.network = Some(network_flag(&parent.sandbox.network));
-    }
-    Ok(req)
-}
-
-fn refuse_loader_vars<'a>(mut names: impl Iterator<Item = &'a str>) -> Result<(), Error> {
-    match names.find(|n| env_allowed(LOADER_VARS, n)) {
-        Some(n) => Err(Error::invalid(format!(
-            "a run from a sandbox cannot set or pass {n}: the sandbox helper starts outside the sandbox with the program's environment, and the dynamic loader or the C library would act on it there"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// The one planner, on the parent's home and the caller's view, then the parent's limits.
-fn plan_child(
-    req: &RunRequest,
-    n: &NestRequest,
-    parent: &Parent,
-) -> Result<crate::app::Plan, Error> {
-    let agent = req.agent.unwrap_or(AgentKind::Command);
-    let mut vars: Vec<(OsString, OsString)> = n
-        .vars
-        .iter()
-        .filter(|(k, _)| !k.starts_with("SUBPANE_") && passes_into_sandbox(req, agent, k))
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect();
-    let lineage = parent
-        .spec
-        .program_vars(parent.paths.dir(), &parent.paths.out_dir());
-    vars.extend(lineage.into_iter().map(|(k, v)| (k.into(), v)));
-    let sys = NestSystem::new(
-        &parent.spec.sandbox,
-        n.cwd.clone(),
-        vars,
-        parent.spec.tmux.socket.clone(),
-    );
-    let mut p = plan(req, &parent.home, &sys)?;
-    refuse_loader_vars(p.env.iter().filter_map(|(k, _)| k.to_str()))?;
-    let id = &p.spec.run_id;
-    let paths = parent.home.attempt(id, p.spec.attempt);
-    let own: Vec<PathBuf> = vec![
-        paths.out_dir(),
-        paths.proxy_socket(),
-        paths.nest_socket(),
-        paths.agent_state(),
-        parent.home.sessions_dir(id),
-    ];
-    let git = (paths.git_upper(), paths.git_work());
-    let sb = &mut p.spec.sandbox;
-    fit(
-        &parent.spec.sandbox,
-        sb,
-        &own,
-        (&git.0, &git.1),
-        &p.spec.cwd,
-    )
-    .map_err(Error::invalid)?;
-    // The child's agent state is seeded from what its parent's was (the user's), never from
-    // a directory the parent's program names: seeding reads it outside the sandbox.
-    if let Some(state) = &mut sb.agent_state {
-        match parent.spec.sandbox.agent_state.as_ref() {
-            Some(from) if from.var == state.var => {
-                state.seeded_from = from.seeded_from.clone();
-                state.home_file = from.home_file.clone();
-            }
-            _ => {
-                let needs = crate::adapter::adapter_for(agent).sandbox_needs().state_dir;
-                let home = std::env::var_os("HOME").map(PathBuf::from);
-                match (needs, home) {
-                    (Some(n), Some(h)) => {
-                        state.seeded_from = h.join(n.default);
-                        state.home_file = n.home_file.map(|f| h.join(f));
-                    }
-                    _ => sb.agent_state = None,
-                }
-            }
-        }
-    }
-    // The launcher makes what is missing; outside the child's own places nothing may be made
-    // (a path there could be a link by then).
-    let sb = &p.spec.sandbox;
-    for path in sb.writable.iter().chain(&sb.read_only) {
-        if !own.contains(path) && std::fs::symlink_metadata(path).is_err() {
-            return Err(Error::invalid(format!(
-                "`{}` does not exist: a run from a sandbox may only name paths that do (create it first)",
-                path.display()
-            )));
-        }
-    }
-    Ok(p)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn nest(req: RunRequest) -> NestRequest {
-        NestRequest {
-            request: req,
-            cwd: "/work".into(),
-            vars: Default::default(),
-            detach: false,
-        }
-    }
-
-    /// A sandboxed attempt with `network`, as the planner makes one.
-    fn parent(network: &str) -> AttemptSpec {
-        use crate::app::plan::fake::{Fake, cmd, home};
-        let req = RunRequest {
-            sandbox: true,
-            network: Some(network.into()),
-            ..cmd(&["make"])
-        };
-        plan(&req, &home(), &Fake::new()).unwrap().spec
-    }
-
-    fn refused(r: RunRequest) -> String {
-        match admit(&nest(r), &parent("none")) {
-            Err(e) if e.nothing_started() => e.to_string(),
-            other => panic!("expected a refusal, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn a_request_is_always_sandboxed_with_at_most_the_parents_network() {
-        let r = RunRequest {
-            argv: vec!["true".into()],
-            ..RunRequest::default()
-        };
-        let a = admit(&nest(r.clone()), &parent("allow:example.com")).unwrap();
-        assert!(a.sandbox);
-        assert_eq!(a.network.as_deref(), Some("allow:example.com"));
-        // Asked for: kept here, checked against the parent's by `fit` after the plan.
-        let asked = RunRequest {
-            network: Some("none".into()),
-            ..r
-        };
-        let a = admit(&nest(asked), &parent("full")).unwrap();
-        assert_eq!(a.network.as_deref(), Some("none"));
-    }
-
-    #[test]
-    fn what_would_act_outside_the_sandbox_is_refused() {
-        let base = RunRequest {
-            argv: vec!["true".into()],
-            ..RunRequest::default()
-        };
-        let m = refused(RunRequest {
-            worktree: true,
-            ..base.clone()
-        });
-        assert!(m.contains("--worktree"), "{m}");
-        // A file would be read outside, where the sandboxed caller may not see it.
-        let m = refused(RunRequest {
-            agent: Some(AgentKind::Pi),
-            task_file: Some("/etc/shadow".into()),
-            argv: vec![],
-            ..base.clone()
-        });
-        assert!(m.contains("--task names a file"), "{m}");
-        for (name, how) in [("LD_PRELOAD", "env"), ("GLIBC_TUNABLES", "pass")] {
-            let mut r = base.clone();
-            if how == "env" {
-                r.env.insert(name.into(), "x".into());
-            } else {
-                r.env_pass.push(name.into());
-            }
-            assert!(refused(r).contains(name));
-        }
-        let mut relative = nest(base);
-        relative.cwd = "work".into();
-        assert!(admit(&relative, &parent("none")).is_err());
-    }
 
     fn pair() -> (UnixStream, BufReader<UnixStream>) {
         let (a, b) = UnixStream::pair().unwrap();

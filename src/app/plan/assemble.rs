@@ -172,6 +172,8 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         resumed_from: r.resumed_from,
         worktree: r.worktree,
         max_depth: r.max_depth,
+        // Only the server of a parent's nested runs binds a run to the parent's attempt.
+        within: None,
     };
     let this = AttemptRef {
         attempt: r.attempt,
