@@ -8,7 +8,7 @@ use super::*;
 use crate::trust::git;
 
 /// A user's repository outside `/tmp`: `main` with one commit, a branch `other`.
-fn repo(o: &Path) -> PathBuf {
+pub(super) fn repo(o: &Path) -> PathBuf {
     crate::harness::require_tool("git", &["--version"], "git");
     let repo = o.join("repo");
     crate::worktree::init_repo(&repo);
@@ -20,7 +20,7 @@ fn repo(o: &Path) -> PathBuf {
 }
 
 /// What ran outside: the markers the planted hooks and configs make in `o`.
-fn planted(o: &Path) -> Vec<String> {
+pub(super) fn planted(o: &Path) -> Vec<String> {
     std::fs::read_dir(o)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -28,12 +28,12 @@ fn planted(o: &Path) -> Vec<String> {
         .collect()
 }
 
-fn tip(repo: &Path, r: &str) -> String {
+pub(super) fn tip(repo: &Path, r: &str) -> String {
     git(repo, &["rev-parse", r]).trim().to_owned()
 }
 
 /// `git status` as the user runs it afterwards, outside any sandbox.
-fn users_status(dir: &Path) -> String {
+pub(super) fn users_status(dir: &Path) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)

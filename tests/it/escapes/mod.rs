@@ -8,6 +8,8 @@
 //!  rename .git, plant config/hooks/rebase state,   the git directory is a private  git
 //!  point .git/commondir elsewhere, move `main`      overlay; only the own branch
 //!                                                   and its objects come back
+//!  make a repository at a submodule's path          subpane's git never enters a   submodules
+//!  (its fsmonitor, a clean filter)                  nested .git
 //!  chmod/chown/utime/setxattr outside the writes   the host tree mounted read-only files
 //!  a hook in the agent's settings                  a state directory per attempt   agent_state
 //!  the caller's tmux socket, other sockets, argv   hidden sockets, a PID namespace processes
@@ -29,6 +31,7 @@ mod git;
 mod limits;
 mod policy;
 mod processes;
+mod submodules;
 
 use std::path::{Path, PathBuf};
 
