@@ -37,6 +37,7 @@
 //!   [`crate::command`]'s deadline, [`set_time_limit`] (default [`DEFAULT_TIME_LIMIT`]), and is
 //!   killed with what it started after it, so the end of an attempt is always recorded.
 
+mod admit;
 pub mod carry;
 mod repo;
 pub mod worktree;

@@ -17,8 +17,9 @@ use nix::sys::stat::Mode;
 
 use sha2::{Digest, Sha256};
 
-use super::layout::{ARTIFACT_FILES, AttemptPaths, WORKTREE_ARTIFACT_FILES};
+use super::layout::{ARTIFACT_FILES, AttemptPaths, GIT_ARTIFACT_FILES, WORKTREE_ARTIFACT_FILES};
 use crate::envelope::Artifact;
+use crate::spec::AttemptSpec;
 
 /// Hex SHA-256 and size of a regular file (never through a link).
 pub fn sha256_file(path: &Path) -> std::io::Result<(u64, String)> {
@@ -56,17 +57,21 @@ pub struct Written {
 }
 
 /// The envelope's `artifacts`: every file of subpane's that exists, in a fixed order (the
-/// worktree's status and diff for a `--worktree` attempt), then the program's files in
-/// `out/`. The note says what of `out/` could not be listed. A file in `written` whose size
-/// on disk is the size written gets the digest kept while writing; any other is read.
+/// worktree's status and diff for a `--worktree` attempt, the refused commits of a
+/// sandboxed repository), then the program's files in `out/`. The note says what of `out/`
+/// could not be listed. A file in `written` whose size on disk is the size written gets the
+/// digest kept while writing; any other is read.
 pub fn collect_artifacts(
     paths: &AttemptPaths,
-    worktree: bool,
+    spec: &AttemptSpec,
     written: &[Written],
 ) -> (Vec<Artifact>, Option<String>) {
     let mut all = collect_named(paths, ARTIFACT_FILES, written);
-    if worktree {
+    if spec.worktree.is_some() {
         all.extend(collect_named(paths, WORKTREE_ARTIFACT_FILES, written));
+    }
+    if spec.sandbox.git.is_some() {
+        all.extend(collect_named(paths, GIT_ARTIFACT_FILES, written));
     }
     let (out, note) = collect_out(paths);
     all.extend(out);
@@ -190,7 +195,7 @@ mod tests {
             sha256: "kept".to_owned(),
         };
         let written = [kept("events.jsonl", 4), kept("stdout.log", 3)];
-        let (all, _) = collect_artifacts(&paths, false, &written);
+        let (all, _) = collect_artifacts(&paths, &super::super::plain_spec(), &written);
         let of = |p: &str| all.iter().find(|a| a.path == p).unwrap().clone();
         assert_eq!(of("events.jsonl").sha256, "kept");
         assert_eq!(
