@@ -13,6 +13,9 @@
 //!   meanwhile is the reason a tip that was a fast-forward at the start is refused.
 //! * `commits` counts the tip's commits the branch lacks whether they came back or not:
 //!   `result` says which.
+//! * The program chooses how many gitlinks it commits, and their paths: `submodules` is
+//!   bounded ([`bounded_paths`]), as `output.errors` is, or an envelope (and an MCP answer)
+//!   could be made as large as it likes.
 
 use serde::{Deserialize, Serialize};
 
@@ -41,10 +44,27 @@ pub struct GitCarry {
     pub reason: Option<RefusalReason>,
     /// Why nothing came back, in a sentence (refused, failed or detached).
     pub why: Option<String>,
-    /// Refused gitlinks: paths of the carried commits with a submodule the branch lacks.
+    /// Refused gitlinks: paths of the carried commits with a submodule the branch lacks (at
+    /// most [`MAX_SUBMODULES`], each at most 300 bytes: [`bounded_paths`]).
     pub submodules: Vec<String>,
     /// The refused commits as a git bundle, relative to the attempt dir.
     pub kept: Option<String>,
+}
+
+/// The most refused gitlinks an envelope names (a program chooses how many it commits).
+pub const MAX_SUBMODULES: usize = 20;
+
+/// `paths` as the envelope keeps them: the first [`MAX_SUBMODULES`], each cut at 300 bytes.
+pub fn bounded_paths(paths: &[String]) -> Vec<String> {
+    paths
+        .iter()
+        .take(MAX_SUBMODULES)
+        .map(|p| {
+            let mut p = p.clone();
+            crate::term::cut(&mut p, 300);
+            p
+        })
+        .collect()
 }
 
 /// What became of the branch.
@@ -77,4 +97,18 @@ pub enum RefusalReason {
     NotFastForward,
     /// The commits bring a gitlink at a path where the branch has no submodule.
     Submodule,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refused_paths_kept_are_bounded() {
+        let many: Vec<String> = (0..30).map(|i| format!("{i}{}", "é".repeat(400))).collect();
+        let kept = bounded_paths(&many);
+        assert_eq!(kept.len(), MAX_SUBMODULES);
+        assert!(kept.iter().all(|p| p.len() <= 304 && p.ends_with('…')));
+        assert_eq!(bounded_paths(&["lib".into()]), ["lib"]);
+    }
 }

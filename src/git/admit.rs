@@ -132,10 +132,24 @@ impl Carry {
                 } else {
                     "submodules"
                 },
-                r.submodules.join(", ")
+                some_paths(&r.submodules)
             ),
         })
     }
+}
+
+/// The first few of `paths` (a program chooses how many, and how long), and how many more.
+fn some_paths(paths: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut shown: Vec<String> = paths.iter().take(SHOWN).cloned().collect();
+    for p in &mut shown {
+        crate::term::cut(p, 200);
+    }
+    let mut s = shown.join(", ");
+    if paths.len() > SHOWN {
+        s.push_str(&format!(" and {} more", paths.len() - SHOWN));
+    }
+    s
 }
 
 /// The first 12 digits of an object id.
@@ -340,5 +354,30 @@ mod tests {
         );
         assert_eq!(gitlinks_of_diff(raw.as_bytes()), ["lib", "sub/x"]);
         assert!(gitlinks_of_diff(b"").is_empty());
+    }
+
+    #[test]
+    fn a_refusal_says_why_in_a_bounded_sentence() {
+        let (a, b) = ("a".repeat(40), "b".repeat(40));
+        let refused = |reason, submodules: Vec<String>, ahead, behind| Carry {
+            branch: "main".into(),
+            from: Some(a.clone()),
+            to: Some(b.clone()),
+            ahead,
+            behind,
+            outcome: Outcome::Refused(Refusal::new(reason, submodules, None, Path::new("x"))),
+        };
+        let back = refused(Reason::NotFastForward, vec![], 0, 3).why().unwrap();
+        assert!(back.contains("back 3 commits") && back.contains("main stays at aaaaaaaaaaaa"));
+        let side = refused(Reason::NotFastForward, vec![], 1, 1).why().unwrap();
+        assert!(side.contains("not a descendant") && side.contains("1 commit of"));
+        let many: Vec<String> = (0..5).map(|i| format!("{i}{}", "x".repeat(500))).collect();
+        let sub = refused(Reason::Submodule, many, 1, 0).why().unwrap();
+        assert!(sub.contains("and 2 more") && sub.len() < 1000, "{sub}");
+        let none = Carry {
+            outcome: Outcome::Carried,
+            ..refused(Reason::Submodule, vec![], 1, 0)
+        };
+        assert_eq!(none.why(), None);
     }
 }

@@ -297,14 +297,7 @@ fn message(stderr: &[u8], status: std::process::ExitStatus) -> String {
         return format!("git exited with {status}");
     }
     let mut m = lines.join("; ");
-    if m.len() > 2000 {
-        let mut cut = 2000;
-        while !m.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        m.truncate(cut);
-        m.push('…');
-    }
+    crate::term::cut(&mut m, 2000);
     m
 }
 

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::run::Worker;
-use crate::envelope::{CarryResult, GitCarry, RefusalReason};
+use crate::envelope::{CarryResult, GitCarry, RefusalReason, bounded_paths};
 use crate::git::carry::{Carry, Outcome, Reason};
 use crate::sandbox::{self, Report, SandboxFailure};
 use crate::spec::Network;
@@ -53,7 +53,9 @@ fn git_carry(c: &Carry, dir: &std::path::Path) -> GitCarry {
             Reason::Submodule => RefusalReason::Submodule,
         }),
         why: c.why(),
-        submodules: refusal.map(|r| r.submodules.clone()).unwrap_or_default(),
+        submodules: refusal
+            .map(|r| bounded_paths(&r.submodules))
+            .unwrap_or_default(),
         kept: refusal
             .and_then(|r| r.kept.as_deref())
             .and_then(|k| k.strip_prefix(dir).ok())
