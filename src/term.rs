@@ -56,6 +56,19 @@ fn push_visible(out: &mut String, c: char, lines: bool) {
     }
 }
 
+/// Cuts `s` to at most `max` bytes (at a character), marking the cut with `…`: text a
+/// record keeps of something without a bound of its own.
+pub fn cut(s: &mut String, max: usize) {
+    if s.len() > max {
+        let mut at = max;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s.truncate(at);
+        s.push('…');
+    }
+}
+
 /// A count of things in words: `1 tool call`, `2 tool calls` (for the pane's usage line, the
 /// summaries and the live views).
 pub fn counted(n: u64, what: &str) -> String {

@@ -47,6 +47,9 @@ pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputE
     if let Some(wt) = &env.worktree {
         s.push_str(&worktree_lines(env, wt, paths));
     }
+    if let Some(g) = &env.git {
+        s.push_str(&git_lines(g, paths));
+    }
     for e in env.output.errors.iter().take(5) {
         s.push_str(&format!(
             "error     {}\n",
@@ -115,6 +118,37 @@ fn worktree_lines(
         s.push_str(&format!(
             "changes   {} (`git apply --binary` applies it)\n",
             paths.worktree_diff().display()
+        ));
+    }
+    s
+}
+
+/// What came back of a sandboxed program's branch, when something did or was refused, and
+/// where refused commits are kept.
+fn git_lines(g: &crate::envelope::GitCarry, paths: &AttemptPaths) -> String {
+    use crate::envelope::CarryResult;
+    let branch = crate::term::sanitize(g.branch.as_deref().unwrap_or("HEAD").as_bytes(), 200);
+    let short =
+        |id: Option<&str>| id.map_or("nothing".to_owned(), |i| i.chars().take(12).collect());
+    let mut s = match g.result {
+        CarryResult::Carried => format!(
+            "git       {branch}: {} → {}, {} carried back\n",
+            short(g.from.as_deref()),
+            short(g.to.as_deref()),
+            human::counted(g.commits.unwrap_or(0), "commit")
+        ),
+        CarryResult::Refused => format!(
+            "git       {branch} not carried back: {}\n",
+            crate::term::sanitize(g.why.as_deref().unwrap_or("refused").as_bytes(), 600)
+        ),
+        CarryResult::Failed => format!("git       {branch} not carried back: git failed (below)\n"),
+        CarryResult::Unchanged => String::new(),
+    };
+    if let Some(k) = &g.kept {
+        let bundle = paths.dir().join(k);
+        s.push_str(&format!(
+            "kept      git fetch --no-recurse-submodules {} {branch}:NAME\n",
+            bundle.display()
         ));
     }
     s

@@ -70,6 +70,7 @@ pub fn build(
         depth: spec.lineage.as_ref().map(|l| l.depth),
         resumed_from: spec.resumed_from,
         worktree: facts.worktree.clone(),
+        git: facts.git.clone(),
     }
 }
 

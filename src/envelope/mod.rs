@@ -6,6 +6,7 @@
 
 mod answers;
 mod build;
+mod git;
 mod hints;
 mod outcome;
 mod progress;
@@ -20,6 +21,7 @@ pub use answers::{
     RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus,
 };
 pub use build::{build, duration_between};
+pub use git::{CarryResult, GitCarry, MAX_SUBMODULES, RefusalReason, bounded_paths};
 pub use hints::{network_hint, says_connection_failed};
 pub use outcome::{Facts, KillReason, Outcome, Start, decide};
 pub use progress::{
@@ -146,14 +148,7 @@ impl Output {
     pub fn push_error(&mut self, msg: impl Into<String>) {
         if self.errors.len() < MAX_ERRORS {
             let mut m: String = msg.into();
-            if m.len() > 2000 {
-                let mut cut = 2000;
-                while !m.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                m.truncate(cut);
-                m.push('…');
-            }
+            crate::term::cut(&mut m, 2000);
             self.errors.push(m);
         }
     }
@@ -381,6 +376,9 @@ pub struct Envelope {
     /// The git worktree of the attempt (`--worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
+    /// What came back of the program's branch (`--sandbox` in a repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitCarry>,
 }
 
 /// The git worktree an attempt ran in, and what became of it.

@@ -90,6 +90,9 @@ pub struct WorkerFacts {
     /// What became of the attempt's git worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<super::WorktreeInfo>,
+    /// What came back of the program's branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<super::GitCarry>,
 }
 
 /// `cancel.json`: a cancel request. Written before the worker is signalled, so a worker that

@@ -9,6 +9,8 @@
 //!  upper/objects ─► hard links of its regular files only ─► scratch/objects
 //!  pack-objects --revs (N ^O), scratch/objects as an alternate ─► scratch/carry.pack
 //!  index-pack --stdin --strict < carry.pack     (every object hashed and checked)
+//!  admit: N a descendant of O, no gitlink O lacks (git::admit)
+//!     else refused: B stays, N's commits go to the attempt's bundle ─► done
 //!  update-ref refs/heads/B N O                  (B moved meanwhile: refused, said)
 //!  HEAD of the work tree is B ─► reset: the index follows, the work tree is untouched
 //! ```
@@ -25,38 +27,48 @@
 //! * Objects are checked by `index-pack --strict` (hashes, and the fsck rules git applies to
 //!   a fetch), never copied into `objects/` as they are: a loose object whose content does
 //!   not match its name would change the user's history.
+//! * What may come back is asked of the repository after `index-pack`, never of the
+//!   program's object files: a commit graph or a replacement of its own would answer for it.
+//!   A refused tip's objects stay in the repository unreferenced (git's gc prunes them).
 
 use std::path::{Path, PathBuf};
 
+use super::admit;
 use super::{Cmd, GitError, branch_tip};
 use crate::spec::GitRepo;
 use crate::store::{Entry, Kind, ProgramTree};
 
-/// What became of the branch.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Carried {
-    pub branch: String,
-    /// Where it was (`None`: it did not exist).
-    pub from: Option<String>,
-    pub to: String,
-}
+pub use super::admit::{Carry, Outcome, Reason, Refusal};
 
 /// The most a `packed-refs` of the program's may hold.
 const PACKED_REFS_LIMIT: u64 = 64 << 20;
 
 /// Carries the program's branch back (see the module docs). `scratch_in` is a directory of
-/// subpane's own where a private scratch directory is made (and removed). `Ok(None)`: the
-/// branch did not move.
-pub fn carry_branch(repo: &GitRepo, scratch_in: &Path) -> Result<Option<Carried>, GitError> {
+/// subpane's own where a private scratch directory is made (and removed); a refused tip's
+/// commits go to the new file `keep_at`. `Ok(None)`: there is no branch (a detached HEAD).
+pub fn carry_branch(
+    repo: &GitRepo,
+    scratch_in: &Path,
+    keep_at: &Path,
+) -> Result<Option<Carry>, GitError> {
     let Some(branch) = &repo.branch else {
         return Ok(None);
     };
-    let Some(new) = new_tip(&repo.upper, branch)? else {
-        return Ok(None);
-    };
+    let new = new_tip(&repo.upper, branch)?;
     let old = branch_tip(&repo.common_dir, branch)?;
+    let unchanged = || Carry {
+        branch: branch.clone(),
+        from: old.clone(),
+        to: new.clone(),
+        ahead: 0,
+        behind: 0,
+        outcome: Outcome::Unchanged,
+    };
+    let Some(new) = new.clone() else {
+        return Ok(Some(unchanged()));
+    };
     if old.as_deref() == Some(new.as_str()) {
-        return Ok(None);
+        return Ok(Some(unchanged()));
     }
     let scratch = tempfile::Builder::new()
         .prefix(".git-carry-")
@@ -87,6 +99,23 @@ pub fn carry_branch(repo: &GitRepo, scratch_in: &Path) -> Result<Option<Carried>
         .stdin_from(std::fs::File::open(&pack).map_err(write_err(&pack))?)
         .args(["index-pack", "--stdin", "--strict"])
         .read()?;
+    let judged = admit::judge(&repo.common_dir, scratch.path(), old.as_deref(), &new)?;
+    let carry = |outcome| Carry {
+        branch: branch.clone(),
+        from: old.clone(),
+        to: Some(new.clone()),
+        ahead: judged.ahead,
+        behind: judged.behind,
+        outcome,
+    };
+    if let Some(reason) = judged.refused {
+        let kept = (judged.ahead > 0).then(|| {
+            let at = scratch.path();
+            admit::keep(&repo.common_dir, at, branch, old.as_deref(), &new, keep_at)
+        });
+        let refusal = Refusal::new(reason, judged.submodules.clone(), kept, keep_at);
+        return Ok(Some(carry(Outcome::Refused(refusal))));
+    }
     let zero = "0".repeat(new.len());
     Cmd::on_git_dir(&repo.common_dir)
         .args([
@@ -109,11 +138,7 @@ pub fn carry_branch(repo: &GitRepo, scratch_in: &Path) -> Result<Option<Carried>
             .args(["reset", "-q"])
             .read()?;
     }
-    Ok(Some(Carried {
-        branch: branch.clone(),
-        from: old,
-        to: new,
-    }))
+    Ok(Some(carry(Outcome::Carried)))
 }
 
 /// The program's tip of `branch`: its loose ref, else its line in `packed-refs`; `None` when

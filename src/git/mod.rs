@@ -27,10 +27,17 @@
 //! * A repository's config may run programs for git (`core.fsmonitor`, hooks, filters named
 //!   by `.gitattributes`): every command runs with fsmonitor and hooks off, and those that
 //!   read the work tree take their attributes from the empty tree ([`Cmd::no_attributes`]).
+//! * A submodule is another repository, whose config and `info/attributes` none of that
+//!   reaches: `git status`, `git diff` and `git add` run `git status` inside every populated
+//!   submodule of the index, and a program can make any directory one. Recursion is off for
+//!   every command, status and diff ignore submodules on their command line
+//!   (`--ignore-submodules=all`: `diff.ignoreSubmodules` alone yields to a `.gitmodules`
+//!   entry's `ignore`), and `add` is kept off gitlinks by pathspec (it has no such option).
 //! * git may wait for something else (a clean filter, a hook): every command runs under
 //!   [`crate::command`]'s deadline, [`set_time_limit`] (default [`DEFAULT_TIME_LIMIT`]), and is
 //!   killed with what it started after it, so the end of an attempt is always recorded.
 
+mod admit;
 pub mod carry;
 mod repo;
 pub mod worktree;
@@ -55,6 +62,15 @@ pub const REPO_VARS: &[&str] = &[
     "GIT_ALTERNATE_OBJECT_DIRECTORIES",
     "GIT_NAMESPACE",
     "GIT_PREFIX",
+];
+
+/// Variables that change how git reads a pathspec: the exclusions subpane passes
+/// (`:(exclude,literal)PATH`) must mean what they say.
+const PATHSPEC_VARS: &[&str] = &[
+    "GIT_LITERAL_PATHSPECS",
+    "GIT_GLOB_PATHSPECS",
+    "GIT_NOGLOB_PATHSPECS",
+    "GIT_ICASE_PATHSPECS",
 ];
 
 /// Why a git command did not do what was asked.
@@ -122,14 +138,24 @@ impl Cmd {
         for v in REPO_VARS {
             cmd.env_remove(v);
         }
+        for v in PATHSPEC_VARS {
+            cmd.env_remove(v);
+        }
         cmd.env("GIT_TERMINAL_PROMPT", "0").stdin(Stdio::null());
         // Nothing of the repository's runs for subpane: no fsmonitor, no hook (`/dev/null`
-        // holds none).
+        // holds none), and git never goes into a submodule, where neither holds (a
+        // submodule's own config and `info/attributes` are its own).
         cmd.args([
             "-c",
             "core.fsmonitor=false",
             "-c",
             "core.hooksPath=/dev/null",
+            "-c",
+            "submodule.recurse=false",
+            "-c",
+            "diff.ignoreSubmodules=all",
+            "-c",
+            "status.submoduleSummary=false",
         ]);
         Self {
             cmd,
@@ -172,11 +198,17 @@ impl Cmd {
     }
 
     /// Runs it; its stdout, trimmed. A non-zero exit is [`GitError::Failed`].
-    pub(crate) fn read(mut self) -> Result<String, GitError> {
+    pub(crate) fn read(self) -> Result<String, GitError> {
+        self.read_bytes()
+            .map(|out| String::from_utf8_lossy(&out).trim().to_owned())
+    }
+
+    /// Runs it; its stdout as it is (paths git prints with `-z`).
+    pub(crate) fn read_bytes(mut self) -> Result<Vec<u8>, GitError> {
         self.cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let out = self.output()?;
         if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+            Ok(out.stdout)
         } else {
             Err(self.failed(&out.stderr, out.status))
         }
@@ -244,6 +276,15 @@ pub(crate) fn empty_tree(any_id: &str) -> &'static str {
     }
 }
 
+/// The paths of the gitlinks (submodules) in a `-z` listing of `ls-files --stage` or
+/// `ls-tree -r`: `<mode> <two fields>\t<path>\0` per entry, gitlinks of mode 160000.
+pub(crate) fn gitlinks_of_listing(listing: &[u8]) -> impl Iterator<Item = &[u8]> {
+    listing.split(|b| *b == 0).filter_map(|e| {
+        let tab = e.iter().position(|b| *b == b'\t')?;
+        e.starts_with(b"160000 ").then(|| &e[tab + 1..])
+    })
+}
+
 /// git's own words from its stderr: its hints and progress lines dropped, bounded.
 fn message(stderr: &[u8], status: std::process::ExitStatus) -> String {
     let text = String::from_utf8_lossy(stderr);
@@ -256,14 +297,7 @@ fn message(stderr: &[u8], status: std::process::ExitStatus) -> String {
         return format!("git exited with {status}");
     }
     let mut m = lines.join("; ");
-    if m.len() > 2000 {
-        let mut cut = 2000;
-        while !m.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        m.truncate(cut);
-        m.push('…');
-    }
+    crate::term::cut(&mut m, 2000);
     m
 }
 
@@ -271,6 +305,16 @@ fn message(stderr: &[u8], status: std::process::ExitStatus) -> String {
 mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn gitlinks_are_read_from_listings() {
+        let a = "a".repeat(40);
+        let listing =
+            format!("100644 blob {a}\ta.txt\0160000 commit {a}\tlib\0160000 {a} 0\tsub/x y\0");
+        let found: Vec<&[u8]> = gitlinks_of_listing(listing.as_bytes()).collect();
+        assert_eq!(found, [b"lib".as_slice(), b"sub/x y"]);
+        assert_eq!(gitlinks_of_listing(b"").count(), 0);
+    }
 
     #[test]
     fn messages_keep_what_git_said_and_drop_its_hints() {

@@ -5,7 +5,8 @@
 //!           (failed: the branch git made anyway is deleted, the directory removed)
 //!  record:  status --porcelain=v1 --untracked-files=all      ─► worktree.status.txt
 //!           cp GIT_DIR/index TMP/index (TMP: a new private directory, removed after);
-//!           GIT_INDEX_FILE=TMP/index add -A; diff --cached --binary BASE ─► worktree.diff.patch
+//!           GIT_INDEX_FILE=TMP/index add -A (gitlinks excluded);
+//!           diff --cached --binary --ignore-submodules=all BASE ─► worktree.diff.patch
 //!  dispose: worktree remove --force --force PATH; the branch deleted unless BASE..BRANCH has commits
 //! ```
 //!
@@ -18,6 +19,11 @@
 //!   leave a branch behind.
 //! * `git diff` obeys the user's config: colour, an external diff or a textconv filter would
 //!   make a patch that does not apply. All three are turned off.
+//! * Submodules are never entered (see [`crate::git`]): a program can make a repository of
+//!   its own at a submodule's path, whose config would run for a `git status` inside it. They
+//!   are left out of the status and the diff, and out of `add` by pathspec. A directory that
+//!   holds a repository and is no submodule yet is added as one by `add -A` (git reads only
+//!   its `HEAD` for that), then left out of the diff.
 //! * A program may lock its worktree: removal forces twice, as `git worktree remove` asks.
 //! * Branch deletion compares and deletes in one step (`update-ref -d REF OLD`), so a commit
 //!   that lands between the count and the deletion is never lost.
@@ -171,6 +177,7 @@ pub fn write_status(wt: &WorktreeSpec, out: &Path) -> Result<(), GitError> {
             "status",
             "--porcelain=v1",
             "--untracked-files=all",
+            "--ignore-submodules=all",
         ])
         .write_to(out)
 }
@@ -187,10 +194,11 @@ pub fn write_diff(wt: &WorktreeSpec, scratch_in: &Path, out: &Path) -> Result<()
             path: scratch_in.to_path_buf(),
             source,
         })?;
-    diff_through(wt, &scratch.path().join("index"), out)
+    diff_through(wt, scratch.path(), out)
 }
 
-fn diff_through(wt: &WorktreeSpec, tmp_index: &Path, out: &Path) -> Result<(), GitError> {
+fn diff_through(wt: &WorktreeSpec, scratch: &Path, out: &Path) -> Result<(), GitError> {
+    let tmp_index = &scratch.join("index");
     use std::os::unix::fs::OpenOptionsExt;
     let write_err = |source| GitError::Write {
         path: tmp_index.to_path_buf(),
@@ -214,10 +222,29 @@ fn diff_through(wt: &WorktreeSpec, tmp_index: &Path, out: &Path) -> Result<(), G
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {}
         Err(source) => return Err(write_err(source)),
     }
-    in_worktree(wt)
+    // `add` looks into every populated submodule of the index (a `git status` there), and
+    // has no option against it: the gitlinks are left out by pathspec.
+    let pathspecs = scratch.join("pathspecs");
+    let gitlinks = gitlinks_in(wt, tmp_index)?;
+    let mut add = in_worktree(wt)
         .env("GIT_INDEX_FILE", tmp_index)
-        .args(["add", "--all"])
-        .read()?;
+        .args(["add", "--all"]);
+    if !gitlinks.is_empty() {
+        let mut list = Vec::new();
+        for g in &gitlinks {
+            list.extend_from_slice(b":(exclude,literal)");
+            list.extend_from_slice(g);
+            list.push(0);
+        }
+        std::fs::write(&pathspecs, list).map_err(|source| GitError::Write {
+            path: pathspecs.clone(),
+            source,
+        })?;
+        let mut from = std::ffi::OsString::from("--pathspec-from-file=");
+        from.push(&pathspecs);
+        add = add.arg(from).arg("--pathspec-file-nul");
+    }
+    add.read()?;
     in_worktree(wt)
         .env("GIT_INDEX_FILE", tmp_index)
         .args([
@@ -227,8 +254,20 @@ fn diff_through(wt: &WorktreeSpec, tmp_index: &Path, out: &Path) -> Result<(), G
             "--no-color",
             "--no-ext-diff",
             "--no-textconv",
+            "--ignore-submodules=all",
             &wt.base,
             "--",
         ])
         .write_to(out)
+}
+
+/// The paths of the gitlinks (submodules) in `index`, as git names them.
+fn gitlinks_in(wt: &WorktreeSpec, index: &Path) -> Result<Vec<Vec<u8>>, GitError> {
+    let listed = in_worktree(wt)
+        .env("GIT_INDEX_FILE", index)
+        .args(["ls-files", "--stage", "-z"])
+        .read_bytes()?;
+    Ok(super::gitlinks_of_listing(&listed)
+        .map(<[u8]>::to_vec)
+        .collect())
 }

@@ -25,9 +25,10 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::layout::{ARTIFACT_FILES, AttemptPaths, WORKTREE_ARTIFACT_FILES};
+use super::layout::{ARTIFACT_FILES, AttemptPaths, GIT_ARTIFACT_FILES, WORKTREE_ARTIFACT_FILES};
 use super::tree::{Kind, ProgramTree};
 use crate::envelope::Artifact;
+use crate::spec::AttemptSpec;
 
 /// The most of one file hashed at the end of an attempt.
 pub const HASH_FILE_LIMIT: u64 = 256 << 20;
@@ -139,21 +140,30 @@ pub struct Written {
 }
 
 /// The envelope's `artifacts`: every file of subpane's that exists, in a fixed order (the
-/// worktree's status and diff for a `--worktree` attempt), then the program's files in
-/// `out/`. The note says what of `out/` could not be listed, and which files were not hashed
-/// whole. A file in `written` whose size on disk is the size written gets the digest kept
-/// while writing; any other is read, within the module's bounds.
+/// worktree's status and diff for a `--worktree` attempt, the refused commits of a
+/// sandboxed repository), then the program's files in `out/`. The note says what of `out/`
+/// could not be listed, and which files were not hashed whole. A file in `written` whose
+/// size on disk is the size written gets the digest kept while writing; any other is read,
+/// within the module's bounds.
 pub fn collect_artifacts(
     paths: &AttemptPaths,
-    worktree: bool,
+    spec: &AttemptSpec,
     written: &[Written],
 ) -> (Vec<Artifact>, Option<String>) {
     let mut budget = Budget::new();
     let mut all = collect_named(paths, ARTIFACT_FILES, written, &mut budget);
-    if worktree {
+    if spec.worktree.is_some() {
         all.extend(collect_named(
             paths,
             WORKTREE_ARTIFACT_FILES,
+            written,
+            &mut budget,
+        ));
+    }
+    if spec.sandbox.git.is_some() {
+        all.extend(collect_named(
+            paths,
+            GIT_ARTIFACT_FILES,
             written,
             &mut budget,
         ));
@@ -295,7 +305,7 @@ mod tests {
             sha256: "kept".to_owned(),
         };
         let written = [kept("events.jsonl", 4), kept("stdout.log", 3)];
-        let (all, _) = collect_artifacts(&paths, false, &written);
+        let (all, _) = collect_artifacts(&paths, &super::super::plain_spec(), &written);
         let of = |p: &str| all.iter().find(|a| a.path == p).unwrap().clone();
         assert_eq!(of("events.jsonl").sha256, "kept");
         assert_eq!(

@@ -167,6 +167,8 @@ impl AttemptPaths {
     // `--worktree`: the worktree's `git status` and its diff from the base commit.
     file!(worktree_status, "worktree.status.txt");
     file!(worktree_diff, "worktree.diff.patch");
+    // A sandboxed repository's refused commits, as a bundle the user can fetch.
+    file!(git_refused, "git-refused.bundle");
 }
 
 /// Names of the files listed as artifacts, with their kinds.
@@ -187,3 +189,7 @@ pub const WORKTREE_ARTIFACT_FILES: &[(&str, &str)] = &[
     ("worktree_status", "worktree.status.txt"),
     ("worktree_diff", "worktree.diff.patch"),
 ];
+
+/// The artifact of an attempt whose program worked on a repository's private view (only
+/// such attempts look for it).
+pub const GIT_ARTIFACT_FILES: &[(&str, &str)] = &[("git_refused", "git-refused.bundle")];

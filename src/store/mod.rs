@@ -8,7 +8,8 @@
 //!                                     events.jsonl, stdout.log, stderr.log, output.txt,
 //!                                     cancel.json, result.json; .env (emptied, then it
 //!                                     becomes worker.json), .worker-running.json
-//!                                     (--worktree: worktree.status.txt, worktree.diff.patch)
+//!                                     (--worktree: worktree.status.txt, worktree.diff.patch;
+//!                                     --sandbox in a repository: git-refused.bundle)
 //!                   attempts/<n>/out/ the program's own artifacts ($SUBPANE_OUT_DIR)
 //!   runs/<run-id>/sessions/           pi's saved sessions of the run (--resume)
 //!   worktrees/<run-id>-<n>/           the git worktree of a --worktree attempt
@@ -75,4 +76,19 @@ pub enum StoreError {
         path: std::path::PathBuf,
         source: serde_json::Error,
     },
+}
+
+/// The spec of a plain attempt (`command`, no sandbox, no worktree), for tests.
+#[cfg(test)]
+pub(crate) fn plain_spec() -> crate::spec::AttemptSpec {
+    serde_json::from_value(serde_json::json!({
+        "schema": "subpane.spec/v1", "run_id": "r", "attempt": 1, "agent": "command",
+        "argv": ["/bin/true"], "cwd": "/", "stdin": "null", "labels": {},
+        "correlation_id": null,
+        "limits": {"timeout_ms": null, "idle_timeout_ms": null, "linger_ms": 0, "grace_ms": 0},
+        "env": {"inherit": true, "set": [], "removed": []}, "task": null,
+        "keep_session": false, "tmux": {"socket": "/tmp/s", "session": "r-1"},
+        "sandbox": {"enabled": false}, "created_at": "2026-12-01T00:00:00.000Z"
+    }))
+    .expect("a plain spec")
 }

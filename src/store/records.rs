@@ -340,16 +340,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let home = Home::at(d.path().to_path_buf());
         let id = RunId::parse("r").unwrap();
-        let spec: AttemptSpec = serde_json::from_value(serde_json::json!({
-            "schema": "subpane.spec/v1", "run_id": "r", "attempt": 1, "agent": "command",
-            "argv": ["/bin/true"], "cwd": "/", "stdin": "null", "labels": {},
-            "correlation_id": null,
-            "limits": {"timeout_ms": null, "idle_timeout_ms": null, "linger_ms": 0, "grace_ms": 0},
-            "env": {"inherit": true, "set": [], "removed": []}, "task": null,
-            "keep_session": false, "tmux": {"socket": "/tmp/s", "session": "r-1"},
-            "sandbox": {"enabled": false}, "created_at": "2026-12-01T00:00:00.000Z"
-        }))
-        .unwrap();
+        let spec = super::super::plain_spec();
         let record = RunRecord {
             schema: RUN_SCHEMA.into(),
             run_id: id.clone(),

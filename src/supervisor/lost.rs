@@ -65,7 +65,7 @@ pub fn write_unfinished(
     let mut output = Output::default();
     output.push_error(why);
     let outcome = envelope::decide(&decided);
-    let (artifacts, note) = store::collect_artifacts(paths, spec.worktree.is_some(), &[]);
+    let (artifacts, note) = store::collect_artifacts(paths, spec, &[]);
     if let Some(n) = note {
         output.push_error(n);
     }

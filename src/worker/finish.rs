@@ -2,7 +2,8 @@
 //!
 //! ```text
 //!  kill what is left, reap, flush ─► collect: machine (stop, exit, leak) + adapter report
-//!    ─► envelope::decide ─► (sandboxed repository: carry back the program's branch)
+//!    ─► envelope::decide ─► (sandboxed repository: carry back the program's branch, a
+//!       fast-forward only; what came back ─► facts.git)
 //!    ─► (--worktree: status, diff, remove or keep; worktree.rs)
 //!    ─► worker.json, output.txt ─► envelope::build ─► result.json (last; fsynced)
 //!    ─► the end line in the pane ─► (sandboxed repository: its private view removed)
@@ -181,8 +182,7 @@ impl Worker {
         self.save_facts();
         self.stream.flush();
         let written = self.stream.written();
-        let (artifacts, note) =
-            store::collect_artifacts(&self.paths, self.spec.worktree.is_some(), &written);
+        let (artifacts, note) = store::collect_artifacts(&self.paths, &self.spec, &written);
         if let Some(n) = note {
             output.push_error(n);
         }

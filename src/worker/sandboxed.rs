@@ -26,11 +26,60 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::run::Worker;
+use crate::envelope::{CarryResult, GitCarry, RefusalReason, bounded_paths};
+use crate::git::carry::{Carry, Outcome, Reason};
 use crate::sandbox::{self, Report, SandboxFailure};
 use crate::spec::Network;
 
 /// How long the helper may take to set the sandbox up before it counts as failed.
 const REPORT_WAIT: Duration = Duration::from_secs(10);
+
+/// The envelope's account of a carry; the bundle named relative to the attempt dir `dir`.
+fn git_carry(c: &Carry, dir: &std::path::Path) -> GitCarry {
+    let (result, refusal) = match &c.outcome {
+        Outcome::Unchanged => (CarryResult::Unchanged, None),
+        Outcome::Carried => (CarryResult::Carried, None),
+        Outcome::Refused(r) => (CarryResult::Refused, Some(r)),
+    };
+    GitCarry {
+        branch: Some(c.branch.clone()),
+        result,
+        from: c.from.clone(),
+        to: c.to.clone(),
+        commits: Some(c.ahead),
+        behind: Some(c.behind),
+        reason: refusal.map(|r| match r.reason {
+            Reason::NotFastForward => RefusalReason::NotFastForward,
+            Reason::Submodule => RefusalReason::Submodule,
+        }),
+        why: c.why(),
+        submodules: refusal
+            .map(|r| bounded_paths(&r.submodules))
+            .unwrap_or_default(),
+        kept: refusal
+            .and_then(|r| r.kept.as_deref())
+            .and_then(|k| k.strip_prefix(dir).ok())
+            .map(|k| k.display().to_string()),
+    }
+}
+
+/// The pane's line about what came back, when something did or was refused.
+fn pane_line(g: &GitCarry) -> Option<String> {
+    let branch = g.branch.as_deref().unwrap_or("HEAD");
+    match g.result {
+        CarryResult::Carried => Some(format!(
+            "subpane: branch {branch} moved from {:.12} to {:.12}",
+            g.from.as_deref().unwrap_or("nothing"),
+            g.to.as_deref().unwrap_or("")
+        )),
+        // The why names paths of the program's commits: shown as text, never obeyed.
+        CarryResult::Refused => Some(format!(
+            "subpane: branch {branch} not carried back: {}",
+            crate::term::sanitize(g.why.as_deref().unwrap_or("refused").as_bytes(), 600)
+        )),
+        CarryResult::Unchanged | CarryResult::Failed => None,
+    }
+}
 
 /// The read end of the helper's report pipe.
 pub(crate) struct ReportPipe(OwnedFd);
@@ -106,7 +155,8 @@ impl Worker {
     }
 
     /// Carries the program's branch back from its view of the git directory (its commits,
-    /// nothing else). What went wrong goes to `output.errors`: the program's result stands.
+    /// nothing else, and only a fast-forward) and records what came back in `facts.git`.
+    /// What went wrong goes to `output.errors`: the program's result stands.
     pub(crate) fn carry_git(&mut self, output: &mut crate::envelope::Output) {
         let Some(repo) = self.spec.sandbox.git.clone() else {
             return;
@@ -114,26 +164,40 @@ impl Worker {
         if self.facts.sandbox.is_none() {
             return; // The program never ran in the view.
         }
-        match crate::git::carry::carry_branch(&repo, self.paths.dir()) {
+        let keep_at = self.paths.git_refused();
+        let info = match crate::git::carry::carry_branch(&repo, self.paths.dir(), &keep_at) {
             Ok(Some(c)) => {
-                let from = c
-                    .from
-                    .as_deref()
-                    .map_or("nothing", |f| &f[..f.len().min(12)]);
-                self.pane.line(
-                    super::pane::Style::Dim,
-                    &format!(
-                        "subpane: branch {} moved from {from} to {:.12}",
-                        c.branch, c.to
-                    ),
-                );
+                let info = git_carry(&c, self.paths.dir());
+                if let Outcome::Refused(r) = &c.outcome {
+                    if let Some(e) = &r.keep_error {
+                        output
+                            .push_error(format!("git: the refused commits could not be kept: {e}"));
+                    }
+                }
+                if let Some(line) = pane_line(&info) {
+                    self.pane.line(super::pane::Style::Dim, &line);
+                }
+                info
             }
-            Ok(None) => {}
-            Err(e) => output.push_error(format!(
-                "git: the program's commits on {} could not be carried back: {e}",
-                repo.branch.as_deref().unwrap_or("its branch")
-            )),
-        }
+            Ok(None) => GitCarry {
+                why: Some("HEAD was detached: no branch comes back, only the work tree".into()),
+                ..GitCarry::default()
+            },
+            Err(e) => {
+                let info = GitCarry {
+                    branch: repo.branch.clone(),
+                    result: CarryResult::Failed,
+                    why: Some(e.to_string()),
+                    ..GitCarry::default()
+                };
+                output.push_error(format!(
+                    "git: the program's commits on {} could not be carried back: {e}",
+                    repo.branch.as_deref().unwrap_or("its branch")
+                ));
+                info
+            }
+        };
+        self.facts.git = Some(info);
     }
 
     /// Removes the program's view of the git directory (what it changed there is carried

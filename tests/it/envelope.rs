@@ -106,6 +106,7 @@ fn schema_requires_every_field_the_code_writes() {
     // not apply), and each of those says so in its description.
     let optional = [
         "depth",
+        "git",
         "group",
         "parent_run",
         "resumed_from",

@@ -20,7 +20,7 @@ pub(super) fn repo(o: &Path) -> PathBuf {
 }
 
 /// What ran outside: the markers the planted hooks and configs make in `o`.
-fn planted(o: &Path) -> Vec<String> {
+pub(super) fn planted(o: &Path) -> Vec<String> {
     std::fs::read_dir(o)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -28,12 +28,12 @@ fn planted(o: &Path) -> Vec<String> {
         .collect()
 }
 
-fn tip(repo: &Path, r: &str) -> String {
+pub(super) fn tip(repo: &Path, r: &str) -> String {
     git(repo, &["rev-parse", r]).trim().to_owned()
 }
 
 /// `git status` as the user runs it afterwards, outside any sandbox.
-fn users_status(dir: &Path) -> String {
+pub(super) fn users_status(dir: &Path) -> String {
     let out = Command::new("git")
         .arg("-C")
         .arg(dir)
@@ -70,7 +70,7 @@ fn a_program_in_a_repository_moves_its_branch_and_nothing_else() {
     let (_o, o) = outside("escape-git-");
     let repo = repo(&o);
     let pwned = o.join("PWNED");
-    let other = tip(&repo, "other");
+    let (first, other) = (tip(&repo, "main"), tip(&repo, "other"));
     let script = format!(
         r#"echo new > new.txt && git add new.txt && git commit -qm program && echo committed
         G=.git; C=.git
@@ -85,6 +85,15 @@ fn a_program_in_a_repository_moves_its_branch_and_nothing_else() {
     assert_eq!(r.code, 0, "{r:?}");
     let out = stdout_log(&env, "repo", 1);
     assert!(out.contains("committed"), "{out}");
+    // The envelope and the summary say what came back.
+    let v = r.json();
+    let g = &v["git"];
+    assert_eq!(g["result"], "carried", "{v}");
+    assert_eq!(g["from"].as_str(), Some(first.as_str()), "{v}");
+    assert_eq!(g["to"].as_str(), Some(tip(&repo, "main").as_str()), "{v}");
+    assert_eq!((&g["commits"], &g["behind"]), (&json!(1), &json!(0)), "{v}");
+    let text = sp(&env, &["status", "repo"]).stdout;
+    assert!(text.contains("1 commit carried back"), "{text}");
     // The user's next git commands run nothing the program planted.
     let status = users_status(&repo);
     git(
@@ -139,6 +148,8 @@ fn a_worktree_program_moves_its_branch_and_plants_nothing() {
     assert_eq!(v["worktree"]["kept"], true, "{v}");
     let wt = PathBuf::from(v["worktree"]["path"].as_str().unwrap());
     let branch = v["worktree"]["branch"].as_str().unwrap().to_owned();
+    assert_eq!(v["git"]["result"], "carried", "{v}");
+    assert_eq!(v["git"]["branch"].as_str(), Some(branch.as_str()), "{v}");
     let out = stdout_log(&env, "wt", 1);
     assert!(out.contains("committed"), "{out}");
     // The user looks at the kept worktree and the repository: nothing runs.

@@ -8,6 +8,10 @@
 //!  rename .git, plant config/hooks/rebase state,   the git directory is a private  git
 //!  point .git/commondir elsewhere, move `main`      overlay; only the own branch
 //!                                                   and its objects come back
+//!  commit a gitlink to a repository it made, or    gitlinks the branch lacks are  submodules
+//!  make one at a submodule's path (its fsmonitor,  refused; subpane's git never
+//!  a clean filter)                                 enters a nested .git
+//!  move its branch back or sideways                only a fast-forward comes back carry
 //!  chmod/chown/utime/setxattr outside the writes   the host tree mounted read-only files
 //!  a hook in the agent's settings                  a state directory per attempt   agent_state
 //!  the caller's tmux socket, other sockets, argv   hidden sockets, a PID namespace processes
@@ -30,12 +34,14 @@
 //!   a control (unsandboxed, or the allowed twin of the attack).
 
 mod agent_state;
+mod carry;
 mod devices;
 mod files;
 mod git;
 mod limits;
 mod policy;
 mod processes;
+mod submodules;
 mod tree;
 
 use std::path::{Path, PathBuf};
