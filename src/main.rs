@@ -9,6 +9,7 @@ fn main() {
             std::process::exit(subpane::worker::main(std::path::Path::new(dir)));
         }
     }
+    subpane::cli::complete_if_asked();
     let cli = subpane::cli::parse(args);
     let code = match subpane::cli::dispatch(cli) {
         Ok(code) => code,

@@ -47,6 +47,7 @@ mod error;
 pub mod fanout;
 mod group;
 mod launch;
+mod names;
 pub mod nest;
 mod output_end;
 mod plan;
@@ -65,6 +66,9 @@ pub mod worktree;
 
 pub use group::{group_runs, list_group};
 pub use launch::{Started, start};
+pub use names::{
+    NEWEST, completions as run_names, groups as group_names, resolve_group, resolve_run,
+};
 pub use output_end::{EndSize, Ends, OutputEnd, ends, log_end, output_end};
 pub use plan::{Plan, RealSystem, System, plan};
 pub use pretty::PrettyLog;

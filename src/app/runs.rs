@@ -57,9 +57,13 @@ impl Found {
     }
 }
 
-/// Finds a run by id; `attempt` picks one, else the latest.
+/// Finds a run by id or short name (see [`super::names`]); `attempt` picks one, else the
+/// latest.
 pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found, Error> {
-    let id = RunId::parse(raw_id)?;
+    if raw_id != super::names::NEWEST {
+        RunId::parse(raw_id)?;
+    }
+    let id = RunId::parse(&super::names::resolve_run(home, raw_id)?)?;
     let record = store::read_run(home, &id)?.ok_or_else(|| {
         Error::invalid(format!(
             "no run `{id}` in {}; `subpane ls` lists the runs there",
@@ -69,7 +73,10 @@ pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found
     let n = match attempt {
         Some(n) => {
             if !record.attempts.iter().any(|a| a.attempt == n) {
-                return Err(Error::invalid(format!("run `{id}` has no attempt {n}")));
+                let last = record.attempts.iter().map(|a| a.attempt).max().unwrap_or(1);
+                return Err(Error::invalid(format!(
+                    "run `{id}` has no attempt {n}; it has attempts 1 to {last}"
+                )));
             }
             n
         }

@@ -15,7 +15,8 @@ use crate::store::Home;
 
 #[derive(Debug, Args)]
 pub struct AttachArgs {
-    /// The run id
+    /// The run id, a unique start of it (or of its random part), or `@` for the newest run
+    #[arg(add = super::docs::run_candidates())]
     pub run: String,
     /// Watch only: keys typed in the pane are ignored
     #[arg(long, short = 'r')]

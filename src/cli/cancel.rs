@@ -13,7 +13,8 @@ use crate::spec::{millis, parse_duration};
 Exit code: 0 when the attempt was cancelled or had already finished (the message says which);
 1 when the request could not be delivered. Cancelling twice kills at once.")]
 pub struct CancelArgs {
-    /// The run id
+    /// The run id, a unique start of it (or of its random part), or `@` for the newest run
+    #[arg(add = super::docs::run_candidates())]
     pub run: String,
     /// Time between SIGTERM and SIGKILL [default: the run's --grace]
     #[arg(long, value_name = "DUR")]

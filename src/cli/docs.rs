@@ -17,6 +17,8 @@ pub enum Shell {
 
 #[derive(Debug, Args)]
 #[command(after_help = "\
+The script asks subpane itself what to offer (verbs, flags, and the run ids and groups of
+the home), so it completes run ids and stays right after an upgrade.
 Install it where the shell looks, making the folder first:
   bash, with the bash-completion package (it reads this folder; Debian: bash-completion):
     mkdir -p ~/.local/share/bash-completion/completions
@@ -83,17 +85,66 @@ fn public_command() -> clap::Command {
     cmd
 }
 
-/// The completion script for `a.shell` on stdout.
+/// The environment variable through which the completion script asks subpane for words.
+const COMPLETE_VAR: &str = "_SUBPANE_COMPLETE";
+
+/// The completion script for `a.shell` on stdout: it calls `subpane` back (with
+/// [`COMPLETE_VAR`] set) for the words, see [`complete_if_asked`].
 pub fn completions(a: CompletionsArgs) -> Result<i32, CliError> {
-    let shell = match a.shell {
-        Shell::Bash => clap_complete::Shell::Bash,
-        Shell::Zsh => clap_complete::Shell::Zsh,
-        Shell::Fish => clap_complete::Shell::Fish,
+    use clap_complete::env::EnvCompleter;
+    let shell: &dyn EnvCompleter = match a.shell {
+        Shell::Bash => &clap_complete::env::Bash,
+        Shell::Zsh => &clap_complete::env::Zsh,
+        Shell::Fish => &clap_complete::env::Fish,
     };
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut public_command(), "subpane", &mut out);
+    shell
+        .write_registration(COMPLETE_VAR, "subpane", "subpane", "subpane", &mut out)
+        .map_err(|e| CliError::Flag(format!("cannot write the completion script: {e}")))?;
     super::common::print(&String::from_utf8_lossy(&out));
     Ok(0)
+}
+
+/// Answers a completion script's question (the words for a command line) and exits, when
+/// [`COMPLETE_VAR`] is set; returns at once otherwise.
+pub fn complete_if_asked() {
+    clap_complete::CompleteEnv::with_factory(public_command)
+        .var(COMPLETE_VAR)
+        .bin("subpane")
+        .completer("subpane")
+        .complete();
+}
+
+/// The run ids of the home (`$SUBPANE_HOME` or the default: a `--home` on the line being
+/// completed is not seen), newest first, and `@`: names of directories only, no tmux.
+pub fn run_candidates() -> clap_complete::ArgValueCandidates {
+    clap_complete::ArgValueCandidates::new(|| {
+        let Ok(home) = crate::store::Home::resolve(None) else {
+            return Vec::new();
+        };
+        let mut c: Vec<_> = crate::app::run_names(&home)
+            .into_iter()
+            .map(clap_complete::CompletionCandidate::new)
+            .collect();
+        c.push(
+            clap_complete::CompletionCandidate::new(crate::app::NEWEST)
+                .help(Some("the newest run".into())),
+        );
+        c
+    })
+}
+
+/// The fan-out groups of the home, for `--group`.
+pub fn group_candidates() -> clap_complete::ArgValueCandidates {
+    clap_complete::ArgValueCandidates::new(|| {
+        let Ok(home) = crate::store::Home::resolve(None) else {
+            return Vec::new();
+        };
+        crate::app::group_names(&home)
+            .into_iter()
+            .map(clap_complete::CompletionCandidate::new)
+            .collect()
+    })
 }
 
 /// The man page (roff) of subpane, or of one verb, on stdout; with `--install`, every page
@@ -327,18 +378,34 @@ mod tests {
 
     #[test]
     fn completions_and_the_man_page_know_the_verbs_and_their_flags() {
-        let mut out = Vec::new();
-        clap_complete::generate(
-            clap_complete::Shell::Bash,
-            &mut public_command(),
-            "subpane",
-            &mut out,
-        );
-        let bash = String::from_utf8(out).unwrap();
-        for w in ["top", "completions", "--pretty", "--worktree", "--network"] {
-            assert!(bash.contains(w), "bash completion lacks {w}");
+        let words = |line: &[&str]| {
+            let mut cmd = public_command();
+            cmd.build();
+            let args = line.iter().map(std::ffi::OsString::from).collect();
+            clap_complete::engine::complete(&mut cmd, args, line.len() - 1, None)
+                .unwrap()
+                .into_iter()
+                .map(|c| c.get_value().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        };
+        let verbs = words(&["subpane", ""]);
+        for w in ["top", "completions", "run", "fanout"] {
+            assert!(
+                verbs.iter().any(|v| v == w),
+                "completion lacks {w}: {verbs:?}"
+            );
         }
-        assert!(!bash.contains("__worker"), "hidden verbs are not completed");
+        assert!(
+            !verbs.iter().any(|v| v.starts_with("__")),
+            "hidden verbs are not completed: {verbs:?}"
+        );
+        let flags = words(&["subpane", "run", "--"]);
+        for w in ["--sandbox", "--worktree", "--network"] {
+            assert!(
+                flags.iter().any(|v| v == w),
+                "completion lacks {w}: {flags:?}"
+            );
+        }
         let mut out = Vec::new();
         clap_mangen::Man::new(public_command())
             .render(&mut out)

@@ -34,7 +34,8 @@ On a terminal, control characters in the output (escape sequences, a title chang
 clipboard write) are shown as visible text such as ^[ instead of acting on the terminal; piped
 or redirected output is byte for byte. --raw keeps the bytes on a terminal too.")]
 pub struct LogsArgs {
-    /// The run id
+    /// The run id, a unique start of it (or of its random part), or `@` for the newest run
+    #[arg(add = super::docs::run_candidates())]
     pub run: String,
     /// events.jsonl as JSON lines (for agents, the default when piped)
     #[arg(long)]

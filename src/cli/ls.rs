@@ -29,8 +29,8 @@ pub struct LsArgs {
     /// Only runs in this state
     #[arg(long, value_enum, value_name = "S")]
     pub status: Option<StatusFilter>,
-    /// Only the runs of this fan-out group
-    #[arg(long, value_name = "G")]
+    /// Only the runs of this fan-out group (its id or a unique start of it)
+    #[arg(long, value_name = "G", add = super::docs::group_candidates())]
     pub group: Option<String>,
 }
 
@@ -48,6 +48,11 @@ impl From<StatusFilter> for RunState {
 }
 
 pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
+    let group = a.group.as_deref().map(|g| app::resolve_group(home, g));
+    let a = LsArgs {
+        group: group.transpose()?,
+        ..a
+    };
     let rows = app::list_group(home, a.status.map(RunState::from), a.group.as_deref())?;
     if a.json {
         print_json(&rows);

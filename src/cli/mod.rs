@@ -32,6 +32,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+pub use docs::complete_if_asked;
 pub use error::CliError;
 
 /// Run AI subagents (pi, Claude Code, Codex, or any command) as supervised, recorded,

@@ -44,7 +44,8 @@ static TASK_HELP: LazyLock<String> = LazyLock::new(|| {
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP.as_str())]
 pub struct RetryArgs {
-    /// The run id
+    /// The run id, a unique start of it (or of its random part), or `@` for the newest run
+    #[arg(add = super::docs::run_candidates())]
     pub run: String,
     /// Continue the agent session of the latest attempt (agents only; needs its session id)
     #[arg(long)]

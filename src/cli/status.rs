@@ -13,7 +13,8 @@ use crate::exit_code;
 Exit code: as the attempt's outcome once it finished (0 completed, 1 failed or lost, 124 timed
 out, 130 cancelled); 3 while it is starting or running.")]
 pub struct StatusArgs {
-    /// The run id
+    /// The run id, a unique start of it (or of its random part), or `@` for the newest run
+    #[arg(add = super::docs::run_candidates())]
     pub run: String,
     /// Print one JSON document: the envelope, or a subpane.status/v1 object while running
     #[arg(long)]

@@ -21,11 +21,12 @@ Each RUN's latest attempt is waited for; --attempt N waits for attempt N of ever
 --group G waits for every run of a fan-out group (with RUN arguments too, if given); with
 --json it always prints an array, however many runs the group has.")]
 pub struct WaitArgs {
-    /// Run ids
-    #[arg(required_unless_present = "group", value_name = "RUN")]
+    /// Run ids (or unique starts of them, or `@` for the newest run)
+    #[arg(required_unless_present = "group", value_name = "RUN", add = super::docs::run_candidates())]
     pub runs: Vec<String>,
-    /// Also every run of this fan-out group (its id is printed by `fanout`)
-    #[arg(long, value_name = "G")]
+    /// Also every run of this fan-out group (its id, printed by `fanout`, or a unique start
+    /// of it)
+    #[arg(long, value_name = "G", add = super::docs::group_candidates())]
     pub group: Option<String>,
     /// Return as soon as one run finishes (printing that one)
     #[arg(long, conflicts_with = "all")]
@@ -51,6 +52,11 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .as_deref()
         .map(|t| parse_positive_duration("--timeout", t))
         .transpose()?;
+    let group = a.group.as_deref().map(|g| app::resolve_group(home, g));
+    let a = WaitArgs {
+        group: group.transpose()?,
+        ..a
+    };
     let targets = app::wait_targets(home, &a.runs, a.group.as_deref(), a.attempt)?;
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;

@@ -22,6 +22,7 @@ mod mcp_parents;
 mod mcp_python;
 mod messages;
 mod mock;
+mod names;
 mod nest;
 mod nest_bounds;
 mod pane;

@@ -97,7 +97,8 @@ impl Server {
             .clamp(1, tools::LIST_MAX);
         let home = self.home.clone();
         blocking(move || {
-            let mut rows = app::list_group(&home, a.status, a.group.as_deref())?;
+            let group = a.group.map(|g| app::resolve_group(&home, &g)).transpose()?;
+            let mut rows = app::list_group(&home, a.status, group.as_deref())?;
             rows.retain(|r| a.labels.iter().all(|(k, v)| r.labels.get(k) == Some(v)));
             let total = rows.len();
             rows.truncate(limit);

@@ -184,10 +184,12 @@ impl Server {
             ));
         }
         let home = self.home.clone();
-        let group = a.group.clone();
-        let targets =
-            blocking(move || app::wait_targets(&home, &a.run_ids, a.group.as_deref(), a.attempt))
-                .await?;
+        let (group, targets) = blocking(move || {
+            let group = a.group.map(|g| app::resolve_group(&home, &g)).transpose()?;
+            let targets = app::wait_targets(&home, &a.run_ids, group.as_deref(), a.attempt)?;
+            Ok((group, targets))
+        })
+        .await?;
         let mode = match a.mode {
             Mode::Any => WaitMode::Any,
             Mode::All => WaitMode::All,
