@@ -23,6 +23,10 @@ pub struct AttachArgs {
     pub read_only: bool,
 }
 
+/// What a client started inside tmux is told (no `#`: tmux expands it).
+const NESTED_NOTE: &str =
+    "subpane: inside tmux, Ctrl-] detaches from this run (Ctrl-b d would detach your own session)";
+
 pub fn attach(home: &Home, a: AttachArgs) -> Result<i32, CliError> {
     let f = app::find_run(home, &a.run, None)?;
     let status = attach_to(home, &f, a.read_only)?;
@@ -52,9 +56,16 @@ pub(super) fn attach_to(home: &Home, f: &Found, read_only: bool) -> Result<ExitS
         return Err(CliError::NoPane(msg));
     }
     // Interactive, for as long as the person likes: no deadline.
-    t.attach_command(&f.spec.tmux.session, read_only)
-        .status()
-        .map_err(CliError::Attach)
+    // In a person's own tmux, its prefix is caught by that tmux: Ctrl-b d would detach
+    // their session, not this client. Said on the client's status line, once attached.
+    let nested = std::env::var_os("TMUX").is_some_and(|v| !v.is_empty());
+    t.attach_command(
+        &f.spec.tmux.session,
+        read_only,
+        nested.then_some(NESTED_NOTE),
+    )
+    .status()
+    .map_err(CliError::Attach)
 }
 
 /// What to say when the client returned: how the run ended, or that it goes on.

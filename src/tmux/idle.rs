@@ -60,11 +60,21 @@ fn secs(idle: Duration) -> u64 {
 const KILL_IF_IDLE: &str =
     "if-shell -F '##{&&:##{==:##{S:x},},##{==:##{@subpane-gen},#{@subpane-gen}}}' kill-server";
 
+/// The key that detaches a client from subpane's server, with no prefix (tmux's name).
+pub const DETACH_KEY: &str = "C-]";
+
+/// How the pane's header and `attach` name the way out.
+pub const DETACH_HINT: &str = "Ctrl-] detaches (or Ctrl-b d outside tmux)";
+
+/// The status line's reminder (no `#`: tmux expands the status line).
+const STATUS_HINT: &str = "Ctrl-] detach · Ctrl-C twice: cancel";
+
 /// The config the private server starts with (never the user's `~/.tmux.conf`), for a server
 /// that exits after `idle` with no session.
 pub fn config(idle: Duration) -> String {
     let d = secs(idle);
     let kill = KILL_IF_IDLE.replace('\'', "\\\"");
+    let hint = STATUS_HINT;
     format!(
         "\
 # subpane's private tmux server. Written by subpane; changes are overwritten.
@@ -78,8 +88,10 @@ set -g history-limit 20000
 set -g status-style 'bg=colour236,fg=colour250'
 set -g status-left '[subpane] '
 set -g status-left-length 20
-set -g status-right '#{{session_name}} '
-set -g status-right-length 60
+set -g status-right '{hint} · #{{session_name}} '
+set -g status-right-length 90
+# Detach without the prefix: inside a person's own tmux, C-b reaches that tmux, not this one.
+bind-key -n {DETACH_KEY} detach-client
 set -g mouse off
 set -g escape-time 10
 set -g set-titles off

@@ -40,7 +40,9 @@ mod direct;
 mod idle;
 
 pub use batch::{BatchResult, SessionReq, batchable, chunks};
-pub use idle::{DEFAULT_IDLE, config, current_config, idle_from_env, set_idle};
+pub use idle::{
+    DEFAULT_IDLE, DETACH_HINT, DETACH_KEY, config, current_config, idle_from_env, set_idle,
+};
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt;
@@ -437,7 +439,9 @@ impl Tmux {
     }
 
     /// The command that attaches the terminal to a session (to be exec'd).
-    pub fn attach_command(&self, session: &str, read_only: bool) -> Command {
+    /// The client that attaches to `session`; `note`, when given, is shown on its status
+    /// line for a few seconds once attached (a constant of subpane's: tmux expands it).
+    pub fn attach_command(&self, session: &str, read_only: bool, note: Option<&str>) -> Command {
         let mut c = Command::new("tmux");
         // The caller may block signals (`top` takes them on a signalfd): the client must
         // get them. SAFETY: only async-signal-safe calls.
@@ -450,6 +454,9 @@ impl Tmux {
             c.arg("-r");
         }
         c.arg("-t").arg(target(session));
+        if let Some(n) = note {
+            c.args([";", "display-message", "-d", "6000", n]);
+        }
         c
     }
 }

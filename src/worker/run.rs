@@ -88,6 +88,9 @@ pub(crate) struct Worker {
     pub(crate) cancels_seen: Vec<String>,
     /// Who asked for the cancel, when its request said (`cancel.json`'s `by`).
     pub(crate) cancelled_by: Option<String>,
+    /// When Ctrl-C was last pressed in the pane, until a second one confirms the cancel
+    /// ([`Worker::interrupt_from_pane`]).
+    pub(crate) interrupted_at: Option<std::time::Instant>,
     /// The egress proxy of a sandbox with an allow list; stopped at the end.
     pub(crate) proxy: Option<crate::sandbox::proxy::ProxyHandle>,
     /// The write end of the sandbox helper's report pipe, until the helper has it.
@@ -130,6 +133,7 @@ impl Worker {
             ),
             cancels_seen: Vec::new(),
             cancelled_by: None,
+            interrupted_at: None,
             proxy: None,
             report_writer: None,
             end_reader: None,

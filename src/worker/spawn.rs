@@ -42,6 +42,13 @@ impl Worker {
         self.pane
             .line(Style::Dim, &sanitize(command.as_bytes(), 400));
         self.pane.line(Style::Dim, &sanitize(cwd.as_bytes(), 400));
+        self.pane.line(
+            Style::Dim,
+            &format!(
+                "{} · Ctrl-C twice cancels the run",
+                crate::tmux::DETACH_HINT
+            ),
+        );
         self.pane.line(Style::Dim, &"─".repeat(60));
     }
 

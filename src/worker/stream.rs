@@ -451,9 +451,8 @@ impl Worker {
                     self.reap_now();
                 }
                 Ok(Signal::SIGUSR1) => self.cancel_requested(true),
-                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT) => {
-                    self.cancel_requested(false)
-                }
+                Ok(Signal::SIGINT) => self.interrupt_from_pane(Instant::now()),
+                Ok(Signal::SIGTERM | Signal::SIGQUIT) => self.cancel_requested(false),
                 Ok(Signal::SIGHUP) => {
                     self.pane.set_dead();
                     self.feed(Event::PaneClosed, Instant::now());

@@ -265,7 +265,7 @@ fn every_line_runs_in_one_group_that_ls_and_wait_find() {
     assert_eq!(&ids[..2], ["other", "j1"]);
     let none = env.sp(["wait", "--group", "g-nothing"]);
     assert_eq!(none.code, 2, "{none:?}");
-    assert!(none.stderr.contains("no runs in group"), "{none:?}");
+    assert!(none.stderr.contains("no group `g-nothing`"), "{none:?}");
     env.assert_no_leftovers();
 }
 

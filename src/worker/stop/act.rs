@@ -13,6 +13,9 @@ use crate::store;
 use crate::worker::pane::Style;
 use crate::worker::run::Worker;
 
+/// How long after a first Ctrl-C in the pane a second one cancels the run.
+pub(crate) const CONFIRM_INTERRUPT: Duration = Duration::from_secs(5);
+
 impl Worker {
     /// Feeds one event to the machine and performs what it asks, in order.
     pub(crate) fn feed(&mut self, ev: Event, now: Instant) {
@@ -82,6 +85,27 @@ impl Worker {
         };
         let grace = Duration::from_millis(grace_ms);
         self.feed(Event::CancelRequested { grace }, Instant::now());
+    }
+
+    /// Ctrl-C in the pane. The terminal's SIGINT reaches only the worker (the program has a
+    /// session of its own), and people press Ctrl-C by reflex to leave a viewer: the first
+    /// one only says what a second would do, and how to detach; a second within
+    /// [`CONFIRM_INTERRUPT`] cancels the run.
+    pub(crate) fn interrupt_from_pane(&mut self, now: Instant) {
+        match self.interrupted_at {
+            Some(t) if now.duration_since(t) <= CONFIRM_INTERRUPT => self.cancel_requested(false),
+            _ => {
+                self.interrupted_at = Some(now);
+                self.pane.line(
+                    Style::Yellow,
+                    &format!(
+                        "Ctrl-C: press it again within {}s to cancel this run; {} leaves it running",
+                        CONFIRM_INTERRUPT.as_secs(),
+                        crate::tmux::DETACH_HINT
+                    ),
+                );
+            }
+        }
     }
 
     /// Reads a new request of `cancel.json`: who asked is kept for the envelope; its grace is
