@@ -35,7 +35,7 @@ pub enum LogFile {
     Stderr,
     /// output.txt: the agent's final text.
     Output,
-    /// stdout.log: stdout lines that were not JSON events (default for commands).
+    /// stdout.log: a command's whole stdout in order; an agent's lines that were not events.
     Stdout,
 }
 

@@ -48,7 +48,7 @@ pub struct LogsArgs {
     /// output.txt: the agent's final text
     #[arg(long)]
     pub output: bool,
-    /// stdout.log: stdout lines that were not JSON events (default for commands)
+    /// stdout.log: a command's whole stdout, or an agent's non-event lines (default for commands)
     #[arg(long)]
     pub stdout: bool,
     /// Follow: keep printing as the file grows, until the attempt ends

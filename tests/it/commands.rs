@@ -149,6 +149,42 @@ fn wait_timeout_exits_3_and_the_run_goes_on() {
     env.assert_no_leftovers();
 }
 
+/// A command's stdout reads as it was written: JSON-looking lines stay in `logs` and in the
+/// summary, in their place between the others; `--events` still has them alone.
+#[test]
+fn json_lines_of_a_command_stay_in_its_output_in_order() {
+    let env = TestEnv::new();
+    let r = env.sp([
+        "run",
+        "--run-id",
+        "inorder",
+        "--",
+        "printf",
+        "one\\n{\"a\":1}\\ntwo\\n[2]\\n{\"a\":3}\\nthree\\n",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let lines = ["one", "{\"a\":1}", "two", "[2]", "{\"a\":3}", "three"];
+    let summary: Vec<&str> = r.stdout.lines().rev().take(6).collect();
+    assert_eq!(
+        summary.into_iter().rev().collect::<Vec<_>>(),
+        lines,
+        "the summary's output: {r:?}"
+    );
+    let l = env.sp(["logs", "inorder"]);
+    assert_eq!(l.code, 0, "{l:?}");
+    assert_eq!(l.stdout, lines.map(|l| format!("{l}\n")).concat());
+    let e = env.sp(["logs", "inorder", "--events"]);
+    assert_eq!(e.stdout, "{\"a\":1}\n[2]\n{\"a\":3}\n", "{e:?}");
+    let v = env.sp(["status", "inorder", "--json"]).json();
+    assert_eq!(
+        (
+            v["filter"]["kept_lines"].as_u64(),
+            v["filter"]["plain_lines"].as_u64()
+        ),
+        (Some(3), Some(6))
+    );
+}
+
 #[test]
 fn logs_print_each_file() {
     let env = TestEnv::new();
@@ -165,11 +201,10 @@ fn logs_print_each_file() {
         assert_eq!(r.code, 0, "logs {args:?}: {r:?}");
         r
     };
-    assert_eq!(out(&[]).stdout, "hello from stdout\nsecond text line\n");
-    assert_eq!(
-        out(&["--stdout"]).stdout,
-        "hello from stdout\nsecond text line\n"
-    );
+    let whole = "{\"type\":\"start\",\"n\":1}\nhello from stdout\n[\"an\",\"array\"]\n\
+                 second text line\n{\"type\":\"end\",\"n\":2}\n";
+    assert_eq!(out(&[]).stdout, whole);
+    assert_eq!(out(&["--stdout"]).stdout, whole);
     assert_eq!(
         out(&["--events"]).stdout,
         "{\"type\":\"start\",\"n\":1}\n[\"an\",\"array\"]\n{\"type\":\"end\",\"n\":2}\n"
