@@ -184,7 +184,7 @@ pub fn cancel_by(
 }
 
 /// The command line or the start of the task, as one line safe for a terminal.
-pub(super) fn what(spec: &AttemptSpec) -> String {
+pub fn what(spec: &AttemptSpec) -> String {
     let s = match &spec.task {
         Some(t) => t.prompt.clone(),
         None => spec
@@ -215,7 +215,8 @@ pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
     for run in runs {
         let row = run_row(home, &run)
             .unwrap_or_else(|problem| damaged_row(run.id.as_str(), Some(&run.record), problem));
-        if only.is_none_or(|s| s == row.status) {
+        // A fan-out's driver is its group's row, not a run in a state of its own.
+        if only.is_none_or(|s| s == row.status && !super::fanout::is_driver(&row)) {
             rows.push(row);
         }
     }

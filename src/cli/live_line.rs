@@ -49,6 +49,9 @@ pub struct LineRow {
     pub run_id: String,
     pub paths: AttemptPaths,
     pub state: LineState,
+    /// The wait target it is (whose ends and changes the wait loop reports), or none: a
+    /// group's task that had no run when the wait began, looked at with the clock.
+    pub target: Option<usize>,
 }
 
 /// The live lines on stdout.
@@ -65,19 +68,35 @@ impl LiveLines {
     /// Lines for `targets` (run id and attempt files), when stdout is a terminal and the
     /// answer is not `--json`.
     pub fn for_stdout(json: bool, targets: Vec<(String, AttemptPaths)>) -> Option<Self> {
+        let rows = targets
+            .into_iter()
+            .enumerate()
+            .map(|(i, (run_id, paths))| (run_id, paths, Some(i)))
+            .collect();
+        Self::shown(json, rows)
+    }
+
+    /// Lines for the attempts `rows` (run id, files, the wait target it is), which need not
+    /// be the wait's targets: a group's tasks, and not the driver the wait is for.
+    pub fn shown(json: bool, rows: Vec<(String, AttemptPaths, Option<usize>)>) -> Option<Self> {
         if json || !std::io::stdout().is_terminal() {
             return None;
         }
-        let rows = targets
+        let rows = rows
             .into_iter()
-            .map(|(run_id, paths)| {
+            .map(|(run_id, paths, target)| {
                 let mut live = Live::default();
                 live.look(&paths);
-                LineRow {
+                let mut row = LineRow {
                     run_id,
                     paths,
                     state: LineState::Live(live),
+                    target,
+                };
+                if target.is_none() {
+                    row.look_for_end();
                 }
+                row
             })
             .collect();
         Some(Self {
@@ -91,25 +110,29 @@ impl LiveLines {
     /// What the wait loop reported: an end, a change of records, or the clock.
     pub fn seen(&mut self, p: &WaitProgress<'_>) {
         let mut urgent = false;
+        let row_of = |rows: &[LineRow], i: usize| rows.iter().position(|r| r.target == Some(i));
         if let Some(i) = p.finished {
-            if let (Some(row), Some(Some(env))) = (self.rows.get_mut(i), p.results.get(i)) {
-                row.state = ended(env);
+            if let (Some(r), Some(Some(env))) = (row_of(&self.rows, i), p.results.get(i)) {
+                self.rows[r].state = ended(env);
                 urgent = true;
             }
         }
-        if let Some(i) = p.changed {
-            if let Some(row) = self.rows.get_mut(i) {
-                if let LineState::Live(l) = &mut row.state {
-                    l.look(&row.paths);
-                }
+        if let Some(r) = p.changed.and_then(|i| row_of(&self.rows, i)) {
+            let row = &mut self.rows[r];
+            if let LineState::Live(l) = &mut row.state {
+                l.look(&row.paths);
             }
         }
         if p.finished.is_none() && p.changed.is_none() {
             // The clock. An attempt that said nothing yet is looked at again: what it wrote
-            // before its records were watched was not reported.
+            // before its records were watched was not reported; one the loop does not
+            // watch, every time.
             for row in &mut self.rows {
+                if row.target.is_none() {
+                    row.look_for_end();
+                }
                 if let LineState::Live(l) = &mut row.state {
-                    if l.started_at.is_none() || l.progress.is_none() {
+                    if row.target.is_none() || l.started_at.is_none() || l.progress.is_none() {
                         l.look(&row.paths);
                     }
                 }
@@ -164,6 +187,17 @@ impl LiveLines {
 impl Drop for LiveLines {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+impl LineRow {
+    /// An attempt the wait loop does not watch: its end, once it has one.
+    fn look_for_end(&mut self) {
+        if matches!(self.state, LineState::Live(_)) {
+            if let Ok(Some(env)) = crate::store::read_json::<Envelope>(&self.paths.result()) {
+                self.state = ended(&env);
+            }
+        }
     }
 }
 
@@ -275,6 +309,7 @@ mod tests {
             run_id: id.into(),
             paths: AttemptPaths::new("/nowhere".into()),
             state,
+            target: None,
         }
     }
 

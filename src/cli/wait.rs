@@ -4,9 +4,11 @@ use clap::Args;
 
 use super::CliError;
 use super::common::{print, print_json};
+use super::human;
 use super::live_line::{self, LiveLines};
 use super::output::{human_envelope, human_running, worst_code};
 use crate::app::{self, AttemptStatus, RunAnswer, WaitMode};
+use crate::envelope::{FanoutReport, FanoutTask, TaskStatus};
 use crate::exit_code;
 use crate::spec::parse_positive_duration;
 
@@ -61,13 +63,7 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         );
     }
     // On a terminal, a live line per attempt until the summary (see live_line.rs).
-    let mut lines = LiveLines::for_stdout(
-        a.json,
-        targets
-            .iter()
-            .map(|(paths, spec)| (spec.run_id.to_string(), paths.clone()))
-            .collect(),
-    );
+    let mut lines = LiveLines::shown(a.json, live_rows(home, &targets, a.group.as_deref()));
     let mut wl = app::WaitLoop::new()?;
     wl.report_records(lines.is_some());
     if let Some(l) = lines.as_mut() {
@@ -97,21 +93,28 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         Some(i) if mode == WaitMode::Any && !answers.timed_out => vec![&answers.runs[i]],
         _ => answers.runs.iter().collect(),
     };
-    let mut human = String::new();
-    let mut codes = Vec::new();
-    for r in &shown {
-        match &r.status {
-            AttemptStatus::Finished(env) => {
-                human.push_str(&human_envelope(env, &r.paths));
-                codes.push(env.exit_code());
-            }
-            AttemptStatus::Live(doc) => {
-                human.push_str(&human_running(doc, app::progress(&r.paths).as_ref()));
-                codes.push(exit_code::STILL_RUNNING);
+    let mut codes: Vec<i32> = shown
+        .iter()
+        .map(|r| match &r.status {
+            AttemptStatus::Finished(env) => env.exit_code(),
+            AttemptStatus::Live(_) => exit_code::STILL_RUNNING,
+        })
+        .collect();
+    // Several runs (or a group) read as a table, one run as its summary.
+    let human = if shown.len() > 1 || a.group.is_some() {
+        runs_table(&shown, a.group.as_deref())
+    } else {
+        let mut human = String::new();
+        for r in &shown {
+            match &r.status {
+                AttemptStatus::Finished(env) => human.push_str(&human_envelope(env, &r.paths)),
+                AttemptStatus::Live(doc) => {
+                    human.push_str(&human_running(doc, app::progress(&r.paths).as_ref()))
+                }
             }
         }
-        human.push('\n');
-    }
+        human
+    };
     if a.json {
         if shown.len() == 1 && a.group.is_none() {
             print_json(&shown[0].status);
@@ -151,4 +154,72 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         return Ok(exit_code::STILL_RUNNING);
     }
     Ok(worst_code(codes))
+}
+
+/// One line per run and a line of totals, the shape of `fanout`'s table.
+fn runs_table(shown: &[&RunAnswer], group: Option<&str>) -> String {
+    let tasks: Vec<FanoutTask> = shown
+        .iter()
+        .map(|r| {
+            let mut t = FanoutTask {
+                line: 0,
+                run_id: Some(r.spec.run_id.to_string()),
+                status: TaskStatus::Running,
+                failure_kind: None,
+                exit_code: None,
+                duration_ms: None,
+                attempt_dir: Some(r.paths.dir().to_path_buf()),
+                what: app::what(&r.spec),
+                error: None,
+            };
+            if let AttemptStatus::Finished(env) = &r.status {
+                t.status = env.status.into();
+                t.failure_kind = env.failure_kind;
+                t.exit_code = env.exit_code;
+                t.duration_ms = env.duration_ms;
+            }
+            t
+        })
+        .collect();
+    let report = FanoutReport::new(group.unwrap_or_default().to_owned(), tasks, 0, 0);
+    let s = &report.summary;
+    let runs = human::counted(s.total as u64, "run");
+    let of = group.map(|g| format!("group {g}: ")).unwrap_or_default();
+    format!(
+        "{}\n{of}{runs}: {}\n(`subpane status RUN` shows one run's summary)\n",
+        super::table::rows(&report.tasks, false),
+        super::table::totals(s)
+    )
+}
+
+/// The live lines' attempts: every target, but of a group driven on its own its tasks (in
+/// the order of its file, those not started yet too) and not its driver, which is waited for
+/// only to know when the group is done.
+fn live_rows(
+    home: &crate::store::Home,
+    targets: &[(crate::store::AttemptPaths, crate::spec::AttemptSpec)],
+    group: Option<&str>,
+) -> Vec<(String, crate::store::AttemptPaths, Option<usize>)> {
+    let target = |id: &str| targets.iter().position(|(_, s)| s.run_id.as_str() == id);
+    let mut rows = Vec::new();
+    let record = group.and_then(|g| app::fanout::group_record(home, g).map(|r| (g, r)));
+    if let Some((_, record)) = &record {
+        for t in &record.tasks {
+            let i = target(&t.run_id);
+            let paths = match (i, crate::spec::RunId::parse(&t.run_id)) {
+                (Some(i), _) => targets[i].0.clone(),
+                (None, Ok(id)) => home.attempt(&id, 1),
+                (None, Err(_)) => continue,
+            };
+            rows.push((t.run_id.clone(), paths, i));
+        }
+    }
+    for (i, (paths, spec)) in targets.iter().enumerate() {
+        let id = spec.run_id.as_str();
+        let driver = record.as_ref().is_some_and(|(g, _)| *g == id);
+        if !driver && !rows.iter().any(|(r, _, _)| r == id) {
+            rows.push((id.to_owned(), paths.clone(), Some(i)));
+        }
+    }
+    rows
 }

@@ -83,11 +83,16 @@ fn wait_for_one_and_for_many_runs() {
         arr.iter().for_each(assert_valid_envelope);
         assert_eq!(arr[1]["exit_code"], 3);
     }
-    // Human output names both.
+    // Human output: a line for each, in the order given, and the totals.
     let h = env.sp(["wait", "wb", "wa"]);
     assert_eq!(h.code, 1);
     assert!(
-        h.stdout.find("wb").unwrap() < h.stdout.find("wa").unwrap(),
+        h.stdout.find("\nwb ").unwrap() < h.stdout.find("\nwa ").unwrap(),
+        "{}",
+        h.stdout
+    );
+    assert!(
+        h.stdout.contains("2 runs: 1 completed, 1 failed"),
         "{}",
         h.stdout
     );
