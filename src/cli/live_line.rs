@@ -11,6 +11,10 @@
 //!
 //! Only on a terminal, and never with `--json`: piped output gets the summary alone.
 //!
+//! A message from another thread (what a Ctrl-C does, said at once) goes through the
+//! [`Announcer`]: the lines are taken away, the message printed, the lines drawn again below
+//! it, all under the lock every redraw takes, so no copy of a line is left above the message.
+//!
 //! Common pitfalls:
 //! * A line that wraps breaks the cursor-up count of the next redraw: every line is cut to
 //!   the terminal's width (read again at each redraw, so a resize is taken).
@@ -18,6 +22,7 @@
 //!   by characters, never inside one.
 
 use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::human;
@@ -54,11 +59,56 @@ pub struct LineRow {
     pub target: Option<usize>,
 }
 
+/// What is on the screen now: the lines drawn, the cursor below them.
+#[derive(Default)]
+struct Screen {
+    drawn: Vec<String>,
+}
+
+impl Screen {
+    /// Replaces the lines drawn by `text` (none: takes them away).
+    fn draw(&mut self, text: Vec<String>) {
+        let mut s = String::new();
+        if !self.drawn.is_empty() {
+            s.push_str(&format!("\r\x1b[{}A", self.drawn.len()));
+        }
+        for l in &text {
+            s.push_str("\x1b[2K");
+            s.push_str(l);
+            s.push('\n');
+        }
+        // Fewer lines than before: clear what is left below (and a `^C` the terminal echoed).
+        s.push_str("\r\x1b[J");
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(s.as_bytes());
+        let _ = out.flush();
+        self.drawn = text;
+    }
+}
+
+/// Says a message above the live lines from any thread; without lines, on stderr alone.
+#[derive(Clone, Default)]
+pub struct Announcer(Option<Arc<Mutex<Screen>>>);
+
+impl Announcer {
+    pub fn say(&self, message: &str) {
+        let Some(screen) = &self.0 else {
+            eprintln!("{message}");
+            return;
+        };
+        let mut screen = screen.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = screen.drawn.clone();
+        screen.draw(Vec::new());
+        eprintln!("{message}");
+        screen.draw(text);
+    }
+}
+
 /// The live lines on stdout.
 pub struct LiveLines {
     rows: Vec<LineRow>,
-    /// Lines on the screen now, the cursor below them.
-    drawn: usize,
+    /// The lines on the screen, shared with the [`Announcer`].
+    screen: Arc<Mutex<Screen>>,
     last_draw: Option<Instant>,
     /// A change not drawn yet (it came within a frame of the last redraw).
     dirty: bool,
@@ -101,10 +151,15 @@ impl LiveLines {
             .collect();
         Some(Self {
             rows,
-            drawn: 0,
+            screen: Arc::default(),
             last_draw: None,
             dirty: true,
         })
+    }
+
+    /// Says messages above these lines.
+    pub fn announcer(&self) -> Announcer {
+        Announcer(Some(self.screen.clone()))
     }
 
     /// What the wait loop reported: an end, a change of records, or the clock.
@@ -153,34 +208,20 @@ impl LiveLines {
         }
         let (cols, rows) = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
         let text = lines(&self.rows, SystemTime::now(), cols as usize, rows as usize);
-        let mut s = String::new();
-        if self.drawn > 0 {
-            s.push_str(&format!("\r\x1b[{}A", self.drawn));
-        }
-        for l in &text {
-            s.push_str("\x1b[2K");
-            s.push_str(l);
-            s.push('\n');
-        }
-        // Fewer lines than before: clear what is left below.
-        s.push_str("\x1b[J");
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(s.as_bytes());
-        let _ = out.flush();
-        self.drawn = text.len();
+        self.screen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .draw(text);
         self.last_draw = Some(Instant::now());
         self.dirty = false;
     }
 
     /// Removes the lines: what is printed next takes their place.
     pub fn clear(&mut self) {
-        if self.drawn == 0 {
-            return;
+        let mut screen = self.screen.lock().unwrap_or_else(PoisonError::into_inner);
+        if !screen.drawn.is_empty() {
+            screen.draw(Vec::new());
         }
-        let mut out = std::io::stdout().lock();
-        let _ = write!(out, "\r\x1b[{}A\x1b[J", self.drawn);
-        let _ = out.flush();
-        self.drawn = 0;
     }
 }
 

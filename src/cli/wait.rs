@@ -5,6 +5,7 @@ use clap::Args;
 use super::CliError;
 use super::common::{print, print_json};
 use super::human;
+use super::interrupt;
 use super::live_line::{self, LiveLines};
 use super::output::{human_envelope, human_running, worst_code};
 use crate::app::{self, AttemptStatus, RunAnswer, WaitMode};
@@ -66,6 +67,12 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     let mut lines = LiveLines::shown(a.json, live_rows(home, &targets, a.group.as_deref()));
     let mut wl = app::WaitLoop::new()?;
     wl.report_records(lines.is_some());
+    // Ctrl-C stops waiting, said at once; what the runs are at is printed as at the end.
+    interrupt::block();
+    interrupt::stop_waiting_on_interrupt(
+        wl.interrupter(),
+        lines.as_ref().map(LiveLines::announcer).unwrap_or_default(),
+    );
     if let Some(l) = lines.as_mut() {
         l.draw();
     }

@@ -1,6 +1,6 @@
 //! The verbs around a run: status, wait, logs, cancel, attach, ls, gc, and --help.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::mpsc;
@@ -294,6 +294,32 @@ fn logs_follow_streams_lines_as_they_come_and_ends_with_the_attempt() {
     assert!(
         env.attempt_dir("fol", 1).join("result.json").exists(),
         "logs -f returned after the attempt ended"
+    );
+    // It ends with one line saying how the run ended, on stderr.
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(err, "subpane: fol (attempt 1) ended: completed (exit 0)\n");
+    // A run that had ended already, and failed: the same line, with its code.
+    let r = env.sp([
+        "run",
+        "--run-id",
+        "fol-bad",
+        "--",
+        "sh",
+        "-c",
+        "echo x; exit 3",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let l = env.sp(["logs", "-f", "fol-bad"]);
+    assert_eq!((l.code, l.stdout.as_str()), (0, "x\n"), "{l:?}");
+    assert_eq!(
+        l.stderr,
+        "subpane: fol-bad (attempt 1) ended: failed (exit 3)\n"
     );
     env.assert_no_leftovers();
 }
