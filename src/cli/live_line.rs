@@ -234,10 +234,10 @@ impl Drop for LiveLines {
 impl LineRow {
     /// An attempt the wait loop does not watch: its end, once it has one.
     fn look_for_end(&mut self) {
-        if matches!(self.state, LineState::Live(_)) {
-            if let Ok(Some(env)) = crate::store::read_json::<Envelope>(&self.paths.result()) {
-                self.state = ended(&env);
-            }
+        if matches!(self.state, LineState::Live(_))
+            && let Ok(Some(env)) = crate::store::read_json::<Envelope>(&self.paths.result())
+        {
+            self.state = ended(&env);
         }
     }
 }

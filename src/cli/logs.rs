@@ -194,15 +194,13 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
         Ok(ControlFlow::Continue(()))
     })?;
     // The end, in one line beside the log (stdout stays the file's own bytes).
-    if ended {
-        if let AttemptStatus::Finished(env) = app::attempt_status(&f.paths, &f.spec)? {
-            eprintln!(
-                "subpane: {} (attempt {}) ended: {}",
-                env.run_id,
-                env.attempt,
-                env.outcome_words()
-            );
-        }
+    if ended && let AttemptStatus::Finished(env) = app::attempt_status(&f.paths, &f.spec)? {
+        eprintln!(
+            "subpane: {} (attempt {}) ended: {}",
+            env.run_id,
+            env.attempt,
+            env.outcome_words()
+        );
     }
     failed.map_or(Ok(0), Err)
 }

@@ -22,7 +22,10 @@ finished first. 3 when --timeout passed first (the runs go on).
 Each RUN's latest attempt is waited for; --attempt N waits for attempt N of every RUN given
 (a RUN without attempt N is refused, exit 2).
 --group G waits for every run of a fan-out group (with RUN arguments too, if given); with
---json it always prints an array, however many runs the group has.")]
+--json it always prints an array, however many runs the group has.
+
+One run prints its summary; several (or --group) a table: one line per run, then the totals.
+Ctrl-C stops waiting and prints where the runs are (they go on).")]
 pub struct WaitArgs {
     /// Run ids
     #[arg(required_unless_present = "group", value_name = "RUN")]
@@ -58,9 +61,19 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
+        // A group driven on its own is waited for through its driver: name its tasks.
+        let what = match a.group.as_deref().filter(|_| a.runs.is_empty()) {
+            Some(g) => app::fanout::group_record(home, g).map(|r| {
+                format!(
+                    "waiting for the {} of group {g}",
+                    human::counted(r.tasks.len() as u64, "task")
+                )
+            }),
+            None => None,
+        };
         eprintln!(
             "subpane: {} (Ctrl-C stops waiting; the runs go on)",
-            app::waiting_for(&targets)
+            what.unwrap_or_else(|| app::waiting_for(&targets))
         );
     }
     // On a terminal, a live line per attempt until the summary (see live_line.rs).

@@ -147,6 +147,7 @@ fn wait_group_shows_the_tasks_live_then_a_table_and_the_driver_is_no_failed_run(
         &[],
         &["wait", "--group", &group],
     );
+    t.wait_for(&format!("waiting for the 10 tasks of group {group}"));
     let s = t.wait_until("a line per task", |s| {
         (0..10).all(|i| s.lines().any(|l| l.starts_with(&format!("● t{i} "))))
     });
@@ -171,10 +172,7 @@ fn wait_group_shows_the_tasks_live_then_a_table_and_the_driver_is_no_failed_run(
         s.contains(&format!("group {group}: 10 runs: 7 completed, 3 failed")),
         "{s}"
     );
-    assert!(
-        !s.contains("status    ") && !s.contains(&format!("● t")),
-        "{s}"
-    );
+    assert!(!s.contains("status    ") && !s.contains("● t"), "{s}");
     // Piped: the same table.
     let w = env.sp(["wait", "--group", &group]);
     assert_eq!(w.code, 1, "{w:?}");
