@@ -64,13 +64,13 @@ fn fg(ui: &Ui, c: Color) -> Style {
 }
 
 fn header(f: &mut Frame, area: Rect, board: &Board, ui: &Ui) {
-    let runs = board.runs();
     // A fan-out's driver is its group's row, not one more run.
-    let count = |s: RunState| {
-        runs.iter()
-            .filter(|r| r.row.status == s && !app::fanout::is_driver(&r.row))
-            .count()
-    };
+    let runs: Vec<&BoardRun> = board
+        .runs()
+        .iter()
+        .filter(|r| !app::fanout::is_driver(&r.row))
+        .collect();
+    let count = |s: RunState| runs.iter().filter(|r| r.row.status == s).count();
     let live = count(RunState::Running) + count(RunState::Starting);
     let mut text = format!(
         "subpane top · {} · {live} running · {} failed",
