@@ -144,7 +144,7 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
         if n == 1 {
             // Below the progress line, which stays as it was.
             let nl = if tty { "\n" } else { "" };
-            eprintln!("{nl}subpane: cancelling the running tasks (Ctrl-C again to kill at once)");
+            eprintln!("{nl}subpane: cancelling the running tasks — Ctrl-C again to kill");
         }
         stop.interrupt();
     });
