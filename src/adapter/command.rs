@@ -1,8 +1,10 @@
-//! The `command` adapter: any argv. Lines that are a JSON object or array are events; every
-//! other line (including invalid UTF-8 and bare JSON scalars such as `42`) goes to `stdout.log`.
+//! The `command` adapter: any argv. Every stdout line goes to `stdout.log`, in order; lines that
+//! are a JSON object or array are also events (`events.jsonl`). Invalid UTF-8 and bare JSON
+//! scalars such as `42` are not events.
 
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, Stdin, StreamParser,
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, Stdin,
+    StreamParser,
 };
 use crate::spec::{AgentKind, TaskSpec};
 
@@ -51,11 +53,10 @@ pub fn is_json_event(line: &[u8]) -> bool {
 
 impl StreamParser for CommandParser {
     fn on_line(&mut self, line: &[u8]) -> LineResult {
-        let mut r = if is_json_event(line) {
-            LineResult::keep()
-        } else {
-            LineResult::plain_unshown()
-        };
+        let mut r = LineResult::plain_unshown();
+        if is_json_event(line) {
+            r.action = LineAction::KeepAndPlain;
+        }
         if self.pane_full {
             r.unshown = 1;
         } else {
@@ -74,13 +75,15 @@ impl StreamParser for CommandParser {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::adapter::LineAction;
 
     #[test]
     fn json_objects_and_arrays_are_events() {
         let mut p = CommandParser::default();
-        assert_eq!(p.on_line(br#"{"type":"x"}"#).action, LineAction::Keep);
-        assert_eq!(p.on_line(br#"  [1,2]"#).action, LineAction::Keep);
+        assert_eq!(
+            p.on_line(br#"{"type":"x"}"#).action,
+            LineAction::KeepAndPlain
+        );
+        assert_eq!(p.on_line(br#"  [1,2]"#).action, LineAction::KeepAndPlain);
         assert_eq!(p.on_line(b"hello").action, LineAction::Plain);
         assert_eq!(p.on_line(b"42").action, LineAction::Plain);
         assert_eq!(p.on_line(b"{not json").action, LineAction::Plain);

@@ -340,7 +340,12 @@ pub(crate) mod replay {
             self.types_where(|a| *a == LineAction::Drop)
         }
         pub fn kept(&self) -> Vec<String> {
-            self.types_where(|a| matches!(a, LineAction::Keep | LineAction::Replace(_)))
+            self.types_where(|a| {
+                matches!(
+                    a,
+                    LineAction::Keep | LineAction::KeepAndPlain | LineAction::Replace(_)
+                )
+            })
         }
         /// Indexes of the lines marked terminal.
         pub fn terminal_lines(&self) -> Vec<usize> {
@@ -362,7 +367,7 @@ pub(crate) mod replay {
             let mut out = String::new();
             for (l, r) in &self.lines {
                 match &r.action {
-                    LineAction::Keep => out.push_str(l),
+                    LineAction::Keep | LineAction::KeepAndPlain => out.push_str(l),
                     LineAction::Replace(b) => out.push_str(&String::from_utf8_lossy(b)),
                     LineAction::Drop | LineAction::Plain => continue,
                 }

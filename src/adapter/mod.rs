@@ -47,6 +47,9 @@ pub enum LineAction {
     Drop,
     /// Not an event: write it to `stdout.log`.
     Plain,
+    /// An event that is also output: write it to `events.jsonl` and to `stdout.log`, so the
+    /// plain log keeps every line in order (the `command` adapter's JSON-looking lines).
+    KeepAndPlain,
 }
 
 /// Something for the human watching the pane. The worker sanitises all text before showing it.

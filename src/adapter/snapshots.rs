@@ -24,6 +24,7 @@ fn dump(mut parser: Box<dyn StreamParser>, stream: &[u8], room: bool) -> String 
             LineAction::Keep => "keep".to_owned(),
             LineAction::Drop => "drop".to_owned(),
             LineAction::Plain => "plain".to_owned(),
+            LineAction::KeepAndPlain => "keep and plain".to_owned(),
             LineAction::Replace(b) => format!("replace {}", String::from_utf8_lossy(b)),
         };
         let term = if r.terminal { " terminal" } else { "" };

@@ -30,7 +30,7 @@ mod tasks;
 
 pub use detached::{
     DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, group_record, group_report,
-    read_driver_input,
+    is_driver, read_driver_input,
 };
 pub use events::{Event, Progress, StopReason};
 pub use tasks::{Task, new_group_id, plan_lines, plan_requests, plan_tasks};

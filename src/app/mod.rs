@@ -78,7 +78,7 @@ pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_
 pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};
 pub use runs::{
     AttemptStatus, CancelOutcome, Found, LogFile, attempt_status, cancel, cancel_by, find_run, gc,
-    list, list_one, tmux_for,
+    list, list_one, tmux_for, what,
 };
 pub use start_many::start_many;
 pub use wait::{

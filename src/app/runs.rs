@@ -35,7 +35,7 @@ pub enum LogFile {
     Stderr,
     /// output.txt: the agent's final text.
     Output,
-    /// stdout.log: stdout lines that were not JSON events (default for commands).
+    /// stdout.log: a command's whole stdout in order; an agent's lines that were not events.
     Stdout,
 }
 
@@ -191,7 +191,7 @@ pub fn cancel_by(
 }
 
 /// The command line or the start of the task, as one line safe for a terminal.
-pub(super) fn what(spec: &AttemptSpec) -> String {
+pub fn what(spec: &AttemptSpec) -> String {
     let s = match &spec.task {
         Some(t) => t.prompt.clone(),
         None => spec
@@ -222,7 +222,8 @@ pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
     for run in runs {
         let row = run_row(home, &run)
             .unwrap_or_else(|problem| damaged_row(run.id.as_str(), Some(&run.record), problem));
-        if only.is_none_or(|s| s == row.status) {
+        // A fan-out's driver is its group's row, not a run in a state of its own.
+        if only.is_none_or(|s| s == row.status && !super::fanout::is_driver(&row)) {
             rows.push(row);
         }
     }

@@ -11,14 +11,14 @@ use std::time::Duration;
 use clap::Args;
 
 use super::CliError;
-use super::common::{color_stdout, print, print_json};
+use super::common::{print, print_json};
 use super::interrupt;
 use crate::app::RealSystem;
 use crate::app::fanout::{
     DEFAULT_CONCURRENCY, Event, Fanout, Options, Progress, StopReason, detach, new_group_id,
     plan_lines, plan_tasks, read_driver_input,
 };
-use crate::envelope::{FailureKind, FanoutReport, TaskStatus};
+use crate::envelope::{FailureKind, FanoutReport};
 use crate::store::Home;
 
 #[derive(Debug, Args)]
@@ -144,7 +144,7 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
         if n == 1 {
             // Below the progress line, which stays as it was.
             let nl = if tty { "\n" } else { "" };
-            eprintln!("{nl}subpane: cancelling the running tasks (Ctrl-C again to kill at once)");
+            eprintln!("{nl}subpane: cancelling the running tasks — Ctrl-C again to kill");
         }
         stop.interrupt();
     });
@@ -268,64 +268,14 @@ impl ProgressLine {
 
 /// The table of every task, and a line of counts.
 fn table(r: &FanoutReport) -> String {
-    let color = color_stdout();
-    let id_w = r
-        .tasks
-        .iter()
-        .map(|t| t.run_id.as_deref().map_or(1, str::len))
-        .max()
-        .unwrap_or(3)
-        .max(3);
-    let mut out = format!(
-        "{:>5}  {:id_w$}  {:12}  {:>9}  {}\n",
-        "LINE", "RUN", "STATUS", "DURATION", "WHAT"
-    );
-    for t in &r.tasks {
-        // A failure says its kind, unless it is the plain one (the program failed).
-        let status = match (t.failure_kind, t.status) {
-            (Some(k), TaskStatus::Failed) if k != FailureKind::Exit => k.as_str(),
-            _ => t.status.as_str(),
-        };
-        let painted = if color {
-            let c = match t.status {
-                TaskStatus::Completed => "32",
-                TaskStatus::Failed => "31",
-                TaskStatus::Cancelled | TaskStatus::Skipped => "33",
-                TaskStatus::Running | TaskStatus::Queued => "36",
-            };
-            format!("\x1b[{c}m{status:12}\x1b[0m")
-        } else {
-            format!("{status:12}")
-        };
-        let dur = t
-            .duration_ms
-            .map(|d| format!("{:.1}s", d as f64 / 1000.0))
-            .unwrap_or_else(|| "-".into());
-        out.push_str(&format!(
-            "{:>5}  {:id_w$}  {painted}  {dur:>9}  {}\n",
-            t.line,
-            t.run_id.as_deref().unwrap_or("-"),
-            t.what
-        ));
-    }
     let s = &r.summary;
-    let mut counts = vec![format!("{} completed", s.completed)];
-    for (n, what) in [
-        (s.failed, "failed"),
-        (s.cancelled, "cancelled"),
-        (s.skipped, "skipped"),
-    ] {
-        if n > 0 {
-            counts.push(format!("{n} {what}"));
-        }
-    }
-    out.push_str(&format!(
-        "\ngroup {}: {} task{}: {} in {:.1}s\n",
+    format!(
+        "{}\ngroup {}: {} task{}: {} in {:.1}s\n",
+        super::table::rows(&r.tasks, true),
         r.group,
         s.total,
         if s.total == 1 { "" } else { "s" },
-        counts.join(", "),
+        super::table::totals(s),
         s.duration_ms as f64 / 1000.0
-    ));
-    out
+    )
 }

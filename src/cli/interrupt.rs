@@ -13,6 +13,7 @@
 
 use nix::sys::signal::{SigSet, Signal};
 
+use super::live_line::Announcer;
 use crate::app::Interrupter;
 
 fn interrupts() -> SigSet {
@@ -28,12 +29,27 @@ pub fn block() {
     let _ = interrupts().thread_block();
 }
 
-/// Starts the thread that hands interrupts to `run`'s wait loop, saying what they do to
-/// `run_id`. Call [`block`] first.
-pub fn cancel_on_interrupt(run_id: String, stop: Interrupter) {
+/// Starts the thread that hands interrupts to `run`'s wait loop, saying at once (above the
+/// live line, if any) what they do to `run_id`. Call [`block`] first.
+pub fn cancel_on_interrupt(run_id: String, stop: Interrupter, say: Announcer) {
+    on_interrupt(move |seen| {
+        match seen {
+            1 => say.say(&format!(
+                "subpane: cancelling {run_id} — Ctrl-C again to kill"
+            )),
+            2 => say.say(&format!("subpane: killing {run_id}")),
+            _ => {}
+        }
+        stop.interrupt();
+    });
+}
+
+/// Starts the thread that ends `wait` on an interrupt: it says so at once (above the live
+/// lines, if any) and stops the wait loop; the runs go on. Call [`block`] first.
+pub fn stop_waiting_on_interrupt(stop: Interrupter, say: Announcer) {
     on_interrupt(move |seen| {
         if seen == 1 {
-            eprintln!("subpane: cancelling {run_id} (Ctrl-C again to kill at once)");
+            say.say("subpane: stopped waiting; the runs go on (`subpane cancel RUN` stops one)");
         }
         stop.interrupt();
     });

@@ -11,6 +11,10 @@
 //!
 //! Only on a terminal, and never with `--json`: piped output gets the summary alone.
 //!
+//! A message from another thread (what a Ctrl-C does, said at once) goes through the
+//! [`Announcer`]: the lines are taken away, the message printed, the lines drawn again below
+//! it, all under the lock every redraw takes, so no copy of a line is left above the message.
+//!
 //! Common pitfalls:
 //! * A line that wraps breaks the cursor-up count of the next redraw: every line is cut to
 //!   the terminal's width (read again at each redraw, so a resize is taken).
@@ -18,6 +22,7 @@
 //!   by characters, never inside one.
 
 use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use super::human;
@@ -49,13 +54,61 @@ pub struct LineRow {
     pub run_id: String,
     pub paths: AttemptPaths,
     pub state: LineState,
+    /// The wait target it is (whose ends and changes the wait loop reports), or none: a
+    /// group's task that had no run when the wait began, looked at with the clock.
+    pub target: Option<usize>,
+}
+
+/// What is on the screen now: the lines drawn, the cursor below them.
+#[derive(Default)]
+struct Screen {
+    drawn: Vec<String>,
+}
+
+impl Screen {
+    /// Replaces the lines drawn by `text` (none: takes them away).
+    fn draw(&mut self, text: Vec<String>) {
+        let mut s = String::new();
+        if !self.drawn.is_empty() {
+            s.push_str(&format!("\r\x1b[{}A", self.drawn.len()));
+        }
+        for l in &text {
+            s.push_str("\x1b[2K");
+            s.push_str(l);
+            s.push('\n');
+        }
+        // Fewer lines than before: clear what is left below (and a `^C` the terminal echoed).
+        s.push_str("\r\x1b[J");
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(s.as_bytes());
+        let _ = out.flush();
+        self.drawn = text;
+    }
+}
+
+/// Says a message above the live lines from any thread; without lines, on stderr alone.
+#[derive(Clone, Default)]
+pub struct Announcer(Option<Arc<Mutex<Screen>>>);
+
+impl Announcer {
+    pub fn say(&self, message: &str) {
+        let Some(screen) = &self.0 else {
+            eprintln!("{message}");
+            return;
+        };
+        let mut screen = screen.lock().unwrap_or_else(PoisonError::into_inner);
+        let text = screen.drawn.clone();
+        screen.draw(Vec::new());
+        eprintln!("{message}");
+        screen.draw(text);
+    }
 }
 
 /// The live lines on stdout.
 pub struct LiveLines {
     rows: Vec<LineRow>,
-    /// Lines on the screen now, the cursor below them.
-    drawn: usize,
+    /// The lines on the screen, shared with the [`Announcer`].
+    screen: Arc<Mutex<Screen>>,
     last_draw: Option<Instant>,
     /// A change not drawn yet (it came within a frame of the last redraw).
     dirty: bool,
@@ -65,51 +118,76 @@ impl LiveLines {
     /// Lines for `targets` (run id and attempt files), when stdout is a terminal and the
     /// answer is not `--json`.
     pub fn for_stdout(json: bool, targets: Vec<(String, AttemptPaths)>) -> Option<Self> {
+        let rows = targets
+            .into_iter()
+            .enumerate()
+            .map(|(i, (run_id, paths))| (run_id, paths, Some(i)))
+            .collect();
+        Self::shown(json, rows)
+    }
+
+    /// Lines for the attempts `rows` (run id, files, the wait target it is), which need not
+    /// be the wait's targets: a group's tasks, and not the driver the wait is for.
+    pub fn shown(json: bool, rows: Vec<(String, AttemptPaths, Option<usize>)>) -> Option<Self> {
         if json || !std::io::stdout().is_terminal() {
             return None;
         }
-        let rows = targets
+        let rows = rows
             .into_iter()
-            .map(|(run_id, paths)| {
+            .map(|(run_id, paths, target)| {
                 let mut live = Live::default();
                 live.look(&paths);
-                LineRow {
+                let mut row = LineRow {
                     run_id,
                     paths,
                     state: LineState::Live(live),
+                    target,
+                };
+                if target.is_none() {
+                    row.look_for_end();
                 }
+                row
             })
             .collect();
         Some(Self {
             rows,
-            drawn: 0,
+            screen: Arc::default(),
             last_draw: None,
             dirty: true,
         })
     }
 
+    /// Says messages above these lines.
+    pub fn announcer(&self) -> Announcer {
+        Announcer(Some(self.screen.clone()))
+    }
+
     /// What the wait loop reported: an end, a change of records, or the clock.
     pub fn seen(&mut self, p: &WaitProgress<'_>) {
         let mut urgent = false;
+        let row_of = |rows: &[LineRow], i: usize| rows.iter().position(|r| r.target == Some(i));
         if let Some(i) = p.finished {
-            if let (Some(row), Some(Some(env))) = (self.rows.get_mut(i), p.results.get(i)) {
-                row.state = ended(env);
+            if let (Some(r), Some(Some(env))) = (row_of(&self.rows, i), p.results.get(i)) {
+                self.rows[r].state = ended(env);
                 urgent = true;
             }
         }
-        if let Some(i) = p.changed {
-            if let Some(row) = self.rows.get_mut(i) {
-                if let LineState::Live(l) = &mut row.state {
-                    l.look(&row.paths);
-                }
+        if let Some(r) = p.changed.and_then(|i| row_of(&self.rows, i)) {
+            let row = &mut self.rows[r];
+            if let LineState::Live(l) = &mut row.state {
+                l.look(&row.paths);
             }
         }
         if p.finished.is_none() && p.changed.is_none() {
             // The clock. An attempt that said nothing yet is looked at again: what it wrote
-            // before its records were watched was not reported.
+            // before its records were watched was not reported; one the loop does not
+            // watch, every time.
             for row in &mut self.rows {
+                if row.target.is_none() {
+                    row.look_for_end();
+                }
                 if let LineState::Live(l) = &mut row.state {
-                    if l.started_at.is_none() || l.progress.is_none() {
+                    if row.target.is_none() || l.started_at.is_none() || l.progress.is_none() {
                         l.look(&row.paths);
                     }
                 }
@@ -130,40 +208,37 @@ impl LiveLines {
         }
         let (cols, rows) = ratatui::crossterm::terminal::size().unwrap_or((80, 24));
         let text = lines(&self.rows, SystemTime::now(), cols as usize, rows as usize);
-        let mut s = String::new();
-        if self.drawn > 0 {
-            s.push_str(&format!("\r\x1b[{}A", self.drawn));
-        }
-        for l in &text {
-            s.push_str("\x1b[2K");
-            s.push_str(l);
-            s.push('\n');
-        }
-        // Fewer lines than before: clear what is left below.
-        s.push_str("\x1b[J");
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(s.as_bytes());
-        let _ = out.flush();
-        self.drawn = text.len();
+        self.screen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .draw(text);
         self.last_draw = Some(Instant::now());
         self.dirty = false;
     }
 
     /// Removes the lines: what is printed next takes their place.
     pub fn clear(&mut self) {
-        if self.drawn == 0 {
-            return;
+        let mut screen = self.screen.lock().unwrap_or_else(PoisonError::into_inner);
+        if !screen.drawn.is_empty() {
+            screen.draw(Vec::new());
         }
-        let mut out = std::io::stdout().lock();
-        let _ = write!(out, "\r\x1b[{}A\x1b[J", self.drawn);
-        let _ = out.flush();
-        self.drawn = 0;
     }
 }
 
 impl Drop for LiveLines {
     fn drop(&mut self) {
         self.clear();
+    }
+}
+
+impl LineRow {
+    /// An attempt the wait loop does not watch: its end, once it has one.
+    fn look_for_end(&mut self) {
+        if matches!(self.state, LineState::Live(_))
+            && let Ok(Some(env)) = crate::store::read_json::<Envelope>(&self.paths.result())
+        {
+            self.state = ended(&env);
+        }
     }
 }
 
@@ -275,6 +350,7 @@ mod tests {
             run_id: id.into(),
             paths: AttemptPaths::new("/nowhere".into()),
             state,
+            target: None,
         }
     }
 

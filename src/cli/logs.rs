@@ -49,7 +49,7 @@ pub struct LogsArgs {
     /// output.txt: the agent's final text
     #[arg(long)]
     pub output: bool,
-    /// stdout.log: stdout lines that were not JSON events (default for commands)
+    /// stdout.log: a command's whole stdout, or an agent's non-event lines (default for commands)
     #[arg(long)]
     pub stdout: bool,
     /// Follow: keep printing as the file grows, until the attempt ends
@@ -178,6 +178,7 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     // place before result.json).
     // A failure to print stops following; it is this verb's error, not the wait's.
     let mut failed = None;
+    let mut ended = false;
     app::follow(&f, &mut |what| {
         match done(copy_from(&path, &mut offset, &mut out, &mut shown)) {
             Ok(true) => return Ok(ControlFlow::Break(())),
@@ -189,8 +190,18 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
         }
         if what == Followed::Ended {
             finish(&mut out, &mut shown);
+            ended = true;
         }
         Ok(ControlFlow::Continue(()))
     })?;
+    // The end, in one line beside the log (stdout stays the file's own bytes).
+    if ended && let AttemptStatus::Finished(env) = app::attempt_status(&f.paths, &f.spec)? {
+        eprintln!(
+            "subpane: {} (attempt {}) ended: {}",
+            env.run_id,
+            env.attempt,
+            env.outcome_words()
+        );
+    }
     failed.map_or(Ok(0), Err)
 }

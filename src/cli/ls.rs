@@ -84,6 +84,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         .max(6);
     // A failure says its kind, unless it is the plain one (the program failed).
     let status_of = |r: &RunRow| match (r.failure_kind, r.status) {
+        _ if app::fanout::is_driver(r) => "group",
         (Some(k), RunState::Failed) if k != FailureKind::Exit => k.as_str(),
         _ => r.status.as_str(),
     };
@@ -101,6 +102,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         let status = status_of(r);
         let painted = if color {
             let c = match r.status {
+                _ if app::fanout::is_driver(r) => "36",
                 RunState::Completed => "32",
                 RunState::Failed => "31",
                 RunState::Cancelled => "33",
@@ -130,12 +132,18 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
             dur,
             match &r.problem {
                 Some(p) => crate::term::sanitize(p.as_bytes(), 200),
+                None if app::fanout::is_driver(r) => driver_what(r),
                 None => r.what.clone(),
             }
         ));
     }
     print(&out);
     Ok(0)
+}
+
+/// What a fan-out's driver stands for: its group, and where its tasks are.
+pub fn driver_what(r: &RunRow) -> String {
+    format!("fan-out group: subpane ls --group {}", r.run_id)
 }
 
 /// Rows in tree order: each run's children (runs its program started) right below it,

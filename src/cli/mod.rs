@@ -24,6 +24,7 @@ mod reference;
 mod retry;
 mod run;
 mod status;
+mod table;
 mod top;
 mod wait;
 

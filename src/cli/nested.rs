@@ -44,7 +44,7 @@ pub(super) fn run(a: RunArgs, socket: &Path, home_given: bool) -> Result<i32, Cl
         let stop = client.interrupts()?;
         interrupt::on_interrupt(move |n| {
             if n == 1 {
-                eprintln!("subpane: cancelling the run (Ctrl-C again to kill at once)");
+                eprintln!("subpane: cancelling the run — Ctrl-C again to kill");
             }
             stop.interrupt();
         });

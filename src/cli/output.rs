@@ -33,6 +33,7 @@ pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputE
     if env.lingered {
         s.push_str("lingered  killed after its final event\n");
     }
+    s.push_str(&agent_lines(env));
     if env.cleanup.output_held_open || env.cleanup.killed_descendants > 0 {
         s.push_str(&format!(
             "cleanup   {} leftover process(es) killed{}\n",
@@ -88,6 +89,64 @@ pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputE
                 env.run_id
             ));
         }
+    }
+    s
+}
+
+/// What an agent reported of its work: model, usage (tokens, cost, turns, tool calls) and
+/// the session a `retry --resume` continues. Nothing for a command, or what was not reported.
+fn agent_lines(env: &Envelope) -> String {
+    let o = &env.output;
+    let safe = |t: &str| crate::term::sanitize(t.as_bytes(), 200);
+    let mut s = String::new();
+    if let Some(m) = &o.model {
+        s.push_str(&format!("model     {}\n", safe(m)));
+    }
+    let so_far = crate::envelope::SoFar {
+        usage: o.usage.clone(),
+        cost_usd: o.cost_usd,
+        turns: o.turns,
+        tool_calls: o.tool_calls,
+    };
+    let mut usage = Vec::new();
+    if let Some(t) = human::total_tokens(&so_far) {
+        let mut words = format!("{} tokens", human::tokens(t));
+        if let Some(u) = &o.usage {
+            let part =
+                |n: Option<u64>, what: &str| n.map(|n| format!("{} {what}", human::tokens(n)));
+            let parts: Vec<String> = [
+                part(u.input_tokens, "in"),
+                part(u.output_tokens, "out"),
+                part(u.cache_read_tokens.filter(|n| *n > 0), "cache read"),
+                part(u.cache_write_tokens.filter(|n| *n > 0), "cache write"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            if !parts.is_empty() {
+                words.push_str(&format!(" ({})", parts.join(", ")));
+            }
+        }
+        usage.push(words);
+    }
+    if let Some(c) = o.cost_usd {
+        usage.push(human::cost(c));
+    }
+    if let Some(n) = o.turns {
+        usage.push(human::counted(n, "turn"));
+    }
+    if let Some(n) = o.tool_calls {
+        usage.push(human::counted(n, "tool call"));
+    }
+    if !usage.is_empty() {
+        s.push_str(&format!("usage     {}\n", usage.join(" · ")));
+    }
+    if let Some(id) = &o.session_id {
+        s.push_str(&format!(
+            "session   {} (`subpane retry {} --resume` continues it)\n",
+            safe(id),
+            env.run_id
+        ));
     }
     s
 }
@@ -208,6 +267,60 @@ pub fn worst_code(codes: impl IntoIterator<Item = i32>) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An envelope of `agent` whose output is what its adapter read from `transcript`.
+    fn envelope_of(agent: crate::spec::AgentKind, transcript: &str) -> Envelope {
+        let mut p = crate::adapter::adapter_for(agent).parser();
+        for l in transcript.lines() {
+            p.on_line(l.as_bytes());
+        }
+        let output = p.finish(b"").output;
+        let mut v = serde_json::json!({
+            "schema": "subpane.result/v1", "run_id": "ask-1", "attempt": 1,
+            "agent": agent.as_str(), "argv": ["claude"], "cwd": "/w", "labels": {},
+            "correlation_id": null, "status": "completed", "failure_kind": null,
+            "exit_code": 0, "signal": null, "signals_sent": [], "started_at": null,
+            "finished_at": null, "duration_ms": 1500, "terminal_event": "result",
+            "lingered": false, "output": null,
+            "filter": {"kept_lines": 0, "dropped_lines": 0, "dropped_bytes": 0,
+                       "oversized_lines": 0, "plain_lines": 0},
+            "cleanup": {"output_held_open": false, "killed_descendants": 0},
+            "tmux": {"socket": null, "session": null, "pane_id": null},
+            "sandbox": {"enabled": false}, "artifacts": []
+        });
+        v["output"] = serde_json::to_value(output).unwrap();
+        serde_json::from_value(v).unwrap()
+    }
+
+    /// An agent's summary gives what its adapter read: tokens, cost, turns, tool calls, and
+    /// the session id a `retry --resume` continues.
+    #[test]
+    fn an_agent_summary_gives_usage_and_its_session() {
+        let t = include_str!("../../tests/fixtures/transcripts/claude/tool_write.jsonl");
+        let env = envelope_of(crate::spec::AgentKind::Claude, t);
+        let s = human_summary(&env, Path::new("/h/runs/ask-1/attempts/1"), None);
+        assert!(s.contains("\nmodel     mock-model\n"), "{s}");
+        assert!(
+            s.contains(
+                "\nusage     296 tokens (240 in, 16 out, 40 cache read) · $0.0013 · 2 turns · \
+                 1 tool call\n"
+            ),
+            "{s}"
+        );
+        assert!(
+            s.contains(
+                "\nsession   b8219fec-aa51-42b3-9405-e2bd7108c64b (`subpane retry ask-1 \
+                 --resume` continues it)\n"
+            ),
+            "{s}"
+        );
+        // A command reports none of it: no such lines.
+        let mut cmd = env.clone();
+        cmd.agent = crate::spec::AgentKind::Command;
+        cmd.output = crate::envelope::Output::default();
+        let s = human_summary(&cmd, Path::new("/h/runs/ask-1/attempts/1"), None);
+        assert!(!s.contains("usage") && !s.contains("session"), "{s}");
+    }
 
     #[test]
     fn a_long_line_shows_its_end() {

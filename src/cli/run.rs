@@ -253,7 +253,12 @@ pub(super) fn start_and_report(
     if !detach {
         // Before the launch: a Ctrl-C during it must queue and then cancel, not kill us.
         interrupt::block();
-        interrupt::cancel_on_interrupt(plan.spec.run_id.to_string(), wl.interrupter());
+        let say = lines.borrow().as_ref().map(LiveLines::announcer);
+        interrupt::cancel_on_interrupt(
+            plan.spec.run_id.to_string(),
+            wl.interrupter(),
+            say.unwrap_or_default(),
+        );
     }
     let mut on_started = |started: &Started| {
         for w in &started.warnings {

@@ -4,9 +4,12 @@ use clap::Args;
 
 use super::CliError;
 use super::common::{print, print_json};
+use super::human;
+use super::interrupt;
 use super::live_line::{self, LiveLines};
 use super::output::{human_envelope, human_running, worst_code};
 use crate::app::{self, AttemptStatus, RunAnswer, WaitMode};
+use crate::envelope::{FanoutReport, FanoutTask, TaskStatus};
 use crate::exit_code;
 use crate::spec::parse_positive_duration;
 
@@ -19,7 +22,10 @@ finished first. 3 when --timeout passed first (the runs go on).
 Each RUN's latest attempt is waited for; --attempt N waits for attempt N of every RUN given
 (a RUN without attempt N is refused, exit 2).
 --group G waits for every run of a fan-out group (with RUN arguments too, if given); with
---json it always prints an array, however many runs the group has.")]
+--json it always prints an array, however many runs the group has.
+
+One run prints its summary; several (or --group) a table: one line per run, then the totals.
+Ctrl-C stops waiting and prints where the runs are (they go on).")]
 pub struct WaitArgs {
     /// Run ids (or unique starts of them, or `@` for the newest run)
     #[arg(required_unless_present = "group", value_name = "RUN", add = super::docs::run_candidates())]
@@ -61,21 +67,31 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;
     if std::io::stderr().is_terminal() {
+        // A group driven on its own is waited for through its driver: name its tasks.
+        let what = match a.group.as_deref().filter(|_| a.runs.is_empty()) {
+            Some(g) => app::fanout::group_record(home, g).map(|r| {
+                format!(
+                    "waiting for the {} of group {g}",
+                    human::counted(r.tasks.len() as u64, "task")
+                )
+            }),
+            None => None,
+        };
         eprintln!(
             "subpane: {} (Ctrl-C stops waiting; the runs go on)",
-            app::waiting_for(&targets)
+            what.unwrap_or_else(|| app::waiting_for(&targets))
         );
     }
     // On a terminal, a live line per attempt until the summary (see live_line.rs).
-    let mut lines = LiveLines::for_stdout(
-        a.json,
-        targets
-            .iter()
-            .map(|(paths, spec)| (spec.run_id.to_string(), paths.clone()))
-            .collect(),
-    );
+    let mut lines = LiveLines::shown(a.json, live_rows(home, &targets, a.group.as_deref()));
     let mut wl = app::WaitLoop::new()?;
     wl.report_records(lines.is_some());
+    // Ctrl-C stops waiting, said at once; what the runs are at is printed as at the end.
+    interrupt::block();
+    interrupt::stop_waiting_on_interrupt(
+        wl.interrupter(),
+        lines.as_ref().map(LiveLines::announcer).unwrap_or_default(),
+    );
     if let Some(l) = lines.as_mut() {
         l.draw();
     }
@@ -103,21 +119,28 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         Some(i) if mode == WaitMode::Any && !answers.timed_out => vec![&answers.runs[i]],
         _ => answers.runs.iter().collect(),
     };
-    let mut human = String::new();
-    let mut codes = Vec::new();
-    for r in &shown {
-        match &r.status {
-            AttemptStatus::Finished(env) => {
-                human.push_str(&human_envelope(env, &r.paths));
-                codes.push(env.exit_code());
-            }
-            AttemptStatus::Live(doc) => {
-                human.push_str(&human_running(doc, app::progress(&r.paths).as_ref()));
-                codes.push(exit_code::STILL_RUNNING);
+    let mut codes: Vec<i32> = shown
+        .iter()
+        .map(|r| match &r.status {
+            AttemptStatus::Finished(env) => env.exit_code(),
+            AttemptStatus::Live(_) => exit_code::STILL_RUNNING,
+        })
+        .collect();
+    // Several runs (or a group) read as a table, one run as its summary.
+    let human = if shown.len() > 1 || a.group.is_some() {
+        runs_table(&shown, a.group.as_deref())
+    } else {
+        let mut human = String::new();
+        for r in &shown {
+            match &r.status {
+                AttemptStatus::Finished(env) => human.push_str(&human_envelope(env, &r.paths)),
+                AttemptStatus::Live(doc) => {
+                    human.push_str(&human_running(doc, app::progress(&r.paths).as_ref()))
+                }
             }
         }
-        human.push('\n');
-    }
+        human
+    };
     if a.json {
         if shown.len() == 1 && a.group.is_none() {
             print_json(&shown[0].status);
@@ -157,4 +180,72 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         return Ok(exit_code::STILL_RUNNING);
     }
     Ok(worst_code(codes))
+}
+
+/// One line per run and a line of totals, the shape of `fanout`'s table.
+fn runs_table(shown: &[&RunAnswer], group: Option<&str>) -> String {
+    let tasks: Vec<FanoutTask> = shown
+        .iter()
+        .map(|r| {
+            let mut t = FanoutTask {
+                line: 0,
+                run_id: Some(r.spec.run_id.to_string()),
+                status: TaskStatus::Running,
+                failure_kind: None,
+                exit_code: None,
+                duration_ms: None,
+                attempt_dir: Some(r.paths.dir().to_path_buf()),
+                what: app::what(&r.spec),
+                error: None,
+            };
+            if let AttemptStatus::Finished(env) = &r.status {
+                t.status = env.status.into();
+                t.failure_kind = env.failure_kind;
+                t.exit_code = env.exit_code;
+                t.duration_ms = env.duration_ms;
+            }
+            t
+        })
+        .collect();
+    let report = FanoutReport::new(group.unwrap_or_default().to_owned(), tasks, 0, 0);
+    let s = &report.summary;
+    let runs = human::counted(s.total as u64, "run");
+    let of = group.map(|g| format!("group {g}: ")).unwrap_or_default();
+    format!(
+        "{}\n{of}{runs}: {}\n(`subpane status RUN` shows one run's summary)\n",
+        super::table::rows(&report.tasks, false),
+        super::table::totals(s)
+    )
+}
+
+/// The live lines' attempts: every target, but of a group driven on its own its tasks (in
+/// the order of its file, those not started yet too) and not its driver, which is waited for
+/// only to know when the group is done.
+fn live_rows(
+    home: &crate::store::Home,
+    targets: &[(crate::store::AttemptPaths, crate::spec::AttemptSpec)],
+    group: Option<&str>,
+) -> Vec<(String, crate::store::AttemptPaths, Option<usize>)> {
+    let target = |id: &str| targets.iter().position(|(_, s)| s.run_id.as_str() == id);
+    let mut rows = Vec::new();
+    let record = group.and_then(|g| app::fanout::group_record(home, g).map(|r| (g, r)));
+    if let Some((_, record)) = &record {
+        for t in &record.tasks {
+            let i = target(&t.run_id);
+            let paths = match (i, crate::spec::RunId::parse(&t.run_id)) {
+                (Some(i), _) => targets[i].0.clone(),
+                (None, Ok(id)) => home.attempt(&id, 1),
+                (None, Err(_)) => continue,
+            };
+            rows.push((t.run_id.clone(), paths, i));
+        }
+    }
+    for (i, (paths, spec)) in targets.iter().enumerate() {
+        let id = spec.run_id.as_str();
+        let driver = record.as_ref().is_some_and(|(g, _)| *g == id);
+        if !driver && !rows.iter().any(|(r, _, _)| r == id) {
+            rows.push((id.to_owned(), paths.clone(), Some(i)));
+        }
+    }
+    rows
 }

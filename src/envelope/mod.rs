@@ -172,7 +172,7 @@ pub struct FilterCounts {
     pub dropped_bytes: u64,
     /// Lines over the 64 MiB bound, dropped without being buffered.
     pub oversized_lines: u64,
-    /// Non-JSON lines written to `stdout.log`.
+    /// Lines written to `stdout.log` (for a command every stdout line, events included).
     pub plain_lines: u64,
     /// Lines for `events.jsonl` or `stdout.log` that could not be written (a full disk): not
     /// in `kept_lines` or `plain_lines`; `output.errors` says why.

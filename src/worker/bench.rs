@@ -62,7 +62,7 @@ pub fn filter_parts(kind: AgentKind, stream: &[u8]) -> FilterParts {
         let mut p = adapter_for(kind).parser();
         p.set_pane_room(false);
         each_line(stream, |l| match p.on_line(l).action {
-            LineAction::Keep => keep(l),
+            LineAction::Keep | LineAction::KeepAndPlain => keep(l),
             LineAction::Replace(b) => keep(&b),
             LineAction::Drop | LineAction::Plain => {}
         });

@@ -327,6 +327,13 @@ impl Filter {
                         f.plain_lines += 1;
                         write_line(&mut self.stdout_log, line);
                     }
+                    LineAction::KeepAndPlain => {
+                        f.kept_lines += 1;
+                        f.plain_lines += 1;
+                        write_line(&mut self.events, line);
+                        write_line(&mut self.stdout_log, line);
+                        self.live.touch();
+                    }
                 }
                 for item in &r.pane {
                     pane.item(item);

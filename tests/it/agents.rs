@@ -220,6 +220,33 @@ fn assert_completed(
         Agent::Codex => assert_eq!(out["cost_usd"], Value::Null, "codex reports no cost"),
     }
     assert!(out["turns"].as_u64().is_some_and(|t| t >= 1), "{out:#}");
+    // The summary a person reads gives the same: usage, and the session to resume.
+    let st = env.sp(["status", run]);
+    let sid = out["session_id"].as_str().unwrap();
+    assert!(
+        st.stdout.contains(&format!(
+            "\nsession   {sid} (`subpane retry {run} --resume`"
+        )),
+        "{}",
+        st.stdout
+    );
+    let usage = st
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("usage     "))
+        .unwrap_or_else(|| panic!("no usage line:\n{}", st.stdout));
+    let tokens = u["total_tokens"].as_u64().unwrap();
+    assert!(
+        usage.contains(&format!("usage     {tokens} tokens (")),
+        "{usage}"
+    );
+    assert!(usage.contains(" turn"), "{usage}");
+    if let Some(c) = out["tool_calls"].as_u64() {
+        assert!(usage.contains(&format!("· {c} tool call")), "{usage}");
+    }
+    if out["cost_usd"].is_number() {
+        assert!(usage.contains(" · $0."), "{usage}");
+    }
     assert_eq!(out["errors"], serde_json::json!([]));
     assert_eq!(out["context_length_exceeded"], false);
     assert_no_deltas(env, run, agent, v);

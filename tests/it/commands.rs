@@ -1,6 +1,6 @@
 //! The verbs around a run: status, wait, logs, cancel, attach, ls, gc, and --help.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::mpsc;
@@ -83,11 +83,16 @@ fn wait_for_one_and_for_many_runs() {
         arr.iter().for_each(assert_valid_envelope);
         assert_eq!(arr[1]["exit_code"], 3);
     }
-    // Human output names both.
+    // Human output: a line for each, in the order given, and the totals.
     let h = env.sp(["wait", "wb", "wa"]);
     assert_eq!(h.code, 1);
     assert!(
-        h.stdout.find("wb").unwrap() < h.stdout.find("wa").unwrap(),
+        h.stdout.find("\nwb ").unwrap() < h.stdout.find("\nwa ").unwrap(),
+        "{}",
+        h.stdout
+    );
+    assert!(
+        h.stdout.contains("2 runs: 1 completed, 1 failed"),
         "{}",
         h.stdout
     );
@@ -149,6 +154,42 @@ fn wait_timeout_exits_3_and_the_run_goes_on() {
     env.assert_no_leftovers();
 }
 
+/// A command's stdout reads as it was written: JSON-looking lines stay in `logs` and in the
+/// summary, in their place between the others; `--events` still has them alone.
+#[test]
+fn json_lines_of_a_command_stay_in_its_output_in_order() {
+    let env = TestEnv::new();
+    let r = env.sp([
+        "run",
+        "--run-id",
+        "inorder",
+        "--",
+        "printf",
+        "one\\n{\"a\":1}\\ntwo\\n[2]\\n{\"a\":3}\\nthree\\n",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let lines = ["one", "{\"a\":1}", "two", "[2]", "{\"a\":3}", "three"];
+    let summary: Vec<&str> = r.stdout.lines().rev().take(6).collect();
+    assert_eq!(
+        summary.into_iter().rev().collect::<Vec<_>>(),
+        lines,
+        "the summary's output: {r:?}"
+    );
+    let l = env.sp(["logs", "inorder"]);
+    assert_eq!(l.code, 0, "{l:?}");
+    assert_eq!(l.stdout, lines.map(|l| format!("{l}\n")).concat());
+    let e = env.sp(["logs", "inorder", "--events"]);
+    assert_eq!(e.stdout, "{\"a\":1}\n[2]\n{\"a\":3}\n", "{e:?}");
+    let v = env.sp(["status", "inorder", "--json"]).json();
+    assert_eq!(
+        (
+            v["filter"]["kept_lines"].as_u64(),
+            v["filter"]["plain_lines"].as_u64()
+        ),
+        (Some(3), Some(6))
+    );
+}
+
 #[test]
 fn logs_print_each_file() {
     let env = TestEnv::new();
@@ -165,11 +206,10 @@ fn logs_print_each_file() {
         assert_eq!(r.code, 0, "logs {args:?}: {r:?}");
         r
     };
-    assert_eq!(out(&[]).stdout, "hello from stdout\nsecond text line\n");
-    assert_eq!(
-        out(&["--stdout"]).stdout,
-        "hello from stdout\nsecond text line\n"
-    );
+    let whole = "{\"type\":\"start\",\"n\":1}\nhello from stdout\n[\"an\",\"array\"]\n\
+                 second text line\n{\"type\":\"end\",\"n\":2}\n";
+    assert_eq!(out(&[]).stdout, whole);
+    assert_eq!(out(&["--stdout"]).stdout, whole);
     assert_eq!(
         out(&["--events"]).stdout,
         "{\"type\":\"start\",\"n\":1}\n[\"an\",\"array\"]\n{\"type\":\"end\",\"n\":2}\n"
@@ -254,6 +294,32 @@ fn logs_follow_streams_lines_as_they_come_and_ends_with_the_attempt() {
     assert!(
         env.attempt_dir("fol", 1).join("result.json").exists(),
         "logs -f returned after the attempt ended"
+    );
+    // It ends with one line saying how the run ended, on stderr.
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(err, "subpane: fol (attempt 1) ended: completed (exit 0)\n");
+    // A run that had ended already, and failed: the same line, with its code.
+    let r = env.sp([
+        "run",
+        "--run-id",
+        "fol-bad",
+        "--",
+        "sh",
+        "-c",
+        "echo x; exit 3",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let l = env.sp(["logs", "-f", "fol-bad"]);
+    assert_eq!((l.code, l.stdout.as_str()), (0, "x\n"), "{l:?}");
+    assert_eq!(
+        l.stderr,
+        "subpane: fol-bad (attempt 1) ended: failed (exit 3)\n"
     );
     env.assert_no_leftovers();
 }

@@ -98,9 +98,121 @@ fn wait_on_a_terminal_shows_a_line_per_attempt() {
     assert_eq!(t.wait_exit(), 1);
     let s = t.screen();
     assert!(!s.contains("● wa") && !s.contains("✘ wb"), "{s}");
+    // Two runs read as a table, not as two summaries.
+    let row = |id: &str, status: &str| {
+        s.lines()
+            .any(|l| l.starts_with(&format!("{id}  ")) && l.contains(status))
+    };
     assert!(
-        s.contains("run       wa (attempt 1)") && s.contains("status    failed (exit 3)"),
+        row("wa", "completed") && row("wb", "failed (exit 3)"),
         "{s}"
+    );
+    assert!(s.contains("2 runs: 1 completed, 1 failed"), "{s}");
+    assert!(!s.contains("status    "), "{s}");
+    env.assert_no_leftovers();
+}
+
+/// `wait --group` of a fan-out driven on its own: while waiting, a line per task (those not
+/// started yet too) and none for the driver; at the end one line per task and the totals,
+/// on a terminal and piped; the driver is the group's row in `ls`, never a failed run.
+#[test]
+fn wait_group_shows_the_tasks_live_then_a_table_and_the_driver_is_no_failed_run() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let lines: Vec<String> = (0..10)
+        .map(|i| {
+            let code = if i % 4 == 1 { 3 } else { 0 };
+            let script = format!(
+                "while [ ! -e '{}' ]; do sleep 0.05; done; echo t{i}; exit {code}",
+                gate.display()
+            );
+            serde_json::json!({"argv": ["sh", "-c", script], "run_id": format!("t{i}")}).to_string()
+        })
+        .collect();
+    let file = env.root.path().join("tasks.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let r = env.sp([
+        "fanout",
+        "--detach",
+        "--concurrency",
+        "3",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.stdout.trim().to_owned();
+    let t = Terminal::subpane(
+        &env,
+        "live-group",
+        (120, 30),
+        &[],
+        &["wait", "--group", &group],
+    );
+    t.wait_for(&format!("waiting for the 10 tasks of group {group}"));
+    let s = t.wait_until("a line per task", |s| {
+        (0..10).all(|i| s.lines().any(|l| l.starts_with(&format!("● t{i} "))))
+    });
+    assert!(
+        !s.lines().any(|l| l.starts_with(&format!("● {group}"))),
+        "the driver has no line:\n{s}"
+    );
+    touch(&gate);
+    assert_eq!(t.wait_exit(), 1);
+    let s = t.history();
+    let table: Vec<&str> = s.lines().filter(|l| l.starts_with('t')).collect();
+    assert_eq!(table.len(), 10, "one line per task:\n{s}");
+    assert_eq!(
+        table
+            .iter()
+            .filter(|l| l.contains("failed (exit 3)"))
+            .count(),
+        3,
+        "{s}"
+    );
+    assert!(
+        s.contains(&format!("group {group}: 10 runs: 7 completed, 3 failed")),
+        "{s}"
+    );
+    assert!(!s.contains("status    ") && !s.contains("● t"), "{s}");
+    // Piped: the same table.
+    let w = env.sp(["wait", "--group", &group]);
+    assert_eq!(w.code, 1, "{w:?}");
+    assert_eq!(
+        w.stdout.lines().filter(|l| l.starts_with('t')).count(),
+        10,
+        "{}",
+        w.stdout
+    );
+    assert!(w.stdout.starts_with("RUN "), "{}", w.stdout);
+    assert!(
+        w.stdout.contains("10 runs: 7 completed, 3 failed"),
+        "{}",
+        w.stdout
+    );
+    // The driver (failed: a task failed) is the group's row, never one more failed run.
+    let failed = env.sp(["ls", "--status", "failed", "--json"]).json();
+    let mut ids: Vec<&str> = failed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["run_id"].as_str().unwrap())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, ["t1", "t5", "t9"]);
+    let ls = env.sp(["ls"]);
+    let driver = ls
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&group))
+        .unwrap_or_else(|| panic!("{}", ls.stdout));
+    assert!(
+        driver.contains(" group ") && !driver.contains("failed"),
+        "{driver}"
+    );
+    let human_failed = env.sp(["ls", "--status", "failed"]);
+    assert!(
+        !human_failed.stdout.contains(&group),
+        "{}",
+        human_failed.stdout
     );
     env.assert_no_leftovers();
 }

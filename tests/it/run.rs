@@ -60,14 +60,15 @@ fn run_creates_the_attempt_directory_with_every_file() {
     ] {
         assert!(dir.join(f).is_file(), "{f} is missing in {}", dir.display());
     }
-    // JSON objects and arrays are events, byte for byte; other lines go to stdout.log.
+    // JSON objects and arrays are events, byte for byte; stdout.log has every line in order.
     assert_eq!(
         std::fs::read_to_string(dir.join("events.jsonl")).unwrap(),
         "{\"type\":\"start\",\"n\":1}\n[\"an\",\"array\"]\n{\"type\":\"end\",\"n\":2}\n"
     );
     assert_eq!(
         std::fs::read_to_string(dir.join("stdout.log")).unwrap(),
-        "hello from stdout\nsecond text line\n"
+        "{\"type\":\"start\",\"n\":1}\nhello from stdout\n[\"an\",\"array\"]\n\
+         second text line\n{\"type\":\"end\",\"n\":2}\n"
     );
     assert_eq!(
         std::fs::read_to_string(dir.join("stderr.log")).unwrap(),

@@ -39,6 +39,12 @@ pub const GROUP_SCHEMA: &str = "subpane.group/v1";
 /// The label that marks a run as a fan-out's driver (its value: the group id).
 pub const DRIVER_LABEL: &str = "subpane.fanout_driver";
 
+/// Whether `row` is the driver of a detached fan-out: it stands for its group (shown as the
+/// group's row), and is never counted as one more run that failed or ran.
+pub fn is_driver(row: &crate::envelope::RunRow) -> bool {
+    row.labels.contains_key(DRIVER_LABEL)
+}
+
 /// `groups/<G>/group.json`: a fan-out whose driver runs on its own, and its tasks.
 ///
 /// ```json

@@ -22,6 +22,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::ui::{Editing, KEYS, Mode, Ui};
+use crate::app;
 use crate::app::board::{Board, BoardRun, Detail, GroupSummary, groups};
 use crate::cli::human;
 use crate::envelope::{FailureKind, RunState};
@@ -63,7 +64,12 @@ fn fg(ui: &Ui, c: Color) -> Style {
 }
 
 fn header(f: &mut Frame, area: Rect, board: &Board, ui: &Ui) {
-    let runs = board.runs();
+    // A fan-out's driver is its group's row, not one more run.
+    let runs: Vec<&BoardRun> = board
+        .runs()
+        .iter()
+        .filter(|r| !app::fanout::is_driver(&r.row))
+        .collect();
     let count = |s: RunState| runs.iter().filter(|r| r.row.status == s).count();
     let live = count(RunState::Running) + count(RunState::Starting);
     let mut text = format!(
@@ -89,6 +95,10 @@ fn header(f: &mut Frame, area: Rect, board: &Board, ui: &Ui) {
 pub fn status_text(r: &BoardRun) -> String {
     let row = &r.row;
     match row.status {
+        _ if app::fanout::is_driver(row) => match row.status {
+            RunState::Starting | RunState::Running => "▣ group".into(),
+            _ => "▣ group ended".into(),
+        },
         RunState::Starting => "◌ starting".into(),
         RunState::Running => "● running".into(),
         RunState::Completed => "✔ completed".into(),
@@ -99,6 +109,15 @@ pub fn status_text(r: &BoardRun) -> String {
             (Some(k), _) => format!("✘ {}", k.as_str()),
             (None, None) => "✘ failed".into(),
         },
+    }
+}
+
+/// A run's colour; a fan-out's driver, its group's row, never reads as a failure.
+fn row_color(row: &crate::envelope::RunRow) -> Color {
+    if app::fanout::is_driver(row) {
+        Color::Cyan
+    } else {
+        status_color(row.status)
     }
 }
 
@@ -211,7 +230,7 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
         .iter()
         .map(|r| {
             let mut cells = vec![
-                Cell::from(status_text(r)).style(fg(ui, status_color(r.row.status))),
+                Cell::from(status_text(r)).style(fg(ui, row_color(&r.row))),
                 Cell::from(r.row.run_id.clone()),
             ];
             if cols.agent {
@@ -371,7 +390,7 @@ fn detail_pane(
     }
     lines.push(Line::from(vec![
         Span::styled("status  ", dim),
-        Span::styled(state, fg(ui, status_color(row.status))),
+        Span::styled(state, fg(ui, row_color(row))),
     ]));
     lines.push(Line::from(vec![
         Span::styled("what    ", dim),

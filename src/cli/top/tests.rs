@@ -185,6 +185,34 @@ STATUS         RUN       AGE  ELAPSED TOKENS COST    LAST EVENT
     assert!(s.lines().nth(23).unwrap().starts_with("q quit"), "{s}");
 }
 
+/// A detached fan-out's driver (failed, as it does when a task failed) is its group's row:
+/// not counted as a run, nor as a failed one.
+#[test]
+fn a_fanout_driver_is_a_group_row_and_no_failed_run() {
+    let mut driver = run("g-20261130-1", AgentKind::Command, RunState::Failed, 30);
+    driver.row.exit_code = Some(1);
+    driver.row.failure_kind = Some(FailureKind::Exit);
+    driver.row.labels.insert(
+        crate::app::fanout::DRIVER_LABEL.into(),
+        "g-20261130-1".into(),
+    );
+    let mut bad = run("t1", AgentKind::Command, RunState::Failed, 20);
+    bad.row.exit_code = Some(3);
+    bad.row.failure_kind = Some(FailureKind::Exit);
+    bad.row.group = Some("g-20261130-1".into());
+    let mut good = run("t0", AgentKind::Command, RunState::Completed, 20);
+    good.row.group = Some("g-20261130-1".into());
+    let b = Board::from_runs(Home::at("/h".into()), vec![good, bad, driver]);
+    let s = screen(&b, &mut plain(), None, (80, 24));
+    assert_eq!(
+        s.lines().next().unwrap(),
+        "subpane top · 2 runs · 0 running · 1 failed",
+        "{s}"
+    );
+    let row = s.lines().find(|l| l.contains("g-20261130-1")).unwrap();
+    assert!(row.starts_with("▣ group ended"), "{row}");
+}
+
 #[test]
 fn a_wide_screen_shows_agent_group_and_labels() {
     let s = screen(&busy(), &mut plain(), None, (160, 12));
