@@ -1141,7 +1141,7 @@ async fn answers_stay_small_with_huge_records_and_many_runs() {
     env.assert_no_leftovers();
 }
 
-/// A line that is not JSON gets -32700, and `arguments` that are not an object -32602; the
+/// A line that is not JSON gets -32700, JSON that is no request -32600, and `arguments` that are not an object -32602; the
 /// server goes on. Closing stdin with a call in flight: the server exits within 2 s, and
 /// the run it started goes on to its end.
 #[test]
@@ -1152,6 +1152,13 @@ fn bad_lines_get_json_rpc_errors_and_closing_stdin_ends_the_server_at_once() {
     let v = raw.next();
     assert_eq!(v["error"]["code"], -32700, "{v}");
     assert_eq!(v["id"], Value::Null, "{v}");
+    // JSON, but not a request: JSON-RPC's -32600, id null.
+    for line in ["{}", "[1,2,3]", "7"] {
+        raw.send(line);
+        let v = raw.next();
+        assert_eq!(v["error"]["code"], -32600, "{line}: {v}");
+        assert_eq!(v["id"], Value::Null, "{line}: {v}");
+    }
     let array_args = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "list", "arguments": [1, 2]}});
     raw.send(&array_args.to_string());
