@@ -459,6 +459,7 @@ async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
             "`tasks[1].argv`: invalid type",
         ),
         ("retry", json!({"run_id": "nope"}), "no run `nope`"),
+        ("retry", json!({}), "`run_id` is required"),
     ];
     for (tool, args, want) in cases {
         let r = c.call(tool, args.clone()).await;

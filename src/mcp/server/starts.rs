@@ -32,6 +32,11 @@ impl Server {
 
     pub(super) async fn retry(&self, args: Value, call: &Call) -> Answer {
         let a: RetryArgs = parse(tools::RETRY, args)?;
+        if a.run_id.is_empty() {
+            return Err(ToolError::Invalid(
+                "`run_id` is required: the id of the run to retry (`list` shows the runs)".into(),
+            ));
+        }
         let max_wait = self.max_wait(a.max_wait.as_deref())?;
         let home = self.home.clone();
         let opts = a.options();
