@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::envelope::{Envelope, FanoutReport, RunRow, StatusDoc};
+use crate::envelope::{Envelope, FailureKind, FanoutReport, RunRow, StatusDoc};
 
 /// The most bytes of an agent's final text (or a program's output) in one answer.
 pub const MAX_TEXT: usize = 8 * 1024;
@@ -86,10 +86,11 @@ pub fn envelope_doc(env: &Envelope, attempt_dir: &Path) -> Value {
 /// One line of how an attempt ended: `run R (attempt 1) completed: exit 0 after 1.2s`.
 pub fn ended_line(env: &Envelope) -> String {
     let how = env.how_it_ended();
-    let kind = env
-        .failure_kind
-        .map(|k| format!(" ({})", k.as_str()))
-        .unwrap_or_default();
+    let kind = match (env.failure_kind, env.cancelled_by) {
+        (Some(FailureKind::Cancelled), Some(by)) => format!(" by {}", by.as_str()),
+        (Some(k), _) => format!(" ({})", k.as_str()),
+        (None, _) => String::new(),
+    };
     let after = env
         .duration_ms
         .map(|d| format!(" after {:.3}s", d as f64 / 1000.0))
@@ -340,7 +341,7 @@ fn how_it_failed(t: &crate::envelope::FanoutTask) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::{FailureKind, Status};
+    use crate::envelope::Status;
 
     fn envelope() -> Envelope {
         serde_json::from_value(json!({

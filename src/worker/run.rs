@@ -86,8 +86,9 @@ pub(crate) struct Worker {
     pub(crate) stream: Stream,
     /// The ids of the cancel requests already acted on.
     pub(crate) cancels_seen: Vec<String>,
-    /// Who asked for the cancel, when its request said (`cancel.json`'s `by`).
-    pub(crate) cancelled_by: Option<String>,
+    /// Who asked for the first cancel, and in words: the envelope's `cancelled_by` and its
+    /// error `cancelled by …`.
+    pub(crate) cancelled_by: Option<(crate::envelope::CancelOrigin, String)>,
     /// The egress proxy of a sandbox with an allow list; stopped at the end.
     pub(crate) proxy: Option<crate::sandbox::proxy::ProxyHandle>,
     /// The write end of the sandbox helper's report pipe, until the helper has it.

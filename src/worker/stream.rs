@@ -451,7 +451,12 @@ impl Worker {
                     self.reap_now();
                 }
                 Ok(Signal::SIGUSR1) => self.cancel_requested(true),
-                Ok(Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT) => {
+                Ok(sig @ (Signal::SIGTERM | Signal::SIGINT | Signal::SIGQUIT)) => {
+                    if self.cancelled_by.is_none() {
+                        let origin = crate::envelope::CancelOrigin::Signal;
+                        self.cancelled_by =
+                            Some((origin, format!("{} ({})", origin.words(), sig.as_str())));
+                    }
                     self.cancel_requested(false)
                 }
                 Ok(Signal::SIGHUP) => {

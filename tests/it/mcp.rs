@@ -530,6 +530,7 @@ async fn a_cancelled_run_call_cancels_its_run() {
     // The envelope says who cancelled it.
     let errors = env.result("long")["output"]["errors"].to_string();
     assert!(errors.contains("cancelled by the MCP client"), "{errors}");
+    assert_eq!(env.result("long")["cancelled_by"], "mcp_client");
     assert!(
         t0.elapsed() < Duration::from_secs(30),
         "it ran on: {:?}",

@@ -35,6 +35,7 @@ use crate::app::{
     self, AttemptStatus, CancelOutcome, OnInterrupt, Plan, RealSystem, RunOptions, RunOutcome,
     RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
 };
+use crate::envelope::CancelOrigin;
 use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
 

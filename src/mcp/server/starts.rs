@@ -6,8 +6,8 @@ use super::*;
 /// How often a long call reports progress while nothing else happens.
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
-/// Who a `run` or `retry` call's cancel is recorded as coming from.
-const CANCELLED_BY: &str = "the MCP client (its tool call was cancelled)";
+/// Who a `run`, `retry` or `fanout` call's cancel is recorded as coming from.
+const CANCELLED_BY: CancelOrigin = CancelOrigin::McpClient;
 
 impl Server {
     pub(super) async fn run(&self, mut args: Value, call: &Call) -> Answer {
@@ -272,7 +272,7 @@ impl Server {
             let mut failed = None;
             let mut on_interrupt = |_n: u32| {
                 // The client gave up on the call: the group stops, as `cancel` of its id does.
-                if let Err(e) = app::cancel_by(&found, None, Some(CANCELLED_BY)) {
+                if let Err(e) = app::cancel_by(&found, None, CANCELLED_BY) {
                     failed = Some(e);
                 }
                 std::ops::ControlFlow::Break(())

@@ -7,7 +7,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 
 use super::{Action, Event, Exit};
-use crate::envelope::{CancelRequest, KillReason};
+use crate::envelope::{CancelOrigin, CancelRequest, KillReason};
 use crate::procs;
 use crate::store;
 use crate::worker::pane::Style;
@@ -97,7 +97,9 @@ impl Worker {
         }
         self.cancels_seen.push(r.key().to_owned());
         if self.cancelled_by.is_none() {
-            self.cancelled_by.clone_from(&r.by);
+            let origin = r.origin.unwrap_or(CancelOrigin::Cancel);
+            let words = r.by.clone().unwrap_or_else(|| origin.words().to_owned());
+            self.cancelled_by = Some((origin, words));
         }
         Some(r.grace_ms)
     }
