@@ -253,22 +253,56 @@ async fn run_waits_and_returns_the_envelope_with_progress() {
     let t = text(&r);
     assert!(t.starts_with("run c1 (attempt 1) completed: exit 0"), "{t}");
     assert!(t.contains("sub-42"), "{t}");
-    let mut v = doc(&r);
-    // The structured content is result.json, with its one-line summary first and the end
-    // of the output (what a client's model reads) as `tails`.
-    let summary = v
-        .as_object_mut()
-        .unwrap()
-        .remove("summary")
-        .expect("summary");
+    // The structured content leads with the one-line summary, and holds what a model reads
+    // of the envelope: the end of the output as `tails`, none of its bulky parts, in 4 KiB.
+    let v = doc(&r);
+    let o = v.as_object().unwrap();
+    assert_eq!(o.keys().next().map(String::as_str), Some("summary"), "{v}");
     assert_eq!(
-        summary.as_str(),
+        v["summary"].as_str(),
         t.lines().next(),
         "the text leads with the summary"
     );
+    assert!(
+        o.get("next").is_none(),
+        "a finished run has nothing next: {v}"
+    );
+    for bulky in ["artifacts", "filter", "tmux"] {
+        assert!(o.get(bulky).is_none(), "`{bulky}` in a brief answer: {v}");
+    }
+    assert_eq!(v["sandbox"], json!({"enabled": false}), "{v}");
+    assert_eq!(v["tails"], json!({"stdout": "sub-42\n", "stderr": null}));
+    assert_eq!(v["labels"], json!({"team": "core"}));
+    let whole = env.result("c1");
+    for k in [
+        "run_id",
+        "attempt",
+        "status",
+        "exit_code",
+        "duration_ms",
+        "output",
+    ] {
+        assert_eq!(v[k], whole[k], "{k}");
+    }
+    let result_path = env.attempt_dir("c1", 1).join("result.json");
+    assert_eq!(v["result_path"].as_str(), result_path.to_str());
+    let n = serde_json::to_string(&v).unwrap().len();
+    assert!(
+        n <= 4096,
+        "a finished run's structured content is {n} bytes: {v}"
+    );
+    // With `detail`, the whole envelope: result.json, with the summary and the tails.
+    let r = c
+        .call("status", json!({"run_id": "c1", "detail": true}))
+        .await;
+    let mut v = doc(&r);
+    let o = v.as_object_mut().unwrap();
+    assert!(o.remove("summary").is_some());
+    assert_eq!(
+        o.remove("tails"),
+        Some(json!({"stdout": "sub-42\n", "stderr": null}))
+    );
     assert_valid_envelope(&v);
-    let tails = v.as_object_mut().unwrap().remove("tails").expect("tails");
-    assert_eq!(tails, json!({"stdout": "sub-42\n", "stderr": null}));
     assert_eq!(v, env.result("c1"));
     let msgs = c.client.messages();
     assert!(
@@ -607,10 +641,13 @@ async fn fanout_runs_every_task_within_the_limit() {
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     let v = doc(&r);
-    assert_eq!(v["summary"]["total"], 6, "{v}");
-    assert_eq!(v["summary"]["completed"], 5, "{v}");
-    assert_eq!(v["summary"]["failed"], 1, "{v}");
-    assert_eq!(v["summary"]["concurrency"], 2);
+    assert_eq!(v["status"], "ended", "{v}");
+    assert!(v.get("next").is_none(), "{v}");
+    assert_eq!(v["counts"]["total"], 6, "{v}");
+    assert_eq!(v["counts"]["completed"], 5, "{v}");
+    assert_eq!(v["counts"]["failed"], 1, "{v}");
+    assert_eq!(v["counts"]["concurrency"], 2);
+    assert_eq!(v["counts"]["exit_code"], 1);
     assert_eq!(v["tasks"][3]["run_id"], "t3");
     assert_eq!(v["tasks"][3]["status"], "failed");
     let group = v["group"].as_str().unwrap().to_owned();
@@ -882,7 +919,10 @@ async fn a_run_whose_pane_cannot_start_answers_with_its_spawn_envelope() {
     })
     .await;
     let r = c
-        .call("run", json!({"argv": ["true"], "run_id": "nopane"}))
+        .call(
+            "run",
+            json!({"argv": ["true"], "run_id": "nopane", "detail": true}),
+        )
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     assert!(
@@ -1035,15 +1075,22 @@ async fn run_answers_within_max_wait_and_the_run_goes_on() {
         text(&r)
     );
     assert!(text(&r).contains("`wait`"), "{}", text(&r));
-    // `wait` too answers within its max_wait, the run still going.
+    // What to call next, as a call a client can make as it is.
+    let next = json!({"tool": "wait", "arguments": {"run_ids": ["slow"]}});
+    assert_eq!(doc(&r)["next"], next, "{}", doc(&r));
+    let keys: Vec<String> = doc(&r).as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys[..2], ["summary", "next"], "{keys:?}");
+    // `wait` too answers within its max_wait, the run still going, and says the same next.
     let r = c
         .call("wait", json!({"run_ids": ["slow"], "max_wait": "500ms"}))
         .await;
     assert_eq!(doc(&r)["max_wait_passed"], true, "{}", doc(&r));
     assert_eq!(doc(&r)["runs"][0]["status"], "running", "{}", doc(&r));
+    assert_eq!(doc(&r)["next"], next, "{}", doc(&r));
     std::fs::write(&flag, "").unwrap();
     let r = c.call("wait", json!({"run_ids": ["slow"]})).await;
     assert_eq!(doc(&r)["runs"][0]["status"], "completed", "{}", doc(&r));
+    assert!(doc(&r).get("next").is_none(), "{}", doc(&r));
     c.close().await;
     env.assert_no_leftovers();
 }

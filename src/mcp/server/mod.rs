@@ -27,8 +27,8 @@ use super::answer::{self, MAX_DOC};
 use super::call::{Call, Cancels, Reporter, blocking};
 use super::reply::{self, bounded, finished, live, prepend, result, to_value};
 use super::tools::{
-    self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs,
-    WaitArgs, Waiting,
+    self, CancelArgs, Detail, FanoutArgs, ListArgs, LogsArgs, Mode, Paging, RetryArgs, StatusArgs,
+    TaskArgs, WaitArgs, Waiting,
 };
 use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
 use crate::app::{
@@ -94,6 +94,23 @@ impl Server {
             None => self.max_wait,
         })
     }
+}
+
+/// Takes the arguments of `T` (those its schema names) out of `args` and parses them: the
+/// arguments a tool takes besides its own type's (`wait`, `max_wait`, `detail`, `offset`).
+fn split<T: DeserializeOwned + schemars::JsonSchema>(
+    tool: &'static str,
+    args: &mut Value,
+) -> Result<T, ToolError> {
+    let mut taken = serde_json::Map::new();
+    if let Some(o) = args.as_object_mut() {
+        for k in tools::names_of::<T>() {
+            if let Some(v) = o.remove(&k) {
+                taken.insert(k, v);
+            }
+        }
+    }
+    parse(tool, Value::Object(taken))
 }
 
 /// The arguments of `tool` as `T`, or the error a model can act on (naming the argument).
