@@ -551,4 +551,54 @@ mod tests {
         assert!(t.contains("output (end of stdout):\nsub-42\n"), "{t}");
         let _ = FailureKind::Exit;
     }
+
+    #[test]
+    fn a_brief_envelope_leads_with_its_summary_and_fits_in_4_kib() {
+        let mut env = envelope();
+        env.labels = (0..40)
+            .map(|i| (format!("k{i}"), "v".repeat(300)))
+            .collect();
+        let mut v = lead("the line", None, brief_doc(&env, Path::new("/d")));
+        for k in BULKY {
+            assert!(v.get(*k).is_none(), "{k}");
+        }
+        assert_eq!(v["sandbox"], json!({"enabled": false}));
+        assert_eq!(v["result_path"], "/d/result.json");
+        v["tails"] = json!({"stdout": null, "stderr": format!("{}THE END", "s".repeat(5000))});
+        assert!(squeeze(&mut v, MAX_BRIEF));
+        let n = serde_json::to_string(&v).unwrap().len();
+        assert!(n <= MAX_BRIEF, "{n}");
+        assert_eq!(v.as_object().unwrap().keys().next().unwrap(), "summary");
+        assert_eq!(v["summary"], "the line");
+        // The end of an output keeps its end; other texts their start.
+        let tail = v["tails"]["stderr"].as_str().unwrap();
+        assert!(tail.starts_with('…') && tail.ends_with("THE END"), "{tail}");
+        assert!(
+            v["output"]["final_text"]
+                .as_str()
+                .unwrap()
+                .starts_with("éé")
+        );
+        assert_eq!(v["status"], "failed");
+    }
+
+    #[test]
+    fn next_is_a_wait_call_as_it_is() {
+        assert_eq!(
+            next_wait(&["a", "b"], None),
+            json!({"tool": "wait", "arguments": {"run_ids": ["a", "b"]}})
+        );
+        assert_eq!(
+            next_wait(&[], Some("g")),
+            json!({"tool": "wait", "arguments": {"group": "g"}})
+        );
+        let v = lead(
+            "s",
+            Some(next_wait(&["a"], None)),
+            json!({"z": 1, "summary": "old"}),
+        );
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["summary", "next", "z"]);
+        assert_eq!(v["summary"], "s");
+    }
 }

@@ -1239,3 +1239,126 @@ fn bad_lines_get_json_rpc_errors_and_closing_stdin_ends_the_server_at_once() {
     assert_eq!(r.code, 0, "{r:?}");
     env.assert_no_leftovers();
 }
+
+/// `list` pages: 80 runs in pages of 30, by `offset` and `next_offset`, each run once,
+/// newest first across the pages; past the end, an empty last page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_through_eighty_runs() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let tasks: Vec<Value> = (0..80)
+        .map(|i| json!({"argv": ["true"], "run_id": format!("p{i:02}"), "labels": {"page": "yes"}}))
+        .collect();
+    let r = c
+        .call("fanout", json!({"tasks": tasks, "concurrency": 16}))
+        .await;
+    assert_eq!(doc(&r)["status"], "ended", "{}", doc(&r));
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    let mut pages = 0;
+    loop {
+        let r = c
+            .call(
+                "list",
+                json!({"labels": {"page": "yes"}, "limit": 30, "offset": offset}),
+            )
+            .await;
+        let v = doc(&r);
+        assert_eq!(v["total"], 80, "{v}");
+        assert_eq!(v["offset"], offset, "{v}");
+        let runs = v["runs"].as_array().unwrap();
+        seen.extend(
+            runs.iter()
+                .map(|r| r["run_id"].as_str().unwrap().to_owned()),
+        );
+        pages += 1;
+        assert!(
+            v["summary"].as_str().unwrap().starts_with("80 runs match"),
+            "{v}"
+        );
+        if v["more"] == false {
+            assert_eq!(v["next_offset"], Value::Null, "{v}");
+            break;
+        }
+        assert_eq!(runs.len(), 30, "{v}");
+        assert!(
+            text(&r).contains("call `list` again with offset"),
+            "{}",
+            text(&r)
+        );
+        offset = v["next_offset"].as_u64().unwrap() as usize;
+        assert!(pages < 10, "no end to the pages");
+    }
+    assert_eq!(pages, 3);
+    let mut all = seen.clone();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 80, "each run once: {seen:?}");
+    // Past the end: no rows, nothing more.
+    let r = c
+        .call("list", json!({"labels": {"page": "yes"}, "offset": 500}))
+        .await;
+    assert_eq!(doc(&r)["runs"], json!([]));
+    assert_eq!(doc(&r)["more"], false);
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// A fan-out still going at `max_wait` says so: status `running` with how many run and wait,
+/// no exit code or duration it does not have yet, and `next` is the `wait` for its group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_fanout_says_running_and_what_to_call_next() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let flag = env.root.path().join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", flag.display());
+    let tasks: Vec<Value> = (0..3)
+        .map(|i| json!({"argv": ["sh", "-c", script], "run_id": format!("h{i}")}))
+        .collect();
+    let r = c
+        .call(
+            "fanout",
+            json!({"tasks": tasks, "concurrency": 2, "max_wait": "1s"}),
+        )
+        .await;
+    let v = doc(&r);
+    let group = v["group"].as_str().unwrap().to_owned();
+    assert_eq!(v["status"], "running", "{v}");
+    assert_eq!(v["max_wait_passed"], true, "{v}");
+    let counts = &v["counts"];
+    assert_eq!(counts["total"], 3, "{v}");
+    assert_eq!(
+        counts["running"].as_u64().unwrap() + counts["queued"].as_u64().unwrap_or(0),
+        3,
+        "{v}"
+    );
+    assert!(counts.get("exit_code").is_none(), "{v}");
+    assert!(counts.get("duration_ms").is_none(), "{v}");
+    assert_eq!(
+        v["next"],
+        json!({"tool": "wait", "arguments": {"group": group}}),
+        "{v}"
+    );
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys[..2], ["summary", "next"], "{keys:?}");
+    let t = text(&r);
+    assert!(
+        t.starts_with(&format!("group {group} running: 3 tasks")),
+        "{t}"
+    );
+    assert!(!t.contains(" in 0.0s") && !t.contains("exit 3"), "{t}");
+    // `wait` for the group says the same while it runs, and the end once it has ended.
+    let r = c
+        .call("wait", json!({"group": group, "max_wait": "300ms"}))
+        .await;
+    assert_eq!(doc(&r)["group"]["status"], "running", "{}", doc(&r));
+    assert_eq!(doc(&r)["next"]["arguments"]["group"], group.as_str());
+    std::fs::write(&flag, "").unwrap();
+    let r = c.call("wait", json!({"group": group})).await;
+    let v = doc(&r);
+    assert_eq!(v["group"]["status"], "ended", "{v}");
+    assert_eq!(v["group"]["counts"]["exit_code"], 0, "{v}");
+    assert!(v.get("next").is_none(), "{v}");
+    c.close().await;
+    env.assert_no_leftovers();
+}
