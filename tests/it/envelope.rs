@@ -68,6 +68,22 @@ fn envelopes_of_every_ending_match_the_schema() {
     assert_eq!(v["status"], "cancelled", "{v}");
     assert_eq!(v["cancelled_by"], "cancel", "{v}");
     assert_valid_envelope(&v);
+    // The CLI's summary line names who asked.
+    let s = env.sp(["status", &id]);
+    assert!(s.stdout.contains("cancelled by cancel"), "{s:?}");
+    // Cancelled by a signal to its worker from outside subpane.
+    let id = env
+        .sp(["run", "--detach", "--", "sleep", "30"])
+        .stdout
+        .trim()
+        .to_owned();
+    let pid = env.worker_pid(&id);
+    // SAFETY: plain kill(2) of the test's own worker.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let v = env.sp(["wait", "--json", &id]).json();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    assert_eq!(v["cancelled_by"], "signal", "{v}");
+    assert_valid_envelope(&v);
     // Lost: the worker is killed.
     let id = env
         .sp(["run", "--detach", "--", "sleep", "30"])
