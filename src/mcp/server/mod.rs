@@ -128,9 +128,10 @@ impl ServerHandler for Server {
             .with_server_info(Implementation::new("subpane", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "subpane runs subagents (pi, claude, codex) or any program as supervised, \
-                 recorded runs. `run` answers with the outcome, or after max_wait (below 60 s) \
-                 with the run still going: then call `wait` with its run_id, as often as \
-                 needed. For parallel work use `fanout` (its group goes on without you) or \
+                 recorded runs. Every answer's structured content starts with `summary`, the \
+                 line to read first. `run` answers with the outcome, or after max_wait (below \
+                 60 s) with the run still going: then make the call its `next` names (`wait` \
+                 with its run_id), as often as needed. For parallel work use `fanout` (its group goes on without you) or \
                  runs with wait: false, then `wait`. Every run is recorded under the subpane \
                  home; `status`, `logs` and `list` read it; `retry` starts the next attempt.",
             )
