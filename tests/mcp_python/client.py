@@ -105,6 +105,14 @@ async def schemas(s):
     for tool, field in (("status", "attempt"), ("wait", "attempt"), ("logs", "max_bytes"),
                         ("list", "limit"), ("fanout", "concurrency"), ("cancel", "attempt")):
         assert minimum(tool, field) == 1, (tool, field, minimum(tool, field))
+    def props(tool):
+        t = by[tool]
+        schema = t.input_schema if hasattr(t, "input_schema") else t.inputSchema
+        return schema["properties"]
+
+    for tool in ("run", "status", "wait", "cancel", "retry"):
+        assert props(tool)["detail"]["type"] == "boolean", tool
+    assert props("list")["offset"]["type"] == "integer"
     print("schemas: ok")
 
 

@@ -395,6 +395,40 @@ mod tests {
         assert_eq!(l["properties"]["limit"]["maximum"], LIST_MAX);
     }
 
+    /// The tools that answer with envelopes take `detail`; `list` takes `offset`; and the
+    /// output schemas have every answer lead with `summary`.
+    #[test]
+    fn detail_offset_and_summary_are_where_they_belong() {
+        let tools = all();
+        let t = |name: &str| tools.iter().find(|t| t.name == name).unwrap().clone();
+        for name in [RUN, STATUS, WAIT, CANCEL, RETRY] {
+            let p = &t(name).input_schema["properties"];
+            assert_eq!(p["detail"]["type"], "boolean", "{name}");
+            assert_eq!(p["detail"]["default"], false, "{name}");
+        }
+        for name in [LOGS, LIST, FANOUT] {
+            assert!(
+                t(name).input_schema["properties"].get("detail").is_none(),
+                "{name}"
+            );
+        }
+        let offset = &t(LIST).input_schema["properties"]["offset"];
+        assert_eq!(
+            (offset["type"].as_str(), &offset["default"]),
+            (Some("integer"), &0.into())
+        );
+        for tool in &tools {
+            let out = tool.output_schema.as_ref().unwrap();
+            let required = out["required"].as_array().unwrap();
+            assert_eq!(required[0], "summary", "{}", tool.name);
+        }
+        assert_eq!(
+            names_of::<Waiting>(),
+            ["wait", "max_wait"],
+            "what `run` takes out of its arguments"
+        );
+    }
+
     #[test]
     fn fanout_tasks_take_the_task_arguments() {
         let s = schema::of::<FanoutArgs>();
