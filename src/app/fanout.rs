@@ -40,8 +40,8 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use super::wait_loop::{Driver, Interrupter, Seen, WaitLoop, done_when};
-use super::{Error, Found, Plan, Started, cancel, start_many};
-use crate::envelope::{Envelope, FanoutReport, FanoutTask, TaskStatus};
+use super::{Error, Found, Plan, Started, cancel_by, start_many};
+use crate::envelope::{CancelOrigin, Envelope, FanoutReport, FanoutTask, TaskStatus};
 use crate::spec::RunRecord;
 use crate::store::Home;
 use crate::supervisor::Token;
@@ -349,7 +349,7 @@ impl State<'_> {
                 self.stop(StopReason::Interrupted, on_event);
             }
             self.emit(&Event::Stopping(StopReason::KillNow), on_event);
-            self.cancel_running(Some(0), on_event);
+            self.cancel_running(Some(0), CancelOrigin::Fanout, on_event);
         }
     }
 
@@ -361,11 +361,11 @@ impl State<'_> {
         let cancel = match why {
             StopReason::Failed {
                 cancel_siblings, ..
-            } => cancel_siblings,
-            StopReason::Interrupted | StopReason::KillNow => true,
+            } => cancel_siblings.then_some(CancelOrigin::Sibling),
+            StopReason::Interrupted | StopReason::KillNow => Some(CancelOrigin::Fanout),
         };
-        if cancel {
-            self.cancel_running(None, on_event);
+        if let Some(origin) = cancel {
+            self.cancel_running(None, origin, on_event);
         }
     }
 
@@ -386,10 +386,12 @@ impl State<'_> {
         }
     }
 
-    /// Asks every running task to stop (`grace_ms`: `None` for the run's own grace).
+    /// Asks every running task to stop (`grace_ms`: `None` for the run's own grace), as
+    /// asked by `origin`.
     fn cancel_running(
         &mut self,
         grace_ms: Option<u64>,
+        origin: CancelOrigin,
         on_event: &mut dyn FnMut(&Event<'_>, &Progress),
     ) {
         let mut warnings = Vec::new();
@@ -402,7 +404,7 @@ impl State<'_> {
                 paths: started.paths.clone(),
                 spec: started.spec.clone(),
             };
-            if let Err(e) = cancel(&found, grace_ms) {
+            if let Err(e) = cancel_by(&found, grace_ms, origin) {
                 warnings.push(format!("cannot cancel {}: {e}", started.spec.run_id));
             }
         }

@@ -29,7 +29,7 @@ use super::{
     CancelOutcome, Error, Found, Plan, Started, WaitMode, WaitOptions, WaitProgress, cancel_by,
     start, wait_with,
 };
-use crate::envelope::Envelope;
+use crate::envelope::{CancelOrigin, Envelope};
 use crate::store::Home;
 
 /// What an interrupt of the wait does.
@@ -55,8 +55,9 @@ pub struct RunOptions<'a> {
     pub on_progress: Option<&'a mut dyn FnMut(&WaitProgress<'_>)>,
     /// Stop waiting after this long ([`RunOutcome::StillRunning`]); the attempt goes on.
     pub max_wait: Option<Duration>,
-    /// Who an interrupt's cancel is recorded as coming from (the envelope says it).
-    pub cancel_by: Option<&'a str>,
+    /// Who an interrupt's cancel is recorded as coming from (the envelope's `cancelled_by`;
+    /// `None`: an interrupt, the user's Ctrl-C).
+    pub cancel_by: Option<CancelOrigin>,
 }
 
 /// How [`run`] ended.
@@ -147,6 +148,10 @@ pub fn cancel_on_interrupt(found: &Found, n: u32) -> Result<CancelOutcome, Error
     cancel(found, (n > 1).then_some(0), None)
 }
 
-fn cancel(found: &Found, grace_ms: Option<u64>, by: Option<&str>) -> Result<CancelOutcome, Error> {
-    cancel_by(found, grace_ms, by)
+fn cancel(
+    found: &Found,
+    grace_ms: Option<u64>,
+    by: Option<CancelOrigin>,
+) -> Result<CancelOutcome, Error> {
+    cancel_by(found, grace_ms, by.unwrap_or(CancelOrigin::Interrupt))
 }

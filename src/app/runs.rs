@@ -8,8 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use super::{Error, worktree};
 use crate::envelope::{
-    CancelRequested, DamagedRun, Envelope, GcReport, LiveStatus, RunRow, RunState, STATUS_SCHEMA,
-    StatusDoc, TmuxInfo,
+    CancelOrigin, CancelRequested, DamagedRun, Envelope, GcReport, LiveStatus, RunRow, RunState,
+    STATUS_SCHEMA, StatusDoc, TmuxInfo,
 };
 use crate::spec::{AttemptSpec, RunId, RunRecord};
 use crate::store::{self, AttemptPaths, Home};
@@ -160,14 +160,14 @@ pub enum CancelOutcome {
 /// Asks an attempt to stop: SIGTERM to its process group, SIGKILL after `grace_ms` (default:
 /// the run's own grace).
 pub fn cancel(found: &Found, grace_ms: Option<u64>) -> Result<CancelOutcome, Error> {
-    cancel_by(found, grace_ms, None)
+    cancel_by(found, grace_ms, CancelOrigin::Cancel)
 }
 
-/// [`cancel`], recording who asked (`by`, e.g. "the MCP client"): the envelope says it.
+/// [`cancel`], recording who asked (`origin`): the envelope's `cancelled_by` says it.
 pub fn cancel_by(
     found: &Found,
     grace_ms: Option<u64>,
-    by: Option<&str>,
+    origin: CancelOrigin,
 ) -> Result<CancelOutcome, Error> {
     if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
         return Ok(CancelOutcome::AlreadyFinished(env));
@@ -178,7 +178,7 @@ pub fn cancel_by(
         Socket::from_path(&found.spec.tmux.socket),
         "/dev/null".into(),
     );
-    supervisor::request_cancel(&found.paths, grace_ms, by, || {
+    supervisor::request_cancel(&found.paths, grace_ms, origin, || {
         tmux.pane_of(&found.spec.tmux.session)
             .ok()
             .map(|p| p.pane_pid)

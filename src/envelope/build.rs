@@ -69,6 +69,7 @@ pub fn build(
         parent_run: spec.lineage.as_ref().map(|l| l.parent_run.clone()),
         depth: spec.lineage.as_ref().map(|l| l.depth),
         resumed_from: spec.resumed_from,
+        cancelled_by: facts.cancelled_by,
         worktree: facts.worktree.clone(),
         git: facts.git.clone(),
     }

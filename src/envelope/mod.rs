@@ -106,6 +106,63 @@ impl FailureKind {
     }
 }
 
+/// What stopped an attempt before its program ended by itself: the envelope's
+/// `cancelled_by`, present on a cancelled attempt and on one stopped by its timeout.
+///
+/// ```json
+/// "mcp_client"
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelOrigin {
+    /// An interrupt (Ctrl-C) of the command that waited for the run.
+    Interrupt,
+    /// A cancel of the run: `subpane cancel`, or the MCP `cancel` tool.
+    Cancel,
+    /// The MCP client cancelled the tool call that waited for the run.
+    McpClient,
+    /// Its `timeout` or `idle_timeout` passed.
+    Timeout,
+    /// A task of its fan-out failed, and the fan-out cancels the others (`cancel_siblings`).
+    Sibling,
+    /// Its fan-out group was stopped (an interrupt of the fan-out, or a cancel of its group).
+    Fanout,
+    /// The attempt of its parent run ended (a nested run ends with its parent).
+    Parent,
+    /// A signal to its worker (SIGTERM, SIGINT or SIGQUIT) from outside subpane.
+    Signal,
+}
+
+impl CancelOrigin {
+    /// The name used in the envelope (`"mcp_client"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelOrigin::Interrupt => "interrupt",
+            CancelOrigin::Cancel => "cancel",
+            CancelOrigin::McpClient => "mcp_client",
+            CancelOrigin::Timeout => "timeout",
+            CancelOrigin::Sibling => "sibling",
+            CancelOrigin::Fanout => "fanout",
+            CancelOrigin::Parent => "parent",
+            CancelOrigin::Signal => "signal",
+        }
+    }
+
+    /// Who asked, for people: the envelope's error `cancelled by …` says it.
+    pub fn words(self) -> &'static str {
+        match self {
+            CancelOrigin::Interrupt => "an interrupt (Ctrl-C) of the command that waited for it",
+            CancelOrigin::Cancel => "a cancel of the run",
+            CancelOrigin::McpClient => "the MCP client (its tool call was cancelled)",
+            CancelOrigin::Timeout => "its timeout",
+            CancelOrigin::Sibling => "its fan-out, after another task failed",
+            CancelOrigin::Fanout => "the stop of its fan-out group",
+            CancelOrigin::Parent => "the end of its parent attempt",
+            CancelOrigin::Signal => "a signal to its worker",
+        }
+    }
+}
+
 /// Token counts, summed over the attempt.
 ///
 /// ```json
@@ -373,6 +430,9 @@ pub struct Envelope {
     /// The attempt whose agent session this one continued (`retry --resume`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resumed_from: Option<u32>,
+    /// What stopped the attempt before its program ended by itself (absent when nothing did).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<CancelOrigin>,
     /// The git worktree of the attempt (`--worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<WorktreeInfo>,
@@ -414,9 +474,9 @@ impl Envelope {
     }
 
     /// The outcome in a few words, for people: `completed (exit 0)`, `failed (exit 7)`,
-    /// `failed: timeout (killed by SIGTERM)`, `cancelled (killed by SIGTERM)`, `failed: spawn`.
-    /// The failure kind is named unless the status already says it (`cancelled`) or the
-    /// exit does (`exit`).
+    /// `failed: timeout (killed by SIGTERM)`, `cancelled by interrupt (killed by SIGTERM)`,
+    /// `failed: spawn`. The failure kind is named unless the status already says it
+    /// (`cancelled`, with who asked) or the exit does (`exit`).
     pub fn outcome_words(&self) -> String {
         let how = match (self.exit_code, &self.signal) {
             (None, None) => String::new(),
@@ -426,7 +486,13 @@ impl Envelope {
             Some(k) if !matches!(k, FailureKind::Exit | FailureKind::Cancelled) => {
                 format!("{}: {}{how}", self.status.as_str(), k.as_str())
             }
-            _ => format!("{}{how}", self.status.as_str()),
+            _ => match self
+                .cancelled_by
+                .filter(|_| self.status == Status::Cancelled)
+            {
+                Some(by) => format!("{} by {}{how}", self.status.as_str(), by.as_str()),
+                None => format!("{}{how}", self.status.as_str()),
+            },
         }
     }
 }
@@ -526,6 +592,43 @@ mod tests {
             "failed: idle_timeout (killed by SIGKILL)"
         );
         assert_eq!(env(S::Failed, Some(K::Spawn), None, None), "failed: spawn");
+    }
+
+    #[test]
+    fn a_cancel_says_who_asked() {
+        let mut e: Envelope = serde_json::from_value(serde_json::json!({
+            "schema": RESULT_SCHEMA, "run_id": "r", "attempt": 1, "agent": "command",
+            "argv": [], "cwd": "/", "labels": {}, "correlation_id": null,
+            "status": "cancelled", "failure_kind": "cancelled", "exit_code": null,
+            "signal": "SIGTERM", "signals_sent": [], "started_at": null, "finished_at": null,
+            "duration_ms": null, "terminal_event": null, "lingered": false,
+            "output": Output::default(), "filter": FilterCounts::default(),
+            "cleanup": Cleanup::default(), "tmux": TmuxInfo::default(),
+            "sandbox": SandboxInfo::default(), "artifacts": [], "cancelled_by": "mcp_client"
+        }))
+        .unwrap();
+        assert_eq!(e.cancelled_by, Some(CancelOrigin::McpClient));
+        assert_eq!(
+            e.outcome_words(),
+            "cancelled by mcp_client (killed by SIGTERM)"
+        );
+        // A timeout is said by the failure kind already.
+        e.status = Status::Failed;
+        e.failure_kind = Some(FailureKind::Timeout);
+        e.cancelled_by = Some(CancelOrigin::Timeout);
+        assert_eq!(e.outcome_words(), "failed: timeout (killed by SIGTERM)");
+        for o in [
+            CancelOrigin::Interrupt,
+            CancelOrigin::Cancel,
+            CancelOrigin::McpClient,
+            CancelOrigin::Timeout,
+            CancelOrigin::Sibling,
+            CancelOrigin::Fanout,
+            CancelOrigin::Parent,
+            CancelOrigin::Signal,
+        ] {
+            assert_eq!(serde_json::to_value(o).unwrap(), o.as_str());
+        }
     }
 
     #[test]

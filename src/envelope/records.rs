@@ -87,6 +87,9 @@ pub struct WorkerFacts {
     /// The sandbox limit found reached when the program ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sandbox_limit_hit: Option<super::LimitKind>,
+    /// What stopped the attempt before its program ended by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancelled_by: Option<super::CancelOrigin>,
     /// What became of the attempt's git worktree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worktree: Option<super::WorktreeInfo>,
@@ -100,10 +103,11 @@ pub struct WorkerFacts {
 ///
 /// ```json
 /// {"id": "9f2c41d07a3be815", "requested_at": "2026-11-30T03:39:50.000Z", "grace_ms": 3000,
-///  "by": "the MCP client (its `run` call was cancelled)"}
+///  "origin": "mcp_client"}
 /// ```
 ///
-/// `by` says who asked, when that is worth recording: the envelope's errors say it.
+/// `origin` says who asked: the envelope's `cancelled_by`. `by`, who asked in words, is read
+/// (the envelope's errors say it) but no longer written.
 ///
 /// `id` tells one request from the next (two in the same millisecond are two); files written
 /// before it existed have none, and are told apart by `requested_at`.
@@ -113,20 +117,25 @@ pub struct CancelRequest {
     pub id: String,
     pub requested_at: String,
     pub grace_ms: u64,
+    /// Who asked: the envelope's `cancelled_by` (a request without it is a cancel of the run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<super::CancelOrigin>,
+    /// Who asked, in words, when a request says it (subpane writes `origin` instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
 }
 
 impl CancelRequest {
     /// A new request, with an id of its own.
-    pub fn new(requested_at: String, grace_ms: u64, by: Option<String>) -> Self {
+    pub fn new(requested_at: String, grace_ms: u64, origin: super::CancelOrigin) -> Self {
         let mut rnd = [0u8; 8];
         crate::spec::fill_random(&mut rnd);
         Self {
             id: rnd.iter().map(|b| format!("{b:02x}")).collect(),
             requested_at,
             grace_ms,
-            by,
+            origin: Some(origin),
+            by: None,
         }
     }
 

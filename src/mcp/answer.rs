@@ -11,7 +11,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::envelope::{Envelope, FanoutReport, RunRow, StatusDoc};
+use crate::envelope::{Envelope, FailureKind, FanoutReport, RunRow, StatusDoc};
 
 /// The most bytes of an agent's final text (or a program's output) in one answer.
 pub const MAX_TEXT: usize = 8 * 1024;
@@ -19,6 +19,13 @@ pub const MAX_TEXT: usize = 8 * 1024;
 const MAX_ARG: usize = 512;
 /// The most bytes of a structured document; a larger envelope becomes a summary.
 pub const MAX_DOC: usize = 36 * 1024;
+/// The most bytes of the structured content of one run answered without `detail`.
+pub const MAX_BRIEF: usize = 4 * 1024;
+/// The envelope's parts an answer leaves out unless asked for (`detail`): bulky, and
+/// nothing a model acts on. Of `sandbox`, only `enabled` and `limit_hit` stay.
+const BULKY: &[&str] = &["artifacts", "filter", "tmux"];
+/// The shortest a string gets when a document is squeezed.
+const MIN_CUT: usize = 64;
 /// The most bytes of one answer as a JSON-RPC message: the limit parents can rely on is
 /// 64 KiB, and the message's own framing takes a little.
 pub const MAX_ANSWER: usize = 62 * 1024;
@@ -83,13 +90,116 @@ pub fn envelope_doc(env: &Envelope, attempt_dir: &Path) -> Value {
     })
 }
 
+/// The envelope as a model reads it first: [`envelope_doc`] without its bulky parts
+/// ([`BULKY`], the sandbox's policy and what it enforced), with the path of `result.json`,
+/// which has all of it.
+pub fn brief_doc(env: &Envelope, attempt_dir: &Path) -> Value {
+    let mut v = envelope_doc(env, attempt_dir);
+    if let Some(o) = v.as_object_mut() {
+        for k in BULKY {
+            o.remove(*k);
+        }
+        if let Some(Value::Object(sb)) = o.get_mut("sandbox") {
+            sb.retain(|k, _| k == "enabled" || k == "limit_hit");
+        }
+        o.insert("result_path".into(), json!(attempt_dir.join("result.json")));
+    }
+    v
+}
+
+/// `doc` with `summary` first and `next` (when given) second, then the rest in its order.
+pub fn lead(summary: &str, next: Option<Value>, doc: Value) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("summary".into(), summary.into());
+    if let Some(n) = next {
+        out.insert("next".into(), n);
+    }
+    if let Value::Object(o) = doc {
+        for (k, v) in o {
+            if k != "summary" && k != "next" {
+                out.insert(k, v);
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// What to call next for runs that go on: `wait` with their ids (or their group).
+pub fn next_wait(run_ids: &[&str], group: Option<&str>) -> Value {
+    let arguments = match group {
+        Some(g) => json!({"group": g}),
+        None => json!({"run_ids": run_ids}),
+    };
+    json!({"tool": "wait", "arguments": arguments})
+}
+
+/// Cuts the longest strings of `doc` (never its top-level `summary` or `next`) until it is
+/// at most `budget` bytes of JSON, or no string is longer than [`MIN_CUT`]; an end of output
+/// (under `tails`) keeps its end, any other string its start. Whether anything was cut.
+pub fn squeeze(doc: &mut Value, budget: usize) -> bool {
+    let mut cut_any = false;
+    loop {
+        let size = serde_json::to_string(doc).map_or(0, |s| s.len());
+        if size <= budget {
+            return cut_any;
+        }
+        let mut longest = (String::new(), 0);
+        find_longest(doc, String::new(), &mut longest);
+        let (path, len) = longest;
+        if len <= MIN_CUT {
+            return cut_any;
+        }
+        let keep = len
+            .saturating_sub(size - budget + 8)
+            .min(len / 2)
+            .max(MIN_CUT);
+        if let Some(Value::String(s)) = doc.pointer_mut(&path) {
+            *s = if path.starts_with("/tails/") {
+                let mut from = s.len() - keep;
+                while !s.is_char_boundary(from) {
+                    from += 1;
+                }
+                format!("…{}", &s[from..])
+            } else {
+                format!("{}…", cut(s, keep).0)
+            };
+            cut_any = true;
+        } else {
+            return cut_any;
+        }
+    }
+}
+
+/// The JSON pointer and length of the longest string of `v` below `at`.
+fn find_longest(v: &Value, at: String, best: &mut (String, usize)) {
+    match v {
+        Value::String(s) if s.len() > best.1 => *best = (at, s.len()),
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                find_longest(x, format!("{at}/{i}"), best);
+            }
+        }
+        Value::Object(o) => {
+            for (k, x) in o {
+                if at.is_empty() && (k == "summary" || k == "next") {
+                    continue;
+                }
+                let k = k.replace('~', "~0").replace('/', "~1");
+                find_longest(x, format!("{at}/{k}"), best);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// One line of how an attempt ended: `run R (attempt 1) completed: exit 0 after 1.2s`.
 pub fn ended_line(env: &Envelope) -> String {
     let how = env.how_it_ended();
-    let kind = env
-        .failure_kind
-        .map(|k| format!(" ({})", k.as_str()))
-        .unwrap_or_default();
+    let kind = match (env.failure_kind, env.cancelled_by) {
+        (Some(FailureKind::Cancelled), Some(by)) => format!(" by {}", by.as_str()),
+        (Some(k), _) => format!(" ({})", k.as_str()),
+        (None, _) => String::new(),
+    };
     let after = env
         .duration_ms
         .map(|d| format!(" after {:.3}s", d as f64 / 1000.0))
@@ -199,13 +309,28 @@ pub fn live_text(doc: &StatusDoc) -> String {
     )
 }
 
-/// The text of a `list` answer: one line per run (at most [`MAX_TEXT_ROWS`]) of the `rows`
-/// the structured content holds, of `total` that match.
-pub fn rows_text(rows: &[RunRow], total: usize) -> String {
+/// The text of a `list` answer: how many match and which of them this page holds (from
+/// `offset`), then one line per run (at most [`MAX_TEXT_ROWS`]) of the `rows` the
+/// structured content holds.
+pub fn rows_text(rows: &[RunRow], total: usize, offset: usize) -> String {
     if rows.is_empty() && total == 0 {
         return "no runs match".into();
     }
-    let mut s = format!("{total} run{} match:\n", if total == 1 { "" } else { "s" });
+    let end = offset + rows.len();
+    let page = match (offset, end < total) {
+        (0, false) => String::new(),
+        _ if rows.is_empty() => format!(" (none from offset {offset})"),
+        _ => format!(" (runs {} to {end})", offset + 1),
+    };
+    let mut s = format!(
+        "{total} run{} match{page}{}\n",
+        if total == 1 { "" } else { "s" },
+        if end < total {
+            format!("; more with offset {end}")
+        } else {
+            String::new()
+        }
+    );
     let shown = rows.len().min(MAX_TEXT_ROWS);
     for r in &rows[..shown] {
         s.push_str(&format!(
@@ -220,17 +345,14 @@ pub fn rows_text(rows: &[RunRow], total: usize) -> String {
         ));
     }
     let in_doc = rows.len() - shown;
-    let not_in_doc = total - rows.len();
-    match (in_doc, not_in_doc) {
-        (0, 0) => {}
-        (n, 0) => s.push_str(&format!("… {n} more in the structured content\n")),
-        (0, m) => s.push_str(&format!(
-            "… {m} more not shown: give `status`, `group`, `labels` or a smaller `limit`\n"
-        )),
-        (n, m) => s.push_str(&format!(
-            "… {n} more in the structured content, and {m} not shown: give `status`, \
-             `group` or `labels`\n"
-        )),
+    if in_doc > 0 {
+        s.push_str(&format!("… {in_doc} more in the structured content\n"));
+    }
+    if end < total {
+        s.push_str(&format!(
+            "… {} more: call `list` again with offset {end}\n",
+            total - end
+        ));
     }
     s.trim_end().to_owned()
 }
@@ -287,19 +409,27 @@ pub fn fit(items: impl IntoIterator<Item = Value>, budget: usize) -> (Vec<Value>
 }
 
 /// The text of a fan-out report: the summary, then one line per task that did not complete.
+/// A group that goes on says `running` and how many run and wait, never a duration or an
+/// exit code it does not have yet.
 pub fn fanout_text(r: &FanoutReport) -> String {
     let m = &r.summary;
+    let going = m.running + m.queued > 0;
     let mut s = format!(
-        "group {}: {} task{}, {} completed, {} failed, {} cancelled, {} skipped in {:.1}s\n",
+        "group {}{}: {} task{}, {} completed, {} failed, {} cancelled, {} skipped",
         r.group,
+        if going { " running" } else { "" },
         m.total,
         if m.total == 1 { "" } else { "s" },
         m.completed,
         m.failed,
         m.cancelled,
         m.skipped,
-        m.duration_ms as f64 / 1000.0
     );
+    if going {
+        s.push_str(&format!(", {} running, {} queued\n", m.running, m.queued));
+    } else {
+        s.push_str(&format!(" in {:.1}s\n", m.duration_ms as f64 / 1000.0));
+    }
     let mut shown = 0;
     for t in r.tasks.iter() {
         if t.status == crate::envelope::TaskStatus::Completed {
@@ -340,7 +470,7 @@ fn how_it_failed(t: &crate::envelope::FanoutTask) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::{FailureKind, Status};
+    use crate::envelope::Status;
 
     fn envelope() -> Envelope {
         serde_json::from_value(json!({
@@ -420,5 +550,55 @@ mod tests {
         );
         assert!(t.contains("output (end of stdout):\nsub-42\n"), "{t}");
         let _ = FailureKind::Exit;
+    }
+
+    #[test]
+    fn a_brief_envelope_leads_with_its_summary_and_fits_in_4_kib() {
+        let mut env = envelope();
+        env.labels = (0..40)
+            .map(|i| (format!("k{i}"), "v".repeat(300)))
+            .collect();
+        let mut v = lead("the line", None, brief_doc(&env, Path::new("/d")));
+        for k in BULKY {
+            assert!(v.get(*k).is_none(), "{k}");
+        }
+        assert_eq!(v["sandbox"], json!({"enabled": false}));
+        assert_eq!(v["result_path"], "/d/result.json");
+        v["tails"] = json!({"stdout": null, "stderr": format!("{}THE END", "s".repeat(5000))});
+        assert!(squeeze(&mut v, MAX_BRIEF));
+        let n = serde_json::to_string(&v).unwrap().len();
+        assert!(n <= MAX_BRIEF, "{n}");
+        assert_eq!(v.as_object().unwrap().keys().next().unwrap(), "summary");
+        assert_eq!(v["summary"], "the line");
+        // The end of an output keeps its end; other texts their start.
+        let tail = v["tails"]["stderr"].as_str().unwrap();
+        assert!(tail.starts_with('…') && tail.ends_with("THE END"), "{tail}");
+        assert!(
+            v["output"]["final_text"]
+                .as_str()
+                .unwrap()
+                .starts_with("éé")
+        );
+        assert_eq!(v["status"], "failed");
+    }
+
+    #[test]
+    fn next_is_a_wait_call_as_it_is() {
+        assert_eq!(
+            next_wait(&["a", "b"], None),
+            json!({"tool": "wait", "arguments": {"run_ids": ["a", "b"]}})
+        );
+        assert_eq!(
+            next_wait(&[], Some("g")),
+            json!({"tool": "wait", "arguments": {"group": "g"}})
+        );
+        let v = lead(
+            "s",
+            Some(next_wait(&["a"], None)),
+            json!({"z": 1, "summary": "old"}),
+        );
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["summary", "next", "z"]);
+        assert_eq!(v["summary"], "s");
     }
 }

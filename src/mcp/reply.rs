@@ -23,7 +23,7 @@ use std::time::Duration;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Value, json};
 
-use super::answer::{self, MAX_ANSWER, MAX_DOC};
+use super::answer::{self, MAX_ANSWER, MAX_BRIEF, MAX_DOC};
 use crate::app::{self, AttemptStatus, EndSize, WaitAnswers};
 use crate::envelope::{Envelope, FanoutReport, StatusDoc};
 use crate::store::AttemptPaths;
@@ -47,27 +47,25 @@ pub(super) fn text_of(r: &CallToolResult) -> String {
         .collect()
 }
 
-pub(super) fn append(r: &mut CallToolResult, s: &str) {
-    if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
-        r.content[0] = ContentBlock::text(format!("{}{s}", t.text));
-    }
-}
-
 pub(super) fn prepend(r: &mut CallToolResult, s: &str) {
     if let Some(t) = r.content.first().and_then(|c| c.as_text()) {
         r.content[0] = ContentBlock::text(format!("{s}{}", t.text));
     }
 }
 
-/// The one-line summary, the bounded envelope and the ends of the output of a finished
-/// attempt (what `run`, `status` and a one-run `wait` answer with).
-fn finished_parts(env: &Envelope, paths: &AttemptPaths) -> (String, Value, String) {
+/// The one-line summary, the envelope and the ends of the output of a finished attempt
+/// (what `run`, `status` and a one-run `wait` answer with): without `detail`, its brief
+/// form in at most [`MAX_BRIEF`] bytes.
+fn finished_parts(env: &Envelope, paths: &AttemptPaths, detail: bool) -> (String, Value, String) {
     let ends = app::ends(env, paths, EndSize::ANSWER);
     let (stdout, stderr) = (ends.stdout.map(|e| e.text), ends.stderr.map(|e| e.text));
     let summary = answer::summary(env, stderr.as_deref());
-    let mut doc = answer::envelope_doc(env, paths.dir());
+    let mut doc = if detail {
+        answer::envelope_doc(env, paths.dir())
+    } else {
+        answer::brief_doc(env, paths.dir())
+    };
     if let Some(o) = doc.as_object_mut() {
-        o.insert("summary".into(), summary.clone().into());
         if stdout.is_some() || stderr.is_some() {
             o.insert(
                 "tails".into(),
@@ -75,26 +73,34 @@ fn finished_parts(env: &Envelope, paths: &AttemptPaths) -> (String, Value, Strin
             );
         }
     }
+    let mut doc = answer::lead(&summary, None, doc);
+    if !detail && answer::squeeze(&mut doc, MAX_BRIEF) {
+        if let Some(o) = doc.as_object_mut() {
+            o.insert("truncated".into(), true.into());
+        }
+    }
     let text = finished_text(&summary, env, paths, stdout, stderr);
     (summary, doc, text)
 }
 
-/// The answer for a finished attempt: its one-line summary first, its bounded envelope
-/// (with the ends of a program's output as `tails`, [`app::ends`] for an answer's room) and
-/// its text.
-pub(super) fn finished(env: &Envelope, paths: &AttemptPaths) -> CallToolResult {
-    let (_, doc, text) = finished_parts(env, paths);
+/// The answer for a finished attempt: its one-line summary first, its envelope (brief
+/// unless `detail`, with the ends of a program's output as `tails`, [`app::ends`] for an
+/// answer's room) and its text.
+pub(super) fn finished(env: &Envelope, paths: &AttemptPaths, detail: bool) -> CallToolResult {
+    let (_, doc, text) = finished_parts(env, paths, detail);
     result(text, doc)
 }
 
-/// The answer for an attempt that has not finished.
-pub(super) fn live(doc: &StatusDoc) -> CallToolResult {
+/// The answer for an attempt that has not finished: what to call next is `wait`. Without
+/// `detail`, its tmux facts are left out.
+pub(super) fn live(doc: &StatusDoc, detail: bool) -> CallToolResult {
     let summary = answer::live_text(doc);
     let mut v = to_value(doc);
-    if let Some(o) = v.as_object_mut() {
-        o.insert("summary".into(), summary.clone().into());
+    if let (false, Some(o)) = (detail, v.as_object_mut()) {
+        o.remove("tmux");
     }
-    result(summary, v)
+    let next = answer::next_wait(&[doc.run_id.as_str()], None);
+    result(summary.clone(), answer::lead(&summary, Some(next), v))
 }
 
 /// A finished attempt's text, with the tails.
@@ -122,13 +128,15 @@ fn run_entry(status: &AttemptStatus, paths: &AttemptPaths) -> (String, Value) {
         AttemptStatus::Finished(env) => {
             let ends = app::ends(env, paths, EndSize::ANSWER);
             let summary = answer::summary(env, ends.stderr.as_ref().map(|e| e.text.as_str()));
-            let doc = json!({
+            let mut doc = json!({
                 "summary": summary, "schema": env.schema, "run_id": env.run_id,
                 "attempt": env.attempt, "status": env.status, "failure_kind": env.failure_kind,
                 "exit_code": env.exit_code, "duration_ms": env.duration_ms,
-                "finished_at": env.finished_at,
-                "result_path": paths.result(),
+                "finished_at": env.finished_at, "result_path": paths.result(),
             });
+            if let (Some(by), Some(o)) = (env.cancelled_by, doc.as_object_mut()) {
+                o.insert("cancelled_by".into(), to_value(&by));
+            }
             (summary, doc)
         }
         AttemptStatus::Live(doc) => {
@@ -144,22 +152,32 @@ fn run_entry(status: &AttemptStatus, paths: &AttemptPaths) -> (String, Value) {
 }
 
 /// The answer of `wait`: the counts first, then one line per run in the order they ended
-/// (those still going last), as many as one answer holds. One run is answered whole, as
-/// `status` would.
+/// (those still going last), as many as one answer holds; `next` when runs go on. One run
+/// is answered whole, as `status` would (brief unless `detail`).
 pub(super) fn wait_answer(
     a: &WaitAnswers,
     group: Option<&FanoutReport>,
     max_wait_passed: bool,
     max_wait: Duration,
+    detail: bool,
 ) -> CallToolResult {
+    // The ended states first, in one order whatever the runs'.
     let mut counts = serde_json::Map::new();
-    for r in &a.runs {
-        let s = match &r.status {
-            AttemptStatus::Finished(e) => e.status.as_str(),
-            AttemptStatus::Live(d) => d.status.as_str(),
-        };
-        let n = counts.get(s).and_then(Value::as_u64).unwrap_or(0);
-        counts.insert(s.into(), (n + 1).into());
+    for state in ["completed", "failed", "cancelled", "starting", "running"] {
+        let n = a
+            .runs
+            .iter()
+            .filter(|r| {
+                state
+                    == match &r.status {
+                        AttemptStatus::Finished(e) => e.status.as_str(),
+                        AttemptStatus::Live(d) => d.status.as_str(),
+                    }
+            })
+            .count();
+        if n > 0 {
+            counts.insert(state.into(), n.into());
+        }
     }
     let counts_line = format!(
         "{} run{}: {}",
@@ -171,8 +189,9 @@ pub(super) fn wait_answer(
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let mut text = counts_line;
+    let mut text = counts_line.clone();
     text.push('\n');
+    let mut summary = counts_line;
     let mut docs = Vec::new();
     let one = a.runs.len() == 1;
     let mut used = 0;
@@ -181,7 +200,7 @@ pub(super) fn wait_answer(
         let r = &a.runs[i];
         let (line, doc) = match (&r.status, one) {
             (AttemptStatus::Finished(env), true) => {
-                let (_, doc, full) = finished_parts(env, &r.paths);
+                let (_, doc, full) = finished_parts(env, &r.paths, detail);
                 (full, doc)
             }
             _ => run_entry(&r.status, &r.paths),
@@ -194,6 +213,10 @@ pub(super) fn wait_answer(
         used += n;
         text.push_str(&line);
         text.push('\n');
+        if let Some(s) = doc["summary"].as_str() {
+            summary.push('\n');
+            summary.push_str(s);
+        }
         docs.push(doc);
     }
     if left_out > 0 {
@@ -233,23 +256,69 @@ pub(super) fn wait_answer(
                     .unwrap_or_default()
             ));
         }
-        json!({"group": g.group, "summary": g.summary, "unstarted": unstarted})
+        json!({"group": g.group, "status": group_state(g), "counts": group_counts(g),
+               "unstarted": unstarted})
     });
     let first = a.first_finished.map(|i| a.runs[i].spec.run_id.as_str());
+    let going: Vec<&str> = a
+        .runs
+        .iter()
+        .filter(|r| matches!(r.status, AttemptStatus::Live(_)))
+        .map(|r| r.spec.run_id.as_str())
+        .collect();
+    let group_going = group.is_some_and(|g| g.summary.running + g.summary.queued > 0);
+    let next = (!going.is_empty() || group_going)
+        .then(|| answer::next_wait(&going, group.map(|g| g.group.as_str())));
     let doc = json!({"counts": counts, "timed_out": a.timed_out,
                      "max_wait_passed": max_wait_passed, "first_finished": first,
                      "runs": docs, "left_out": left_out, "group": group_doc});
-    result(text.trim_end().to_owned(), doc)
+    result(
+        text.trim_end().to_owned(),
+        answer::lead(&summary, next, doc),
+    )
+}
+
+/// A fan-out group's state: `running` while a task runs or waits to start, else `ended`.
+fn group_state(r: &FanoutReport) -> &'static str {
+    if r.summary.running + r.summary.queued > 0 {
+        "running"
+    } else {
+        "ended"
+    }
+}
+
+/// A group's counts: while it runs, without the exit code and duration that only its end
+/// has (the end's are those of `fanout --json`).
+fn group_counts(r: &FanoutReport) -> Value {
+    let mut v = to_value(&r.summary);
+    if let (Some(o), "running") = (v.as_object_mut(), group_state(r)) {
+        o.remove("exit_code");
+        o.remove("duration_ms");
+    }
+    v
 }
 
 /// The answer of `fanout`: the text (the counts, and the tasks that did not complete), and
 /// the report with as many tasks as fit, in the order given.
-pub(super) fn fanout_answer(report: &FanoutReport) -> CallToolResult {
-    let text = answer::fanout_text(report);
+pub(super) fn fanout_answer(report: &FanoutReport, max_wait: Duration) -> CallToolResult {
+    let mut text = answer::fanout_text(report);
+    let summary = text.lines().next().unwrap_or_default().to_owned();
     let (docs, left_out) = answer::fit(report.tasks.iter().map(to_value), MAX_DOC);
-    let doc = json!({"group": report.group, "tasks": docs, "summary": report.summary,
-                     "left_out": left_out});
-    result(text, doc)
+    let state = group_state(report);
+    let next = (state == "running").then(|| answer::next_wait(&[], Some(&report.group)));
+    if next.is_some() {
+        text.push_str(&format!(
+            "\nmax_wait ({}) passed; the group goes on ({} running, {} queued): call `wait` \
+             with group \"{}\" for the rest",
+            humantime::format_duration(max_wait),
+            report.summary.running,
+            report.summary.queued,
+            report.group
+        ));
+    }
+    let doc = json!({"group": report.group, "status": state, "counts": group_counts(report),
+                     "max_wait_passed": next.is_some(), "tasks": docs, "left_out": left_out});
+    result(text, answer::lead(&summary, next, doc))
 }
 
 /// `r` as at most [`MAX_ANSWER`] bytes of JSON: the text cut first, then the longest

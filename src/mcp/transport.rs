@@ -6,6 +6,7 @@
 //!             ─► tools/call whose `params` or `arguments`
 //!                is not an object ──────────────────────► -32602 invalid params (its id)
 //!             ─► a request of the wrong shape ──────────► -32602 (a known method) / -32600
+//!             ─► JSON that is no message ({}, [1,2], 7) ─► -32600 invalid request (id null)
 //!             ─► a message ──────────────────────────────► rmcp
 //!  EOF ─► `closed` is told (serve ends at once; see mod.rs) and rmcp sees the end
 //! ```
@@ -116,7 +117,13 @@ pub fn refusal(line: &[u8]) -> Option<Value> {
     match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(v.clone()) {
         Ok(_) => None,
         Err(e) => {
-            let id = id?;
+            // A notification of a wrong shape gets no answer (JSON-RPC answers requests
+            // only); anything else that is not a message is an invalid request.
+            let id = match id {
+                Some(id) => id,
+                None if method.is_some() => return None,
+                None => Value::Null,
+            };
             Some(match method {
                 Some(m) if KNOWN.contains(&m) => error(
                     id,
@@ -244,5 +251,23 @@ mod tests {
             code(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             None
         );
+    }
+
+    #[test]
+    fn json_that_is_no_message_is_an_invalid_request() {
+        for line in [
+            "{}",
+            "[1,2,3]",
+            "7",
+            "\"x\"",
+            "null",
+            r#"{"jsonrpc":"2.0"}"#,
+        ] {
+            let v = refusal(line.as_bytes()).unwrap_or_else(|| panic!("no answer to {line}"));
+            assert_eq!(v["error"]["code"], -32600, "{line}");
+            assert_eq!(v["id"], Value::Null, "{line}");
+        }
+        // A notification of a wrong shape is not answered.
+        assert_eq!(code(r#"{"jsonrpc":"2.0","method":"x/y","params":7}"#), None);
     }
 }

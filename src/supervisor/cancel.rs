@@ -3,13 +3,14 @@
 use nix::sys::signal::Signal;
 
 use super::SuperviseError;
-use crate::envelope::{CancelRequest, WorkerFacts};
+use crate::envelope::{CancelOrigin, CancelRequest, WorkerFacts};
 use crate::procs;
 use crate::spec::now_rfc3339;
 use crate::store::{self, AttemptPaths};
 
-/// Writes `cancel.json` (with `by`, who asked, when that is worth recording), then signals the worker (SIGUSR1) if it has started. A worker that
-/// has not started yet finds `cancel.json` on its own. Returns whether a signal was sent.
+/// Writes `cancel.json` (with `origin`, who asked: the envelope's `cancelled_by`), then
+/// signals the worker (SIGUSR1) if it has started. A worker that has not started yet finds
+/// `cancel.json` on its own. Returns whether a signal was sent.
 ///
 /// The worker is the process `worker.json` names only if it is this attempt's worker
 /// ([`procs::is_worker_of`]); otherwise `pane_pid` is asked for the process of the attempt's
@@ -18,12 +19,12 @@ use crate::store::{self, AttemptPaths};
 pub fn request_cancel(
     paths: &AttemptPaths,
     grace_ms: u64,
-    by: Option<&str>,
+    origin: CancelOrigin,
     pane_pid: impl FnOnce() -> Option<i32>,
 ) -> Result<bool, SuperviseError> {
     store::write_json_atomic(
         &paths.cancel(),
-        &CancelRequest::new(now_rfc3339(), grace_ms, by.map(str::to_owned)),
+        &CancelRequest::new(now_rfc3339(), grace_ms, origin),
     )?;
     let facts: Option<WorkerFacts> = store::read_json(&paths.worker()).ok().flatten();
     let recorded = facts.and_then(|f| f.worker);

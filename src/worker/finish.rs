@@ -23,7 +23,7 @@ use super::pane::Style;
 use super::run::Worker;
 use super::stop::Exit;
 use crate::adapter::{AgentReport, adapter_for};
-use crate::envelope::{self, Envelope, Facts, KillReason, Start, WorkerState};
+use crate::envelope::{self, CancelOrigin, Envelope, Facts, KillReason, Start, WorkerState};
 use crate::spec::now_rfc3339;
 use crate::store::{self, StoreError};
 
@@ -135,13 +135,21 @@ impl Worker {
                 ));
             }
         }
-        if let Some(by) = self
-            .cancelled_by
-            .as_deref()
-            .filter(|_| outcome.status == envelope::Status::Cancelled)
-        {
-            output.push_error(format!("cancelled by {by}"));
-        }
+        // What stopped it: a cancel (who asked), or its timeout.
+        self.facts.cancelled_by = match (outcome.status, outcome.failure_kind) {
+            (envelope::Status::Cancelled, _) => {
+                let (origin, words) = self
+                    .cancelled_by
+                    .clone()
+                    .unwrap_or((CancelOrigin::Cancel, CancelOrigin::Cancel.words().into()));
+                output.push_error(format!("cancelled by {words}"));
+                Some(origin)
+            }
+            (_, Some(envelope::FailureKind::Timeout | envelope::FailureKind::IdleTimeout)) => {
+                Some(CancelOrigin::Timeout)
+            }
+            _ => None,
+        };
         if self.facts.kill_reason == Some(KillReason::PaneClosed) {
             output.push_error("the pane closed under the worker (its tmux session or server was killed); the program was stopped");
         }

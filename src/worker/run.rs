@@ -86,8 +86,9 @@ pub(crate) struct Worker {
     pub(crate) stream: Stream,
     /// The ids of the cancel requests already acted on.
     pub(crate) cancels_seen: Vec<String>,
-    /// Who asked for the cancel, when its request said (`cancel.json`'s `by`).
-    pub(crate) cancelled_by: Option<String>,
+    /// Who asked for the first cancel, and in words: the envelope's `cancelled_by` and its
+    /// error `cancelled by …`.
+    pub(crate) cancelled_by: Option<(crate::envelope::CancelOrigin, String)>,
     /// When Ctrl-C was last pressed in the pane, until a second one confirms the cancel
     /// ([`Worker::interrupt_from_pane`]).
     pub(crate) interrupted_at: Option<std::time::Instant>,

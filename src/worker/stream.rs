@@ -459,7 +459,14 @@ impl Worker {
                 }
                 Ok(Signal::SIGUSR1) => self.cancel_requested(true),
                 Ok(Signal::SIGINT) => self.interrupt_from_pane(Instant::now()),
-                Ok(Signal::SIGTERM | Signal::SIGQUIT) => self.cancel_requested(false),
+                Ok(sig @ (Signal::SIGTERM | Signal::SIGQUIT)) => {
+                    if self.cancelled_by.is_none() {
+                        let origin = crate::envelope::CancelOrigin::Signal;
+                        self.cancelled_by =
+                            Some((origin, format!("{} ({})", origin.words(), sig.as_str())));
+                    }
+                    self.cancel_requested(false)
+                }
                 Ok(Signal::SIGHUP) => {
                     self.pane.set_dead();
                     self.feed(Event::PaneClosed, Instant::now());

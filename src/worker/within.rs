@@ -45,10 +45,9 @@ impl Worker {
         }
         if self.cancelled_by.is_none() {
             self.cancelled_by = self.spec.within.as_ref().map(|w| {
-                format!(
-                    "the end of its parent attempt ({} attempt {})",
-                    w.run_id, w.attempt
-                )
+                let origin = crate::envelope::CancelOrigin::Parent;
+                let words = format!("{} ({} attempt {})", origin.words(), w.run_id, w.attempt);
+                (origin, words)
             });
         }
         self.cancel_requested(false);

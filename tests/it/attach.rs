@@ -89,6 +89,7 @@ fn ctrl_c_in_an_attached_pane_asks_first_and_ctrl_bracket_detaches_inside_tmux()
     t2.wait_exit();
     t2.wait_for("subpane: run ac2 cancelled");
     assert_eq!(env.sp(["wait", "ac2"]).code, 130);
+    assert_eq!(env.result("ac2")["cancelled_by"], "interrupt");
     drop(flag2);
     env.assert_no_leftovers();
 }

@@ -35,6 +35,9 @@ fn envelopes_of_every_ending_match_the_schema() {
         let v = env.sp(&full).json();
         assert_eq!(v["status"], status, "{v}");
         assert_eq!(v["failure_kind"].as_str(), kind, "{v}");
+        // Stopped by its own timeout: `cancelled_by` says so; an ending of its own has none.
+        let by = matches!(kind, Some("timeout" | "idle_timeout")).then_some("timeout");
+        assert_eq!(v["cancelled_by"].as_str(), by, "{v}");
         assert_valid_envelope(&v);
         seen.push(v);
     }
@@ -63,6 +66,23 @@ fn envelopes_of_every_ending_match_the_schema() {
         .to_owned();
     let v = env.sp(["cancel", "--json", "--grace", "0s", &id]).json();
     assert_eq!(v["status"], "cancelled", "{v}");
+    assert_eq!(v["cancelled_by"], "cancel", "{v}");
+    assert_valid_envelope(&v);
+    // The CLI's summary line names who asked.
+    let s = env.sp(["status", &id]);
+    assert!(s.stdout.contains("cancelled by cancel"), "{s:?}");
+    // Cancelled by a signal to its worker from outside subpane.
+    let id = env
+        .sp(["run", "--detach", "--", "sleep", "30"])
+        .stdout
+        .trim()
+        .to_owned();
+    let pid = env.worker_pid(&id);
+    // SAFETY: plain kill(2) of the test's own worker.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let v = env.sp(["wait", "--json", &id]).json();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    assert_eq!(v["cancelled_by"], "signal", "{v}");
     assert_valid_envelope(&v);
     // Lost: the worker is killed.
     let id = env
@@ -105,6 +125,7 @@ fn schema_requires_every_field_the_code_writes() {
     // Every property is required but the optional ones added since v1 (absent when they do
     // not apply), and each of those says so in its description.
     let optional = [
+        "cancelled_by",
         "depth",
         "git",
         "group",

@@ -422,6 +422,7 @@ fn cancel_siblings_cancels_the_running_and_skips_the_rest() {
         assert_eq!(status, want, "line {line}: {doc}");
     }
     assert_eq!(env.result("t10")["failure_kind"], "cancelled");
+    assert_eq!(env.result("t10")["cancelled_by"], "sibling");
     assert_eq!(
         (
             doc["summary"]["cancelled"].as_u64(),
@@ -461,6 +462,9 @@ fn ctrl_c_cancels_the_running_tasks_and_skips_the_queued_ones() {
     for (line, status) in statuses(&doc) {
         let want = if line <= 3 { "cancelled" } else { "skipped" };
         assert_eq!(status, want, "line {line}: {doc}");
+    }
+    for id in ["c1", "c2", "c3"] {
+        assert_eq!(env.result(id)["cancelled_by"], "fanout", "{id}");
     }
     assert!(!env.run_dir("c4").exists());
     env.assert_no_leftovers();

@@ -27,8 +27,19 @@ fn an_interrupt_leaves_a_finished_attempt_alone_and_a_second_one_kills_at_once()
     assert!(matches!(out, CancelOutcome::Requested(_)), "{out:?}");
     let req = env.read_json(&env.attempt_dir("live", 1).join("cancel.json"));
     assert_eq!(req["grace_ms"], 0, "{req}");
+    assert_eq!(req["origin"], "interrupt", "{req}");
     let env_doc = app::wait_one(&f.paths, &f.spec).unwrap();
     assert_eq!(env_doc.status.as_str(), "cancelled");
+    // The envelope names the interrupt as what stopped it.
+    assert_eq!(
+        env_doc.cancelled_by,
+        Some(subpane::envelope::CancelOrigin::Interrupt)
+    );
+    assert!(
+        env_doc
+            .outcome_words()
+            .starts_with("cancelled by interrupt")
+    );
     env.assert_no_leftovers();
 }
 

@@ -318,6 +318,7 @@ fn interrupt_foreground_run(sig: i32) {
     assert_eq!(v["status"], "cancelled");
     assert_eq!(v["failure_kind"], "cancelled");
     assert_eq!(v["signals_sent"], json!(["SIGTERM"]));
+    assert_eq!(v["cancelled_by"], "interrupt", "{v}");
     assert!(!pid_alive(agent), "the agent outlived the cancel");
     assert_eq!(env.result("i"), v);
     env.assert_no_leftovers();

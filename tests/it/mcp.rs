@@ -253,22 +253,56 @@ async fn run_waits_and_returns_the_envelope_with_progress() {
     let t = text(&r);
     assert!(t.starts_with("run c1 (attempt 1) completed: exit 0"), "{t}");
     assert!(t.contains("sub-42"), "{t}");
-    let mut v = doc(&r);
-    // The structured content is result.json, with its one-line summary first and the end
-    // of the output (what a client's model reads) as `tails`.
-    let summary = v
-        .as_object_mut()
-        .unwrap()
-        .remove("summary")
-        .expect("summary");
+    // The structured content leads with the one-line summary, and holds what a model reads
+    // of the envelope: the end of the output as `tails`, none of its bulky parts, in 4 KiB.
+    let v = doc(&r);
+    let o = v.as_object().unwrap();
+    assert_eq!(o.keys().next().map(String::as_str), Some("summary"), "{v}");
     assert_eq!(
-        summary.as_str(),
+        v["summary"].as_str(),
         t.lines().next(),
         "the text leads with the summary"
     );
+    assert!(
+        o.get("next").is_none(),
+        "a finished run has nothing next: {v}"
+    );
+    for bulky in ["artifacts", "filter", "tmux"] {
+        assert!(o.get(bulky).is_none(), "`{bulky}` in a brief answer: {v}");
+    }
+    assert_eq!(v["sandbox"], json!({"enabled": false}), "{v}");
+    assert_eq!(v["tails"], json!({"stdout": "sub-42\n", "stderr": null}));
+    assert_eq!(v["labels"], json!({"team": "core"}));
+    let whole = env.result("c1");
+    for k in [
+        "run_id",
+        "attempt",
+        "status",
+        "exit_code",
+        "duration_ms",
+        "output",
+    ] {
+        assert_eq!(v[k], whole[k], "{k}");
+    }
+    let result_path = env.attempt_dir("c1", 1).join("result.json");
+    assert_eq!(v["result_path"].as_str(), result_path.to_str());
+    let n = serde_json::to_string(&v).unwrap().len();
+    assert!(
+        n <= 4096,
+        "a finished run's structured content is {n} bytes: {v}"
+    );
+    // With `detail`, the whole envelope: result.json, with the summary and the tails.
+    let r = c
+        .call("status", json!({"run_id": "c1", "detail": true}))
+        .await;
+    let mut v = doc(&r);
+    let o = v.as_object_mut().unwrap();
+    assert!(o.remove("summary").is_some());
+    assert_eq!(
+        o.remove("tails"),
+        Some(json!({"stdout": "sub-42\n", "stderr": null}))
+    );
     assert_valid_envelope(&v);
-    let tails = v.as_object_mut().unwrap().remove("tails").expect("tails");
-    assert_eq!(tails, json!({"stdout": "sub-42\n", "stderr": null}));
     assert_eq!(v, env.result("c1"));
     let msgs = c.client.messages();
     assert!(
@@ -459,6 +493,7 @@ async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
             "`tasks[1].argv`: invalid type",
         ),
         ("retry", json!({"run_id": "nope"}), "no run `nope`"),
+        ("retry", json!({}), "`run_id` is required"),
     ];
     for (tool, args, want) in cases {
         let r = c.call(tool, args.clone()).await;
@@ -529,6 +564,7 @@ async fn a_cancelled_run_call_cancels_its_run() {
     // The envelope says who cancelled it.
     let errors = env.result("long")["output"]["errors"].to_string();
     assert!(errors.contains("cancelled by the MCP client"), "{errors}");
+    assert_eq!(env.result("long")["cancelled_by"], "mcp_client");
     assert!(
         t0.elapsed() < Duration::from_secs(30),
         "it ran on: {:?}",
@@ -605,10 +641,13 @@ async fn fanout_runs_every_task_within_the_limit() {
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     let v = doc(&r);
-    assert_eq!(v["summary"]["total"], 6, "{v}");
-    assert_eq!(v["summary"]["completed"], 5, "{v}");
-    assert_eq!(v["summary"]["failed"], 1, "{v}");
-    assert_eq!(v["summary"]["concurrency"], 2);
+    assert_eq!(v["status"], "ended", "{v}");
+    assert!(v.get("next").is_none(), "{v}");
+    assert_eq!(v["counts"]["total"], 6, "{v}");
+    assert_eq!(v["counts"]["completed"], 5, "{v}");
+    assert_eq!(v["counts"]["failed"], 1, "{v}");
+    assert_eq!(v["counts"]["concurrency"], 2);
+    assert_eq!(v["counts"]["exit_code"], 1);
     assert_eq!(v["tasks"][3]["run_id"], "t3");
     assert_eq!(v["tasks"][3]["status"], "failed");
     let group = v["group"].as_str().unwrap().to_owned();
@@ -880,7 +919,10 @@ async fn a_run_whose_pane_cannot_start_answers_with_its_spawn_envelope() {
     })
     .await;
     let r = c
-        .call("run", json!({"argv": ["true"], "run_id": "nopane"}))
+        .call(
+            "run",
+            json!({"argv": ["true"], "run_id": "nopane", "detail": true}),
+        )
         .await;
     assert!(!is_error(&r), "{}", text(&r));
     assert!(
@@ -1033,15 +1075,22 @@ async fn run_answers_within_max_wait_and_the_run_goes_on() {
         text(&r)
     );
     assert!(text(&r).contains("`wait`"), "{}", text(&r));
-    // `wait` too answers within its max_wait, the run still going.
+    // What to call next, as a call a client can make as it is.
+    let next = json!({"tool": "wait", "arguments": {"run_ids": ["slow"]}});
+    assert_eq!(doc(&r)["next"], next, "{}", doc(&r));
+    let keys: Vec<String> = doc(&r).as_object().unwrap().keys().cloned().collect();
+    assert_eq!(keys[..2], ["summary", "next"], "{keys:?}");
+    // `wait` too answers within its max_wait, the run still going, and says the same next.
     let r = c
         .call("wait", json!({"run_ids": ["slow"], "max_wait": "500ms"}))
         .await;
     assert_eq!(doc(&r)["max_wait_passed"], true, "{}", doc(&r));
     assert_eq!(doc(&r)["runs"][0]["status"], "running", "{}", doc(&r));
+    assert_eq!(doc(&r)["next"], next, "{}", doc(&r));
     std::fs::write(&flag, "").unwrap();
     let r = c.call("wait", json!({"run_ids": ["slow"]})).await;
     assert_eq!(doc(&r)["runs"][0]["status"], "completed", "{}", doc(&r));
+    assert!(doc(&r).get("next").is_none(), "{}", doc(&r));
     c.close().await;
     env.assert_no_leftovers();
 }
@@ -1141,7 +1190,7 @@ async fn answers_stay_small_with_huge_records_and_many_runs() {
     env.assert_no_leftovers();
 }
 
-/// A line that is not JSON gets -32700, and `arguments` that are not an object -32602; the
+/// A line that is not JSON gets -32700, JSON that is no request -32600, and `arguments` that are not an object -32602; the
 /// server goes on. Closing stdin with a call in flight: the server exits within 2 s, and
 /// the run it started goes on to its end.
 #[test]
@@ -1152,6 +1201,13 @@ fn bad_lines_get_json_rpc_errors_and_closing_stdin_ends_the_server_at_once() {
     let v = raw.next();
     assert_eq!(v["error"]["code"], -32700, "{v}");
     assert_eq!(v["id"], Value::Null, "{v}");
+    // JSON, but not a request: JSON-RPC's -32600, id null.
+    for line in ["{}", "[1,2,3]", "7"] {
+        raw.send(line);
+        let v = raw.next();
+        assert_eq!(v["error"]["code"], -32600, "{line}: {v}");
+        assert_eq!(v["id"], Value::Null, "{line}: {v}");
+    }
     let array_args = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": {"name": "list", "arguments": [1, 2]}});
     raw.send(&array_args.to_string());
@@ -1181,5 +1237,128 @@ fn bad_lines_get_json_rpc_errors_and_closing_stdin_ends_the_server_at_once() {
     std::fs::write(&flag, "").unwrap();
     let r = env.sp(["wait", "--json", "held"]);
     assert_eq!(r.code, 0, "{r:?}");
+    env.assert_no_leftovers();
+}
+
+/// `list` pages: 80 runs in pages of 30, by `offset` and `next_offset`, each run once,
+/// newest first across the pages; past the end, an empty last page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_pages_through_eighty_runs() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let tasks: Vec<Value> = (0..80)
+        .map(|i| json!({"argv": ["true"], "run_id": format!("p{i:02}"), "labels": {"page": "yes"}}))
+        .collect();
+    let r = c
+        .call("fanout", json!({"tasks": tasks, "concurrency": 16}))
+        .await;
+    assert_eq!(doc(&r)["status"], "ended", "{}", doc(&r));
+    let mut seen = Vec::new();
+    let mut offset = 0;
+    let mut pages = 0;
+    loop {
+        let r = c
+            .call(
+                "list",
+                json!({"labels": {"page": "yes"}, "limit": 30, "offset": offset}),
+            )
+            .await;
+        let v = doc(&r);
+        assert_eq!(v["total"], 80, "{v}");
+        assert_eq!(v["offset"], offset, "{v}");
+        let runs = v["runs"].as_array().unwrap();
+        seen.extend(
+            runs.iter()
+                .map(|r| r["run_id"].as_str().unwrap().to_owned()),
+        );
+        pages += 1;
+        assert!(
+            v["summary"].as_str().unwrap().starts_with("80 runs match"),
+            "{v}"
+        );
+        if v["more"] == false {
+            assert_eq!(v["next_offset"], Value::Null, "{v}");
+            break;
+        }
+        assert_eq!(runs.len(), 30, "{v}");
+        assert!(
+            text(&r).contains("call `list` again with offset"),
+            "{}",
+            text(&r)
+        );
+        offset = v["next_offset"].as_u64().unwrap() as usize;
+        assert!(pages < 10, "no end to the pages");
+    }
+    assert_eq!(pages, 3);
+    let mut all = seen.clone();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 80, "each run once: {seen:?}");
+    // Past the end: no rows, nothing more.
+    let r = c
+        .call("list", json!({"labels": {"page": "yes"}, "offset": 500}))
+        .await;
+    assert_eq!(doc(&r)["runs"], json!([]));
+    assert_eq!(doc(&r)["more"], false);
+    c.close().await;
+    env.assert_no_leftovers();
+}
+
+/// A fan-out still going at `max_wait` says so: status `running` with how many run and wait,
+/// no exit code or duration it does not have yet, and `next` is the `wait` for its group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_fanout_says_running_and_what_to_call_next() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let flag = env.root.path().join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", flag.display());
+    let tasks: Vec<Value> = (0..3)
+        .map(|i| json!({"argv": ["sh", "-c", script], "run_id": format!("h{i}")}))
+        .collect();
+    let r = c
+        .call(
+            "fanout",
+            json!({"tasks": tasks, "concurrency": 2, "max_wait": "1s"}),
+        )
+        .await;
+    let v = doc(&r);
+    let group = v["group"].as_str().unwrap().to_owned();
+    assert_eq!(v["status"], "running", "{v}");
+    assert_eq!(v["max_wait_passed"], true, "{v}");
+    let counts = &v["counts"];
+    assert_eq!(counts["total"], 3, "{v}");
+    assert_eq!(
+        counts["running"].as_u64().unwrap() + counts["queued"].as_u64().unwrap_or(0),
+        3,
+        "{v}"
+    );
+    assert!(counts.get("exit_code").is_none(), "{v}");
+    assert!(counts.get("duration_ms").is_none(), "{v}");
+    assert_eq!(
+        v["next"],
+        json!({"tool": "wait", "arguments": {"group": group}}),
+        "{v}"
+    );
+    let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+    assert_eq!(keys[..2], ["summary", "next"], "{keys:?}");
+    let t = text(&r);
+    assert!(
+        t.starts_with(&format!("group {group} running: 3 tasks")),
+        "{t}"
+    );
+    assert!(!t.contains(" in 0.0s") && !t.contains("exit 3"), "{t}");
+    // `wait` for the group says the same while it runs, and the end once it has ended.
+    let r = c
+        .call("wait", json!({"group": group, "max_wait": "300ms"}))
+        .await;
+    assert_eq!(doc(&r)["group"]["status"], "running", "{}", doc(&r));
+    assert_eq!(doc(&r)["next"]["arguments"]["group"], group.as_str());
+    std::fs::write(&flag, "").unwrap();
+    let r = c.call("wait", json!({"group": group})).await;
+    let v = doc(&r);
+    assert_eq!(v["group"]["status"], "ended", "{v}");
+    assert_eq!(v["group"]["counts"]["exit_code"], 0, "{v}");
+    assert!(v.get("next").is_none(), "{v}");
+    c.close().await;
     env.assert_no_leftovers();
 }

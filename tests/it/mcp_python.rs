@@ -83,3 +83,35 @@ fn closing_stdin_mid_fanout_loses_no_task() {
     scenario(&env, "close_mid_fanout", Duration::from_secs(60));
     env.assert_no_leftovers();
 }
+
+/// What a model reads first: `summary` leads, `next` is the call to make, a finished run
+/// fits 4 KiB without `detail`, and a cancel is named (`cancelled_by`).
+#[test]
+fn answers_lead_with_summary_and_next_for_the_python_sdk() {
+    let env = TestEnv::new();
+    scenario(&env, "answers", Duration::from_secs(90));
+    env.assert_no_leftovers();
+}
+
+/// A fan-out past max_wait reports `running` with counts and `next`, never an exit code.
+#[test]
+fn a_running_fanout_says_running_to_the_python_sdk() {
+    let env = TestEnv::new();
+    scenario(&env, "running_fanout", Duration::from_secs(60));
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn list_pages_through_eighty_runs_for_the_python_sdk() {
+    let env = TestEnv::new();
+    scenario(&env, "pages", Duration::from_secs(90));
+    env.assert_no_leftovers();
+}
+
+/// `{}`, `[1,2,3]` and `7` get JSON-RPC's -32600 with id null.
+#[test]
+fn json_that_is_no_request_gets_32600() {
+    let env = TestEnv::new();
+    scenario(&env, "invalid_requests", Duration::from_secs(30));
+    env.assert_no_leftovers();
+}

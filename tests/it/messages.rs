@@ -45,7 +45,11 @@ fn outcomes_read_plainly() {
     );
     start_waiting(&env, "c", 0);
     let c = env.sp(["cancel", "c"]);
-    assert!(c.stdout.contains("status    cancelled ("), "{}", c.stdout);
+    assert!(
+        c.stdout.contains("status    cancelled by cancel ("),
+        "{}",
+        c.stdout
+    );
     assert!(!c.stdout.contains("cancelled, cancelled"), "{}", c.stdout);
     let i = env.sp(["run", "--idle-timeout", "200ms", "--", "sleep", "30"]);
     assert_eq!(i.code, 124, "{i:?}");

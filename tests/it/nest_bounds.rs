@@ -57,6 +57,7 @@ fn child_ends(env: &TestEnv, run: &str) -> Value {
 fn assert_cancelled_by_its_parents_end(v: &Value) {
     assert_eq!(v["status"], "cancelled", "{v}");
     assert_eq!(v["parent_run"], "parent", "{v}");
+    assert_eq!(v["cancelled_by"], "parent", "{v}");
     let errors = v["output"]["errors"].to_string();
     assert!(errors.contains("parent"), "{v}");
 }

@@ -105,6 +105,14 @@ async def schemas(s):
     for tool, field in (("status", "attempt"), ("wait", "attempt"), ("logs", "max_bytes"),
                         ("list", "limit"), ("fanout", "concurrency"), ("cancel", "attempt")):
         assert minimum(tool, field) == 1, (tool, field, minimum(tool, field))
+    def props(tool):
+        t = by[tool]
+        schema = t.input_schema if hasattr(t, "input_schema") else t.inputSchema
+        return schema["properties"]
+
+    for tool in ("run", "status", "wait", "cancel", "retry"):
+        assert props(tool)["detail"]["type"] == "boolean", tool
+    assert props("list")["offset"]["type"] == "integer"
     print("schemas: ok")
 
 
@@ -199,6 +207,111 @@ async def close_mid_fanout():
     print(f"close_mid_fanout: exited after {took:.2f}s; 6 of 6 tasks completed")
 
 
+async def answers(s):
+    """What a model reads first: `summary` leads every structured content, `next` says the
+    call to make when runs go on, a finished run's answer is at most 4 KiB without its bulky
+    parts (`detail: true` has them), and a cancel is named in the envelope."""
+    r = await s.call_tool("run", {"argv": ["sh", "-c", "echo hello-answers"], "run_id": "a1"})
+    assert not r.is_error, text(r)
+    doc = r.structured_content
+    assert list(doc)[0] == "summary", list(doc)
+    assert doc["summary"] == text(r).splitlines()[0], (doc["summary"], text(r))
+    assert "next" not in doc, doc
+    for bulky in ("artifacts", "filter", "tmux"):
+        assert bulky not in doc, (bulky, doc)
+    n = len(json.dumps(doc, separators=(",", ":")))
+    assert n <= 4096, f"a finished run's structured content is {n} bytes"
+    assert doc["tails"]["stdout"] == "hello-answers\n", doc
+    r = await s.call_tool("status", {"run_id": "a1", "detail": True})
+    assert not r.is_error, text(r)
+    full = r.structured_content
+    assert list(full)[0] == "summary", list(full)
+    assert full["artifacts"] and full["filter"] and full["tmux"], full.keys()
+    # An answer before the run ended: `next` is the wait call, made as it is.
+    r = await s.call_tool("run", {"argv": ["sleep", "30"], "run_id": "a2", "max_wait": "1s",
+                                  "grace": "0s"})
+    doc = r.structured_content
+    assert list(doc)[:2] == ["summary", "next"], list(doc)
+    assert doc["status"] == "running", doc
+    nxt = doc["next"]
+    assert nxt == {"tool": "wait", "arguments": {"run_ids": ["a2"]}}, nxt
+    r = await s.call_tool(nxt["tool"], {**nxt["arguments"], "max_wait": "500ms"})
+    assert not r.is_error, text(r)
+    assert list(r.structured_content)[0] == "summary", r.structured_content
+    assert r.structured_content["next"] == nxt, r.structured_content
+    # Every tool's structured content starts with `summary`.
+    checks = [("list", {}), ("logs", {"run_id": "a1"}), ("cancel", {"run_id": "a2"})]
+    for tool, args in checks:
+        r = await s.call_tool(tool, args)
+        assert not r.is_error, (tool, text(r))
+        assert list(r.structured_content)[0] == "summary", (tool, r.structured_content)
+    r = await s.call_tool("wait", {"run_ids": ["a2"]})
+    run = r.structured_content["runs"][0]
+    assert run["status"] == "cancelled" and run["cancelled_by"] == "cancel", run
+    print("answers: ok")
+
+
+async def running_fanout(s):
+    """A fan-out still going at max_wait: status running with counts, no exit code or
+    duration, and next is the wait for its group."""
+    flag = os.path.join(WORK, "fanout-go")
+    script = f"while [ ! -e '{flag}' ]; do sleep 0.05; done"
+    tasks = [{"argv": ["sh", "-c", script], "run_id": f"rf{i}"} for i in range(3)]
+    r = await s.call_tool("fanout", {"tasks": tasks, "concurrency": 2, "max_wait": "1s"})
+    assert not r.is_error, text(r)
+    doc = r.structured_content
+    assert list(doc)[:2] == ["summary", "next"], list(doc)
+    assert doc["status"] == "running", doc
+    counts = doc["counts"]
+    assert counts["running"] + counts.get("queued", 0) == 3, counts
+    assert "exit_code" not in counts and "duration_ms" not in counts, counts
+    assert doc["next"] == {"tool": "wait", "arguments": {"group": doc["group"]}}, doc["next"]
+    assert " in 0.0s" not in text(r), text(r)
+    open(flag, "w").close()
+    r = await s.call_tool("wait", {"group": doc["group"]})
+    g = r.structured_content["group"]
+    assert g["status"] == "ended" and g["counts"]["exit_code"] == 0, g
+    print("running_fanout: ok")
+
+
+async def pages(s):
+    """`list` pages through 80 runs with offset and next_offset."""
+    tasks = [{"argv": ["true"], "run_id": f"pg{i:02}", "labels": {"pages": "yes"}}
+             for i in range(80)]
+    r = await s.call_tool("fanout", {"tasks": tasks, "concurrency": 16})
+    assert r.structured_content["status"] == "ended", r.structured_content
+    seen, offset = [], 0
+    while True:
+        r = await s.call_tool("list", {"labels": {"pages": "yes"}, "limit": 25, "offset": offset})
+        assert not r.is_error, text(r)
+        doc = r.structured_content
+        assert doc["total"] == 80, doc
+        seen += [row["run_id"] for row in doc["runs"]]
+        if not doc["more"]:
+            assert doc["next_offset"] is None, doc
+            break
+        offset = doc["next_offset"]
+    assert sorted(seen) == sorted(set(seen)) and len(seen) == 80, seen
+    print("pages: ok")
+
+
+def invalid_requests():
+    """JSON that is no request gets -32600 with id null (the SDK sends only valid messages,
+    so this speaks to the server's stdin itself)."""
+    p = subprocess.Popen([BIN, "mcp"], env=ENV, cwd=WORK, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        for line in ("{}", "[1,2,3]", "7"):
+            p.stdin.write(line + "\n")
+            p.stdin.flush()
+            answer = json.loads(p.stdout.readline())
+            assert answer["error"]["code"] == -32600 and answer["id"] is None, (line, answer)
+    finally:
+        p.stdin.close()
+        p.wait(timeout=10)
+    print("invalid_requests: ok")
+
+
 async def connected(scenario):
     async with stdio_client(server()) as (read, write):
         async with ClientSession(read, write) as s:
@@ -210,8 +323,12 @@ def main():
     name = sys.argv[1]
     if name == "close_mid_fanout":
         asyncio.run(close_mid_fanout())
+    elif name == "invalid_requests":
+        invalid_requests()
     else:
-        asyncio.run(connected({"schemas": schemas, "long_run": long_run, "sizes": sizes}[name]))
+        asyncio.run(connected({"schemas": schemas, "long_run": long_run, "sizes": sizes,
+                               "answers": answers, "running_fanout": running_fanout,
+                               "pages": pages}[name]))
 
 
 if __name__ == "__main__":

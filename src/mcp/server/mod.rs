@@ -27,14 +27,15 @@ use super::answer::{self, MAX_DOC};
 use super::call::{Call, Cancels, Reporter, blocking};
 use super::reply::{self, bounded, finished, live, prepend, result, to_value};
 use super::tools::{
-    self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs,
-    WaitArgs, Waiting,
+    self, CancelArgs, Detail, FanoutArgs, ListArgs, LogsArgs, Mode, Paging, RetryArgs, StatusArgs,
+    TaskArgs, WaitArgs, Waiting,
 };
 use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
 use crate::app::{
     self, AttemptStatus, CancelOutcome, OnInterrupt, Plan, RealSystem, RunOptions, RunOutcome,
     RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
 };
+use crate::envelope::CancelOrigin;
 use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
 
@@ -95,6 +96,23 @@ impl Server {
     }
 }
 
+/// Takes the arguments of `T` (those its schema names) out of `args` and parses them: the
+/// arguments a tool takes besides its own type's (`wait`, `max_wait`, `detail`, `offset`).
+fn split<T: DeserializeOwned + schemars::JsonSchema>(
+    tool: &'static str,
+    args: &mut Value,
+) -> Result<T, ToolError> {
+    let mut taken = serde_json::Map::new();
+    if let Some(o) = args.as_object_mut() {
+        for k in tools::names_of::<T>() {
+            if let Some(v) = o.remove(&k) {
+                taken.insert(k, v);
+            }
+        }
+    }
+    parse(tool, Value::Object(taken))
+}
+
 /// The arguments of `tool` as `T`, or the error a model can act on (naming the argument).
 fn parse<T: DeserializeOwned>(tool: &'static str, args: Value) -> Result<T, ToolError> {
     serde_path_to_error::deserialize(args).map_err(|e| ToolError::Args {
@@ -110,9 +128,10 @@ impl ServerHandler for Server {
             .with_server_info(Implementation::new("subpane", env!("CARGO_PKG_VERSION")))
             .with_instructions(
                 "subpane runs subagents (pi, claude, codex) or any program as supervised, \
-                 recorded runs. `run` answers with the outcome, or after max_wait (below 60 s) \
-                 with the run still going: then call `wait` with its run_id, as often as \
-                 needed. For parallel work use `fanout` (its group goes on without you) or \
+                 recorded runs. Every answer's structured content starts with `summary`, the \
+                 line to read first. `run` answers with the outcome, or after max_wait (below \
+                 60 s) with the run still going: then make the call its `next` names (`wait` \
+                 with its run_id), as often as needed. For parallel work use `fanout` (its group goes on without you) or \
                  runs with wait: false, then `wait`. Every run is recorded under the subpane \
                  home; `status`, `logs` and `list` read it; `retry` starts the next attempt.",
             )

@@ -4,14 +4,15 @@
 use super::*;
 
 impl Server {
-    pub(super) async fn status(&self, args: Value) -> Answer {
+    pub(super) async fn status(&self, mut args: Value) -> Answer {
+        let Detail { detail } = split(tools::STATUS, &mut args)?;
         let a: StatusArgs = parse(tools::STATUS, args)?;
         let home = self.home.clone();
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::attempt_status(&f.paths, &f.spec)? {
-                AttemptStatus::Finished(env) => finished(&env, &f.paths),
-                AttemptStatus::Live(doc) => live(&doc),
+                AttemptStatus::Finished(env) => finished(&env, &f.paths, detail),
+                AttemptStatus::Live(doc) => live(&doc, detail),
             })
         })
         .await
@@ -29,26 +30,28 @@ impl Server {
             let path = f.log_path(a.file);
             let Some((tail, size)) = app::log_end(&path, max)? else {
                 let text = format!("{} does not exist (yet)", path.display());
-                let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
-                                 "path": path, "exists": false, "size": 0, "truncated": false});
+                let doc = json!({"summary": text, "run_id": f.spec.run_id.as_str(),
+                                 "attempt": f.spec.attempt, "path": path, "exists": false,
+                                 "size": 0, "truncated": false});
                 return Ok(result(text, doc));
             };
             let truncated = size > max;
             let header = if truncated {
-                format!("(the last {max} of {size} bytes of {})\n", path.display())
+                format!("(the last {max} of {size} bytes of {})", path.display())
             } else {
-                format!("({size} bytes of {})\n", path.display())
+                format!("({size} bytes of {})", path.display())
             };
             // The text once: in the content, not again in the structured content.
-            let doc = json!({"run_id": f.spec.run_id.as_str(), "attempt": f.spec.attempt,
-                             "path": path, "exists": true, "size": size,
-                             "truncated": truncated, "shown_bytes": tail.len()});
-            Ok(result(format!("{header}{tail}"), doc))
+            let doc = json!({"summary": header, "run_id": f.spec.run_id.as_str(),
+                             "attempt": f.spec.attempt, "path": path, "exists": true,
+                             "size": size, "truncated": truncated, "shown_bytes": tail.len()});
+            Ok(result(format!("{header}\n{tail}"), doc))
         })
         .await
     }
 
-    pub(super) async fn cancel(&self, args: Value) -> Answer {
+    pub(super) async fn cancel(&self, mut args: Value) -> Answer {
+        let Detail { detail } = split(tools::CANCEL, &mut args)?;
         let a: CancelArgs = parse(tools::CANCEL, args)?;
         let grace_ms = a
             .grace
@@ -62,7 +65,7 @@ impl Server {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::cancel(&f, grace_ms)? {
                 CancelOutcome::AlreadyFinished(env) => {
-                    let mut r = finished(&env, &f.paths);
+                    let mut r = finished(&env, &f.paths, detail);
                     prepend(&mut r, "already finished; nothing to cancel\n");
                     r
                 }
@@ -76,20 +79,20 @@ impl Server {
                     if let Some(o) = doc.as_object_mut() {
                         o.insert("status".into(), status.into());
                     }
-                    result(
-                        format!(
-                            "cancel requested for run {} (attempt {}); `wait` shows it end",
-                            c.run_id, c.attempt
-                        ),
-                        doc,
-                    )
+                    let text = format!(
+                        "cancel requested for run {} (attempt {}); `wait` shows it end",
+                        c.run_id, c.attempt
+                    );
+                    let next = answer::next_wait(&[c.run_id.as_str()], None);
+                    result(text.clone(), answer::lead(&text, Some(next), doc))
                 }
             })
         })
         .await
     }
 
-    pub(super) async fn list(&self, args: Value) -> Answer {
+    pub(super) async fn list(&self, mut args: Value) -> Answer {
+        let Paging { offset } = split(tools::LIST, &mut args)?;
         let a: ListArgs = parse(tools::LIST, args)?;
         let limit = a
             .limit
@@ -101,13 +104,18 @@ impl Server {
             let mut rows = app::list_group(&home, a.status, group.as_deref())?;
             rows.retain(|r| a.labels.iter().all(|(k, v)| r.labels.get(k) == Some(v)));
             let total = rows.len();
-            rows.truncate(limit);
-            let (docs, left) = answer::fit(rows.iter().map(answer::row_doc), MAX_DOC);
+            // A page: `limit` rows from `offset`, as many of them as one answer holds.
+            let mut rows: Vec<_> = rows.into_iter().skip(offset).take(limit).collect();
+            let (docs, _) = answer::fit(rows.iter().map(answer::row_doc), MAX_DOC);
             rows.truncate(docs.len());
-            let text = answer::rows_text(&rows, total);
-            let doc = json!({"total": total, "truncated": total > docs.len() || left > 0,
-                             "runs": docs});
-            Ok(result(text, doc))
+            let end = offset.saturating_add(docs.len()).min(total);
+            let more = end < total;
+            let text = answer::rows_text(&rows, total, offset);
+            let summary = text.lines().next().unwrap_or_default().to_owned();
+            let doc = json!({"total": total, "offset": offset, "more": more,
+                             "next_offset": more.then_some(end),
+                             "truncated": more, "runs": docs});
+            Ok(result(text, answer::lead(&summary, None, doc)))
         })
         .await
     }

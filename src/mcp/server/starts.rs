@@ -3,44 +3,58 @@
 
 use super::*;
 
+/// How a `run` or `retry` call answers: whether it waits, how long at most, and whether
+/// with the whole envelope.
+pub(super) struct Answering {
+    pub wait: bool,
+    pub max_wait: Duration,
+    pub detail: bool,
+}
+
 /// How often a long call reports progress while nothing else happens.
 const HEARTBEAT: Duration = Duration::from_secs(5);
 
-/// Who a `run` or `retry` call's cancel is recorded as coming from.
-const CANCELLED_BY: &str = "the MCP client (its tool call was cancelled)";
+/// Who a `run`, `retry` or `fanout` call's cancel is recorded as coming from.
+const CANCELLED_BY: CancelOrigin = CancelOrigin::McpClient;
 
 impl Server {
     pub(super) async fn run(&self, mut args: Value, call: &Call) -> Answer {
-        // `wait` and `max_wait` are the call's; the rest is the request.
-        let mut waiting = serde_json::Map::new();
-        if let Some(o) = args.as_object_mut() {
-            for k in ["wait", "max_wait"] {
-                if let Some(v) = o.remove(k) {
-                    waiting.insert(k.to_owned(), v);
-                }
-            }
-        }
-        let w: Waiting = parse(tools::RUN, Value::Object(waiting))?;
+        // `wait`, `max_wait` and `detail` are the call's; the rest is the request.
+        let w: Waiting = split(tools::RUN, &mut args)?;
+        let Detail { detail } = split(tools::RUN, &mut args)?;
         let task: TaskArgs = parse(tools::RUN, args)?;
         let req = RunRequest::from(task);
         let max_wait = self.max_wait(w.max_wait.as_deref())?;
         let home = self.home.clone();
         let plan = blocking(move || app::plan(&req, &home, &RealSystem)).await?;
-        self.start_and_answer(plan, w.wait.unwrap_or(true), max_wait, call)
-            .await
+        let how = Answering {
+            wait: w.wait.unwrap_or(true),
+            max_wait,
+            detail,
+        };
+        self.start_and_answer(plan, how, call).await
     }
 
-    pub(super) async fn retry(&self, args: Value, call: &Call) -> Answer {
+    pub(super) async fn retry(&self, mut args: Value, call: &Call) -> Answer {
+        let Detail { detail } = split(tools::RETRY, &mut args)?;
         let a: RetryArgs = parse(tools::RETRY, args)?;
+        if a.run_id.is_empty() {
+            return Err(ToolError::Invalid(
+                "`run_id` is required: the id of the run to retry (`list` shows the runs)".into(),
+            ));
+        }
         let max_wait = self.max_wait(a.max_wait.as_deref())?;
         let home = self.home.clone();
         let opts = a.options();
         let run_id = a.run_id.clone();
         let planned =
             blocking(move || app::prepare_retry(&home, &run_id, &opts, &RealSystem)).await?;
-        let mut r = self
-            .start_and_answer(planned.plan, a.wait.unwrap_or(true), max_wait, call)
-            .await?;
+        let how = Answering {
+            wait: a.wait.unwrap_or(true),
+            max_wait,
+            detail,
+        };
+        let mut r = self.start_and_answer(planned.plan, how, call).await?;
         for w in planned.warnings.iter().rev() {
             prepend(&mut r, &format!("warning: {w}\n"));
         }
@@ -50,13 +64,12 @@ impl Server {
     /// Starts the attempt of `plan` and, with `wait`, waits for it up to `max_wait`: the
     /// start–wait–answer of `run` and `retry`. A client's cancel of the call cancels the
     /// attempt.
-    pub(super) async fn start_and_answer(
-        &self,
-        plan: Plan,
-        wait: bool,
-        max_wait: Duration,
-        call: &Call,
-    ) -> Answer {
+    pub(super) async fn start_and_answer(&self, plan: Plan, how: Answering, call: &Call) -> Answer {
+        let Answering {
+            wait,
+            max_wait,
+            detail,
+        } = how;
         let home = self.home.clone();
         let mut wl = WaitLoop::new().map_err(ToolError::App)?;
         if wait {
@@ -102,10 +115,20 @@ impl Server {
                     started_text(&started),
                     started.spec.run_id
                 );
-                Ok(result(text, to_value(&started.answer())))
+                let id = started.spec.run_id.as_str();
+                let summary = format!(
+                    "run {id} (attempt {}) started; call `wait` for its result",
+                    started.spec.attempt
+                );
+                let next = answer::next_wait(&[id], None);
+                let mut doc = to_value(&started.answer());
+                if let (false, Some(o)) = (detail, doc.as_object_mut()) {
+                    o.remove("tmux");
+                }
+                Ok(result(text, answer::lead(&summary, Some(next), doc)))
             }
             (RunOutcome::Finished { started, envelope }, _) => {
-                let mut r = finished(&envelope, &started.paths);
+                let mut r = finished(&envelope, &started.paths, detail);
                 if started.spawn_failed.is_none() {
                     for w in started.warnings.iter().rev() {
                         prepend(&mut r, &format!("warning: {w}\n"));
@@ -115,8 +138,8 @@ impl Server {
             }
             (RunOutcome::StillRunning(started), Some(status)) => {
                 let mut r = match &status {
-                    AttemptStatus::Finished(env) => finished(env, &started.paths),
-                    AttemptStatus::Live(doc) => live(doc),
+                    AttemptStatus::Finished(env) => finished(env, &started.paths, detail),
+                    AttemptStatus::Live(doc) => live(doc, detail),
                 };
                 if matches!(status, AttemptStatus::Live(_)) {
                     prepend(
@@ -169,7 +192,8 @@ impl Server {
         .await
     }
 
-    pub(super) async fn wait(&self, args: Value, call: &Call) -> Answer {
+    pub(super) async fn wait(&self, mut args: Value, call: &Call) -> Answer {
+        let Detail { detail } = split(tools::WAIT, &mut args)?;
         let a: WaitArgs = parse(tools::WAIT, args)?;
         let timeout = a
             .timeout
@@ -215,6 +239,7 @@ impl Server {
                 report.as_ref(),
                 max_wait_passed,
                 max_wait,
+                detail,
             ))
         })
         .await
@@ -269,7 +294,7 @@ impl Server {
             let mut failed = None;
             let mut on_interrupt = |_n: u32| {
                 // The client gave up on the call: the group stops, as `cancel` of its id does.
-                if let Err(e) = app::cancel_by(&found, None, Some(CANCELLED_BY)) {
+                if let Err(e) = app::cancel_by(&found, None, CANCELLED_BY) {
                     failed = Some(e);
                 }
                 std::ops::ControlFlow::Break(())
@@ -310,24 +335,7 @@ impl Server {
         let Some(report) = report else {
             return Err(ToolError::Invalid(format!("group {group} has no record")));
         };
-        let mut r = reply::fanout_answer(&report);
-        let going = report.summary.running + report.summary.queued;
-        if going > 0 {
-            if let Some(o) = r.structured_content.as_mut().and_then(Value::as_object_mut) {
-                o.insert("max_wait_passed".into(), true.into());
-            }
-            reply::append(
-                &mut r,
-                &format!(
-                    "\nmax_wait ({}) passed; the group goes on ({} running, {} queued): call \
-                     `wait` with group \"{group}\" for the rest",
-                    humantime::format_duration(max_wait),
-                    report.summary.running,
-                    report.summary.queued
-                ),
-            );
-        }
-        Ok(r)
+        Ok(reply::fanout_answer(&report, max_wait))
     }
 }
 

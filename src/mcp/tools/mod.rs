@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::Value;
 
 pub use args::{
@@ -49,22 +51,53 @@ pub const LOGS_MAX: u64 = 48 * 1024;
 pub const LIST_DEFAULT: usize = 50;
 pub const LIST_MAX: usize = 500;
 
-/// The schema of `run`: a task's, plus `wait` and `max_wait`.
-fn run_schema() -> JsonObject {
-    with_waiting(schema::of::<TaskArgs>())
+/// How a tool that answers with runs shapes its answer.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Detail {
+    /// true: each run's whole envelope (its artifacts and their hashes, filter counts, the
+    /// sandbox's policy, the terminal session); false (default): what a model reads, in a
+    /// few KiB (`result_path` has the rest).
+    #[schemars(extend("default" = false))]
+    pub detail: bool,
 }
 
-/// `s` with the properties of [`Waiting`] added.
-fn with_waiting(mut s: JsonObject) -> JsonObject {
-    let waiting = schema::of::<Waiting>();
+/// Where a `list` answer starts.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Paging {
+    /// Skip this many of the runs that match (newest first): give the `next_offset` of the
+    /// answer before for the next page.
+    #[schemars(extend("default" = 0))]
+    pub offset: usize,
+}
+
+/// The schema of `run`: a task's, plus `wait`, `max_wait` and `detail`.
+fn run_schema() -> JsonObject {
+    with::<Detail>(with::<Waiting>(schema::of::<TaskArgs>()))
+}
+
+/// `s` with the properties of `T` added.
+fn with<T: JsonSchema>(mut s: JsonObject) -> JsonObject {
+    let more = schema::of::<T>();
     if let (Some(Value::Object(props)), Some(Value::Object(more))) =
-        (s.get_mut("properties"), waiting.get("properties"))
+        (s.get_mut("properties"), more.get("properties"))
     {
         for (k, v) in more {
             props.insert(k.clone(), v.clone());
         }
     }
     s
+}
+
+/// The names of the properties of `T`: what a tool that adds `T` to its arguments takes out
+/// of them first.
+pub fn names_of<T: JsonSchema>() -> Vec<String> {
+    schema::of::<T>()
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// What a tool does to the world, for its annotations.
@@ -111,10 +144,11 @@ pub fn all() -> Vec<Tool> {
             "Run a subagent (pi, claude or codex, with a task) or any program (argv) as a \
              supervised, recorded run in its own terminal pane. It answers when the run has \
              ended, or after max_wait at the latest (below 60 s by default) with the run still \
-             going: then call `wait` with its run_id. The first line of the answer says how it \
-             went (status, exit code, duration, the end of the final text or of stderr); the \
-             result is the structured content. With wait: false it answers at once with the \
-             run id. Cancelling this call cancels the run (its result records that the cancel \
+             going: then call what its `next` says (`wait` with its run_id). The answer's \
+             `summary` comes first and says how it went (status, exit code, duration, the end \
+             of the final text or of stderr); the rest of the structured content is the \
+             result, without its bulky parts unless `detail` is true. With wait: false it \
+             answers at once with the run id. Cancelling this call cancels the run (its result records that the cancel \
              came from the MCP client); a timeout of your own does not, once max_wait has \
              answered. A human can watch the run with `subpane attach RUN_ID`.",
             run_schema(),
@@ -126,7 +160,7 @@ pub fn all() -> Vec<Tool> {
             "Status of a run",
             "The state of a run: its result if it has ended, else whether it is starting or \
              running. Answers at once.",
-            schema::of::<StatusArgs>(),
+            with::<Detail>(schema::of::<StatusArgs>()),
             schema::run_output(),
             Acts::Reads,
         ),
@@ -139,7 +173,7 @@ pub fn all() -> Vec<Tool> {
              longer. The answer gives the counts first, then one line per run in the order \
              they ended (the ones still running last). Cancelling this call stops only the \
              waiting.",
-            schema::of::<WaitArgs>(),
+            with::<Detail>(schema::of::<WaitArgs>()),
             schema::wait_output(),
             Acts::Reads,
         ),
@@ -158,7 +192,7 @@ pub fn all() -> Vec<Tool> {
             "Cancel a run: a polite stop signal to its processes, then a kill after the grace \
              period. Its result then says cancelled. A run that has already ended is left as \
              it is. Answers at once; `wait` shows the end.",
-            schema::of::<CancelArgs>(),
+            with::<Detail>(schema::of::<CancelArgs>()),
             schema::run_output(),
             Acts::Stops,
         ),
@@ -166,8 +200,9 @@ pub fn all() -> Vec<Tool> {
             LIST,
             "List runs",
             "List runs, newest first: all, or those in one state, of one fan-out group, or \
-             with some labels, at most `limit`.",
-            schema::of::<ListArgs>(),
+             with some labels, one page of at most `limit` from `offset`. When `more` is true, \
+             call it again with `offset` set to the answer's `next_offset`.",
+            with::<Paging>(schema::of::<ListArgs>()),
             schema::list_output(),
             Acts::Reads,
         ),
@@ -178,9 +213,10 @@ pub fn all() -> Vec<Tool> {
              at once. Every task is checked before anything starts. A driver of its own (a \
              run whose id is the group id) starts the queued tasks as others end, so the group \
              goes on when this call answers (after max_wait at the latest, below 60 s by \
-             default) or the client goes away: then call `wait` with the group. The answer \
-             gives each task's state (queued, running, completed, failed, cancelled, or \
-             skipped with why). Cancelling this call stops the group, as `cancel` of the \
+             default) or the client goes away: then its `status` is \"running\" (with how many \
+             tasks run and wait in `counts`) and `next` says to call `wait` with the group. \
+             The answer gives each task's state (queued, running, completed, failed, \
+             cancelled, or skipped with why). Cancelling this call stops the group, as `cancel` of the \
              group id does. `wait` and `list` take the group id.",
             schema::of::<FanoutArgs>(),
             schema::fanout_output(),
@@ -193,7 +229,7 @@ pub fn all() -> Vec<Tool> {
              settings. With resume: true, the agent continues its session and `task` is the \
              follow-up message; otherwise `task` (if given) replaces the task. Answers like \
              `run`.",
-            schema::of::<RetryArgs>(),
+            with::<Detail>(schema::of::<RetryArgs>()),
             schema::run_output(),
             Acts::Starts,
         ),
@@ -357,6 +393,40 @@ mod tests {
         let l = schema::of::<ListArgs>();
         assert_eq!(l["properties"]["limit"]["default"], LIST_DEFAULT);
         assert_eq!(l["properties"]["limit"]["maximum"], LIST_MAX);
+    }
+
+    /// The tools that answer with envelopes take `detail`; `list` takes `offset`; and the
+    /// output schemas have every answer lead with `summary`.
+    #[test]
+    fn detail_offset_and_summary_are_where_they_belong() {
+        let tools = all();
+        let t = |name: &str| tools.iter().find(|t| t.name == name).unwrap().clone();
+        for name in [RUN, STATUS, WAIT, CANCEL, RETRY] {
+            let p = &t(name).input_schema["properties"];
+            assert_eq!(p["detail"]["type"], "boolean", "{name}");
+            assert_eq!(p["detail"]["default"], false, "{name}");
+        }
+        for name in [LOGS, LIST, FANOUT] {
+            assert!(
+                t(name).input_schema["properties"].get("detail").is_none(),
+                "{name}"
+            );
+        }
+        let offset = &t(LIST).input_schema["properties"]["offset"];
+        assert_eq!(
+            (offset["type"].as_str(), &offset["default"]),
+            (Some("integer"), &0.into())
+        );
+        for tool in &tools {
+            let out = tool.output_schema.as_ref().unwrap();
+            let required = out["required"].as_array().unwrap();
+            assert_eq!(required[0], "summary", "{}", tool.name);
+        }
+        assert_eq!(
+            names_of::<Waiting>(),
+            ["wait", "max_wait"],
+            "what `run` takes out of its arguments"
+        );
     }
 
     #[test]

@@ -110,14 +110,34 @@ fn object(v: Value) -> JsonObject {
     }
 }
 
-/// What every answer about one run holds: an envelope (`subpane.result/v1`, possibly
-/// summarised), a running run's status (`subpane.status/v1`) or a fresh start.
+/// `summary`, the first property of every answer.
+fn summary() -> Value {
+    json!({"type": "string", "description":
+        "Read this first. One line per run: the run, its status, exit, duration, and the end of its final text (or of stderr when it failed)."})
+}
+
+/// `next`: the call to make when the answer came before its runs ended.
+fn next() -> Value {
+    json!({
+        "type": "object",
+        "description": "Present when runs go on after this answer: the tool to call for their end, and its arguments.",
+        "properties": {
+            "tool": {"type": "string", "enum": ["wait"]},
+            "arguments": {"type": "object"},
+        },
+        "required": ["tool", "arguments"],
+    })
+}
+
+/// What every answer about one run holds: an envelope (`subpane.result/v1`, brief unless
+/// `detail`, possibly summarised), a running run's status (`subpane.status/v1`) or a fresh
+/// start.
 fn one_run() -> Value {
     json!({
         "type": "object",
         "properties": {
-            "summary": {"type": "string", "description":
-                "One line: the run, its status, exit, duration, and the end of its final text (or of stderr when it failed)."},
+            "summary": summary(),
+            "next": next(),
             "run_id": {"type": "string"},
             "attempt": {"type": "integer", "minimum": 1},
             "status": {"type": "string", "enum":
@@ -125,11 +145,14 @@ fn one_run() -> Value {
             "failure_kind": {"type": ["string", "null"]},
             "exit_code": {"type": ["integer", "null"]},
             "duration_ms": {"type": ["integer", "null"], "minimum": 0},
+            "cancelled_by": {"type": "string", "enum":
+                ["interrupt", "cancel", "mcp_client", "timeout", "sibling", "fanout", "parent", "signal"]},
             "schema": {"type": "string"},
+            "result_path": {"type": "string", "description": "The run's whole envelope (result.json)."},
             "truncated": {"type": "boolean", "description":
                 "Parts were cut to keep the answer small; `result_path` has all of it."},
         },
-        "required": ["run_id", "status"],
+        "required": ["summary", "run_id", "status"],
     })
 }
 
@@ -143,15 +166,18 @@ pub fn wait_output() -> JsonObject {
     object(json!({
         "type": "object",
         "properties": {
+            "summary": summary(),
+            "next": next(),
             "counts": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
             "timed_out": {"type": "boolean"},
             "max_wait_passed": {"type": "boolean"},
             "first_finished": {"type": ["string", "null"]},
             "runs": {"type": "array", "items": one_run()},
             "left_out": {"type": "integer", "minimum": 0},
-            "group": {"type": ["object", "null"]},
+            "group": {"type": ["object", "null"], "properties": {
+                "status": {"type": "string", "enum": ["running", "ended"]}}},
         },
-        "required": ["runs", "timed_out", "first_finished"],
+        "required": ["summary", "runs", "timed_out", "first_finished"],
     }))
 }
 
@@ -160,6 +186,7 @@ pub fn logs_output() -> JsonObject {
     object(json!({
         "type": "object",
         "properties": {
+            "summary": summary(),
             "run_id": {"type": "string"},
             "attempt": {"type": "integer", "minimum": 1},
             "path": {"type": "string"},
@@ -167,7 +194,7 @@ pub fn logs_output() -> JsonObject {
             "size": {"type": "integer", "minimum": 0},
             "truncated": {"type": "boolean"},
         },
-        "required": ["run_id", "attempt", "path", "exists", "size", "truncated"],
+        "required": ["summary", "run_id", "attempt", "path", "exists", "size", "truncated"],
     }))
 }
 
@@ -176,13 +203,18 @@ pub fn list_output() -> JsonObject {
     object(json!({
         "type": "object",
         "properties": {
+            "summary": summary(),
             "total": {"type": "integer", "minimum": 0},
+            "offset": {"type": "integer", "minimum": 0},
+            "more": {"type": "boolean", "description": "More runs match after this page."},
+            "next_offset": {"type": ["integer", "null"], "minimum": 0, "description":
+                "The `offset` of the next page; null on the last."},
             "truncated": {"type": "boolean"},
             "runs": {"type": "array", "items": {"type": "object", "properties": {
                 "run_id": {"type": "string"}, "status": {"type": "string"}},
                 "required": ["run_id", "status"]}},
         },
-        "required": ["total", "truncated", "runs"],
+        "required": ["summary", "total", "offset", "more", "next_offset", "truncated", "runs"],
     }))
 }
 
@@ -191,16 +223,31 @@ pub fn fanout_output() -> JsonObject {
     object(json!({
         "type": "object",
         "properties": {
+            "summary": summary(),
+            "next": next(),
             "group": {"type": "string"},
+            "status": {"type": "string", "enum": ["running", "ended"], "description":
+                "running: tasks run or wait to start (counts has `running` and `queued`, and no exit_code or duration_ms yet); ended: every task has ended or was skipped."},
+            "counts": {"type": "object", "properties": {
+                "total": {"type": "integer", "minimum": 0},
+                "completed": {"type": "integer", "minimum": 0},
+                "failed": {"type": "integer", "minimum": 0},
+                "cancelled": {"type": "integer", "minimum": 0},
+                "skipped": {"type": "integer", "minimum": 0},
+                "running": {"type": "integer", "minimum": 0},
+                "queued": {"type": "integer", "minimum": 0},
+                "exit_code": {"type": "integer"},
+                "duration_ms": {"type": "integer", "minimum": 0}},
+                "required": ["total", "completed", "failed", "cancelled", "skipped"]},
             "tasks": {"type": "array", "items": {"type": "object", "properties": {
                 "line": {"type": "integer", "minimum": 1},
                 "run_id": {"type": ["string", "null"]},
                 "status": {"type": "string"}},
                 "required": ["line", "run_id", "status"]}},
-            "summary": {"type": "object"},
             "max_wait_passed": {"type": "boolean"},
+            "left_out": {"type": "integer", "minimum": 0},
         },
-        "required": ["group", "tasks", "summary"],
+        "required": ["summary", "group", "status", "counts", "tasks"],
     }))
 }
 

@@ -7,7 +7,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 
 use super::{Action, Event, Exit};
-use crate::envelope::{CancelRequest, KillReason};
+use crate::envelope::{CancelOrigin, CancelRequest, KillReason};
 use crate::procs;
 use crate::store;
 use crate::worker::pane::Style;
@@ -93,7 +93,13 @@ impl Worker {
     /// [`CONFIRM_INTERRUPT`] cancels the run.
     pub(crate) fn interrupt_from_pane(&mut self, now: Instant) {
         match self.interrupted_at {
-            Some(t) if now.duration_since(t) <= CONFIRM_INTERRUPT => self.cancel_requested(false),
+            Some(t) if now.duration_since(t) <= CONFIRM_INTERRUPT => {
+                if self.cancelled_by.is_none() {
+                    let origin = crate::envelope::CancelOrigin::Interrupt;
+                    self.cancelled_by = Some((origin, "Ctrl-C, twice, in the run's pane".into()));
+                }
+                self.cancel_requested(false)
+            }
             _ => {
                 self.interrupted_at = Some(now);
                 self.pane.line(
@@ -121,7 +127,9 @@ impl Worker {
         }
         self.cancels_seen.push(r.key().to_owned());
         if self.cancelled_by.is_none() {
-            self.cancelled_by.clone_from(&r.by);
+            let origin = r.origin.unwrap_or(CancelOrigin::Cancel);
+            let words = r.by.clone().unwrap_or_else(|| origin.words().to_owned());
+            self.cancelled_by = Some((origin, words));
         }
         Some(r.grace_ms)
     }
