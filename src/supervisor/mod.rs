@@ -27,7 +27,7 @@ mod lost;
 mod observe;
 mod waiter;
 
-pub use cancel::request_cancel;
+pub use cancel::{Delivery, request_cancel};
 pub use lost::{write_lost, write_unfinished};
 pub use observe::{
     AttemptState, RunningInfo, STARTING_GRACE, WorkerSeen, observe, worker_identity,
