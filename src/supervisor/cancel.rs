@@ -7,6 +7,8 @@
 //!                                           tmux pane, alive, ours, `… __worker DIR`
 //!                                           ├─ yes ─► SIGUSR1 through a pidfd ─► Signalled
 //!                                           └─ no ──► cancel.json removed ─► NotDelivered(why)
+//!  no attempt directory (removed under the run) ─► the pane's process, if it is the worker:
+//!                                                   SIGTERM (the run's grace)
 //! ```
 //!
 //! Common pitfalls:
@@ -48,6 +50,11 @@ pub fn request_cancel(
     by: Option<&str>,
     pane_pid: impl FnOnce() -> Option<i32>,
 ) -> Result<Delivery, SuperviseError> {
+    if std::fs::symlink_metadata(paths.dir())
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+    {
+        return Ok(without_records(paths, pane_pid));
+    }
     store::write_json_atomic(
         &paths.cancel(),
         &CancelRequest::new(now_rfc3339(), grace_ms, by.map(str::to_owned)),
@@ -57,6 +64,29 @@ pub fn request_cancel(
         let _ = std::fs::remove_file(paths.cancel());
     }
     Ok(delivery)
+}
+
+/// The attempt's directory was removed under it: no request can be written, and no record
+/// names the worker. tmux's pane process is asked to stop (SIGTERM: the run's grace) if it
+/// is this attempt's worker, alive and ours.
+fn without_records(paths: &AttemptPaths, pane_pid: impl FnOnce() -> Option<i32>) -> Delivery {
+    let gone = format!(
+        "the attempt directory {} was removed",
+        paths.dir().display()
+    );
+    let Some(w) = pane_pid().and_then(procs::proc_ref) else {
+        return Delivery::NotDelivered(format!("{gone}, and tmux shows no pane for the run"));
+    };
+    if !procs::is_ours(w.pid) || !procs::is_worker_of(&w, paths.dir()) {
+        return Delivery::NotDelivered(format!(
+            "{gone}, and the process of the run's tmux pane (pid {}) is not its worker",
+            w.pid
+        ));
+    }
+    match procs::pidfd_for(&w).map(|fd| procs::pidfd_send_signal(&fd, Signal::SIGTERM)) {
+        Some(Ok(())) => Delivery::Signalled,
+        _ => Delivery::NotDelivered(format!("{gone}, and its worker (pid {}) has exited", w.pid)),
+    }
 }
 
 fn deliver(paths: &AttemptPaths, pane_pid: impl FnOnce() -> Option<i32>) -> Delivery {

@@ -44,4 +44,14 @@ pub enum SuperviseError {
         what: String,
         source: nix::errno::Errno,
     },
+    /// The attempt's directory was removed under it: no record is left to read or write.
+    #[error(
+        "the attempt directory {} was removed while the attempt ran{}: its records are gone, and no envelope can be written",
+        .dir.display(),
+        .worker.map(|p| format!(" (its worker, pid {p}, has ended)")).unwrap_or_default()
+    )]
+    Vanished {
+        dir: std::path::PathBuf,
+        worker: Option<i32>,
+    },
 }

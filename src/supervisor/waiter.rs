@@ -28,6 +28,10 @@
 //! grace, never a timer that grows with the attempts.
 //!
 //! Common pitfalls:
+//! * An attempt directory removed under a held attempt has nothing left to look at: the
+//!   waiter waits for the worker it knew (its pidfd), then ends with
+//!   [`SuperviseError::Vanished`]; records removed from a directory that is still there make
+//!   the attempt `lost` once that worker has ended (no look could tell it had run).
 //! * Watch before you look: open the FIFO (or add the inotify watch), then read the files, or
 //!   a result written in between is missed.
 //! * Closing an inotify fd costs 10-20 ms in the kernel (an RCU grace period), and a user has
@@ -48,6 +52,7 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 use super::SuperviseError;
+use super::lost::write_lost;
 use super::observe::{AttemptState, STARTING_GRACE, observe};
 use crate::envelope::Envelope;
 use crate::procs;
@@ -106,6 +111,8 @@ struct Slot {
     spec: AttemptSpec,
     fifo: Option<File>,
     pidfd: Option<OwnedFd>,
+    /// The worker the pidfd is of, once known.
+    worker: Option<crate::envelope::ProcRef>,
     starting_since: Option<SystemTime>,
     watch: Option<WatchDescriptor>,
     interest: Interest,
@@ -252,6 +259,7 @@ impl Waiter {
                 spec,
                 fifo,
                 pidfd: None,
+                worker: None,
                 starting_since: None,
                 watch: None,
                 interest,
@@ -524,6 +532,20 @@ impl Waiter {
         let Some(slot) = self.slots.get_mut(&t) else {
             return Ok(());
         };
+        // A worker known to have ended, whose records are gone: no look can ever find it.
+        let ended = slot.worker.filter(|w| !procs::is_alive(w));
+        let gone = std::fs::symlink_metadata(slot.paths.dir())
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        if gone {
+            if slot.worker.is_some() && ended.is_none() {
+                // Its end is what is waited for: the pidfd tells it.
+                return Ok(());
+            }
+            return Err(SuperviseError::Vanished {
+                dir: slot.paths.dir().to_path_buf(),
+                worker: ended.map(|w| w.pid),
+            });
+        }
         for _ in 0..3 {
             match observe(&slot.paths, &slot.spec)? {
                 AttemptState::Finished(env) => {
@@ -537,6 +559,19 @@ impl Waiter {
                     return Ok(());
                 }
                 AttemptState::Starting { since } => {
+                    if let Some(w) = ended {
+                        // Its worker.json and launch.json were removed: the look cannot
+                        // tell that it ran, but this waiter saw it end.
+                        let why = format!(
+                            "the worker (pid {}) ended, and its records (worker.json, launch.json) had been removed from the attempt directory",
+                            w.pid
+                        );
+                        let env = write_lost(&slot.paths, &slot.spec, &why)?;
+                        let slot = self.slots.remove(&t);
+                        self.unwatch(t, slot.and_then(|s| s.watch));
+                        self.ready.push_back((t, Box::new(env)));
+                        return Ok(());
+                    }
                     slot.starting_since = Some(since);
                     return Ok(());
                 }
@@ -547,6 +582,7 @@ impl Waiter {
                     }
                     if let Some(fd) = procs::pidfd_for(&info.worker) {
                         slot.pidfd = Some(fd);
+                        slot.worker = Some(info.worker);
                         return Ok(());
                     }
                     // It died between the look and the pidfd: look again.
