@@ -29,8 +29,9 @@
 //!
 //! Common pitfalls:
 //! * An attempt directory removed under a held attempt has nothing left to look at: the
-//!   waiter waits for the worker it knew (its pidfd), then ends with
-//!   [`SuperviseError::Vanished`]; records removed from a directory that is still there make
+//!   waiter waits for the worker it knew (its pidfd), then reports [`WaitEvent::Vanished`]
+//!   (what the caller does with it is its own: `run` and `wait` end with the error, `top`
+//!   takes it as the attempt's end); records removed from a directory that is still there make
 //!   the attempt `lost` once that worker has ended (no look could tell it had run).
 //! * Watch before you look: open the FIFO (or add the inotify watch), then read the files, or
 //!   a result written in between is missed.
@@ -75,6 +76,10 @@ pub enum WaitEvent {
     /// A file of a followed attempt changed (its logs grew). A followed attempt always has
     /// one more of these just before its `Finished`: its files are complete then.
     Changed(Token),
+    /// The attempt's directory was removed under it, and the worker this waiter knew (if
+    /// any) has ended: no envelope will ever come ([`SuperviseError::Vanished`] says it).
+    /// It is no longer held.
+    Vanished { token: Token, error: SuperviseError },
     /// The deadline passed first.
     TimedOut,
     /// [`Waker::wake`] was called.
@@ -131,6 +136,8 @@ pub struct Waiter {
     slots: HashMap<Token, Slot>,
     next_token: usize,
     ready: VecDeque<(Token, Box<Envelope>)>,
+    /// Attempts whose directory vanished ([`WaitEvent::Vanished`]).
+    vanished: VecDeque<(Token, SuperviseError)>,
     changed: Vec<Token>,
     woken: bool,
     inotify: Option<Inotify>,
@@ -159,6 +166,7 @@ impl Waiter {
             slots: HashMap::new(),
             next_token: 0,
             ready: VecDeque::new(),
+            vanished: VecDeque::new(),
             changed: Vec::new(),
             woken: false,
             inotify: None,
@@ -276,6 +284,7 @@ impl Waiter {
     /// Stops holding an attempt (whether or not it finished).
     pub fn remove(&mut self, token: Token) {
         self.ready.retain(|(t, _)| *t != token);
+        self.vanished.retain(|(t, _)| *t != token);
         self.changed.retain(|t| *t != token);
         if let Some(slot) = self.slots.remove(&token) {
             self.unwatch(token, slot.watch);
@@ -289,7 +298,7 @@ impl Waiter {
     /// How many attempts are held and not yet returned as finished (directories and
     /// descriptors are not counted).
     pub fn pending(&self) -> usize {
-        self.slots.len() + self.ready.len()
+        self.slots.len() + self.ready.len() + self.vanished.len()
     }
 
     /// Waits for the next event: an attempt that finished, a followed attempt whose files
@@ -305,6 +314,9 @@ impl Waiter {
             }
             if let Some((token, envelope)) = self.ready.pop_front() {
                 return Ok(WaitEvent::Finished { token, envelope });
+            }
+            if let Some((token, error)) = self.vanished.pop_front() {
+                return Ok(WaitEvent::Vanished { token, error });
             }
             if !self.changed.is_empty() {
                 return Ok(WaitEvent::Changed(self.changed.remove(0)));
@@ -541,10 +553,14 @@ impl Waiter {
                 // Its end is what is waited for: the pidfd tells it.
                 return Ok(());
             }
-            return Err(SuperviseError::Vanished {
+            let error = SuperviseError::Vanished {
                 dir: slot.paths.dir().to_path_buf(),
                 worker: ended.map(|w| w.pid),
-            });
+            };
+            let slot = self.slots.remove(&t);
+            self.unwatch(t, slot.and_then(|s| s.watch));
+            self.vanished.push_back((t, error));
+            return Ok(());
         }
         for _ in 0..3 {
             match observe(&slot.paths, &slot.spec)? {
