@@ -226,6 +226,13 @@ pub fn is_worker_of(r: &ProcRef, dir: &std::path::Path) -> bool {
         && is_alive(r)
 }
 
+/// Whether process `pid` runs as this process's user (its `/proc` entry is ours).
+pub fn is_ours(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .is_ok_and(|m| m.uid() == nix::unistd::geteuid().as_raw())
+}
+
 /// Whether process `pid` belongs to the attempt in `dir`: the worker gives every program it
 /// starts `SUBPANE_ATTEMPT_DIR=DIR`, and descendants inherit it.
 pub fn belongs_to_attempt(pid: i32, dir: &std::path::Path) -> bool {

@@ -87,6 +87,17 @@ pub enum Error {
     /// The worktree lock could not be taken (`gc`).
     #[error("cannot take the worktree lock: {0}")]
     WorktreeLock(#[source] GitError),
+    /// A cancel that could not be delivered: nothing was signalled.
+    #[error(
+        "the cancel of run {run} (attempt {attempt}) was not delivered: {why}; nothing was signalled. To end the run anyway, close its pane: `tmux -S {socket} kill-session -t ={session}`"
+    )]
+    CancelNotDelivered {
+        run: String,
+        attempt: u32,
+        why: String,
+        socket: String,
+        session: String,
+    },
     /// An attempt the caller waited for ended, but no envelope could be read.
     #[error("the attempt ended without an envelope")]
     NoEnvelope,
@@ -126,6 +137,7 @@ impl Error {
             | Error::WorktreeDirNotRemoved { .. }
             | Error::WorktreeLock(_)
             | Error::NoEnvelope
+            | Error::CancelNotDelivered { .. }
             | Error::NotStarted
             | Error::Nest(_) => false,
         }

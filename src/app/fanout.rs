@@ -212,6 +212,9 @@ impl Driver for Drive<'_, '_> {
             }
             Seen::Beat => self.state.emit(&Event::Tick, self.on_event),
             Seen::Changed(_) => {}
+            // No envelope will come: the fan-out ends with the error (its other tasks go on,
+            // and `wait --group` finds them).
+            Seen::Vanished { error, .. } => return Err(error.into()),
         }
         Ok(ControlFlow::Continue(()))
     }

@@ -206,7 +206,7 @@ pub(super) fn start_pane(
     ensure_socket_dir(&spec.tmux.socket);
     let t = tmux_for(home, spec);
     let cmd = worker_command(&exe, paths);
-    match t.new_session(&spec.tmux.session, &spec.cwd, &cmd, spec.keep_session) {
+    match t.new_session(&spec.tmux.session, &cmd, spec.keep_session) {
         Ok(pane) => {
             record_launch(paths, spec, &pane, warnings);
             Ok(None)

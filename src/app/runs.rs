@@ -153,7 +153,8 @@ pub fn attempt_status(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Attemp
 pub enum CancelOutcome {
     /// Nothing to do: the attempt had finished.
     AlreadyFinished(Box<Envelope>),
-    /// `cancel.json` is written and the worker, if it runs, was signalled.
+    /// `cancel.json` is written and the worker, if it runs, was signalled (one that does not
+    /// run the program yet reads it as it starts).
     Requested(CancelRequested),
 }
 
@@ -178,11 +179,24 @@ pub fn cancel_by(
         Socket::from_path(&found.spec.tmux.socket),
         "/dev/null".into(),
     );
-    supervisor::request_cancel(&found.paths, grace_ms, origin, || {
+    let delivery = supervisor::request_cancel(&found.paths, grace_ms, origin, || {
         tmux.pane_of(&found.spec.tmux.session)
             .ok()
             .map(|p| p.pane_pid)
     })?;
+    if let supervisor::Delivery::NotDelivered(why) = delivery {
+        // It may have ended meanwhile: then that is the answer.
+        if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
+            return Ok(CancelOutcome::AlreadyFinished(env));
+        }
+        return Err(Error::CancelNotDelivered {
+            run: found.spec.run_id.to_string(),
+            attempt: found.spec.attempt,
+            why,
+            socket: found.spec.tmux.socket.display().to_string(),
+            session: found.spec.tmux.session.clone(),
+        });
+    }
     Ok(CancelOutcome::Requested(CancelRequested {
         run_id: found.spec.run_id.to_string(),
         attempt: found.spec.attempt,

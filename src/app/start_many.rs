@@ -195,7 +195,6 @@ fn start_panes(
     let t = tmux_for(home, &first.1.spec);
     let req = |p: &Pending| SessionReq {
         session: p.spec.tmux.session.clone(),
-        cwd: p.spec.cwd.clone(),
         command: worker_command(exe, &p.paths),
         keep: p.spec.keep_session,
     };

@@ -242,6 +242,11 @@ impl Driver for Collect<'_> {
                     self.mode == WaitMode::Any || self.done == self.tokens.len(),
                 ));
             }
+            Seen::Vanished { token, error } => {
+                if self.tokens.contains(&token) {
+                    return Err(error.into());
+                }
+            }
             Seen::Beat => self.report(None, None),
             Seen::Changed(token) => {
                 if let Some(i) = self.tokens.iter().position(|t| *t == token) {
@@ -300,6 +305,7 @@ impl Driver for Follow<'_> {
         match seen {
             // Nothing follows the end, whatever the caller says.
             Seen::Finished { .. } => (self.on)(Followed::Ended).map(|_| ControlFlow::Break(())),
+            Seen::Vanished { error, .. } => Err(error.into()),
             Seen::Changed(_) | Seen::Beat => Ok(ControlFlow::Continue(())),
         }
     }

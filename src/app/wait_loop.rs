@@ -49,6 +49,12 @@ pub enum Seen {
     },
     /// A followed attempt's files changed (its logs grew).
     Changed(Token),
+    /// The attempt's directory was removed under it and its worker has ended: no envelope
+    /// will come. The loop no longer holds it.
+    Vanished {
+        token: Token,
+        error: crate::supervisor::SuperviseError,
+    },
     /// The heartbeat: nothing else has to happen for it.
     Beat,
 }
@@ -196,6 +202,7 @@ impl WaitLoop {
                 let seen = match event {
                     WaitEvent::Finished { token, envelope } => Seen::Finished { token, envelope },
                     WaitEvent::Changed(token) => Seen::Changed(token),
+                    WaitEvent::Vanished { token, error } => Seen::Vanished { token, error },
                     // The count says what it was for; the driver reads it when settled.
                     WaitEvent::Woken => {
                         event = self.waiter.next(Some(Instant::now()))?;

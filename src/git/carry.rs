@@ -3,6 +3,7 @@
 //! (config, hooks, other refs, rebase state) ever reaches the repository.
 //!
 //! ```text
+//!  upper: whiteouts at HEAD and refs/objects (rm -rf .git) ─► "the program removed .git"
 //!  upper/refs/heads/B  (a regular file, no link on the way)  │ else upper/packed-refs
 //!     └─► N, a hex object id          none, or a whiteout (the program deleted it) ─► done
 //!  O = refs/heads/B of the repository                          N == O ─► done
@@ -54,6 +55,9 @@ pub fn carry_branch(
     let Some(branch) = &repo.branch else {
         return Ok(None);
     };
+    if let Some(what) = removed_by_program(&repo.upper) {
+        return Err(GitError::ProgramRemoved(what));
+    }
     let new = new_tip(&repo.upper, branch)?;
     let old = branch_tip(&repo.common_dir, branch)?;
     let unchanged = || Carry {
@@ -139,6 +143,21 @@ pub fn carry_branch(
             .read()?;
     }
     Ok(Some(carry(Outcome::Carried)))
+}
+
+/// What of the git directory the program deleted in its view, when a carry cannot read
+/// past it: the overlay's upper layer holds a whiteout at `HEAD` with `refs` or `objects`
+/// (`rm -rf .git`: the mount point itself stays), or at `refs`, `refs/heads` or `objects`.
+fn removed_by_program(upper: &Path) -> Option<String> {
+    let tree = ProgramTree::open(upper).ok()?;
+    let gone = |rel: &str| tree.kind(Path::new(rel)).is_ok_and(|k| k == Kind::Whiteout);
+    if gone("HEAD") && (gone("refs") || gone("objects")) {
+        return Some(".git".into());
+    }
+    ["refs", "refs/heads", "objects"]
+        .into_iter()
+        .find(|rel| gone(rel))
+        .map(|rel| format!(".git/{rel}"))
 }
 
 /// The program's tip of `branch`: its loose ref, else its line in `packed-refs`; `None` when

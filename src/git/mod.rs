@@ -87,6 +87,11 @@ pub enum GitError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The program deleted (in its view) what a carry reads: `.git`, or a part of it.
+    #[error(
+        "the program removed {0} (in its own view of the repository), so nothing of its git comes back; the repository's own git directory is as it was"
+    )]
+    ProgramRemoved(String),
 }
 
 /// How long one git command may take by default: a filter or hook that waits for input

@@ -27,7 +27,7 @@ mod lost;
 mod observe;
 mod waiter;
 
-pub use cancel::request_cancel;
+pub use cancel::{Delivery, request_cancel};
 pub use lost::{write_lost, write_unfinished};
 pub use observe::{
     AttemptState, RunningInfo, STARTING_GRACE, WorkerSeen, observe, worker_identity,
@@ -43,5 +43,15 @@ pub enum SuperviseError {
     Watch {
         what: String,
         source: nix::errno::Errno,
+    },
+    /// The attempt's directory was removed under it: no record is left to read or write.
+    #[error(
+        "the attempt directory {} was removed while the attempt ran{}: its records are gone, and no envelope can be written",
+        .dir.display(),
+        .worker.map(|p| format!(" (its worker, pid {p}, has ended)")).unwrap_or_default()
+    )]
+    Vanished {
+        dir: std::path::PathBuf,
+        worker: Option<i32>,
     },
 }

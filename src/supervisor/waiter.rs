@@ -28,6 +28,11 @@
 //! grace, never a timer that grows with the attempts.
 //!
 //! Common pitfalls:
+//! * An attempt directory removed under a held attempt has nothing left to look at: the
+//!   waiter waits for the worker it knew (its pidfd), then reports [`WaitEvent::Vanished`]
+//!   (what the caller does with it is its own: `run` and `wait` end with the error, `top`
+//!   takes it as the attempt's end); records removed from a directory that is still there make
+//!   the attempt `lost` once that worker has ended (no look could tell it had run).
 //! * Watch before you look: open the FIFO (or add the inotify watch), then read the files, or
 //!   a result written in between is missed.
 //! * Closing an inotify fd costs 10-20 ms in the kernel (an RCU grace period), and a user has
@@ -48,6 +53,7 @@ use nix::sys::eventfd::{EfdFlags, EventFd};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 
 use super::SuperviseError;
+use super::lost::write_lost;
 use super::observe::{AttemptState, STARTING_GRACE, observe};
 use crate::envelope::Envelope;
 use crate::procs;
@@ -70,6 +76,10 @@ pub enum WaitEvent {
     /// A file of a followed attempt changed (its logs grew). A followed attempt always has
     /// one more of these just before its `Finished`: its files are complete then.
     Changed(Token),
+    /// The attempt's directory was removed under it, and the worker this waiter knew (if
+    /// any) has ended: no envelope will ever come ([`SuperviseError::Vanished`] says it).
+    /// It is no longer held.
+    Vanished { token: Token, error: SuperviseError },
     /// The deadline passed first.
     TimedOut,
     /// [`Waker::wake`] was called.
@@ -106,6 +116,8 @@ struct Slot {
     spec: AttemptSpec,
     fifo: Option<File>,
     pidfd: Option<OwnedFd>,
+    /// The worker the pidfd is of, once known.
+    worker: Option<crate::envelope::ProcRef>,
     starting_since: Option<SystemTime>,
     watch: Option<WatchDescriptor>,
     interest: Interest,
@@ -124,6 +136,8 @@ pub struct Waiter {
     slots: HashMap<Token, Slot>,
     next_token: usize,
     ready: VecDeque<(Token, Box<Envelope>)>,
+    /// Attempts whose directory vanished ([`WaitEvent::Vanished`]).
+    vanished: VecDeque<(Token, SuperviseError)>,
     changed: Vec<Token>,
     woken: bool,
     inotify: Option<Inotify>,
@@ -152,6 +166,7 @@ impl Waiter {
             slots: HashMap::new(),
             next_token: 0,
             ready: VecDeque::new(),
+            vanished: VecDeque::new(),
             changed: Vec::new(),
             woken: false,
             inotify: None,
@@ -252,6 +267,7 @@ impl Waiter {
                 spec,
                 fifo,
                 pidfd: None,
+                worker: None,
                 starting_since: None,
                 watch: None,
                 interest,
@@ -268,6 +284,7 @@ impl Waiter {
     /// Stops holding an attempt (whether or not it finished).
     pub fn remove(&mut self, token: Token) {
         self.ready.retain(|(t, _)| *t != token);
+        self.vanished.retain(|(t, _)| *t != token);
         self.changed.retain(|t| *t != token);
         if let Some(slot) = self.slots.remove(&token) {
             self.unwatch(token, slot.watch);
@@ -281,7 +298,7 @@ impl Waiter {
     /// How many attempts are held and not yet returned as finished (directories and
     /// descriptors are not counted).
     pub fn pending(&self) -> usize {
-        self.slots.len() + self.ready.len()
+        self.slots.len() + self.ready.len() + self.vanished.len()
     }
 
     /// Waits for the next event: an attempt that finished, a followed attempt whose files
@@ -297,6 +314,9 @@ impl Waiter {
             }
             if let Some((token, envelope)) = self.ready.pop_front() {
                 return Ok(WaitEvent::Finished { token, envelope });
+            }
+            if let Some((token, error)) = self.vanished.pop_front() {
+                return Ok(WaitEvent::Vanished { token, error });
             }
             if !self.changed.is_empty() {
                 return Ok(WaitEvent::Changed(self.changed.remove(0)));
@@ -524,6 +544,24 @@ impl Waiter {
         let Some(slot) = self.slots.get_mut(&t) else {
             return Ok(());
         };
+        // A worker known to have ended, whose records are gone: no look can ever find it.
+        let ended = slot.worker.filter(|w| !procs::is_alive(w));
+        let gone = std::fs::symlink_metadata(slot.paths.dir())
+            .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
+        if gone {
+            if slot.worker.is_some() && ended.is_none() {
+                // Its end is what is waited for: the pidfd tells it.
+                return Ok(());
+            }
+            let error = SuperviseError::Vanished {
+                dir: slot.paths.dir().to_path_buf(),
+                worker: ended.map(|w| w.pid),
+            };
+            let slot = self.slots.remove(&t);
+            self.unwatch(t, slot.and_then(|s| s.watch));
+            self.vanished.push_back((t, error));
+            return Ok(());
+        }
         for _ in 0..3 {
             match observe(&slot.paths, &slot.spec)? {
                 AttemptState::Finished(env) => {
@@ -537,6 +575,19 @@ impl Waiter {
                     return Ok(());
                 }
                 AttemptState::Starting { since } => {
+                    if let Some(w) = ended {
+                        // Its worker.json and launch.json were removed: the look cannot
+                        // tell that it ran, but this waiter saw it end.
+                        let why = format!(
+                            "the worker (pid {}) ended, and its records (worker.json, launch.json) had been removed from the attempt directory",
+                            w.pid
+                        );
+                        let env = write_lost(&slot.paths, &slot.spec, &why)?;
+                        let slot = self.slots.remove(&t);
+                        self.unwatch(t, slot.and_then(|s| s.watch));
+                        self.ready.push_back((t, Box::new(env)));
+                        return Ok(());
+                    }
                     slot.starting_since = Some(since);
                     return Ok(());
                 }
@@ -547,6 +598,7 @@ impl Waiter {
                     }
                     if let Some(fd) = procs::pidfd_for(&info.worker) {
                         slot.pidfd = Some(fd);
+                        slot.worker = Some(info.worker);
                         return Ok(());
                     }
                     // It died between the look and the pidfd: look again.

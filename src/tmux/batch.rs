@@ -25,7 +25,6 @@
 //!   `spawn` envelope, so no pane runs unrecorded.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 
 use super::{Pane, TIME_LIMIT, Tmux, TmuxError, batch_limit, failed, new_session_args};
 
@@ -37,7 +36,6 @@ pub const CHUNK_BYTES: usize = 15 * 1024;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionReq {
     pub session: String,
-    pub cwd: PathBuf,
     pub command: Vec<OsString>,
     pub keep: bool,
 }
@@ -82,7 +80,7 @@ fn request_bytes(r: &SessionReq) -> usize {
 
 /// `new_session_args` with a format that names the session.
 fn batch_args(r: &SessionReq) -> Vec<OsString> {
-    let mut a = new_session_args(&r.session, &r.cwd, &r.command, r.keep);
+    let mut a = new_session_args(&r.session, &r.command, r.keep);
     if let Some(f) = a.iter().position(|x| x == "-F") {
         a[f + 1] = BATCH_FORMAT.into();
     }
@@ -93,7 +91,6 @@ fn batch_args(r: &SessionReq) -> Vec<OsString> {
 pub fn batchable(r: &SessionReq) -> bool {
     !r.command
         .iter()
-        .chain(std::iter::once(&r.cwd.clone().into_os_string()))
         .any(|a| a.as_encoded_bytes().ends_with(b";"))
 }
 
@@ -153,7 +150,6 @@ mod tests {
     fn req(name: &str, dir_len: usize) -> SessionReq {
         SessionReq {
             session: name.into(),
-            cwd: "/w".into(),
             command: vec![
                 "/bin/subpane".into(),
                 "__worker".into(),

@@ -153,16 +153,15 @@ fn identify(env: &[(OsString, OsString)]) -> Vec<u8> {
         .find(|(k, _)| k == "TERM")
         .map(|(_, v)| v.as_bytes().to_vec())
         .unwrap_or_default();
-    let cwd = std::env::current_dir()
-        .map(|d| d.into_os_string().into_encoded_bytes())
-        .unwrap_or_else(|_| b"/".to_vec());
+    // As the `tmux` binary is run (`Tmux::command`): from the panes' own directory.
+    let cwd = super::PANE_DIR.as_bytes();
     let mut out = Vec::with_capacity(4096);
     out.extend(message(MSG_IDENTIFY_LONGFLAGS, &0u64.to_ne_bytes()));
     out.extend(message(MSG_IDENTIFY_FLAGS, &0i32.to_ne_bytes()));
     out.extend(message(MSG_IDENTIFY_TERM, &c_string(&term)));
     out.extend(message(MSG_IDENTIFY_FEATURES, &0i32.to_ne_bytes()));
     out.extend(message(MSG_IDENTIFY_TTYNAME, &c_string(b"")));
-    out.extend(message(MSG_IDENTIFY_CWD, &c_string(&cwd)));
+    out.extend(message(MSG_IDENTIFY_CWD, &c_string(cwd)));
     out.extend(message(
         MSG_IDENTIFY_CLIENTPID,
         &(std::process::id() as i32).to_ne_bytes(),

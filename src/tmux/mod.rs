@@ -19,6 +19,31 @@
 //!                   └─ no server, another protocol (nothing ran) ─► the binary, as above
 //! ```
 //!
+//! What reaches tmux. tmux expands formats (`#{…}`, `#[…]`, and `#(…)`, a shell command the
+//! server runs as the user, outside every sandbox) in several arguments: only `/`, names
+//! derived from run ids (`[A-Za-z0-9._-]`, no `#`) and subpane's own constants ever reach
+//! it. A run's directory, labels, tasks, `--env` values and everything a program chose never
+//! do: the pane starts in [`PANE_DIR`] and the worker enters the attempt's directory itself.
+//!
+//! ```text
+//!  argument                          expanded by tmux   what subpane gives
+//!  -L NAME / -S PATH, -f CONFIG      no                 the socket (env, spec.json); tmux.conf
+//!  client cwd (process / identify)   no                 PANE_DIR
+//!  client environment                no                 ours, less withheld(); no pane reads it
+//!  new-session -s NAME               yes                session_name(run id, attempt)
+//!  new-session -c DIR                yes                PANE_DIR, always
+//!  new-session -x 200 -y 50 -d -P    no                 constants
+//!  new-session -F / display -p FMT   yes                constants: pane_id, pane_pid, session_name
+//!  new-session -- COMMAND…           no (≥ 2 words:     the subpane binary, `__worker`, the
+//!                                    exec'd, no shell)  attempt dir (home/runs/ID/attempts/N)
+//!  -e, -n, titles                    yes                never given (no -e, no -n; titles off)
+//!  -t =NAME, -t =NAME:               no                 session_name(…), from the run id
+//!  set-option -w remain-on-exit on   no                 constants
+//!  list-sessions -F FMT              yes                the constant #{session_name}
+//!  start-server ; run-shell …        yes                KILL_IF_IDLE (idle.rs), a constant
+//!  the config (tmux.conf)            yes, in its hooks  idle::config: constants and the idle delay
+//! ```
+//!
 //! Common pitfalls:
 //! * A hung server (one stopped with SIGSTOP, say) would hang every client, and with it
 //!   `run`, `fanout`, `attach`, `gc` and the MCP server: every command but `attach-session`
@@ -202,21 +227,21 @@ pub fn target(session: &str) -> String {
     format!("={session}")
 }
 
+/// The directory every pane starts in. tmux expands `-c` as a format (`#(…)` runs a shell
+/// command in the server): no directory a user or a program chose is ever given to it. The
+/// worker enters the attempt's directory itself.
+pub const PANE_DIR: &str = "/";
+
 /// argv (after `tmux -L/-S … -f …`) of a detached session running `command` directly (no
-/// shell: tmux execs several arguments as they are).
-pub fn new_session_args(
-    session: &str,
-    cwd: &Path,
-    command: &[OsString],
-    keep: bool,
-) -> Vec<OsString> {
+/// shell: tmux execs several arguments as they are), in [`PANE_DIR`].
+pub fn new_session_args(session: &str, command: &[OsString], keep: bool) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec![
         "new-session".into(),
         "-d".into(),
         "-s".into(),
         session.into(),
         "-c".into(),
-        cwd.into(),
+        PANE_DIR.into(),
         "-x".into(),
         "200".into(),
         "-y".into(),
@@ -275,6 +300,8 @@ impl Tmux {
         unsafe { c.pre_exec(crate::procs::reset_signals_in_child) };
         c.args(self.socket.args());
         c.arg("-f").arg(&self.config);
+        // The client's directory is the server's default for new panes: ours, not the user's.
+        c.current_dir(PANE_DIR);
         for v in withheld() {
             c.env_remove(v);
         }
@@ -355,11 +382,10 @@ impl Tmux {
     pub fn new_session(
         &self,
         session: &str,
-        cwd: &Path,
         command: &[OsString],
         keep: bool,
     ) -> Result<Pane, TmuxError> {
-        let args = new_session_args(session, cwd, command, keep);
+        let args = new_session_args(session, command, keep);
         let mut tries = 0u32;
         loop {
             self.ensure_server()?;
@@ -505,7 +531,6 @@ mod tests {
     fn new_session_runs_argv_without_shell() {
         let args = new_session_args(
             "s-1",
-            Path::new("/w"),
             &["/bin/subpane".into(), "__worker".into(), "/h/a".into()],
             true,
         );
@@ -515,6 +540,9 @@ mod tests {
             .collect();
         let dd = s.iter().position(|a| a == "--").unwrap();
         assert_eq!(&s[dd + 1..dd + 4], ["/bin/subpane", "__worker", "/h/a"]);
+        // The start directory is ours: tmux expands it as a format.
+        let c = s.iter().position(|a| a == "-c").unwrap();
+        assert_eq!(s[c + 1], "/");
         assert!(s.contains(&"remain-on-exit".to_string()));
         assert!(s.contains(&"=s-1:".to_string()));
     }

@@ -74,6 +74,14 @@ impl Worker {
     pub(crate) fn spawn(&mut self) -> Result<(), SpawnError> {
         self.open_logs()
             .map_err(|e| format!("cannot create the attempt's log files: {e}"))?;
+        // The pane starts in `/` (a directory given to tmux is expanded as a format there):
+        // the worker enters the attempt's directory itself, and the program inherits it.
+        std::env::set_current_dir(&self.spec.cwd).map_err(|e| {
+            format!(
+                "cannot enter the working directory {}: {e}",
+                self.spec.cwd.display()
+            )
+        })?;
         // The program's own place for artifacts (the launcher made it already for a
         // sandboxed attempt, whose policy names it).
         let out = self.paths.out_dir();
@@ -103,8 +111,7 @@ impl Worker {
             cmd.args(&argv[1..]);
             (cmd, None)
         };
-        cmd.current_dir(&self.spec.cwd)
-            .env_clear()
+        cmd.env_clear()
             .envs(env)
             .envs(self.spec.program_vars(self.paths.dir(), &out))
             .stdout(Stdio::piped())

@@ -912,3 +912,144 @@ fn a_cancel_before_the_start_says_who_asked() {
     assert!(errors.contains("cancelled by the test"), "{errors}");
     env.assert_no_leftovers();
 }
+
+// ---- an attempt directory removed under a waiting run -------------------------------------
+
+/// How soon after its worker's end a wait on a vanished attempt must have ended.
+const SOON: Duration = Duration::from_secs(10);
+
+/// Starts a foreground `run` of `waits_for_flag.sh` as `id` and waits until the program
+/// runs; the child, the flag and the worker's pid.
+fn foreground_waiting(env: &TestEnv, id: &str) -> (Child, PathBuf, i32) {
+    let flag = env.root.path().join(format!("flag-{id}"));
+    let child = spawn_run(
+        env,
+        &[
+            "--run-id",
+            id,
+            "--",
+            &fx("waits_for_flag.sh"),
+            flag.to_str().unwrap(),
+        ],
+    );
+    wait_for_text(&env.attempt_dir(id, 1).join("stdout.log"), "waiting for");
+    let worker = env.worker_pid(id);
+    (child, flag, worker)
+}
+
+fn assert_vanished(r: &harness::Ran, dir: &Path) {
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!(
+            "the attempt directory {} was removed while the attempt ran",
+            dir.display()
+        )),
+        "no clear error: {r:?}"
+    );
+}
+
+/// Removes an attempt's directory at once, as `rm -rf` would in the end: moved away in one
+/// step (the worker may be writing in it), then removed.
+fn vanish(env: &TestEnv, dir: &Path) {
+    let away = env.root.path().join("removed");
+    std::fs::rename(dir, &away).unwrap();
+    let _ = std::fs::remove_dir_all(&away);
+}
+
+/// Whether `pid` holds a pidfd (a waiter that has its attempt's worker in hand).
+fn holds_a_pidfd(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.as_os_str() == "anon_inode:[pidfd]"))
+}
+
+#[test]
+fn a_run_whose_attempt_directory_vanished_ends_with_its_worker() {
+    let env = TestEnv::new();
+    let (child, flag, worker) = foreground_waiting(&env, "gone");
+    let dir = env.attempt_dir("gone", 1);
+    vanish(&env, &dir);
+    harness::touch(&flag);
+    wait_pid_gone(worker);
+    let r = harness::wait_child_within(child, SOON, "run waited on a vanished attempt");
+    assert_vanished(&r, &dir);
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn a_wait_whose_attempt_directory_vanished_ends_with_its_worker() {
+    let env = TestEnv::new();
+    let flag = harness::start_waiting(&env, "gonew", 0);
+    let worker = env.worker_pid("gonew");
+    let waiting = env
+        .cmd()
+        .args(["wait", "--json", "gonew"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = waiting.id();
+    harness::wait_until("wait to hold the worker", || {
+        holds_a_pidfd(pid).then_some(())
+    });
+    let dir = env.attempt_dir("gonew", 1);
+    vanish(&env, &dir);
+    harness::touch(&flag);
+    wait_pid_gone(worker);
+    let r = harness::wait_child_within(waiting, SOON, "wait waited on a vanished attempt");
+    assert_vanished(&r, &dir);
+    env.assert_no_leftovers();
+}
+
+/// Ctrl-C of a run whose attempt directory vanished: no `cancel.json` can be written, the
+/// pane's worker is stopped all the same, and the run ends with the truth.
+#[test]
+fn ctrl_c_of_a_run_whose_attempt_directory_vanished_stops_it() {
+    let env = TestEnv::new();
+    let (child, _flag, worker) = foreground_waiting(&env, "gonec");
+    let agent = agent_pid(&env, "gonec");
+    let dir = env.attempt_dir("gonec", 1);
+    vanish(&env, &dir);
+    send_signal(child.id() as i32, libc::SIGINT);
+    let r = harness::wait_child_within(child, LIMIT, "Ctrl-C did not end the run");
+    assert_vanished(&r, &dir);
+    assert!(!r.stderr.contains("cancel.json"), "{r:?}");
+    assert!(
+        !pid_alive(agent) && !pid_alive(worker),
+        "the program was not stopped"
+    );
+    env.assert_no_leftovers();
+}
+
+/// The worker's records removed (the directory stays), then the worker killed: the waiter
+/// saw it end, and writes `lost` at once, saying so.
+#[test]
+fn a_worker_whose_records_were_removed_is_lost_when_it_ends() {
+    let env = TestEnv::new();
+    let (child, _flag, worker) = foreground_waiting(&env, "norec");
+    let dir = env.attempt_dir("norec", 1);
+    // Stopped first, so that it writes no record again before it is killed.
+    send_signal(worker, libc::SIGSTOP);
+    for f in ["worker.json", "launch.json"] {
+        match std::fs::remove_file(dir.join(f)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{f}: {e}"),
+            _ => {}
+        }
+    }
+    send_signal(worker, libc::SIGKILL);
+    wait_pid_gone(worker);
+    let r = harness::wait_child_within(child, SOON, "run waited on a worker with no records");
+    assert_eq!(r.code, 1, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_valid_envelope(&v);
+    assert_eq!(v["failure_kind"], "lost", "{v}");
+    let why = v["output"]["errors"][0].as_str().unwrap_or_default();
+    assert!(
+        why.contains(&format!("the worker (pid {worker}) ended"))
+            && why.contains("had been removed"),
+        "{v}"
+    );
+    env.assert_no_leftovers();
+}

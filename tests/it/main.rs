@@ -33,6 +33,7 @@ mod run;
 mod sandbox_exec;
 mod sandbox_run;
 mod terminal;
+mod tmux_formats;
 mod tmux_hangs;
 mod tmux_idle;
 mod top;

@@ -482,7 +482,8 @@ impl Driver for Top {
                     self.detail_stale = true;
                 }
             }
-            Seen::Finished { token, .. } => {
+            // A removed attempt ends as one that finished: its row is read again.
+            Seen::Finished { token, .. } | Seen::Vanished { token, .. } => {
                 if self.board.seen(wl, token, true) {
                     self.dirty = true;
                     self.detail_stale = true;

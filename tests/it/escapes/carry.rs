@@ -172,3 +172,35 @@ fn a_branch_the_user_moved_meanwhile_is_not_moved_back() {
     assert_eq!((&g["behind"], &g["commits"]), (&json!(1), &json!(1)), "{v}");
     env.assert_no_leftovers();
 }
+
+/// A program that commits and then deletes `.git`: its branch stays where it was, and the
+/// envelope says what the program did, not what git said of the remains.
+#[test]
+fn a_program_that_removes_git_is_told_so() {
+    let env = TestEnv::with_home_outside_tmp();
+    let (_o, o) = outside("carry-rm-git-");
+    let repo = repo(&o);
+    let main = tip(&repo, "main");
+    let r = run_bash(
+        &env,
+        "rmgit",
+        &["--sandbox", "--cwd", s(&repo)],
+        "git commit -q --allow-empty -m program && rm -rf .git; echo removed; ls -a .git",
+    );
+    assert!(stdout_log(&env, "rmgit", 1).contains("removed"), "{r:?}");
+    let v = r.json();
+    assert_valid_envelope(&v);
+    assert_eq!(tip(&repo, "main"), main, "the branch moved");
+    git(&repo, &["fsck", "--strict", "--no-progress"]);
+    let errors = v["output"]["errors"].to_string();
+    let why = v["git"]["why"].as_str().unwrap_or_default();
+    for said in [why, &errors] {
+        assert!(
+            said.contains("the program removed .git"),
+            "not an honest message: {said}\n{v}"
+        );
+    }
+    let text = summary(&env, "rmgit");
+    assert!(text.contains("the program removed .git"), "{text}");
+    env.assert_no_leftovers();
+}
