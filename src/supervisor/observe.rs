@@ -78,10 +78,17 @@ fn finished(paths: &AttemptPaths) -> Result<Option<Envelope>, SuperviseError> {
 /// Looks at an attempt once. If its worker is gone without a result, writes the `lost`
 /// envelope and returns it.
 pub fn observe(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<AttemptState, SuperviseError> {
-    if let Some(env) = finished(paths)? {
-        return Ok(AttemptState::Finished(Box::new(env)));
-    }
+    // A result.json that cannot be read while the worker lives is not the worker's (a
+    // program may plant a link there): the worker's own, renamed into place, replaces it.
+    let unreadable = match finished(paths) {
+        Ok(Some(env)) => return Ok(AttemptState::Finished(Box::new(env))),
+        Ok(None) => None,
+        Err(e) => Some(e),
+    };
     let (seen, facts, launch) = worker_identity(paths);
+    if let (Some(e), false) = (unreadable, matches!(seen, WorkerSeen::Alive(_))) {
+        return Err(e);
+    }
     let why = match seen {
         WorkerSeen::Alive(w) => {
             let tmux = facts

@@ -583,6 +583,36 @@ fn links_planted_under_the_logs_and_records_are_never_followed() {
     env.assert_no_leftovers();
 }
 
+/// A link the program put at `result.json` while its worker still runs is not a result, nor
+/// an error of the run: `status`, `wait` and a foreground `run` wait for the worker's own.
+#[test]
+fn a_result_link_planted_while_the_worker_runs_is_waited_past() {
+    let env = TestEnv::new();
+    let outside = outside_the_sandbox("trust-result-");
+    let forged = outside.path().join("result.json");
+    std::fs::write(&forged, forged_envelope(&env, "early").to_string()).unwrap();
+    let flag = env.root.path().join("flag-early");
+    let script = format!(
+        "ln -sfn {f} \"$SUBPANE_ATTEMPT_DIR/result.json\"; while [ ! -e {g} ]; do sleep 0.05; done; exit 1",
+        f = q(&forged),
+        g = q(&flag)
+    );
+    let r = env.sp([
+        "run", "--detach", "--run-id", "early", "--", "bash", "-c", &script,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let link = env.attempt_dir("early", 1).join("result.json");
+    wait_until("the planted link", || link.symlink_metadata().ok());
+    let s = env.sp(["status", "--json", "early"]);
+    assert_eq!(s.code, 3, "a planted result.json made status fail: {s:?}");
+    assert_eq!(s.json()["status"], "running", "{s:?}");
+    touch(&flag);
+    let w = env.sp_within(LIMIT, HANG, ["wait", "--json", "early"]);
+    assert_eq!(w.code, 1, "{w:?}");
+    assert_eq!(w.json()["exit_code"], 1, "{w:?}");
+    env.assert_no_leftovers();
+}
+
 /// A link under `cancel.json`, and the signal `cancel` sends after writing it: no request
 /// that subpane wrote, so the run is not cancelled.
 #[test]
