@@ -4,8 +4,8 @@ use nix::sys::signal::Signal;
 
 use super::SuperviseError;
 use crate::envelope::{CancelOrigin, CancelRequest, WorkerFacts};
+use crate::fresh::now_rfc3339;
 use crate::procs;
-use crate::spec::now_rfc3339;
 use crate::store::{self, AttemptPaths};
 
 /// Writes `cancel.json` (with `origin`, who asked: the envelope's `cancelled_by`), then
@@ -24,7 +24,7 @@ pub fn request_cancel(
 ) -> Result<bool, SuperviseError> {
     store::write_json_atomic(
         &paths.cancel(),
-        &CancelRequest::new(now_rfc3339(), grace_ms, origin),
+        &CancelRequest::new(crate::fresh::request_id(), now_rfc3339(), grace_ms, origin),
     )?;
     let facts: Option<WorkerFacts> = store::read_json(&paths.worker()).ok().flatten();
     let recorded = facts.and_then(|f| f.worker);
