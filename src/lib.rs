@@ -37,6 +37,7 @@ pub mod cli;
 pub mod command;
 pub mod envelope;
 pub mod exit_code;
+pub mod fresh;
 pub mod git;
 pub mod mcp;
 pub mod procs;

@@ -22,8 +22,9 @@ use std::path::Path;
 
 use super::{Error, Plan, tmux_for, worktree};
 use crate::envelope::{self, Envelope, Facts, LaunchRecord, LiveStatus};
+use crate::fresh::now_rfc3339;
 use crate::procs;
-use crate::spec::{AttemptSpec, now_rfc3339};
+use crate::spec::AttemptSpec;
 use crate::store::{self, AttemptPaths, CreateError, Home};
 use crate::supervisor;
 use crate::tmux::{self, Pane};

@@ -126,12 +126,16 @@ pub struct CancelRequest {
 }
 
 impl CancelRequest {
-    /// A new request, with an id of its own.
-    pub fn new(requested_at: String, grace_ms: u64, origin: super::CancelOrigin) -> Self {
-        let mut rnd = [0u8; 8];
-        crate::spec::fill_random(&mut rnd);
+    /// A new request with the id `id` (`crate::fresh::request_id`) and the time
+    /// `requested_at` (`crate::fresh::now_rfc3339`).
+    pub fn new(
+        id: String,
+        requested_at: String,
+        grace_ms: u64,
+        origin: super::CancelOrigin,
+    ) -> Self {
         Self {
-            id: rnd.iter().map(|b| format!("{b:02x}")).collect(),
+            id,
             requested_at,
             grace_ms,
             origin: Some(origin),

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use duration::{DurationError, duration_text, millis, parse_duration, parse_positive_duration};
-pub use run_id::{RunId, RunIdError, fill_random};
+pub use run_id::{RunId, RunIdError};
 pub use sandbox::{
     AgentState, GitRepo, HostPattern, Network, SandboxAsk, SandboxLimits, SandboxSpec,
     valid_host_name,
@@ -358,11 +358,6 @@ pub struct RunRecord {
     /// The attempt that started this run, when one did.
     #[serde(default)]
     pub lineage: Option<Lineage>,
-}
-
-/// Current time as RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// `K=V\0` pairs, the kernel's format of an environment (`/proc/PID/environ`), also used for

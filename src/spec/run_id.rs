@@ -48,39 +48,18 @@ impl RunId {
         Ok(Self(s.to_owned()))
     }
 
-    /// A fresh id: UTC time to the second plus 6 random hex digits, so ids sort by start.
-    pub fn generate() -> Self {
-        let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        // 2026-11-30T03:39:43Z -> 20261130-033943
+    /// The id generated at `when` with the random bytes `rnd`: UTC time to the second plus 6
+    /// hex digits, so ids sort by start (`crate::fresh::run_id` hands in the time and bytes).
+    pub fn at(when: std::time::SystemTime, rnd: [u8; 3]) -> Self {
+        let now = humantime::format_rfc3339_seconds(when).to_string();
         let digits: String = now.chars().filter(|c| c.is_ascii_digit()).collect();
         let (date, time) = digits.split_at(8.min(digits.len()));
-        let mut rnd = [0u8; 3];
-        fill_random(&mut rnd);
         let hex: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
         Self(format!("{date}-{time}-{hex}"))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-}
-
-/// Random bytes for ids (run ids, cancel requests).
-pub fn fill_random(buf: &mut [u8]) {
-    use std::io::Read;
-    let ok = std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(buf))
-        .is_ok();
-    if !ok {
-        // Fall back to a hash of time and pid: ids only need to be unlikely to collide, and
-        // creation of the run directory is exclusive anyway.
-        use std::hash::{BuildHasher, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        let v = h.finish().to_le_bytes();
-        for (d, s) in buf.iter_mut().zip(v.iter()) {
-            *d = *s;
-        }
     }
 }
 
@@ -133,8 +112,8 @@ mod tests {
 
     #[test]
     fn generated_ids_are_valid_and_distinct() {
-        let a = RunId::generate();
-        let b = RunId::generate();
+        let a = crate::fresh::run_id();
+        let b = crate::fresh::run_id();
         assert!(RunId::parse(a.as_str()).is_ok());
         assert_ne!(a, b);
         assert_eq!(a.as_str().len(), "20261130-033943-a1b2c3".len());

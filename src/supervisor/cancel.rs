@@ -22,8 +22,8 @@ use nix::sys::signal::Signal;
 
 use super::SuperviseError;
 use crate::envelope::{CancelOrigin, CancelRequest, WorkerFacts};
+use crate::fresh::now_rfc3339;
 use crate::procs;
-use crate::spec::now_rfc3339;
 use crate::store::{self, AttemptPaths};
 
 /// What became of a cancel request.
@@ -57,7 +57,7 @@ pub fn request_cancel(
     }
     store::write_json_atomic(
         &paths.cancel(),
-        &CancelRequest::new(now_rfc3339(), grace_ms, origin),
+        &CancelRequest::new(crate::fresh::request_id(), now_rfc3339(), grace_ms, origin),
     )?;
     let delivery = deliver(paths, pane_pid);
     if let Delivery::NotDelivered(_) = &delivery {

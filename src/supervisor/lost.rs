@@ -8,8 +8,9 @@ use nix::sys::signal::Signal;
 use super::SuperviseError;
 use crate::envelope::{self, Envelope, Facts, Output};
 use crate::envelope::{WorkerFacts, WorktreeInfo};
+use crate::fresh::now_rfc3339;
 use crate::procs;
-use crate::spec::{AttemptSpec, now_rfc3339};
+use crate::spec::AttemptSpec;
 use crate::store::{self, AttemptPaths};
 
 /// Kills what is left of the attempt and writes `failure_kind: "lost"`. If another observer

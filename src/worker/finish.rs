@@ -24,7 +24,7 @@ use super::run::Worker;
 use super::stop::Exit;
 use crate::adapter::{AgentReport, adapter_for};
 use crate::envelope::{self, CancelOrigin, Envelope, Facts, KillReason, Start, WorkerState};
-use crate::spec::now_rfc3339;
+use crate::fresh::now_rfc3339;
 use crate::store::{self, StoreError};
 
 impl Worker {

@@ -25,7 +25,7 @@ use crate::envelope::{
     EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_FIRST, PROGRESS_SCHEMA,
     Progress, SoFar,
 };
-use crate::spec::now_rfc3339;
+use crate::fresh::now_rfc3339;
 use crate::store::{self, AttemptPaths};
 use crate::term::sanitize;
 

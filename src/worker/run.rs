@@ -11,8 +11,9 @@ use super::stop::Life;
 use super::stream::Stream;
 use crate::adapter::adapter_for;
 use crate::envelope::{TmuxInfo, WORKER_SCHEMA, WorkerFacts, WorkerState};
+use crate::fresh::now_rfc3339;
 use crate::procs;
-use crate::spec::{AttemptSpec, now_rfc3339};
+use crate::spec::AttemptSpec;
 use crate::store::{self, AttemptPaths};
 use crate::term::sanitize;
 

@@ -15,8 +15,9 @@ use super::pane::Style;
 use super::run::Worker;
 use super::stop::Event;
 use crate::envelope::ProcRef;
+use crate::fresh::now_rfc3339;
 use crate::procs;
-use crate::spec::{Stdin, now_rfc3339};
+use crate::spec::Stdin;
 use crate::store;
 use crate::term::sanitize;
 

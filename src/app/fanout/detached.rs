@@ -30,7 +30,8 @@ use super::super::{
 };
 use super::{Options, Task};
 use crate::envelope::{FanoutReport, FanoutTask, TaskStatus};
-use crate::spec::{RunId, now_rfc3339};
+use crate::fresh::now_rfc3339;
+use crate::spec::RunId;
 use crate::store::{self, Home, StoreError};
 
 /// Schema tag of `group.json`.

@@ -17,7 +17,6 @@
 use std::collections::HashMap;
 
 use super::super::{Error, Plan, RunRequest, System, plan, runs::what};
-use crate::spec::RunId;
 use crate::store::Home;
 
 /// One line of a fan-out file, planned.
@@ -43,7 +42,7 @@ impl Task {
 
 /// A fresh group id: `g-` and a generated run id (`g-20261130-033943-a1b2c3`).
 pub fn new_group_id() -> String {
-    format!("g-{}", RunId::generate())
+    format!("g-{}", crate::fresh::run_id())
 }
 
 /// At most this many bad lines are named in the error.
@@ -319,6 +318,6 @@ mod tests {
                 .is_empty()
         );
         assert!(new_group_id().starts_with("g-"));
-        assert!(RunId::parse(&new_group_id()).is_ok());
+        assert!(crate::spec::RunId::parse(&new_group_id()).is_ok());
     }
 }

@@ -109,7 +109,7 @@ impl System for RealSystem {
         SystemTime::now()
     }
     fn new_run_id(&self) -> RunId {
-        RunId::generate()
+        crate::fresh::run_id()
     }
     fn arg_max(&self) -> usize {
         // SAFETY: sysconf with a constant name has no preconditions.

@@ -30,8 +30,8 @@ use super::head::{HeadError, Incoming};
 use super::log::{NetworkEntry, Verdict};
 use super::request::{BadRequest, Form, Request, glimpse, parse_request};
 use super::{Admitted, Shared};
+use crate::fresh::now_rfc3339;
 use crate::sandbox::relay::pipe;
-use crate::spec::now_rfc3339;
 
 /// How long, and how much, a refused client's further bytes are read before closing.
 const LINGER: Duration = Duration::from_secs(1);

@@ -355,7 +355,7 @@ fn dispatch(client: UnixStream, shared: &Arc<Shared>) {
 /// request is not read, so the line names no host.
 fn too_busy(client: UnixStream, shared: &Shared) {
     shared.log.append(&NetworkEntry {
-        at: crate::spec::now_rfc3339(),
+        at: crate::fresh::now_rfc3339(),
         method: None,
         host: None,
         port: None,
