@@ -41,19 +41,22 @@ pub enum LogFile {
 
 impl Found {
     /// The path of `file`, or of the default one: the events of an agent, the stdout of a
-    /// command.
-    pub fn log_path(&self, file: Option<LogFile>) -> std::path::PathBuf {
-        let default = if self.spec.agent == crate::spec::AgentKind::Command {
+    /// command. `None` for the final text of a command, which has none (its words are its
+    /// stdout): each front end says so in its own spelling.
+    pub fn log_path(&self, file: Option<LogFile>) -> Option<std::path::PathBuf> {
+        let command = self.spec.agent == crate::spec::AgentKind::Command;
+        let default = if command {
             LogFile::Stdout
         } else {
             LogFile::Events
         };
-        match file.unwrap_or(default) {
+        Some(match file.unwrap_or(default) {
             LogFile::Events => self.paths.events(),
             LogFile::Stderr => self.paths.stderr_log(),
+            LogFile::Output if command => return None,
             LogFile::Output => self.paths.output(),
             LogFile::Stdout => self.paths.stdout_log(),
-        }
+        })
     }
 }
 

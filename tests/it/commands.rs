@@ -218,11 +218,12 @@ fn logs_print_each_file() {
         out(&["--stderr"]).stdout,
         "oops on stderr\nsecond stderr line\n"
     );
-    // Commands have no output.txt: nothing on stdout, a note on stderr.
-    let o = out(&["--output"]);
+    // A command has no final text: refused (exit 2), naming the flag that has its words.
+    let o = env.sp(["logs", "lg", "--output"]);
+    assert_eq!(o.code, 2, "{o:?}");
     assert_eq!(o.stdout, "");
     assert!(
-        o.stderr.contains("output.txt") && o.stderr.contains("does not exist"),
+        o.stderr.contains("no final text") && o.stderr.contains("subpane logs lg --stdout"),
         "{}",
         o.stderr
     );
