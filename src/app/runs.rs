@@ -341,6 +341,20 @@ fn damaged_row(id: &str, record: Option<&RunRecord>, problem: String) -> RunRow 
     }
 }
 
+/// How long ago a run must have ended for `gc` to remove it (with a worktree it kept), unless
+/// `--older-than` says otherwise: a literal, so that texts built with `concat!` (the FILES of
+/// the help) say the same as `gc`'s default.
+#[macro_export]
+macro_rules! gc_older_than {
+    () => {
+        "7d"
+    };
+}
+
+/// [`gc_older_than!`] as a value: `gc`'s default age, and the words of every message that says
+/// when a kept worktree goes.
+pub const GC_OLDER_THAN: &str = gc_older_than!();
+
 /// Closes the kept sessions of finished attempts, removes runs whose attempts all finished
 /// longer than `older_than` ago (with their kept `--worktree` worktrees), and stops the
 /// private tmux server when no session is left. Unfinished runs are never touched; nor are

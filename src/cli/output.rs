@@ -159,8 +159,11 @@ fn worktree_lines(
 ) -> String {
     let mut s = if wt.kept {
         format!(
-            "worktree  kept at {} on branch {} (`subpane gc` removes it)\n",
-            wt.path, wt.branch
+            "worktree  kept at {} on branch {} (`subpane gc` removes it with its run, once the \
+             run ended more than {} ago)\n",
+            wt.path,
+            wt.branch,
+            app::GC_OLDER_THAN
         )
     } else if wt.branch_kept {
         format!(
