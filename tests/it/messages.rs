@@ -58,6 +58,36 @@ fn outcomes_read_plainly() {
     env.assert_no_leftovers();
 }
 
+/// A failed run's summary shows what it failed with: the end of its stderr (and of its
+/// stdout), not only the one line its error quotes.
+#[test]
+fn a_failed_summary_shows_the_end_of_stderr_and_stdout() {
+    let env = TestEnv::new();
+    let script = "echo built; echo 'warning: one' >&2; echo 'error: two' >&2; \
+                  echo 'fatal: cannot go on' >&2; exit 4";
+    let r = env.sp(["run", "--run-id", "fs", "--", "sh", "-c", script]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("error     stderr: fatal: cannot go on\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("\nbuilt\n"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .ends_with("\n(stderr)\nwarning: one\nerror: two\nfatal: cannot go on\n"),
+        "{}",
+        r.stdout
+    );
+    // `status` and `wait` print the same summary.
+    assert_eq!(env.sp(["status", "fs"]).stdout, r.stdout);
+    // A completed run shows no stderr section.
+    let ok = env.sp(["run", "--", "sh", "-c", "echo fine; echo note >&2"]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert!(!ok.stdout.contains("(stderr)"), "{}", ok.stdout);
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn ls_marks_its_times_as_utc_and_fits_every_status() {
     let env = TestEnv::new();
