@@ -122,6 +122,46 @@ fn ls_marks_its_times_as_utc_and_fits_every_status() {
     env.assert_no_leftovers();
 }
 
+/// `ls` on a terminal fits its lines to the width (`$COLUMNS`, else the terminal's), cutting
+/// WHAT with `…`; piped, WHAT is whole. A failure shows its exit code, as every table does.
+#[test]
+fn ls_fits_the_terminal_and_says_the_exit_code() {
+    let env = TestEnv::new();
+    let long = format!("exit 3; {}", "x".repeat(50));
+    assert_eq!(
+        env.sp(["run", "--run-id", "bad", "--", "sh", "-c", &long])
+            .code,
+        1
+    );
+    let piped = env.sp(["ls"]);
+    assert!(
+        piped.stdout.contains("failed (exit 3)") && piped.stdout.contains(&"x".repeat(40)),
+        "{}",
+        piped.stdout
+    );
+    let widest = |s: &str| s.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest(&piped.stdout) > 80, "{}", piped.stdout);
+    for (vars, cols) in [(&[][..], 80usize), (&[("COLUMNS", "70")][..], 70)] {
+        let t = crate::terminal::Terminal::subpane(
+            &env,
+            &format!("ls-{cols}"),
+            (80, 20),
+            vars,
+            &["ls"],
+        );
+        assert_eq!(t.wait_exit(), 0);
+        let s = t.screen();
+        assert!(s.contains("failed (exit 3)"), "{s}");
+        let row = s
+            .lines()
+            .find(|l| l.starts_with("bad"))
+            .expect("the run's row");
+        assert!(row.ends_with('…'), "{s}");
+        assert!(row.chars().count() < cols, "{cols} columns:\n{s}");
+    }
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn ls_of_a_status_no_run_has_names_the_status() {
     let env = TestEnv::new();
