@@ -40,6 +40,10 @@ fn run_on_a_terminal_shows_a_live_line_then_the_summary_in_its_place() {
         !s.contains("● lr"),
         "the live line is replaced by the summary:\n{s}"
     );
+    // Nor is a copy left in the terminal's history: a redraw from the top row never clears
+    // the whole screen (which tmux answers by pushing it into its history).
+    let h = t.history();
+    assert!(!h.contains("● lr"), "{h}");
     env.assert_no_leftovers();
 }
 
@@ -239,5 +243,34 @@ fn a_run_over_at_once_is_not_said_to_be_watchable() {
     if t0.elapsed() < std::time::Duration::from_millis(900) {
         assert!(!s.contains("subpane attach"), "{s}");
     }
+    env.assert_no_leftovers();
+}
+
+/// A line longer than the terminal keeps its start, and its end is cut with `…`: the live
+/// line never wraps and never shows the middle of a line.
+#[test]
+fn a_long_line_keeps_its_start_and_is_cut_at_its_end() {
+    let env = TestEnv::new();
+    let flag = env.root.path().join("go");
+    let script = format!(
+        "echo START-$(printf '%0300d' 0)-END; while [ ! -e {} ]; do sleep 0.02; done",
+        flag.display()
+    );
+    let t = Terminal::subpane(
+        &env,
+        "live-long",
+        (80, 20),
+        &[],
+        &["run", "--run-id", "ll", "--", "sh", "-c", &script],
+    );
+    let s = t.wait_until("the live line with the long line's start", |s| {
+        s.lines()
+            .any(|l| l.starts_with("● ll") && l.contains("START-000"))
+    });
+    let line = s.lines().find(|l| l.starts_with("● ll")).unwrap();
+    assert!(line.ends_with('…') && !line.contains("-END"), "{s}");
+    assert!(line.chars().count() < 80, "{s}");
+    touch(&flag);
+    assert_eq!(t.wait_exit(), 0);
     env.assert_no_leftovers();
 }
