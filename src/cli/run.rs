@@ -253,7 +253,8 @@ pub(super) fn start_and_report(
         use std::io::IsTerminal;
         !detach && !json && std::io::stderr().is_terminal()
     };
-    let attach_hint = std::cell::RefCell::new(None::<crate::spec::AttemptSpec>);
+    let attach_hint =
+        std::cell::RefCell::new(None::<(crate::spec::AttemptSpec, crate::store::AttemptPaths)>);
     // Drawn once the attempt exists, then on each report of the wait.
     let lines = std::cell::RefCell::new(lines);
     if !detach {
@@ -277,7 +278,7 @@ pub(super) fn start_and_report(
             return;
         }
         if hint {
-            *attach_hint.borrow_mut() = Some(started.spec.clone());
+            *attach_hint.borrow_mut() = Some((started.spec.clone(), started.paths.clone()));
         }
         if let Some(l) = lines.borrow_mut().as_mut() {
             l.draw();
@@ -287,7 +288,9 @@ pub(super) fn start_and_report(
         // The first beat, a second in, with the attempt still going: there is a pane to
         // attach to (a run that ended in 2 ms never hears of one).
         if attach_hint_due(p) {
-            if let Some(spec) = attach_hint.borrow_mut().take() {
+            // Not once it is being cancelled: its pane is about to go.
+            let hint = attach_hint.borrow_mut().take();
+            if let Some((spec, _)) = hint.filter(|(_, paths)| !paths.cancel().exists()) {
                 let which = if spec.attempt > 1 {
                     format!(" attempt {}", spec.attempt)
                 } else {
