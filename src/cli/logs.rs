@@ -46,7 +46,7 @@ pub struct LogsArgs {
     /// stderr.log: the program's stderr
     #[arg(long)]
     pub stderr: bool,
-    /// output.txt: the agent's final text
+    /// output.txt: the agent's final text (a command has none: exit 2, see --stdout)
     #[arg(long)]
     pub output: bool,
     /// stdout.log: a command's whole stdout, or an agent's non-event lines (default for commands)

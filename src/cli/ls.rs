@@ -21,6 +21,9 @@ pub enum StatusFilter {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+On a terminal each line fits its width ($COLUMNS, else the terminal's): WHAT is cut with …;
+piped, it is whole. A failure shows its kind (timeout, …) or its exit code (failed (exit 3)).")]
 pub struct LsArgs {
     /// Print a JSON array of rows: run_id, attempt, agent, status, failure_kind, exit_code,
     /// created_at, started_at, finished_at, duration_ms, labels, correlation_id, group,
