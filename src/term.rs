@@ -80,16 +80,19 @@ pub fn counted(n: u64, what: &str) -> String {
 }
 
 /// One line of text for a terminal: every control character is shown as text (a newline
-/// as `^J`), and the text is cut after `max_chars` characters with a note of what was left.
+/// as `^J`), and the text is cut after `max_chars` characters with a note of what was left
+/// (never a note longer than what it stands for: a short rest is shown instead).
 pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
     // Fast path, most output: printable ASCII needs no change, and a byte is a character.
     let head = &bytes[..bytes.len().min(max_chars)];
-    if head.iter().all(|b| (0x20..0x7f).contains(b)) {
+    let rest = bytes.len() - head.len();
+    // A rest of a few bytes may be shown whole: that is the slow path's to decide.
+    if head.iter().all(|b| (0x20..0x7f).contains(b)) && (rest == 0 || rest > SHORT_REST) {
         let mut out = String::with_capacity(head.len() + 24);
         // Printable ASCII is valid UTF-8.
         out.push_str(std::str::from_utf8(head).unwrap_or_default());
-        if bytes.len() > head.len() {
-            let _ = write!(out, " … ({} more bytes)", bytes.len() - head.len());
+        if rest > 0 {
+            out.push_str(&cut_note(rest));
         }
         return out;
     }
@@ -100,7 +103,7 @@ pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
     for (shown, (i, c)) in text.char_indices().enumerate() {
         if shown >= max_chars {
             out.push_str(&text[run..i]);
-            let _ = write!(out, " … ({} more bytes)", text.len() - i);
+            out.push_str(&cut_rest(&text[i..]));
             return out;
         }
         if is_control(c) {
@@ -111,6 +114,30 @@ pub fn sanitize(bytes: &[u8], max_chars: usize) -> String {
     }
     out.push_str(&text[run..]);
     out
+}
+
+/// Past this many bytes, a rest is always longer than its note: a character is at most 4
+/// bytes, and a note of up to 999 bytes is at most 20 characters.
+const SHORT_REST: usize = 80;
+
+/// ` … (12 more bytes)`: the note for `n` bytes cut off the end of a text.
+fn cut_note(n: usize) -> String {
+    format!(" … ({n} more bytes)")
+}
+
+/// What stands for `rest`, cut off the end of a text: its note, or `rest` itself (made
+/// visible) when that is no longer than the note.
+fn cut_rest(rest: &str) -> String {
+    let note = cut_note(rest.len());
+    if rest.len() <= SHORT_REST {
+        let mut shown = String::new();
+        rest.chars()
+            .for_each(|c| push_visible(&mut shown, c, false));
+        if shown.chars().count() <= note.chars().count() {
+            return shown;
+        }
+    }
+    note
 }
 
 /// Whether [`push_visible`] shows `c` as something else.
@@ -211,7 +238,7 @@ mod tests {
             let mut out = String::new();
             for (shown, (i, c)) in text.char_indices().enumerate() {
                 if shown >= max {
-                    let _ = write!(out, " … ({} more bytes)", text.len() - i);
+                    out.push_str(&cut_rest(&text[i..]));
                     break;
                 }
                 push_visible(&mut out, c, false);
@@ -250,10 +277,39 @@ mod tests {
             sanitize(b"hello world {\"a\": 1}", 100),
             "hello world {\"a\": 1}"
         );
-        assert_eq!(sanitize(b"abcdef", 3), "abc … (3 more bytes)");
-        // A control byte past the cut does not matter; one before it does.
-        assert_eq!(sanitize(b"abc\x1b", 3), "abc … (1 more bytes)");
+        let long = "x".repeat(100);
+        assert_eq!(
+            sanitize(format!("abc{long}").as_bytes(), 3),
+            "abc … (100 more bytes)"
+        );
         assert_eq!(sanitize(b"a\x1bc", 3), "a^[c");
+    }
+
+    /// A note never stands for less than itself: a rest no longer than its note is shown.
+    #[test]
+    fn a_cut_note_is_never_longer_than_what_it_hides() {
+        assert_eq!(sanitize(b"abcdef", 3), "abcdef");
+        assert_eq!(sanitize(b"abc\x1b", 3), "abc^[");
+        let just = "y".repeat(" … (18 more bytes)".chars().count());
+        assert_eq!(
+            sanitize(format!("ab{just}").as_bytes(), 2),
+            format!("ab{just}")
+        );
+        let over = format!("{just}y");
+        assert_eq!(
+            sanitize(format!("ab{over}").as_bytes(), 2),
+            "ab … (19 more bytes)"
+        );
+        let chars = |s: &str| s.chars().count();
+        for len in 0..200 {
+            for text in ["z".repeat(len), "é".repeat(len), "\u{9b}".repeat(len)] {
+                for max in [0, 1, 5, 40] {
+                    let whole = sanitize(text.as_bytes(), 1_000_000);
+                    let cut = sanitize(text.as_bytes(), max);
+                    assert!(chars(&cut) <= chars(&whole), "{len} {max}: {cut:?}");
+                }
+            }
+        }
     }
 
     #[test]

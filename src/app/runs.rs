@@ -41,19 +41,22 @@ pub enum LogFile {
 
 impl Found {
     /// The path of `file`, or of the default one: the events of an agent, the stdout of a
-    /// command.
-    pub fn log_path(&self, file: Option<LogFile>) -> std::path::PathBuf {
-        let default = if self.spec.agent == crate::spec::AgentKind::Command {
+    /// command. `None` for the final text of a command, which has none (its words are its
+    /// stdout): each front end says so in its own spelling.
+    pub fn log_path(&self, file: Option<LogFile>) -> Option<std::path::PathBuf> {
+        let command = self.spec.agent == crate::spec::AgentKind::Command;
+        let default = if command {
             LogFile::Stdout
         } else {
             LogFile::Events
         };
-        match file.unwrap_or(default) {
+        Some(match file.unwrap_or(default) {
             LogFile::Events => self.paths.events(),
             LogFile::Stderr => self.paths.stderr_log(),
+            LogFile::Output if command => return None,
             LogFile::Output => self.paths.output(),
             LogFile::Stdout => self.paths.stdout_log(),
-        }
+        })
     }
 }
 
@@ -351,6 +354,20 @@ fn damaged_row(id: &str, record: Option<&RunRecord>, problem: String) -> RunRow 
         problem: Some(problem),
     }
 }
+
+/// How long ago a run must have ended for `gc` to remove it (with a worktree it kept), unless
+/// `--older-than` says otherwise: a literal, so that texts built with `concat!` (the FILES of
+/// the help) say the same as `gc`'s default.
+#[macro_export]
+macro_rules! gc_older_than {
+    () => {
+        "7d"
+    };
+}
+
+/// [`gc_older_than!`] as a value: `gc`'s default age, and the words of every message that says
+/// when a kept worktree goes.
+pub const GC_OLDER_THAN: &str = gc_older_than!();
 
 /// Closes the kept sessions of finished attempts, removes runs whose attempts all finished
 /// longer than `older_than` ago (with their kept `--worktree` worktrees), and stops the

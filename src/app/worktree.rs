@@ -102,8 +102,9 @@ pub(super) fn plan(
     }
     if sys.canonicalize(&path).is_ok() {
         return Err(Error::invalid(format!(
-            "--worktree: `{}` already exists (a worktree kept from an earlier run with this id?); `subpane gc` removes kept worktrees with their runs, or choose another --run-id",
-            path.display()
+            "--worktree: `{}` already exists (a worktree kept from an earlier run with this id?); {}, or choose another --run-id",
+            path.display(),
+            gc_removes_it()
         )));
     }
     Ok(WorktreeSpec {
@@ -188,6 +189,15 @@ pub(super) fn sandbox_git(
     });
 }
 
+/// When `gc` removes a kept worktree: with its run, past gc's default age (or `--older-than`).
+fn gc_removes_it() -> String {
+    format!(
+        "`subpane gc` removes a kept worktree with its run once the run ended more than {} ago \
+         (`--older-than` sooner)",
+        super::GC_OLDER_THAN
+    )
+}
+
 fn git_failed(what: &str, e: GitError) -> Error {
     Error::WorktreeNotMade {
         what: what.to_owned(),
@@ -235,8 +245,9 @@ fn make(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpec, Error> {
     }
     if wt.path.symlink_metadata().is_ok() {
         return Err(Error::invalid(format!(
-            "--worktree: `{}` already exists; `subpane gc` removes kept worktrees with their runs",
-            wt.path.display()
+            "--worktree: `{}` already exists; {}",
+            wt.path.display(),
+            gc_removes_it()
         )));
     }
     if let Some(parent) = wt.path.parent() {

@@ -14,7 +14,7 @@ use crate::store::Home;
 pub struct GcArgs {
     /// Remove runs that finished longer ago than this (e.g. 12h, 7d), with the git
     /// worktrees they kept (`run --worktree`)
-    #[arg(long, value_name = "DUR", default_value = "7d")]
+    #[arg(long, value_name = "DUR", default_value = app::GC_OLDER_THAN)]
     pub older_than: String,
     /// Say what would be removed, remove nothing
     #[arg(long)]

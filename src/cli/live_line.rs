@@ -17,7 +17,11 @@
 //!
 //! Common pitfalls:
 //! * A line that wraps breaks the cursor-up count of the next redraw: every line is cut to
-//!   the terminal's width (read again at each redraw, so a resize is taken).
+//!   the terminal's width (read again at each redraw, so a resize is taken), keeping its
+//!   start: the end goes, marked `…`.
+//! * No "clear to the end of the screen" (`ESC [ J`): lines are cleared one by one. From the
+//!   top row that sequence clears the whole screen, and tmux then pushes the screen into its
+//!   history (its `scroll-on-clear`): a copy of the lines above every redraw.
 //! * Text from the program reached `progress.json` made safe by the worker; it is cut here
 //!   by characters, never inside one.
 
@@ -77,8 +81,18 @@ impl Screen {
             s.push_str(l);
             s.push('\n');
         }
-        // Fewer lines than before: clear what is left below (and a `^C` the terminal echoed).
-        s.push_str("\r\x1b[J");
+        // Fewer lines than before: clear what is left of them, line by line, and the line
+        // below them (a `^C` the terminal echoed there), then come back up. Never "clear to
+        // the end of the screen": from the top row that is a clear of the whole screen, which
+        // tmux (scroll-on-clear) answers by pushing the screen into its history.
+        let extra = self.drawn.len().saturating_sub(text.len());
+        for _ in 0..extra {
+            s.push_str("\x1b[2K\n");
+        }
+        s.push_str("\r\x1b[2K");
+        if extra > 0 {
+            s.push_str(&format!("\x1b[{extra}A"));
+        }
         let mut out = std::io::stdout().lock();
         let _ = out.write_all(s.as_bytes());
         let _ = out.flush();

@@ -46,7 +46,7 @@ pub struct LogsArgs {
     /// stderr.log: the program's stderr
     #[arg(long)]
     pub stderr: bool,
-    /// output.txt: the agent's final text
+    /// output.txt: the agent's final text (a command has none: exit 2, see --stdout)
     #[arg(long)]
     pub output: bool,
     /// stdout.log: a command's whole stdout, or an agent's non-event lines (default for commands)
@@ -127,7 +127,13 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     ]
     .into_iter()
     .find_map(|(asked, file)| asked.then_some(file));
-    let path = f.log_path(file);
+    let path = f.log_path(file).ok_or_else(|| {
+        CliError::Flag(format!(
+            "--output: run `{}` is a command, which has no final text (output.txt is an \
+             agent's); `subpane logs {} --stdout` prints its output",
+            f.spec.run_id, f.spec.run_id
+        ))
+    })?;
     let terminal = OutputMode::for_stdout(a.raw) == OutputMode::Safe;
     let agent = f.spec.agent != AgentKind::Command;
     // An agent's log reads like its pane on a terminal, unless a file was named.

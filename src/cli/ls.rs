@@ -4,8 +4,9 @@ use clap::{Args, ValueEnum};
 
 use super::CliError;
 use super::common::{color_stdout, print, print_json};
+use super::table::{failure_words, fit, stdout_width};
 use crate::app;
-use crate::envelope::{FailureKind, RunRow, RunState};
+use crate::envelope::{RunRow, RunState};
 use crate::store::Home;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -20,6 +21,9 @@ pub enum StatusFilter {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "\
+On a terminal each line fits its width ($COLUMNS, else the terminal's): WHAT is cut with …;
+piped, it is whole. A failure shows its kind (timeout, …) or its exit code (failed (exit 3)).")]
 pub struct LsArgs {
     /// Print a JSON array of rows: run_id, attempt, agent, status, failure_kind, exit_code,
     /// created_at, started_at, finished_at, duration_ms, labels, correlation_id, group,
@@ -82,24 +86,31 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         .max()
         .unwrap_or(6)
         .max(6);
-    // A failure says its kind, unless it is the plain one (the program failed).
-    let status_of = |r: &RunRow| match (r.failure_kind, r.status) {
-        _ if app::fanout::is_driver(r) => "group",
-        (Some(k), RunState::Failed) if k != FailureKind::Exit => k.as_str(),
-        _ => r.status.as_str(),
+    // A failure says its kind, or its exit code when the program failed (as every table).
+    let status_of = |r: &RunRow| match r.status {
+        _ if app::fanout::is_driver(r) => "group".to_owned(),
+        RunState::Failed => failure_words(r.failure_kind, r.exit_code),
+        s => s.as_str().to_owned(),
     };
     let st_w = rows
         .iter()
-        .map(|r| status_of(r).len())
+        .map(|r| status_of(r).chars().count())
         .max()
         .unwrap_or(6)
         .max(6);
+    // On a terminal, WHAT gets what is left of its width (cut with `…`), so that no line
+    // wraps; piped, all of it.
+    let what_w = stdout_width().map(|cols| {
+        let before = id_w + 2 + st_w + 2 + 7 + 2 + 19 + 2 + 9 + 2;
+        cols.saturating_sub(before + 1).max(1)
+    });
     let mut out = format!(
         "{:id_w$}  {:st_w$}  {:7}  {:19}  {:>9}  {}\n",
         "RUN", "STATUS", "AGENT", "STARTED (UTC)", "DURATION", "WHAT"
     );
     for r in &rows {
         let status = status_of(r);
+        let status = status.as_str();
         let painted = if color {
             let c = match r.status {
                 _ if app::fanout::is_driver(r) => "36",
@@ -130,10 +141,16 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
             r.agent.as_str(),
             started,
             dur,
-            match &r.problem {
-                Some(p) => crate::term::sanitize(p.as_bytes(), 200),
-                None if app::fanout::is_driver(r) => driver_what(r),
-                None => r.what.clone(),
+            {
+                let what = match &r.problem {
+                    Some(p) => crate::term::sanitize(p.as_bytes(), 200),
+                    None if app::fanout::is_driver(r) => driver_what(r),
+                    None => r.what.clone(),
+                };
+                match what_w {
+                    Some(w) => fit(&what, w).into_owned(),
+                    None => what,
+                }
             }
         ));
     }

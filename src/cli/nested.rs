@@ -89,6 +89,7 @@ pub(super) fn run(a: RunArgs, socket: &Path, home_given: bool) -> Result<i32, Cl
             Reply::Finished {
                 envelope,
                 stdout_end,
+                stderr_end,
             } => {
                 if json {
                     print_json(&envelope);
@@ -97,7 +98,10 @@ pub(super) fn run(a: RunArgs, socket: &Path, home_given: bool) -> Result<i32, Cl
                     print(&human_summary(
                         &envelope,
                         &dir.unwrap_or_default(),
-                        stdout_end,
+                        crate::app::Ends {
+                            stdout: stdout_end,
+                            stderr: stderr_end,
+                        },
                     ));
                 }
                 return Ok(envelope.exit_code());

@@ -13,13 +13,16 @@ use crate::store::AttemptPaths;
 
 /// A few lines for a human about a finished attempt.
 pub fn human_envelope(env: &Envelope, paths: &AttemptPaths) -> String {
-    let stdout_end = app::ends(env, paths, EndSize::TERMINAL).stdout;
-    human_summary(env, paths.dir(), stdout_end)
+    human_summary(env, paths.dir(), app::ends(env, paths, EndSize::TERMINAL))
 }
 
-/// [`human_envelope`] of an attempt in `dir`, with the end of its stdout already read (by
-/// whoever can read it: for a run from a sandbox, its worker).
-pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputEnd>) -> String {
+/// [`human_envelope`] of an attempt in `dir`, with the ends of its output already read (by
+/// whoever can read them: for a run from a sandbox, its worker).
+pub fn human_summary(env: &Envelope, dir: &Path, ends: app::Ends) -> String {
+    let app::Ends {
+        stdout: stdout_end,
+        stderr: stderr_end,
+    } = ends;
     let paths = &AttemptPaths::new(dir.to_path_buf());
     let mut s = String::new();
     s.push_str(&format!(
@@ -66,20 +69,13 @@ pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputE
         // A command's own words: the end of its stdout.
         s.push('\n');
         if end.cut {
-            s.push_str(&format!(
-                "({} of stdout; `subpane logs {}` has all)\n",
-                match end.text.lines().count() {
-                    1 => "the end of the last line".to_owned(),
-                    n => format!("last {n} lines"),
-                },
-                env.run_id
+            s.push_str(&cut_note(
+                &end,
+                "stdout",
+                &format!("subpane logs {}", env.run_id),
             ));
         }
-        for l in end.text.lines() {
-            // Made safe already; a line longer than a terminal is wide shows its end.
-            s.push_str(&end_of_line(l, LINE_CHARS));
-            s.push('\n');
-        }
+        push_lines(&mut s, &end);
     } else if env.agent == crate::spec::AgentKind::Command {
         // Nothing shown: say so when there was something, rather than look like silence.
         let size = std::fs::symlink_metadata(paths.stdout_log()).map_or(0, |m| m.len());
@@ -90,7 +86,51 @@ pub fn human_summary(env: &Envelope, dir: &Path, stdout_end: Option<app::OutputE
             ));
         }
     }
+    // A failure's own words: the end of stderr (unless the error line above is all of it).
+    if let Some(end) = stderr_end.filter(|e| !said_by_the_errors(e, env)) {
+        s.push('\n');
+        let logs = format!("subpane logs {} --stderr", env.run_id);
+        if end.cut {
+            s.push_str(&cut_note(&end, "stderr", &logs));
+        } else {
+            s.push_str("(stderr)\n");
+        }
+        push_lines(&mut s, &end);
+    }
     s
+}
+
+/// `(last 20 lines of stdout; `subpane logs RUN` has all)`: what a cut end shows.
+fn cut_note(end: &app::OutputEnd, file: &str, logs: &str) -> String {
+    format!(
+        "({} of {file}; `{logs}` has all)\n",
+        match end.text.lines().count() {
+            1 => "the end of the last line".to_owned(),
+            n => format!("last {n} lines"),
+        }
+    )
+}
+
+/// The lines of an output's end, made safe already; one longer than a terminal is wide
+/// shows its end.
+fn push_lines(s: &mut String, end: &app::OutputEnd) {
+    for l in end.text.lines() {
+        s.push_str(&end_of_line(l, LINE_CHARS));
+        s.push('\n');
+    }
+}
+
+/// Whether stderr's end is one whole line that an `error     stderr: …` line already shows.
+fn said_by_the_errors(end: &app::OutputEnd, env: &Envelope) -> bool {
+    let mut lines = end.text.lines().filter(|l| !l.trim().is_empty());
+    match (lines.next(), lines.next()) {
+        (Some(only), None) if !end.cut => env
+            .output
+            .errors
+            .iter()
+            .any(|e| e.strip_prefix("stderr: ") == Some(only.trim())),
+        _ => false,
+    }
 }
 
 /// What an agent reported of its work: model, usage (tokens, cost, turns, tool calls) and
@@ -159,8 +199,11 @@ fn worktree_lines(
 ) -> String {
     let mut s = if wt.kept {
         format!(
-            "worktree  kept at {} on branch {} (`subpane gc` removes it)\n",
-            wt.path, wt.branch
+            "worktree  kept at {} on branch {} (`subpane gc` removes it with its run, once the \
+             run ended more than {} ago)\n",
+            wt.path,
+            wt.branch,
+            app::GC_OLDER_THAN
         )
     } else if wt.branch_kept {
         format!(
@@ -298,7 +341,11 @@ mod tests {
     fn an_agent_summary_gives_usage_and_its_session() {
         let t = include_str!("../../tests/fixtures/transcripts/claude/tool_write.jsonl");
         let env = envelope_of(crate::spec::AgentKind::Claude, t);
-        let s = human_summary(&env, Path::new("/h/runs/ask-1/attempts/1"), None);
+        let s = human_summary(
+            &env,
+            Path::new("/h/runs/ask-1/attempts/1"),
+            app::Ends::default(),
+        );
         assert!(s.contains("\nmodel     mock-model\n"), "{s}");
         assert!(
             s.contains(
@@ -318,8 +365,52 @@ mod tests {
         let mut cmd = env.clone();
         cmd.agent = crate::spec::AgentKind::Command;
         cmd.output = crate::envelope::Output::default();
-        let s = human_summary(&cmd, Path::new("/h/runs/ask-1/attempts/1"), None);
+        let s = human_summary(
+            &cmd,
+            Path::new("/h/runs/ask-1/attempts/1"),
+            app::Ends::default(),
+        );
         assert!(!s.contains("usage") && !s.contains("session"), "{s}");
+    }
+
+    /// A failed attempt's summary shows the end of its stderr, with a note when cut, and not a
+    /// second time the one line its error already quotes.
+    #[test]
+    fn a_failed_summary_shows_the_end_of_stderr() {
+        use crate::envelope::{FailureKind, Output, Status};
+        let mut env = envelope_of(crate::spec::AgentKind::Claude, "");
+        env.agent = crate::spec::AgentKind::Command;
+        env.status = Status::Failed;
+        env.failure_kind = Some(FailureKind::Exit);
+        env.exit_code = Some(3);
+        env.output = Output::default();
+        env.output.push_error("stderr: last words");
+        let dir = Path::new("/h/runs/ask-1/attempts/1");
+        let with = |text: &str, cut| {
+            human_summary(
+                &env,
+                dir,
+                app::Ends {
+                    stdout: None,
+                    stderr: Some(app::OutputEnd {
+                        text: text.into(),
+                        cut,
+                    }),
+                },
+            )
+        };
+        let s = with("first\nlast words\n", false);
+        assert!(s.ends_with("\n\n(stderr)\nfirst\nlast words\n"), "{s}");
+        let s = with("b\nlast words\n", true);
+        assert!(
+            s.ends_with(
+                "\n(last 2 lines of stderr; `subpane logs ask-1 --stderr` has all)\nb\nlast words\n"
+            ),
+            "{s}"
+        );
+        let s = with("last words\n", false);
+        assert_eq!(s.matches("last words").count(), 1, "{s}");
+        assert!(s.contains("error     stderr: last words\n"), "{s}");
     }
 
     #[test]

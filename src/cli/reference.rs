@@ -102,7 +102,12 @@ pub const FILES: &[(&str, &str)] = &[
     ),
     (
         "$SUBPANE_HOME/worktrees/",
-        "the git worktrees of --worktree attempts: a failed or cancelled one is kept until `subpane gc` removes its run (after 7 days, or --older-than)",
+        concat!(
+            "the git worktrees of --worktree attempts: a failed or cancelled one is kept until \
+             `subpane gc` removes its run, once the run ended more than ",
+            crate::gc_older_than!(),
+            " ago (or --older-than)"
+        ),
     ),
     (
         "$SUBPANE_HOME/tmux.conf",

@@ -57,7 +57,8 @@ pub struct RetryArgs {
     /// shell lacks, or new ones; records keep the name only
     #[arg(long = "env", value_name = "K=V")]
     pub envs: Vec<String>,
-    /// Return at once with the run id; the attempt runs on and its limits still hold
+    /// Return at once with the run id (and, on stderr, the attempt that started); the attempt
+    /// runs on and its limits still hold
     #[arg(long)]
     pub detach: bool,
     /// Print exactly one JSON document: the envelope (or, with --detach, the run id and attempt)

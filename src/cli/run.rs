@@ -248,6 +248,13 @@ pub(super) fn start_and_report(
     };
     let live = lines.is_some();
     wl.report_records(live);
+    // How to watch the attempt, said to a person once it has run a moment (see on_progress).
+    let hint = {
+        use std::io::IsTerminal;
+        !detach && !json && std::io::stderr().is_terminal()
+    };
+    let attach_hint =
+        std::cell::RefCell::new(None::<(crate::spec::AttemptSpec, crate::store::AttemptPaths)>);
     // Drawn once the attempt exists, then on each report of the wait.
     let lines = std::cell::RefCell::new(lines);
     if !detach {
@@ -270,25 +277,32 @@ pub(super) fn start_and_report(
             eprintln!("subpane: error: {}", env.output.errors.join("; "));
             return;
         }
-        use std::io::IsTerminal;
-        if !detach && !json && std::io::stderr().is_terminal() {
-            let spec = &started.spec;
-            let which = if spec.attempt > 1 {
-                format!(" attempt {}", spec.attempt)
-            } else {
-                String::new()
-            };
-            eprintln!(
-                "subpane: run {}{which} started; watch it with `subpane attach {}`",
-                spec.run_id, spec.run_id
-            );
+        if hint {
+            *attach_hint.borrow_mut() = Some((started.spec.clone(), started.paths.clone()));
         }
-        // Below what was said on stderr, which may be the same terminal.
         if let Some(l) = lines.borrow_mut().as_mut() {
             l.draw();
         }
     };
     let mut on_progress = |p: &app::WaitProgress<'_>| {
+        // The first beat, a second in, with the attempt still going: there is a pane to
+        // attach to (a run that ended in 2 ms never hears of one).
+        if attach_hint_due(p) {
+            // Not once it is being cancelled: its pane is about to go.
+            let hint = attach_hint.borrow_mut().take();
+            if let Some((spec, _)) = hint.filter(|(_, paths)| !paths.cancel().exists()) {
+                let which = if spec.attempt > 1 {
+                    format!(" attempt {}", spec.attempt)
+                } else {
+                    String::new()
+                };
+                let say = lines.borrow().as_ref().map(LiveLines::announcer);
+                say.unwrap_or_default().say(&format!(
+                    "subpane: run {}{which} is running; watch it with `subpane attach {}`",
+                    spec.run_id, spec.run_id
+                ));
+            }
+        }
         if let Some(l) = lines.borrow_mut().as_mut() {
             l.seen(p);
         }
@@ -296,9 +310,13 @@ pub(super) fn start_and_report(
     let opts = app::RunOptions {
         detach,
         on_interrupt: app::OnInterrupt::CancelAndWait,
-        heartbeat: live.then_some(live_line::TICK),
+        heartbeat: (live || hint).then_some(live_line::TICK),
         on_started: Some(&mut on_started),
-        on_progress: if live { Some(&mut on_progress) } else { None },
+        on_progress: if live || hint {
+            Some(&mut on_progress)
+        } else {
+            None
+        },
         max_wait: None,
         cancel_by: None,
     };
@@ -311,7 +329,16 @@ pub(super) fn start_and_report(
             if json {
                 print_json(&started.answer());
             } else {
-                print(&format!("{}\n", started.spec.run_id));
+                // stdout stays the id alone (`subpane wait $(subpane retry R --detach)`);
+                // which attempt began is news only from a retry, said beside it.
+                let spec = &started.spec;
+                if spec.attempt > 1 {
+                    eprintln!(
+                        "subpane: run {} attempt {} started; `subpane wait {}` waits for it",
+                        spec.run_id, spec.attempt, spec.run_id
+                    );
+                }
+                print(&format!("{}\n", spec.run_id));
             }
             Ok(crate::exit_code::COMPLETED)
         }
@@ -321,6 +348,12 @@ pub(super) fn start_and_report(
             Err(CliError::StoppedWaiting(started.spec.run_id.to_string()))
         }
     }
+}
+
+/// Whether the hint to attach is due at `p`: a beat of the clock (the first comes a second
+/// in) while the attempt is still going, never its end.
+fn attach_hint_due(p: &app::WaitProgress<'_>) -> bool {
+    p.finished.is_none() && p.changed.is_none() && p.done == 0
 }
 
 /// Prints a finished attempt's envelope (JSON or a summary) and returns its exit code.
@@ -340,6 +373,25 @@ mod tests {
     use super::super::{Cli, Command};
     use crate::app::fanout::DEFAULT_CONCURRENCY;
     use crate::spec::{Limits, millis, parse_duration};
+
+    /// The hint to attach comes on a beat while the attempt runs, never with its end nor
+    /// after it.
+    #[test]
+    fn the_attach_hint_waits_for_a_beat_of_a_live_attempt() {
+        let results = [None];
+        let at = |finished, changed, done| crate::app::WaitProgress {
+            finished,
+            changed,
+            done,
+            total: 1,
+            elapsed: std::time::Duration::from_secs(1),
+            results: &results,
+        };
+        assert!(super::attach_hint_due(&at(None, None, 0)));
+        assert!(!super::attach_hint_due(&at(Some(0), None, 1)));
+        assert!(!super::attach_hint_due(&at(None, Some(0), 0)));
+        assert!(!super::attach_hint_due(&at(None, None, 1)));
+    }
 
     fn parse(args: &[&str]) -> Command {
         Cli::try_parse_from(args).unwrap().command

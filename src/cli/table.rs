@@ -73,11 +73,48 @@ pub fn rows(tasks: &[FanoutTask], lines: bool) -> String {
 /// How a task ended, in a few words: a failure says its kind (unless it is the plain one,
 /// the program failed) or its exit code.
 fn status_words(t: &FanoutTask) -> String {
-    match (t.status, t.failure_kind, t.exit_code) {
-        (TaskStatus::Failed, Some(k), _) if k != FailureKind::Exit => k.as_str().to_owned(),
-        (TaskStatus::Failed, _, Some(c)) => format!("failed (exit {c})"),
-        (s, _, _) => s.as_str().to_owned(),
+    match t.status {
+        TaskStatus::Failed => failure_words(t.failure_kind, t.exit_code),
+        s => s.as_str().to_owned(),
     }
+}
+
+/// A failure in a few words, for every table of runs (`ls` too): its kind (`timeout`), or,
+/// when the program failed, its exit code (`failed (exit 2)`).
+pub fn failure_words(kind: Option<FailureKind>, exit_code: Option<i32>) -> String {
+    match (kind, exit_code) {
+        (Some(k), _) if k != FailureKind::Exit => k.as_str().to_owned(),
+        (_, Some(c)) => format!("failed (exit {c})"),
+        _ => "failed".to_owned(),
+    }
+}
+
+/// `s` in at most `width` characters: cut at its end with `…` (what a table's last column
+/// does on a terminal too narrow for it).
+pub fn fit(s: &str, width: usize) -> std::borrow::Cow<'_, str> {
+    if s.chars().count() <= width {
+        return s.into();
+    }
+    let mut out: String = s.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out.into()
+}
+
+/// How wide stdout's terminal is: `$COLUMNS` when it is a number, else the terminal's own
+/// size; `None` when stdout is not a terminal (piped output is never cut).
+pub fn stdout_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse().ok());
+    columns.filter(|c: &usize| *c > 0).or_else(|| {
+        ratatui::crossterm::terminal::size()
+            .ok()
+            .map(|(c, _)| c as usize)
+    })
 }
 
 /// `30 completed, 2 failed, 1 running`: the counts, completed always, the others when not 0.

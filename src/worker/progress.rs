@@ -97,12 +97,7 @@ impl Tracker {
                 }
                 self.last.extend_from_slice(t.as_bytes());
                 if self.last.len() > 2 * KEEP {
-                    // Keep the end, from a character on.
-                    let mut cut = self.last.len() - KEEP;
-                    while cut < self.last.len() && (self.last[cut] & 0xC0) == 0x80 {
-                        cut += 1;
-                    }
-                    self.last.drain(..cut);
+                    keep_last_line_start(&mut self.last);
                 }
                 self.mark();
             }
@@ -199,6 +194,34 @@ impl Tracker {
     }
 }
 
+/// Bounds streamed text to the start of its last line that has something on it (what the
+/// live views show: a long line keeps its start, and the views cut its end with `…`), at
+/// most [`KEEP`] bytes of it, and what follows it (blank: a newline stands for it, so that
+/// more text begins a line of its own).
+fn keep_last_line_start(last: &mut Vec<u8>) {
+    let end = last
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    let start = last[..end]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    let tail: &[u8] = match &last[end..] {
+        t if t.contains(&b'\n') => b"\n",
+        [] => b"",
+        _ => b" ",
+    };
+    let mut upto = end.min(start + KEEP);
+    // From a character on: never inside one.
+    while upto > start && upto < last.len() && (last[upto] & 0xC0) == 0x80 {
+        upto -= 1;
+    }
+    let mut kept = last[start..upto].to_vec();
+    kept.extend_from_slice(tail);
+    *last = kept;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +266,32 @@ mod tests {
             t.item(&PaneItem::Text("é".repeat(100)));
         }
         assert!(t.last.len() <= 2 * KEEP);
+        assert!(std::str::from_utf8(&t.last).is_ok());
+    }
+
+    /// A long streamed line keeps its start (the live line cuts its end), however it comes;
+    /// the next line with something on it takes its place.
+    #[test]
+    fn a_long_streamed_line_keeps_its_start() {
+        let mut t = Tracker::new(false);
+        t.item(&PaneItem::Text("first line\nSTART ".into()));
+        for _ in 0..500 {
+            t.item(&PaneItem::Text("word é ".into()));
+        }
+        let (_, text) = last(&t);
+        assert!(text.starts_with("START word é word"), "{text}");
+        assert!(t.last.len() <= 2 * KEEP);
+        t.item(&PaneItem::Text("\n  \n".into()));
+        assert!(last(&t).1.starts_with("START word"), "{:?}", last(&t));
+        for _ in 0..300 {
+            t.item(&PaneItem::Text("  ".into()));
+        }
+        t.item(&PaneItem::Text("next".into()));
+        assert_eq!(last(&t).1, "next");
+        for _ in 0..300 {
+            t.item(&PaneItem::Text(" more".into()));
+        }
+        assert!(last(&t).1.starts_with("next more more"), "{:?}", last(&t));
         assert!(std::str::from_utf8(&t.last).is_ok());
     }
 

@@ -218,11 +218,12 @@ fn logs_print_each_file() {
         out(&["--stderr"]).stdout,
         "oops on stderr\nsecond stderr line\n"
     );
-    // Commands have no output.txt: nothing on stdout, a note on stderr.
-    let o = out(&["--output"]);
+    // A command has no final text: refused (exit 2), naming the flag that has its words.
+    let o = env.sp(["logs", "lg", "--output"]);
+    assert_eq!(o.code, 2, "{o:?}");
     assert_eq!(o.stdout, "");
     assert!(
-        o.stderr.contains("output.txt") && o.stderr.contains("does not exist"),
+        o.stderr.contains("no final text") && o.stderr.contains("subpane logs lg --stdout"),
         "{}",
         o.stderr
     );
@@ -732,4 +733,52 @@ fn help_of_every_verb_mentions_every_flag() {
         "the worker subcommand is hidden"
     );
     assert!(!env.home.exists(), "--help creates nothing");
+}
+
+/// Looking makes nothing: `ls`, `status`, `logs`, `wait` and `top` on a home that does not
+/// exist leave it so (the first run makes it), and `top` still sees that first run.
+#[test]
+fn read_only_verbs_make_no_home() {
+    let env = TestEnv::new();
+    let above = env.root.path().join("fresh");
+    let home = above.join("state/subpane");
+    let h = home.to_str().unwrap();
+    for verb in [
+        &["ls"][..],
+        &["ls", "--json"],
+        &["ls", "--status", "failed"],
+        &["ls", "--group", "g"],
+        &["status", "r"],
+        &["logs", "r"],
+        &["wait", "r"],
+        &["wait", "--group", "g"],
+    ] {
+        let r = env.sp([&["--home", h][..], verb].concat());
+        assert!(r.code == 0 || r.code == 2, "{verb:?}: {r:?}");
+        assert!(!above.exists(), "{verb:?} made {}", above.display());
+    }
+    std::fs::create_dir(&above).unwrap();
+    let t = crate::terminal::Terminal::subpane(
+        &env,
+        "top-fresh",
+        (100, 20),
+        &[],
+        &["--home", h, "top"],
+    );
+    t.wait_for("0 runs");
+    assert!(
+        std::fs::read_dir(&above).unwrap().next().is_none(),
+        "top made {}",
+        home.display()
+    );
+    // The first run makes the home; top, watching from above it, shows the run.
+    let r = env.sp(["--home", h, "run", "--run-id", "first", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    t.wait_until("top showing the first run", |s| {
+        s.lines()
+            .any(|l| l.contains("completed") && l.contains("first"))
+    });
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), 0);
+    env.assert_no_leftovers();
 }

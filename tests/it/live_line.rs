@@ -30,6 +30,8 @@ fn run_on_a_terminal_shows_a_live_line_then_the_summary_in_its_place() {
             .any(|l| l.starts_with("● lr") && l.contains("running") && l.contains("step one"))
     });
     assert!(!s.contains("status "), "no summary yet:\n{s}");
+    // Still going a second in: how to watch it is said, above the live line.
+    t.wait_for("run lr is running; watch it with `subpane attach lr`");
     touch(&flag);
     assert_eq!(t.wait_exit(), 0);
     let s = t.screen();
@@ -38,6 +40,10 @@ fn run_on_a_terminal_shows_a_live_line_then_the_summary_in_its_place() {
         !s.contains("● lr"),
         "the live line is replaced by the summary:\n{s}"
     );
+    // Nor is a copy left in the terminal's history: a redraw from the top row never clears
+    // the whole screen (which tmux answers by pushing it into its history).
+    let h = t.history();
+    assert!(!h.contains("● lr"), "{h}");
     env.assert_no_leftovers();
 }
 
@@ -214,5 +220,57 @@ fn wait_group_shows_the_tasks_live_then_a_table_and_the_driver_is_no_failed_run(
         "{}",
         human_failed.stdout
     );
+    env.assert_no_leftovers();
+}
+
+/// A run that is over before the first beat of the clock (a second in) is never said to be
+/// watchable: its pane is gone.
+#[test]
+fn a_run_over_at_once_is_not_said_to_be_watchable() {
+    let env = TestEnv::new();
+    let t0 = std::time::Instant::now();
+    let t = Terminal::subpane(
+        &env,
+        "quick-run",
+        (100, 20),
+        &[],
+        &["run", "--run-id", "qr", "--", "true"],
+    );
+    assert_eq!(t.wait_exit(), 0);
+    let s = t.history();
+    assert!(s.contains("status    completed (exit 0)"), "{s}");
+    // Over within the second from the start of the terminal: the beat cannot have come.
+    if t0.elapsed() < std::time::Duration::from_millis(900) {
+        assert!(!s.contains("subpane attach"), "{s}");
+    }
+    env.assert_no_leftovers();
+}
+
+/// A line longer than the terminal keeps its start, and its end is cut with `…`: the live
+/// line never wraps and never shows the middle of a line.
+#[test]
+fn a_long_line_keeps_its_start_and_is_cut_at_its_end() {
+    let env = TestEnv::new();
+    let flag = env.root.path().join("go");
+    let script = format!(
+        "echo START-$(printf '%0300d' 0)-END; while [ ! -e {} ]; do sleep 0.02; done",
+        flag.display()
+    );
+    let t = Terminal::subpane(
+        &env,
+        "live-long",
+        (80, 20),
+        &[],
+        &["run", "--run-id", "ll", "--", "sh", "-c", &script],
+    );
+    let s = t.wait_until("the live line with the long line's start", |s| {
+        s.lines()
+            .any(|l| l.starts_with("● ll") && l.contains("START-000"))
+    });
+    let line = s.lines().find(|l| l.starts_with("● ll")).unwrap();
+    assert!(line.ends_with('…') && !line.contains("-END"), "{s}");
+    assert!(line.chars().count() < 80, "{s}");
+    touch(&flag);
+    assert_eq!(t.wait_exit(), 0);
     env.assert_no_leftovers();
 }

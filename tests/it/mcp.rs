@@ -403,6 +403,12 @@ async fn detached_runs_are_seen_by_status_wait_logs_list_and_cancel() {
     assert!(text(&r).ends_with(")\nps\n"), "{}", text(&r));
     assert_eq!(doc(&r)["truncated"], true);
     assert_eq!(doc(&r)["size"], 5);
+    // A command has no final text: a tool error that names the file that has its words.
+    let r = c
+        .call("logs", json!({"run_id": "quick", "file": "output"}))
+        .await;
+    assert!(is_error(&r), "{}", text(&r));
+    assert!(text(&r).contains("`file: stdout`"), "{}", text(&r));
 
     // list, with filters.
     let r = c.call("list", json!({})).await;

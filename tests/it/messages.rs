@@ -62,6 +62,36 @@ fn outcomes_read_plainly() {
     env.assert_no_leftovers();
 }
 
+/// A failed run's summary shows what it failed with: the end of its stderr (and of its
+/// stdout), not only the one line its error quotes.
+#[test]
+fn a_failed_summary_shows_the_end_of_stderr_and_stdout() {
+    let env = TestEnv::new();
+    let script = "echo built; echo 'warning: one' >&2; echo 'error: two' >&2; \
+                  echo 'fatal: cannot go on' >&2; exit 4";
+    let r = env.sp(["run", "--run-id", "fs", "--", "sh", "-c", script]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stdout.contains("error     stderr: fatal: cannot go on\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("\nbuilt\n"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .ends_with("\n(stderr)\nwarning: one\nerror: two\nfatal: cannot go on\n"),
+        "{}",
+        r.stdout
+    );
+    // `status` and `wait` print the same summary.
+    assert_eq!(env.sp(["status", "fs"]).stdout, r.stdout);
+    // A completed run shows no stderr section.
+    let ok = env.sp(["run", "--", "sh", "-c", "echo fine; echo note >&2"]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert!(!ok.stdout.contains("(stderr)"), "{}", ok.stdout);
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn ls_marks_its_times_as_utc_and_fits_every_status() {
     let env = TestEnv::new();
@@ -93,6 +123,46 @@ fn ls_marks_its_times_as_utc_and_fits_every_status() {
         "{}",
         r.stdout
     );
+    env.assert_no_leftovers();
+}
+
+/// `ls` on a terminal fits its lines to the width (`$COLUMNS`, else the terminal's), cutting
+/// WHAT with `…`; piped, WHAT is whole. A failure shows its exit code, as every table does.
+#[test]
+fn ls_fits_the_terminal_and_says_the_exit_code() {
+    let env = TestEnv::new();
+    let long = format!("exit 3; {}", "x".repeat(50));
+    assert_eq!(
+        env.sp(["run", "--run-id", "bad", "--", "sh", "-c", &long])
+            .code,
+        1
+    );
+    let piped = env.sp(["ls"]);
+    assert!(
+        piped.stdout.contains("failed (exit 3)") && piped.stdout.contains(&"x".repeat(40)),
+        "{}",
+        piped.stdout
+    );
+    let widest = |s: &str| s.lines().map(|l| l.chars().count()).max().unwrap_or(0);
+    assert!(widest(&piped.stdout) > 80, "{}", piped.stdout);
+    for (vars, cols) in [(&[][..], 80usize), (&[("COLUMNS", "70")][..], 70)] {
+        let t = crate::terminal::Terminal::subpane(
+            &env,
+            &format!("ls-{cols}"),
+            (80, 20),
+            vars,
+            &["ls"],
+        );
+        assert_eq!(t.wait_exit(), 0);
+        let s = t.screen();
+        assert!(s.contains("failed (exit 3)"), "{s}");
+        let row = s
+            .lines()
+            .find(|l| l.starts_with("bad"))
+            .expect("the run's row");
+        assert!(row.ends_with('…'), "{s}");
+        assert!(row.chars().count() < cols, "{cols} columns:\n{s}");
+    }
     env.assert_no_leftovers();
 }
 

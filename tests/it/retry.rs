@@ -261,6 +261,17 @@ fn retry_detach_answers_at_once_with_the_new_attempt() {
     let w = env.sp_within(LIMIT, HANG, ["wait", "--json", "bg"]);
     assert_eq!(w.code, 0, "{w:?}");
     assert_eq!(w.json()["attempt"], 2);
+    // Without --json: the id alone on stdout (for `wait $(…)`), the attempt on stderr.
+    let r = env.sp(["retry", "bg", "--detach"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout, "bg\n", "{r:?}");
+    assert!(
+        r.stderr
+            .contains("run bg attempt 3 started; `subpane wait bg` waits for it"),
+        "{r:?}"
+    );
+    let w = env.sp_within(LIMIT, HANG, ["wait", "bg"]);
+    assert_eq!(w.code, 0, "{w:?}");
     env.assert_no_leftovers();
 }
 

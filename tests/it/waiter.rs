@@ -254,7 +254,7 @@ fn follow_looks_first_then_on_changes_and_ends_with_everything_written() {
     let env = TestEnv::new();
     let flag = start_waiting(&env, "fo", 0);
     let f = find(&env, "fo");
-    let out = f.log_path(None);
+    let out = f.log_path(None).expect("a command has a stdout");
     let mut seen: Vec<(app::Followed, String)> = Vec::new();
     app::follow(&f, &mut |what| {
         let text = std::fs::read_to_string(&out).unwrap_or_default();

@@ -111,6 +111,9 @@ fn is_ended(s: RunState) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Watched {
     RunsDir,
+    /// The nearest directory above the runs directory while that does not exist: looking
+    /// makes nothing (the first run makes the home), and its making is seen from there.
+    Above,
     RunDir(String),
     Attempt(String),
 }
@@ -126,17 +129,11 @@ pub struct Board {
 }
 
 impl Board {
-    /// Loads every run of `home` and watches them on `wl`. Makes the runs directory if the
-    /// home has none yet, so that the first run is seen.
+    /// Loads every run of `home` and watches them on `wl`. A home with no runs directory yet
+    /// is left as it is: the nearest directory above it is watched, so the first run is seen.
     pub fn load(home: &Home, wl: &mut WaitLoop) -> Result<Self, Error> {
-        let dir = home.runs_dir();
-        std::fs::create_dir_all(&dir).map_err(|source| Error::HomeDir {
-            path: dir.clone(),
-            source,
-        })?;
         let mut b = Self::from_runs(home.clone(), Vec::new());
-        let t = wl.watch_dir(&dir)?;
-        b.watched.insert(t, Watched::RunsDir);
+        b.watch_runs_dir(wl)?;
         for row in list(home, None)? {
             let id = row.run_id.clone();
             b.watch_run_dir(wl, &id);
@@ -145,6 +142,30 @@ impl Board {
             b.runs.push(run);
         }
         Ok(b)
+    }
+
+    /// Watches the runs directory, or, while it does not exist, the nearest directory above
+    /// it that does.
+    fn watch_runs_dir(&mut self, wl: &mut WaitLoop) -> Result<(), Error> {
+        let dir = self.home.runs_dir();
+        let mut at = dir.as_path();
+        loop {
+            match wl.watch_dir(at) {
+                Ok(t) => {
+                    let w = if at == dir {
+                        Watched::RunsDir
+                    } else {
+                        Watched::Above
+                    };
+                    self.watched.insert(t, w);
+                    return Ok(());
+                }
+                Err(e) => match at.parent() {
+                    Some(up) if !at.exists() => at = up,
+                    _ => return Err(e),
+                },
+            }
+        }
     }
 
     /// A board of `runs` (newest first) that watches nothing: for tests and snapshots.
@@ -179,6 +200,16 @@ impl Board {
         };
         match w {
             Watched::RunsDir => self.rescan(wl),
+            Watched::Above => {
+                // Something was made up there: watch from nearer (the runs directory, once it
+                // exists), then look.
+                wl.remove(token);
+                self.watched.remove(&token);
+                if self.watch_runs_dir(wl).is_err() {
+                    return false;
+                }
+                self.rescan(wl)
+            }
             Watched::RunDir(id) => self.reload(wl, &id),
             Watched::Attempt(id) if finished => {
                 self.watched.remove(&token);

@@ -185,10 +185,13 @@ pub enum Reply {
     },
     /// `detach`: the run goes on.
     Detached,
-    /// The run ended: its envelope, and the end of a command's stdout for the human summary.
+    /// The run ended: its envelope, and the ends of its output for the human summary (a
+    /// command's stdout; stderr when it did not complete).
     Finished {
         envelope: Box<Envelope>,
         stdout_end: Option<OutputEnd>,
+        #[serde(default)]
+        stderr_end: Option<OutputEnd>,
     },
     /// Nothing was started, or the wait failed: the exit code `run` exits with, and why.
     Refused { exit_code: i32, message: String },

@@ -285,8 +285,10 @@ fn client(conn: UnixStream, parent: &Arc<Parent>, live: &Arc<Live>) {
         }
         Ok(RunOutcome::Finished { started, envelope }) => {
             drop(held);
+            let ends = ends(&envelope, &started.paths, EndSize::TERMINAL);
             Reply::Finished {
-                stdout_end: ends(&envelope, &started.paths, EndSize::TERMINAL).stdout,
+                stdout_end: ends.stdout,
+                stderr_end: ends.stderr,
                 envelope,
             }
         }

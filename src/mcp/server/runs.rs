@@ -27,7 +27,13 @@ impl Server {
         let home = self.home.clone();
         blocking(move || {
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
-            let path = f.log_path(a.file);
+            let path = f.log_path(a.file).ok_or_else(|| {
+                app::Error::invalid(format!(
+                    "`file: output`: run `{}` is a command, which has no final text \
+                     (output.txt is an agent's); `file: stdout` gives its output",
+                    f.spec.run_id
+                ))
+            })?;
             let Some((tail, size)) = app::log_end(&path, max)? else {
                 let text = format!("{} does not exist (yet)", path.display());
                 let doc = json!({"summary": text, "run_id": f.spec.run_id.as_str(),

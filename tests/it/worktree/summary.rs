@@ -56,11 +56,18 @@ fn the_summary_says_what_became_of_the_worktree_and_where_its_changes_are() {
     let path = env.home.join("worktrees/sum-bad-1");
     assert!(
         failed.stdout.contains(&format!(
-            "worktree  kept at {} on branch subpane/sum-bad (`subpane gc` removes it)\n",
+            "worktree  kept at {} on branch subpane/sum-bad (`subpane gc` removes it with its \
+             run, once the run ended more than 7d ago)\n",
             path.display()
         )),
         "{}",
         failed.stdout
+    );
+    // What the summary says is what gc does: its default keeps a run that just ended.
+    assert_eq!(env.sp(["gc"]).code, 0);
+    assert!(
+        path.exists(),
+        "gc kept the worktree of a run that just ended"
     );
     assert_eq!(env.sp(["gc", "--older-than", "0s"]).code, 0);
     assert_eq!(worktree_count(&repo), 1);
