@@ -57,6 +57,7 @@ fn run(id: &str, agent: AgentKind, status: RunState, age: u64) -> BoardRun {
         created: Some(ago(age)),
         live: Live::default(),
         done: None,
+        ended: None,
     }
 }
 
@@ -104,24 +105,32 @@ fn busy() -> Board {
         turns: Some(3),
         tool_calls: Some(5),
     });
-    review.live.progress = Some(progress(
-        40_000,
-        Some(0.03),
-        EventKind::Text,
-        "All done: 3 files changed.",
-    ));
+    // Its progress.json was last written early on (its session line); it ended on its
+    // final text.
+    review.live.progress = Some(progress(40_000, Some(0.03), EventKind::Info, "session s-1"));
+    review.ended = Some(LastEvent {
+        kind: EventKind::Text,
+        text: "All done: 3 files changed.".into(),
+    });
     let mut build = run("build", AgentKind::Command, RunState::Failed, 90);
     build.row.failure_kind = Some(FailureKind::Exit);
     build.row.exit_code = Some(2);
     build.row.duration_ms = Some(4_200);
     build.row.what = "make test".into();
     build.row.group = Some("g-1".into());
+    build.done = Some(SoFar::default());
+    build.ended = Some(LastEvent {
+        kind: EventKind::Stderr,
+        text: "make: *** [test] Error 2".into(),
+    });
     let mut slow = run("slow", AgentKind::Command, RunState::Failed, 60);
     slow.row.failure_kind = Some(FailureKind::IdleTimeout);
     slow.row.duration_ms = Some(30_000);
     slow.row.group = Some("g-1".into());
     let mut gone = run("stopped", AgentKind::Codex, RunState::Cancelled, 50 * 3600);
     gone.row.duration_ms = Some(1_000);
+    // It ended without a word: never its task or argv.
+    gone.done = Some(SoFar::default());
     let mut starting = run("next", AgentKind::Command, RunState::Starting, 1);
     starting.row.group = Some("g-1".into());
     Board::from_runs(
@@ -165,7 +174,10 @@ fn an_empty_home_says_where_runs_will_show() {
         lines[1],
         "no runs in /h/runs yet: they show here as they start (`subpane run …`)"
     );
-    assert!(lines[23].starts_with("q quit · ↑↓ move · ⏎ detail"), "{s}");
+    assert_eq!(
+        lines[23], "a attach · c cancel · r retry · ? help · ⏎ detail · / find · q quit · g groups",
+        "{s}"
+    );
 }
 
 #[test]
@@ -176,13 +188,19 @@ subpane top · 6 runs · 2 running · 2 failed
 STATUS         RUN       AGE  ELAPSED TOKENS COST    LAST EVENT
 ◌ starting     next      1s   -                      the task of next
 ✘ idle_timeout slow      1m   0:30                   the task of slow
-✘ exit 2       build     1m   0:04                   make test
+✘ exit 2       build     1m   0:04                   stderr: make: *** [test] Er
 ● running      fix-tests 5m   4:32    12.3k          ▸ Bash cargo test --lib
 ✔ completed    review-1  3h   1:35    48.0k  $0.0412 All done: 3 files changed.
-■ cancelled    stopped   2d   0:01                   the task of stopped
+■ cancelled    stopped   2d   0:01                   (no output)
 ";
     assert_eq!(&s[..want.len()], want, "\n{s}");
-    assert!(s.lines().nth(23).unwrap().starts_with("q quit"), "{s}");
+    assert!(
+        s.lines()
+            .nth(23)
+            .unwrap()
+            .starts_with("a attach · c cancel · r retry · ? help"),
+        "{s}"
+    );
 }
 
 /// A detached fan-out's driver (failed, as it does when a task failed) is its group's row:
@@ -218,7 +236,7 @@ fn a_wide_screen_shows_agent_group_and_labels() {
     let s = screen(&busy(), &mut plain(), None, (160, 12));
     let head = s.lines().nth(1).unwrap();
     assert!(
-        head.starts_with("STATUS         RUN       AGENT   GROUP          LABELS             AGE"),
+        head.starts_with("STATUS         RUN       AGENT   GROUP LABELS             AGE"),
         "{s}"
     );
     let fix = s.lines().find(|l| l.contains("fix-tests")).unwrap();
