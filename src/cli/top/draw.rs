@@ -238,10 +238,12 @@ struct Ids<'a> {
 }
 
 impl<'a> Ids<'a> {
+    /// `ids` may name one id many times (a group's runs): each counts once.
     fn new(short: bool, ids: impl Iterator<Item = &'a str>) -> Self {
         let mut parts = HashMap::new();
         if short {
-            for p in ids.filter_map(app::random_part) {
+            let distinct: std::collections::HashSet<&str> = ids.collect();
+            for p in distinct.into_iter().filter_map(app::random_part) {
                 *parts.entry(p).or_insert(0) += 1;
             }
         }

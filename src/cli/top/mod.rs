@@ -21,7 +21,8 @@
 //! * The signals are blocked before anything else and taken from a signalfd: a SIGTERM ends
 //!   the loop like `q` does, and the terminal is given back on the way out.
 //! * While attached, nothing reads the terminal but tmux: the loop is not running then (its
-//!   events wait in the kernel), and tmux gets a clean signal state.
+//!   events wait in the kernel), and tmux gets a clean signal state. The client's stdout is
+//!   not the terminal: its `[detached]` line would stay in the shell after `top`.
 //! * A terminal that went away reads as end of file for ever, and crossterm would read it
 //!   for ever (a process spinning at 100% long after its window closed): the terminal's
 //!   hang-up is checked before crossterm reads.
@@ -357,7 +358,7 @@ impl Top {
                     Err(e) => return ui.say_error(e.to_string()),
                 };
                 self.screen.leave();
-                let attached = super::attach::attach_to(&home, &found, false);
+                let attached = super::attach::attach_to(&home, &found, false, true);
                 if let Err(e) = self.screen.resume() {
                     ui.say_error(format!("cannot take the terminal back: {e}"));
                 }
