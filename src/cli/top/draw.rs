@@ -83,7 +83,12 @@ fn help(f: &mut Frame, area: Rect) {
         Style::default().add_modifier(Modifier::DIM),
     ));
     let want_w = lines.iter().map(Line::width).max().unwrap_or(0) as u16 + 4;
-    let w = want_w.min(area.width);
+    // A box a column short of the screen would leave that column of the table beside it.
+    let w = if want_w + 2 >= area.width {
+        area.width
+    } else {
+        want_w
+    };
     let h = (lines.len() as u16 + 2).min(area.height);
     let boxed = Rect {
         x: area.x + (area.width - w) / 2,
@@ -193,9 +198,29 @@ fn elapsed(r: &BoardRun, now: SystemTime) -> String {
 
 /// The last thing it did: its last event (for a run that ended, what it ended on), else,
 /// before it said anything, its task or command.
-fn last(r: &BoardRun) -> String {
+/// A fan-out's driver says how its group's tasks stand.
+fn last(r: &BoardRun, groups: &[GroupSummary]) -> String {
     if let Some(p) = &r.row.problem {
         return p.clone();
+    }
+    let group = r.row.labels.get(app::fanout::DRIVER_LABEL);
+    if let Some(g) = group.and_then(|id| groups.iter().find(|g| &g.group == id)) {
+        let counts = [
+            (g.running, "running"),
+            (g.completed, "completed"),
+            (g.failed, "failed"),
+            (g.cancelled, "cancelled"),
+        ];
+        let said: Vec<String> = counts
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, w)| format!("{n} {w}"))
+            .collect();
+        return format!(
+            "{}: {}",
+            human::counted(g.total as u64, "task"),
+            said.join(" · ")
+        );
     }
     match r.last_event() {
         Some(e) => human::last_event(e),
@@ -276,6 +301,12 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
         return;
     }
     let cols = columns(area.width, &rows);
+    // The groups' counts, for their drivers' rows.
+    let summaries = if rows.iter().any(|r| app::fanout::is_driver(&r.row)) {
+        groups(board.runs())
+    } else {
+        Vec::new()
+    };
     let ids = Ids::new(cols.short_ids, rows.iter().map(|r| r.row.run_id.as_str()));
     // Groups are told apart by their random part (a day's groups share the rest).
     let group_ids = Ids::new(true, rows.iter().filter_map(|r| r.row.group.as_deref()));
@@ -354,6 +385,8 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
                     .row
                     .labels
                     .iter()
+                    // A driver's own mark says nothing its status does not.
+                    .filter(|(k, _)| k.as_str() != app::fanout::DRIVER_LABEL)
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 cells.push(Cell::from(l.join(",")));
@@ -383,7 +416,7 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
                         .unwrap_or_default(),
                 ));
             }
-            cells.push(Cell::from(last(r)));
+            cells.push(Cell::from(last(r, &summaries)));
             Row::new(cells)
         })
         .collect();
