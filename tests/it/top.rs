@@ -349,3 +349,32 @@ fn top_screens_at_80_by_24_and_200_by_50() {
     }
     env.assert_no_leftovers();
 }
+
+/// A command's plain SGR colour is drawn as colour in top's detail; a title change and a
+/// screen clear next to it are still text, and act on nothing.
+#[test]
+fn the_detail_shows_a_commands_colour_and_no_other_escape() {
+    let env = TestEnv::new();
+    let script = r"printf 'one \033[1;31mred\033[0m plain \033]0;pwned\007 \033[2J end\n'";
+    let r = env.sp(["run", "--run-id", "colour", "--", "sh", "-c", script]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let t = Terminal::subpane(&env, "top-colour", (100, 30), &[("NO_COLOR", "")], &["top"]);
+    t.wait_until("the run", |s| row(s, "colour").is_some());
+    t.keys(&["Enter"]);
+    let s = t.wait_for("─ stdout");
+    assert!(
+        s.contains("one red plain ^[]0;pwned^G ^[[2J end"),
+        "the colour is shown as text, or an escape is gone:\n{s}"
+    );
+    let raw = env
+        .tmux()
+        .args(["capture-pane", "-p", "-e", "-t", "=top-colour:"])
+        .output()
+        .unwrap();
+    let raw = String::from_utf8_lossy(&raw.stdout);
+    let line = raw.lines().find(|l| l.contains("plain ^[]0;")).unwrap();
+    assert!(line.contains("31m"), "red is not red: {line:?}");
+    assert!(!t.format("#{pane_title}").contains("pwned"));
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), 0);
+}
