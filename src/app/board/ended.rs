@@ -154,4 +154,47 @@ mod tests {
         assert!(!e.text.chars().any(|c| c.is_control()), "{:?}", e.text);
         assert_eq!(e.text, "a^[]0;t^G b^M");
     }
+
+    /// Through the board: a finished agent whose `progress.json` last said its session line
+    /// shows its final text; one that ended without a word shows none (not its argv).
+    #[test]
+    fn the_board_shows_what_a_finished_run_ended_on_not_its_stale_progress() {
+        use crate::envelope::{PROGRESS_SCHEMA, Progress, RunRow, SoFar};
+        let d = tempfile::tempdir().unwrap();
+        let home = crate::store::Home::at(d.path().to_path_buf());
+        let id = crate::spec::RunId::parse("ask").unwrap();
+        let p = home.attempt(&id, 1);
+        std::fs::create_dir_all(p.dir()).unwrap();
+        let mut e = env(AgentKind::Claude, S::Completed);
+        e.output.final_text = Some("The answer is 42.".into());
+        crate::store::write_json_atomic(&p.result(), &e).unwrap();
+        let stale = Progress {
+            schema: PROGRESS_SCHEMA.into(),
+            updated_at: String::new(),
+            so_far: SoFar::default(),
+            last_event: Some(LastEvent {
+                kind: EventKind::Info,
+                text: "claude session s-1".into(),
+            }),
+        };
+        crate::store::write_json_atomic(&p.progress(), &stale).unwrap();
+        let row: RunRow = serde_json::from_value(serde_json::json!({
+            "run_id": "ask", "attempt": 1, "agent": "claude", "status": "completed",
+            "failure_kind": null, "exit_code": 0, "created_at": "2026-11-30T12:00:00Z",
+            "started_at": null, "finished_at": null, "duration_ms": 10, "labels": {},
+            "correlation_id": null, "group": null, "parent_run": null, "depth": 0,
+            "what": "claude -p the argv", "problem": null
+        }))
+        .unwrap();
+        let run = super::super::BoardRun::new(&home, row.clone());
+        assert_eq!(
+            run.last_event().map(|e| e.text.as_str()),
+            Some("The answer is 42.")
+        );
+        // Said nothing: no last event at all (top shows `(no output)`), not the progress.
+        e.output.final_text = None;
+        crate::store::write_json_atomic(&p.result(), &e).unwrap();
+        let run = super::super::BoardRun::new(&home, row);
+        assert!(run.has_ended() && run.last_event().is_none(), "{run:?}");
+    }
 }
