@@ -10,7 +10,12 @@
 //!
 //! Common pitfalls:
 //! * 80 columns must hold the essentials: the agent, group and labels columns come only
-//!   when there is room, and the last event takes what is left.
+//!   when there is room, TOKENS and COST only when a run shown has them, generated ids show
+//!   their random part under 120 columns (groups always in the run table: a day's groups
+//!   share the rest), and the last event takes what is left. The status line keeps the hints
+//!   that fit, attach, cancel, retry and help first; `?` shows every key.
+//! * Text from programs holds no escape but plain SGR (the detail's, drawn as styles by
+//!   `sgr::line`): nothing from a program is written to the terminal as it is.
 //! * `NO_COLOR`: no colour at all; the selection is shown reversed, which is not a colour.
 
 use std::collections::HashMap;
