@@ -378,3 +378,37 @@ fn the_detail_shows_a_commands_colour_and_no_other_escape() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), 0);
 }
+
+/// A finished agent's LAST EVENT is its final text, never its task or its session line (a
+/// stand-in `pi` printing a recorded transcript).
+#[test]
+fn a_finished_agent_shows_its_final_text() {
+    let env = TestEnv::new();
+    let bin = crate::logs_pretty::fake_pi(&env, None);
+    let r: crate::harness::Ran = env
+        .cmd()
+        .env("PATH", crate::logs_pretty::with_path(&bin))
+        .args([
+            "run",
+            "--run-id",
+            "ask",
+            "--agent",
+            "pi",
+            "--task",
+            "write a file",
+        ])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let t = Terminal::subpane(&env, "top-agent", (120, 30), &[("NO_COLOR", "1")], &["top"]);
+    let s = t.wait_until("the finished agent", |s| row(s, "ask").is_some());
+    let line = row(&s, "ask").unwrap();
+    assert!(line.contains("I wrote made_by_agent.txt."), "{s}");
+    assert!(
+        !line.contains("write a file") && !line.contains("session"),
+        "{s}"
+    );
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), 0);
+}
