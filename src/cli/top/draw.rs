@@ -28,7 +28,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
 use super::sgr;
-use super::ui::{BINDINGS, Editing, Mode, Ui, hints};
+use super::ui::{BINDINGS, Editing, Mode, Ui, hints, keys_width};
 use crate::app;
 use crate::app::board::{Board, BoardRun, Detail, GroupSummary, groups};
 use crate::cli::human;
@@ -67,11 +67,7 @@ pub fn draw(f: &mut Frame, board: &Board, ui: &mut Ui, detail: Option<&Detail>, 
 /// Every key, in a box over the screen (`?`; any key closes it).
 fn help(f: &mut Frame, area: Rect) {
     use ratatui::widgets::{Block, Borders, Clear};
-    let keys_w = BINDINGS
-        .iter()
-        .map(|b| b.keys.chars().count())
-        .max()
-        .unwrap_or(0);
+    let keys_w = keys_width();
     let bold = Style::default().add_modifier(Modifier::BOLD);
     let mut lines: Vec<Line> = BINDINGS
         .iter()

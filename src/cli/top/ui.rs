@@ -174,13 +174,19 @@ pub fn hints(width: usize) -> String {
     out
 }
 
-/// Every key as text, one a line (`subpane top --help`).
-pub fn keys_text() -> String {
-    let w = BINDINGS
+/// The width of the widest key names: the column of what each does, in the help and in
+/// `--help`.
+pub fn keys_width() -> usize {
+    BINDINGS
         .iter()
         .map(|b| b.keys.chars().count())
         .max()
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// Every key as text, one a line (`subpane top --help`).
+pub fn keys_text() -> String {
+    let w = keys_width();
     BINDINGS
         .iter()
         .map(|b| format!("  {:w$}  {}", b.keys, b.does))
