@@ -7,6 +7,11 @@
 //! through this module, which shows control characters as visible text (`^[`, `^G`,
 //! `<U+009B>`) instead.
 //!
+//! One exception, in two places only: the pane's live view and `top`'s detail keep plain
+//! SGR colour (`ESC [` digits and `;` then `m`, what `grep --color` or a compiler prints)
+//! through [`sanitize_keep_sgr`] and [`sanitize_lines_keep_sgr`]; any other sequence is
+//! still shown as text there.
+//!
 //! Piped output is not touched: `subpane logs RUN | jq` gets the bytes as written, and
 //! `--raw` keeps them on a terminal too ([`OutputMode`]).
 //!
@@ -140,6 +145,81 @@ fn cut_rest(rest: &str) -> String {
     note
 }
 
+/// The most parameter bytes of an SGR sequence kept (`38;2;255;255;255;48;2;…` fits).
+const MAX_SGR: usize = 48;
+
+/// The length in bytes of the SGR sequence `s` begins with: `ESC [`, only digits and `;`,
+/// then `m`. Nothing else: every other escape still reaches a terminal as text.
+pub fn sgr_len(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    if b.len() < 3 || b[0] != 0x1b || b[1] != b'[' {
+        return None;
+    }
+    let params = b[2..]
+        .iter()
+        .take(MAX_SGR + 1)
+        .position(|c| !(c.is_ascii_digit() || *c == b';'))?;
+    (b[2 + params] == b'm').then_some(params + 3)
+}
+
+/// Shows `text` as [`push_visible`] does, but copies plain SGR colour as it is; at most
+/// `max_chars` characters shown (the sequences do not count), the cut said as [`sanitize`]
+/// says it. Whether an SGR sequence was kept.
+fn visible_keeping_sgr(text: &str, lines: bool, max_chars: usize, out: &mut String) -> bool {
+    let mut kept = false;
+    let mut shown = 0;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(n) = (c == '\x1b').then(|| sgr_len(rest)).flatten() {
+            out.push_str(&rest[..n]);
+            rest = &rest[n..];
+            kept = true;
+            continue;
+        }
+        if shown >= max_chars {
+            if kept {
+                out.push_str(SGR_RESET);
+            }
+            out.push_str(&cut_rest(rest));
+            return false;
+        }
+        push_visible(out, c, lines);
+        shown += 1;
+        rest = &rest[c.len_utf8()..];
+    }
+    kept
+}
+
+/// The SGR sequence that ends every colour.
+const SGR_RESET: &str = "\x1b[0m";
+
+/// Like [`sanitize`], but plain SGR colour from ordinary tools (`ESC [` digits and `;` then
+/// `m`) stays, and a line that kept some ends with a reset, so its colour stops with it.
+/// Only for the pane's live view: every other escape is still shown as text.
+pub fn sanitize_keep_sgr(bytes: &[u8], max_chars: usize) -> String {
+    if !bytes.contains(&0x1b) {
+        return sanitize(bytes, max_chars);
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len() + 8);
+    if visible_keeping_sgr(&text, false, max_chars, &mut out) {
+        out.push_str(SGR_RESET);
+    }
+    out
+}
+
+/// Like [`sanitize_lines`], but plain SGR colour stays (for `top`'s detail, which draws it
+/// as styles): every other escape is still shown as text.
+pub fn sanitize_lines_keep_sgr(bytes: &[u8]) -> String {
+    if !bytes.contains(&0x1b) {
+        return sanitize_lines(bytes);
+    }
+    let text = String::from_utf8_lossy(bytes);
+    let mut out = String::with_capacity(text.len());
+    visible_keeping_sgr(&text, true, usize::MAX, &mut out);
+    out
+}
+
 /// Whether [`push_visible`] shows `c` as something else.
 fn is_control(c: char) -> bool {
     matches!(c, '\x00'..='\x1f' | '\x7f' | '\u{80}'..='\u{9f}')
@@ -269,6 +349,61 @@ mod tests {
         assert!(s.contains("^[]0;pwned^G^[[2Jok"), "{s:?}");
         assert!(s.contains("<U+009B>"), "{s:?}");
         assert!(!s.chars().any(|c| c.is_control()), "{s:?}");
+    }
+
+    /// Adversarial: only SGR colour passes the SGR-keeping variant; a title-set OSC, a
+    /// cursor move, a screen clear, a C1 CSI and an SGR with other bytes are still shown as
+    /// text.
+    #[test]
+    fn the_sgr_variant_keeps_colour_and_nothing_else() {
+        for hostile in [
+            &b"\x1b]0;pwned\x07title"[..],
+            b"\x1b]2;pwned\x1b\\title",
+            b"\x1b[5;10Hmoved",
+            b"\x1b[2Jcleared",
+            b"\x1b[?1049hscreen",
+            b"\x1b[31;>modd",
+            b"\xc2\x9b31mc1",
+        ] {
+            let s = sanitize_keep_sgr(hostile, 100);
+            assert!(
+                !s.chars().any(|c| c.is_control()),
+                "{hostile:?} reached the terminal as {s:?}"
+            );
+            assert_eq!(s, sanitize(hostile, 100), "{hostile:?}");
+            assert_eq!(
+                sanitize_lines_keep_sgr(hostile),
+                sanitize_lines(hostile),
+                "{hostile:?}"
+            );
+        }
+        // Colour stays, and stops at the end of its line.
+        assert_eq!(
+            sanitize_keep_sgr(b"\x1b[1;31merror\x1b[0m: \x1b[38;5;208mx", 100),
+            "\x1b[1;31merror\x1b[0m: \x1b[38;5;208mx\x1b[0m"
+        );
+        // Sequences do not count as shown characters; a cut ends the colour before its note
+        // (a rest no longer than its note is shown instead, as `sanitize` does).
+        assert_eq!(
+            sanitize_keep_sgr(b"\x1b[32mabcdef", 3),
+            "\x1b[32mabc\x1b[0mdef"
+        );
+        let long = format!("\x1b[32mabc{}", "d".repeat(40));
+        assert_eq!(
+            sanitize_keep_sgr(long.as_bytes(), 3),
+            "\x1b[32mabc\x1b[0m … (40 more bytes)"
+        );
+        // An SGR next to a hostile sequence: the colour stays, the rest is text.
+        assert_eq!(
+            sanitize_keep_sgr(b"\x1b[31mred\x1b]0;t\x07\x1b[H", 100),
+            "\x1b[31mred^[]0;t^G^[[H\x1b[0m"
+        );
+        // Lines: `\n` and `\t` stay, SGR stays, the rest is text.
+        assert_eq!(
+            sanitize_lines_keep_sgr(b"\x1b[33mwarn\x1b[0m\n\x1b]52;c;eA==\x07\x1b[1A\tx\r\n"),
+            "\x1b[33mwarn\x1b[0m\n^[]52;c;eA==^G^[[1A\tx^M\n"
+        );
+        assert!(sgr_len(&format!("\x1b[{}m", "1;".repeat(40))).is_none());
     }
 
     #[test]

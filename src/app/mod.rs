@@ -67,9 +67,10 @@ pub mod worktree;
 pub use group::{group_runs, list_group};
 pub use launch::{Started, start};
 pub use names::{
-    NEWEST, completions as run_names, groups as group_names, resolve_group, resolve_run,
+    NEWEST, completions as run_names, groups as group_names, random_part, resolve_group,
+    resolve_run,
 };
-pub use output_end::{EndSize, Ends, OutputEnd, ends, log_end, output_end};
+pub use output_end::{EndSize, Ends, OutputEnd, ends, log_end, output_end, output_end_keep_sgr};
 pub use plan::{Plan, RealSystem, System, plan};
 pub use pretty::PrettyLog;
 pub use progress::{Live, progress};

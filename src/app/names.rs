@@ -114,8 +114,9 @@ fn pick(names: &[String], name: &str, what: &str) -> Result<String, Miss> {
     }
 }
 
-/// The random part of a generated id (`[g-]YYYYMMDD-HHMMSS-xxxxxx`): its last six hex digits.
-fn random_part(id: &str) -> Option<&str> {
+/// The random part of a generated id (`[g-]YYYYMMDD-HHMMSS-xxxxxx`): its last six hex digits,
+/// a short name of the run or group (what `top` shows when room is short).
+pub fn random_part(id: &str) -> Option<&str> {
     let id = id.strip_prefix("g-").unwrap_or(id);
     let (stamp, rnd) = id.rsplit_once('-')?;
     let (date, time) = stamp.split_once('-')?;

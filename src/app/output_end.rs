@@ -86,6 +86,16 @@ pub fn ends(env: &Envelope, paths: &AttemptPaths, size: EndSize) -> Ends {
 
 /// The end of `path` under `size`; `None` when it is missing, unreadable or blank.
 pub fn output_end(path: &Path, size: EndSize) -> Option<OutputEnd> {
+    end_shown(path, size, crate::term::sanitize_lines)
+}
+
+/// Like [`output_end`], but plain SGR colour stays in the text (`top`'s detail draws it).
+pub fn output_end_keep_sgr(path: &Path, size: EndSize) -> Option<OutputEnd> {
+    end_shown(path, size, crate::term::sanitize_lines_keep_sgr)
+}
+
+/// The end of `path` under `size`, made safe by `show`.
+fn end_shown(path: &Path, size: EndSize, show: fn(&[u8]) -> String) -> Option<OutputEnd> {
     let w = read_window(path, size.bytes).ok().flatten()?;
     let mut b: &[u8] = &w.bytes;
     // Plain scans, not the memchr crate: a window is at most 64 KiB, and memchr's first call
@@ -105,7 +115,7 @@ pub fn output_end(path: &Path, size: EndSize) -> Option<OutputEnd> {
         b = &b[i + 1..];
         cut = true;
     }
-    let text = crate::term::sanitize_lines(b);
+    let text = show(b);
     (!text.trim().is_empty()).then_some(OutputEnd { text, cut })
 }
 

@@ -29,13 +29,21 @@ const NESTED_NOTE: &str =
 
 pub fn attach(home: &Home, a: AttachArgs) -> Result<i32, CliError> {
     let f = app::find_run(home, &a.run, None)?;
-    let status = attach_to(home, &f, a.read_only)?;
+    let status = attach_to(home, &f, a.read_only, false)?;
     println!("{}", after_attach(&f)?);
     Ok(status.code().unwrap_or(1))
 }
 
 /// Attaches this terminal to the run's pane until the client detaches or the session ends.
-pub(super) fn attach_to(home: &Home, f: &Found, read_only: bool) -> Result<ExitStatus, CliError> {
+/// `quiet`: the client's own `[detached]` or `[exited]` line is not printed (it would stay
+/// in the shell's scrollback under `top`, which says what became of the run itself). tmux
+/// draws on the terminal of the client's stdin; its stdout only carries that line.
+pub(super) fn attach_to(
+    home: &Home,
+    f: &Found,
+    read_only: bool,
+    quiet: bool,
+) -> Result<ExitStatus, CliError> {
     let t = app::tmux_for(home, &f.spec);
     let exists = t.has_session(&f.spec.tmux.session)?;
     if !exists {
@@ -59,13 +67,15 @@ pub(super) fn attach_to(home: &Home, f: &Found, read_only: bool) -> Result<ExitS
     // In a person's own tmux, its prefix is caught by that tmux: Ctrl-b d would detach
     // their session, not this client. Said on the client's status line, once attached.
     let nested = std::env::var_os("TMUX").is_some_and(|v| !v.is_empty());
-    t.attach_command(
+    let mut client = t.attach_command(
         &f.spec.tmux.session,
         read_only,
         nested.then_some(NESTED_NOTE),
-    )
-    .status()
-    .map_err(CliError::Attach)
+    );
+    if quiet {
+        client.stdout(std::process::Stdio::null());
+    }
+    client.status().map_err(CliError::Attach)
 }
 
 /// What to say when the client returned: how the run ended, or that it goes on.

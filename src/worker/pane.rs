@@ -61,7 +61,7 @@ impl Pane {
             skipped: 0,
             total_skipped: 0,
             dead: false,
-            render: Render::new(color, "\r\n"),
+            render: Render::new(color, "\r\n").keeping_sgr(color),
             input_raw,
             budget: WINDOW_BUDGET,
             window_end: None,

@@ -50,6 +50,8 @@ pub struct Render {
     eol: &'static str,
     /// Assistant text is mid-line.
     text_open: bool,
+    /// A command's lines and stderr keep plain SGR colour (the pane's live view only).
+    keep_sgr: bool,
 }
 
 impl Render {
@@ -59,6 +61,23 @@ impl Render {
             color,
             eol,
             text_open: false,
+            keep_sgr: false,
+        }
+    }
+
+    /// Output lines and stderr keep plain SGR colour from the program (the pane: a
+    /// terminal that shows colour); every other escape is still shown as text.
+    pub fn keeping_sgr(mut self, keep: bool) -> Self {
+        self.keep_sgr = keep;
+        self
+    }
+
+    /// An output or stderr line of the program made safe, its colour kept if asked.
+    fn program_line(&self, b: &[u8]) -> String {
+        if self.keep_sgr {
+            crate::term::sanitize_keep_sgr(b, MAX_SHOWN)
+        } else {
+            sanitize(b, MAX_SHOWN)
         }
     }
 
@@ -97,7 +116,10 @@ impl Render {
     /// One item of an adapter.
     pub fn item(&mut self, item: &PaneItem, out: &mut String) {
         match item {
-            PaneItem::Raw(b) => self.line(Style::Plain, &sanitize(b, MAX_SHOWN), out),
+            PaneItem::Raw(b) => {
+                let t = self.program_line(b);
+                self.line(Style::Plain, &t, out)
+            }
             PaneItem::Text(t) => self.text(t, out),
             PaneItem::TextEnd => {
                 if self.text_open {
@@ -129,7 +151,8 @@ impl Render {
 
     /// A line the program wrote to stderr.
     pub fn stderr_line(&mut self, b: &[u8], out: &mut String) {
-        self.line(Style::Yellow, &sanitize(b, MAX_SHOWN), out);
+        let t = self.program_line(b);
+        self.line(Style::Yellow, &t, out);
     }
 }
 
@@ -170,6 +193,25 @@ mod tests {
         assert_eq!(
             render(true, &items[2..3]),
             "\x1b[36m▸ bash ls^[[2J\x1b[0m\n"
+        );
+    }
+
+    /// The pane keeps a command's colour; a title change and a cursor move stay text; a
+    /// renderer that was not asked to keep it (`logs --pretty`) shows the colour as text.
+    #[test]
+    fn the_pane_keeps_a_commands_colour_and_nothing_else() {
+        let line = b"\x1b[32mok\x1b[0m \x1b]0;t\x07\x1b[2;1H".to_vec();
+        let mut out = String::new();
+        let mut pane = Render::new(true, "\r\n").keeping_sgr(true);
+        pane.item(&PaneItem::Raw(line.clone()), &mut out);
+        pane.stderr_line(b"\x1b[1mwarn", &mut out);
+        assert_eq!(
+            out,
+            "\x1b[32mok\x1b[0m ^[]0;t^G^[[2;1H\x1b[0m\r\n\x1b[33m\x1b[1mwarn\x1b[0m\x1b[0m\r\n"
+        );
+        assert_eq!(
+            render(true, &[PaneItem::Raw(line)]),
+            "^[[32mok^[[0m ^[]0;t^G^[[2;1H\n"
         );
     }
 }

@@ -14,7 +14,7 @@ use crate::terminal::Terminal;
 
 /// A directory with a `pi` that prints the transcript; with `flag`, it stops after the first
 /// tool call until the flag exists.
-fn fake_pi(env: &TestEnv, flag: Option<&Path>) -> PathBuf {
+pub(crate) fn fake_pi(env: &TestEnv, flag: Option<&Path>) -> PathBuf {
     let bin = env.root.path().join("fake-bin");
     std::fs::create_dir_all(&bin).unwrap();
     let transcript = fixture("transcripts/pi/tool_write.jsonl");
@@ -37,7 +37,7 @@ fn fake_pi(env: &TestEnv, flag: Option<&Path>) -> PathBuf {
     bin
 }
 
-fn with_path(bin: &Path) -> String {
+pub(crate) fn with_path(bin: &Path) -> String {
     format!(
         "{}:{}",
         bin.display(),

@@ -469,3 +469,47 @@ fn logs_on_a_terminal_shows_escapes_as_text_and_piped_keeps_the_bytes() {
     assert_eq!(title, "pwned");
     env.assert_no_leftovers();
 }
+
+/// Plain SGR colour from an ordinary tool stays colour in the pane (when colour is on);
+/// a title change and a cursor move next to it are still shown as text.
+#[test]
+fn colour_from_the_program_stays_colour_in_the_pane_and_nothing_else_does() {
+    let env = TestEnv::new();
+    let script = r"printf 'colour \033[1;31mred\033[0m done\n'; printf 'move \033[5;1H title \033]0;pwned\007 done\n'; printf 'err \033[33myellow\n' >&2";
+    let r: Ran = env
+        .cmd()
+        .env_remove("NO_COLOR")
+        .args([
+            "run",
+            "--json",
+            "--keep-session",
+            "--run-id",
+            "colour",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let session = session_of(&r.json());
+    let s = capture_until(&env, &session, "session kept");
+    assert!(
+        s.contains("colour red done"),
+        "the colour is not kept:\n{s}"
+    );
+    assert!(s.contains("move ^[[5;1H title ^[]0;pwned^G done"), "{s}");
+    assert!(s.contains("err yellow"), "{s}");
+    let raw = env
+        .tmux()
+        .args(["capture-pane", "-p", "-e", "-t", &format!("={session}:")])
+        .output()
+        .unwrap();
+    let raw = String::from_utf8_lossy(&raw.stdout);
+    let line = raw.lines().find(|l| l.contains("red")).unwrap();
+    assert!(line.contains("31m"), "red is not red: {line:?}");
+    assert!(!env.pane_title(&session).contains("pwned"));
+    close_kept_and_assert_no_leftovers(&env, &["colour"]);
+}

@@ -69,7 +69,7 @@ fn top_follows_runs_and_acts_on_keys_in_a_real_terminal() {
     // a attaches to the pane; a detach comes back to top, which says so.
     t.keys(&["a"]);
     t.wait_for("subpane ▸ run live · attempt 2");
-    t.keys(&["C-b", "d"]);
+    t.keys(&["C-]"]);
     t.wait_for("detached; run live goes on");
     // The run ends: the row says how.
     touch(&flag);
@@ -82,6 +82,12 @@ fn top_follows_runs_and_acts_on_keys_in_a_real_terminal() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), 0);
     assert!(!alternate_on(&t), "the terminal is left on top's screen");
+    // Nothing of the tmux client is left in the shell (its `[detached …]` line).
+    let shell = t.history();
+    assert!(
+        !shell.contains("[detached") && !shell.contains("[exited"),
+        "tmux's line is left in the shell:\n{shell}"
+    );
     env.assert_no_leftovers();
 }
 
@@ -234,4 +240,175 @@ fn top_ends_when_its_terminal_goes_away() {
         gone,
         "top went on after its terminal went away (killed now)"
     );
+}
+
+/// The screen with what changes from one run of the test to the next made fixed: the
+/// group's id (`g-…-xxxxxx`, shown by its random part when room is short), and the ages and
+/// durations (`0s`, `0:00`: each digit a `#`).
+fn fixed(screen: &str, group: &str) -> String {
+    let part = &group[group.len() - 6..];
+    let time = |w: &str| {
+        let d = w.trim_end_matches(['s', 'm', 'h', 'd']);
+        let clock = w.split_once(':').is_some_and(|(a, b)| {
+            !a.is_empty() && b.len() == 2 && (a.to_owned() + b).bytes().all(|c| c.is_ascii_digit())
+        });
+        clock || (d.len() < w.len() && !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+    };
+    screen
+        .lines()
+        .map(|l| {
+            let l = l
+                .replace(group, "g-YYYYMMDD-HHMMSS-GROUP1")
+                .replace(part, "GROUP1");
+            let words: Vec<String> = l
+                .split(' ')
+                .map(|w| {
+                    if time(w) {
+                        w.chars()
+                            .map(|c| if c.is_ascii_digit() { '#' } else { c })
+                            .collect()
+                    } else {
+                        w.to_owned()
+                    }
+                })
+                .collect();
+            words.join(" ").trim_end().to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// top's screens in a real terminal at 80×24 and 200×50, snapshotted: runs that ended on
+/// an output line, a JSON line, an error and nothing, and a fan-out group's tasks; and the
+/// help `?` shows over the 80×24 screen.
+#[test]
+fn top_screens_at_80_by_24_and_200_by_50() {
+    let env = TestEnv::new();
+    let tasks = env.root.path().join("tasks.jsonl");
+    std::fs::write(
+        &tasks,
+        [
+            r#"{"argv": ["echo", "task one done"], "run_id": "task-1"}"#,
+            r#"{"argv": ["sh", "-c", "echo 'task two: disk full' >&2; exit 1"], "run_id": "task-2"}"#,
+        ]
+        .join("\n")
+            + "\n",
+    )
+    .unwrap();
+    let fan = env.sp([
+        "fanout",
+        tasks.to_str().unwrap(),
+        "--concurrency",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(fan.code, 1, "{fan:?}");
+    let group = fan.json()["group"].as_str().unwrap().to_owned();
+    let runs: [(&str, &str, i32); 4] = [
+        ("ok", "echo compiling; echo 'test result: ok. 12 passed'", 0),
+        (
+            "bad",
+            "echo starting; echo 'error: cannot open config.toml' >&2; exit 3",
+            1,
+        ),
+        ("json", r#"echo '{"event": "done", "n": 3}'"#, 0),
+        ("quiet", "true", 0),
+    ];
+    for (id, script, code) in runs {
+        let r = env.sp(["run", "--run-id", id, "--", "sh", "-c", script]);
+        assert_eq!(r.code, code, "{r:?}");
+    }
+    for (cols, rows) in [(80u16, 24u16), (200, 50)] {
+        let t = Terminal::subpane(
+            &env,
+            &format!("top-{cols}"),
+            (cols, rows),
+            &[("NO_COLOR", "1")],
+            &["top"],
+        );
+        let s = t.wait_until("every run", |s| {
+            s.contains("subpane top · 6 runs") && row(s, "task-1").is_some()
+        });
+        assert!(s.lines().all(|l| l.chars().count() <= cols as usize), "{s}");
+        insta::assert_snapshot!(format!("top_{cols}x{rows}"), fixed(&s, &group));
+        if cols == 80 {
+            t.keys(&["?"]);
+            let s = t.wait_for("any key closes this");
+            insta::assert_snapshot!("top_80x24_help", fixed(&s, &group));
+            t.keys(&["x"]);
+            t.wait_until("the help closed", |s| !s.contains("any key closes this"));
+            // The group view: the group by its random part, with its progress.
+            t.keys(&["g"]);
+            let s = t.wait_for("PROGRESS");
+            insta::assert_snapshot!("top_80x24_groups", fixed(&s, &group));
+            t.keys(&["g"]);
+            t.wait_until("the table again", |s| s.contains("LAST EVENT"));
+        }
+        t.keys(&["q"]);
+        assert_eq!(t.wait_exit(), 0);
+    }
+    env.assert_no_leftovers();
+}
+
+/// A command's plain SGR colour is drawn as colour in top's detail; a title change and a
+/// screen clear next to it are still text, and act on nothing.
+#[test]
+fn the_detail_shows_a_commands_colour_and_no_other_escape() {
+    let env = TestEnv::new();
+    let script = r"printf 'one \033[1;31mred\033[0m plain \033]0;pwned\007 \033[2J end\n'";
+    let r = env.sp(["run", "--run-id", "colour", "--", "sh", "-c", script]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let t = Terminal::subpane(&env, "top-colour", (100, 30), &[("NO_COLOR", "")], &["top"]);
+    t.wait_until("the run", |s| row(s, "colour").is_some());
+    t.keys(&["Enter"]);
+    let s = t.wait_for("─ stdout");
+    assert!(
+        s.contains("one red plain ^[]0;pwned^G ^[[2J end"),
+        "the colour is shown as text, or an escape is gone:\n{s}"
+    );
+    let raw = env
+        .tmux()
+        .args(["capture-pane", "-p", "-e", "-t", "=top-colour:"])
+        .output()
+        .unwrap();
+    let raw = String::from_utf8_lossy(&raw.stdout);
+    let line = raw.lines().find(|l| l.contains("plain ^[]0;")).unwrap();
+    assert!(line.contains("31m"), "red is not red: {line:?}");
+    assert!(!t.format("#{pane_title}").contains("pwned"));
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), 0);
+}
+
+/// A finished agent's LAST EVENT is its final text, never its task or its session line (a
+/// stand-in `pi` printing a recorded transcript).
+#[test]
+fn a_finished_agent_shows_its_final_text() {
+    let env = TestEnv::new();
+    let bin = crate::logs_pretty::fake_pi(&env, None);
+    let r: crate::harness::Ran = env
+        .cmd()
+        .env("PATH", crate::logs_pretty::with_path(&bin))
+        .args([
+            "run",
+            "--run-id",
+            "ask",
+            "--agent",
+            "pi",
+            "--task",
+            "write a file",
+        ])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let t = Terminal::subpane(&env, "top-agent", (120, 30), &[("NO_COLOR", "1")], &["top"]);
+    let s = t.wait_until("the finished agent", |s| row(s, "ask").is_some());
+    let line = row(&s, "ask").unwrap();
+    assert!(line.contains("I wrote made_by_agent.txt."), "{s}");
+    assert!(
+        !line.contains("write a file") && !line.contains("session"),
+        "{s}"
+    );
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), 0);
 }

@@ -5,7 +5,7 @@
 use std::io::{Read, Seek, SeekFrom};
 
 use super::BoardRun;
-use crate::app::{EndSize, PrettyLog, output_end};
+use crate::app::{EndSize, PrettyLog, output_end_keep_sgr};
 use crate::envelope::Envelope;
 use crate::spec::AgentKind;
 use crate::store;
@@ -20,9 +20,10 @@ pub struct Detail {
     pub attempt: u32,
     /// The envelope, once the attempt ended.
     pub envelope: Option<Box<Envelope>>,
-    /// The last lines of its events (an agent's, rendered as its pane did) or its stdout.
+    /// The last lines of its events (an agent's, rendered as its pane did) or its stdout
+    /// (plain SGR colour kept: the detail draws it; nothing else).
     pub events: Vec<String>,
-    /// The last lines of its stderr.
+    /// The last lines of its stderr (plain SGR colour kept, nothing else).
     pub stderr: Vec<String>,
 }
 
@@ -38,7 +39,7 @@ pub fn detail(run: &BoardRun, lines: usize) -> Detail {
             .unwrap_or_default()
     };
     let events = if run.row.agent == AgentKind::Command {
-        tail(output_end(&p.stdout_log(), size))
+        tail(output_end_keep_sgr(&p.stdout_log(), size))
     } else {
         pretty_tail(run.row.agent, &p.events(), lines)
     };
@@ -50,7 +51,7 @@ pub fn detail(run: &BoardRun, lines: usize) -> Detail {
             .flatten()
             .map(Box::new),
         events,
-        stderr: tail(output_end(&p.stderr_log(), size)),
+        stderr: tail(output_end_keep_sgr(&p.stderr_log(), size)),
     }
 }
 

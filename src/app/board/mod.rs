@@ -22,6 +22,7 @@
 //!   when `run.json` is renamed into it.
 
 mod detail;
+mod ended;
 mod filter;
 mod groups;
 
@@ -50,6 +51,9 @@ pub struct BoardRun {
     pub live: Live,
     /// The envelope's figures once it ended.
     pub done: Option<SoFar>,
+    /// What it ended on, once it ended: its last output line, final text or error (from its
+    /// files: `progress.json` may be from well before the end).
+    pub ended: Option<LastEvent>,
 }
 
 impl BoardRun {
@@ -64,20 +68,21 @@ impl BoardRun {
             created,
             live: Live::default(),
             done: None,
+            ended: None,
         };
         if run.row.status != RunState::Damaged {
             run.live.look(&run.paths);
         }
         if is_ended(run.row.status) {
-            run.done = store::read_json::<Envelope>(&run.paths.result())
-                .ok()
-                .flatten()
-                .map(|e| SoFar {
+            if let Ok(Some(e)) = store::read_json::<Envelope>(&run.paths.result()) {
+                run.ended = ended::final_event(&e, &run.paths);
+                run.done = Some(SoFar {
                     usage: e.output.usage,
                     cost_usd: e.output.cost_usd,
                     turns: e.output.turns,
                     tool_calls: e.output.tool_calls,
                 });
+            }
         }
         run
     }
@@ -89,9 +94,18 @@ impl BoardRun {
             .or(self.live.progress.as_ref().map(|p| &p.so_far))
     }
 
-    /// The last event the attempt recorded.
+    /// The last event: what it ended on once it ended (none if it said nothing), else the
+    /// last one its `progress.json` recorded.
     pub fn last_event(&self) -> Option<&LastEvent> {
+        if self.has_ended() {
+            return self.ended.as_ref();
+        }
         self.live.progress.as_ref()?.last_event.as_ref()
+    }
+
+    /// Its envelope was read: it ended, and [`BoardRun::ended`] is what it ended on.
+    pub fn has_ended(&self) -> bool {
+        self.done.is_some()
     }
 
     /// Starting or running.

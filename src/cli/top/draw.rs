@@ -10,9 +10,15 @@
 //!
 //! Common pitfalls:
 //! * 80 columns must hold the essentials: the agent, group and labels columns come only
-//!   when there is room, and the last event takes what is left.
+//!   when there is room, TOKENS and COST only when a run shown has them, generated ids show
+//!   their random part under 120 columns (groups always in the run table: a day's groups
+//!   share the rest), and the last event takes what is left. The status line keeps the hints
+//!   that fit, attach, cancel, retry and help first; `?` shows every key.
+//! * Text from programs holds no escape but plain SGR (the detail's, drawn as styles by
+//!   `sgr::line`): nothing from a program is written to the terminal as it is.
 //! * `NO_COLOR`: no colour at all; the selection is shown reversed, which is not a colour.
 
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use ratatui::Frame;
@@ -21,11 +27,12 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
-use super::ui::{Editing, KEYS, Mode, Ui};
+use super::sgr;
+use super::ui::{BINDINGS, Editing, Mode, Ui, hints, keys_width};
 use crate::app;
 use crate::app::board::{Board, BoardRun, Detail, GroupSummary, groups};
 use crate::cli::human;
-use crate::envelope::{FailureKind, RunState};
+use crate::envelope::{FailureKind, RunState, SoFar};
 
 /// Draws the whole screen.
 pub fn draw(f: &mut Frame, board: &Board, ui: &mut Ui, detail: Option<&Detail>, now: SystemTime) {
@@ -52,6 +59,54 @@ pub fn draw(f: &mut Frame, board: &Board, ui: &mut Ui, detail: Option<&Detail>, 
         detail_pane(f, det, board, ui, detail, now);
     }
     status_line(f, foot, ui);
+    if ui.help {
+        help(f, area);
+    }
+}
+
+/// Every key, in a box over the screen (`?`; any key closes it).
+fn help(f: &mut Frame, area: Rect) {
+    use ratatui::widgets::{Block, Borders, Clear};
+    let keys_w = keys_width();
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let mut lines: Vec<Line> = BINDINGS
+        .iter()
+        .map(|b| {
+            Line::from(vec![
+                Span::styled(format!("{:keys_w$}  ", b.keys), bold),
+                Span::raw(b.does),
+            ])
+        })
+        .collect();
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        "Every action says what it did on the last line. NO_COLOR: no colour.",
+        Style::default().add_modifier(Modifier::DIM),
+    ));
+    let want_w = lines.iter().map(Line::width).max().unwrap_or(0) as u16 + 4;
+    // A box a column short of the screen would leave that column of the table beside it.
+    let w = if want_w + 2 >= area.width {
+        area.width
+    } else {
+        want_w
+    };
+    let h = (lines.len() as u16 + 2).min(area.height);
+    let boxed = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    f.render_widget(Clear, boxed);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(" subpane top · keys (any key closes this) ");
+    f.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(ratatui::widgets::Wrap { trim: false }),
+        boxed,
+    );
 }
 
 /// A style, or none without colour.
@@ -142,29 +197,90 @@ fn elapsed(r: &BoardRun, now: SystemTime) -> String {
     }
 }
 
-/// The last thing it did: its last event, else its task or command.
-fn last(r: &BoardRun) -> String {
+/// The last thing it did: its last event (for a run that ended, what it ended on), else,
+/// before it said anything, its task or command.
+/// A fan-out's driver says how its group's tasks stand.
+fn last(r: &BoardRun, groups: &[GroupSummary]) -> String {
     if let Some(p) = &r.row.problem {
         return p.clone();
     }
+    let group = r.row.labels.get(app::fanout::DRIVER_LABEL);
+    if let Some(g) = group.and_then(|id| groups.iter().find(|g| &g.group == id)) {
+        let counts = [
+            (g.running, "running"),
+            (g.completed, "completed"),
+            (g.failed, "failed"),
+            (g.cancelled, "cancelled"),
+        ];
+        let said: Vec<String> = counts
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, w)| format!("{n} {w}"))
+            .collect();
+        return format!(
+            "{}: {}",
+            human::counted(g.total as u64, "task"),
+            said.join(" · ")
+        );
+    }
     match r.last_event() {
         Some(e) => human::last_event(e),
+        None if r.has_ended() => "(no output)".into(),
         None => r.row.what.clone(),
     }
 }
 
-/// Which optional columns fit a table `width` wide.
+/// Which optional columns fit a table `width` wide. TOKENS and COST only when a run shown
+/// has them: empty, they give their room to LAST EVENT.
 struct Columns {
     agent: bool,
     group: bool,
     labels: bool,
+    tokens: bool,
+    cost: bool,
+    /// Generated ids are shown by their random part (a short name that works wherever an
+    /// id is taken).
+    short_ids: bool,
 }
 
-fn columns(width: u16) -> Columns {
+fn columns(width: u16, rows: &[&BoardRun]) -> Columns {
+    let figures = |f: fn(&SoFar) -> bool| rows.iter().any(|r| r.so_far().is_some_and(f));
     Columns {
         agent: width >= 100,
         group: width >= 120,
         labels: width >= 150,
+        tokens: figures(|s| human::total_tokens(s).is_some()),
+        cost: figures(|s| s.cost_usd.is_some()),
+        short_ids: width < 120,
+    }
+}
+
+/// How an id is shown: whole, or (`short`) by its random part when no other id shown
+/// has the same one.
+struct Ids<'a> {
+    short: bool,
+    /// How many of the ids shown have each random part.
+    parts: HashMap<&'a str, usize>,
+}
+
+impl<'a> Ids<'a> {
+    /// `ids` may name one id many times (a group's runs): each counts once.
+    fn new(short: bool, ids: impl Iterator<Item = &'a str>) -> Self {
+        let mut parts = HashMap::new();
+        if short {
+            let distinct: std::collections::HashSet<&str> = ids.collect();
+            for p in distinct.into_iter().filter_map(app::random_part) {
+                *parts.entry(p).or_insert(0) += 1;
+            }
+        }
+        Self { short, parts }
+    }
+
+    fn show<'b>(&self, id: &'b str) -> &'b str {
+        match app::random_part(id) {
+            Some(p) if self.short && self.parts.get(p) == Some(&1) => p,
+            _ => id,
+        }
     }
 }
 
@@ -185,13 +301,24 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
         f.render_widget(Paragraph::new(text), area);
         return;
     }
-    let cols = columns(area.width);
-    let id_w = rows
-        .iter()
-        .map(|r| r.row.run_id.chars().count())
-        .max()
-        .unwrap_or(3)
-        .clamp(3, 24) as u16;
+    let cols = columns(area.width, &rows);
+    // The groups' counts, for their drivers' rows.
+    let summaries = if rows.iter().any(|r| app::fanout::is_driver(&r.row)) {
+        groups(board.runs())
+    } else {
+        Vec::new()
+    };
+    let ids = Ids::new(cols.short_ids, rows.iter().map(|r| r.row.run_id.as_str()));
+    // Groups are told apart by their random part (a day's groups share the rest).
+    let group_ids = Ids::new(true, rows.iter().filter_map(|r| r.row.group.as_deref()));
+    let widest = |w: &dyn Fn(&BoardRun) -> usize, min: usize, max: usize| {
+        rows.iter()
+            .map(|r| w(r))
+            .max()
+            .unwrap_or(min)
+            .clamp(min, max) as u16
+    };
+    let id_w = widest(&|r| ids.show(&r.row.run_id).chars().count(), 3, 24);
     let mut widths = vec![Constraint::Length(14), Constraint::Length(id_w)];
     let mut head = vec!["STATUS", "RUN"];
     if cols.agent {
@@ -199,21 +326,35 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
         head.push("AGENT");
     }
     if cols.group {
-        widths.push(Constraint::Length(14));
+        let w = widest(
+            &|r| {
+                r.row
+                    .group
+                    .as_deref()
+                    .map_or(0, |g| group_ids.show(g).chars().count())
+            },
+            5,
+            24,
+        );
+        widths.push(Constraint::Length(w));
         head.push("GROUP");
     }
     if cols.labels {
         widths.push(Constraint::Length(18));
         head.push("LABELS");
     }
-    widths.extend([
-        Constraint::Length(4),
-        Constraint::Length(7),
-        Constraint::Length(6),
-        Constraint::Length(7),
-        Constraint::Min(10),
-    ]);
-    head.extend(["AGE", "ELAPSED", "TOKENS", "COST", "LAST EVENT"]);
+    widths.extend([Constraint::Length(4), Constraint::Length(7)]);
+    head.extend(["AGE", "ELAPSED"]);
+    if cols.tokens {
+        widths.push(Constraint::Length(6));
+        head.push("TOKENS");
+    }
+    if cols.cost {
+        widths.push(Constraint::Length(7));
+        head.push("COST");
+    }
+    widths.push(Constraint::Fill(1));
+    head.push("LAST EVENT");
     let selected = ui.selected_index(&rows);
     // Keep the selection in view: the table shows `area.height - 1` rows under its header.
     let room = area.height.saturating_sub(1).max(1) as usize;
@@ -231,19 +372,22 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
         .map(|r| {
             let mut cells = vec![
                 Cell::from(status_text(r)).style(fg(ui, row_color(&r.row))),
-                Cell::from(r.row.run_id.clone()),
+                Cell::from(ids.show(&r.row.run_id).to_owned()),
             ];
             if cols.agent {
                 cells.push(Cell::from(r.row.agent.as_str()));
             }
             if cols.group {
-                cells.push(Cell::from(r.row.group.clone().unwrap_or_default()));
+                let g = r.row.group.as_deref().map(|g| group_ids.show(g));
+                cells.push(Cell::from(g.unwrap_or_default().to_owned()));
             }
             if cols.labels {
                 let l: Vec<String> = r
                     .row
                     .labels
                     .iter()
+                    // A driver's own mark says nothing its status does not.
+                    .filter(|(k, _)| k.as_str() != app::fanout::DRIVER_LABEL)
                     .map(|(k, v)| format!("{k}={v}"))
                     .collect();
                 cells.push(Cell::from(l.join(",")));
@@ -256,20 +400,24 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
                         .unwrap_or_default(),
                 ),
                 Cell::from(elapsed(r, now)),
-                Cell::from(
+            ]);
+            if cols.tokens {
+                cells.push(Cell::from(
                     so_far
                         .and_then(human::total_tokens)
                         .map(human::tokens)
                         .unwrap_or_default(),
-                ),
-                Cell::from(
+                ));
+            }
+            if cols.cost {
+                cells.push(Cell::from(
                     so_far
                         .and_then(|s| s.cost_usd)
                         .map(human::cost)
                         .unwrap_or_default(),
-                ),
-                Cell::from(last(r)),
-            ]);
+                ));
+            }
+            cells.push(Cell::from(last(r, &summaries)));
             Row::new(cells)
         })
         .collect();
@@ -303,11 +451,13 @@ fn group_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: Syste
         return;
     }
     ui.group_at = ui.group_at.min(gs.len() - 1);
+    // Whole ids when they fit, else their random parts (a day's groups share the rest).
+    let ids = Ids::new(area.width < 100, gs.iter().map(|g| g.group.as_str()));
     let rows: Vec<Row> = gs
         .iter()
         .map(|g| {
             Row::new(vec![
-                Cell::from(g.group.clone()),
+                Cell::from(ids.show(&g.group).to_owned()),
                 Cell::from(progress_bar(g, 10)),
                 Cell::from(g.running.to_string()).style(fg(ui, Color::Cyan)),
                 Cell::from(g.completed.to_string()).style(fg(ui, Color::Green)),
@@ -422,13 +572,17 @@ fn detail_pane(
             "events"
         };
         lines.push(Line::styled(format!("─ {events} "), title));
-        lines.extend(d.events.iter().map(|l| Line::raw(l.clone())));
+        lines.extend(
+            d.events
+                .iter()
+                .map(|l| sgr::line(l, ui.color, Style::default())),
+        );
         if !d.stderr.is_empty() {
             lines.push(Line::styled("─ stderr ", title));
             lines.extend(
                 d.stderr
                     .iter()
-                    .map(|l| Line::styled(l.clone(), fg(ui, Color::Yellow))),
+                    .map(|l| sgr::line(l, ui.color, fg(ui, Color::Yellow))),
             );
         }
     }
@@ -459,7 +613,7 @@ fn status_line(f: &mut Frame, area: Rect, ui: &Ui) {
         (s.text.clone(), style)
     } else {
         (
-            KEYS.to_owned(),
+            hints(area.width as usize),
             Style::default().add_modifier(Modifier::DIM),
         )
     };

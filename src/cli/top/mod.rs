@@ -21,13 +21,15 @@
 //! * The signals are blocked before anything else and taken from a signalfd: a SIGTERM ends
 //!   the loop like `q` does, and the terminal is given back on the way out.
 //! * While attached, nothing reads the terminal but tmux: the loop is not running then (its
-//!   events wait in the kernel), and tmux gets a clean signal state.
+//!   events wait in the kernel), and tmux gets a clean signal state. The client's stdout is
+//!   not the terminal: its `[detached]` line would stay in the shell after `top`.
 //! * A terminal that went away reads as end of file for ever, and crossterm would read it
 //!   for ever (a process spinning at 100% long after its window closed): the terminal's
 //!   hang-up is checked before crossterm reads.
 
 mod draw;
 mod screen;
+mod sgr;
 #[cfg(test)]
 mod tests;
 mod ui;
@@ -55,15 +57,7 @@ pub use ui::{Action, Mode, Ui};
 pub const FRAME: Duration = Duration::from_millis(40);
 
 #[derive(Debug, Args)]
-#[command(after_help = "\
-Keys: ↑↓ (or j k, PgUp PgDn, Home End) move · Enter (or d) shows the run's detail · / finds
-text · s steps through the states · l filters by label · g shows the fan-out groups (Enter
-picks one) · x clears the filters · a attaches to the run's pane (detach with Ctrl-b d to come
-back) · c cancels it · r retries it · R retries an agent, resuming its session · q (or Esc,
-Ctrl-C) quits. c, r and R ask for y first; every action says what it did on the last line.
-
-The screen follows the runs' own files and the kernel's notifications: it takes no CPU while
-nothing changes. Colours follow NO_COLOR.")]
+#[command(after_help = after_help())]
 pub struct TopArgs {
     /// Show only runs in this state (s changes it)
     #[arg(long, value_enum, value_name = "S")]
@@ -77,6 +71,14 @@ pub struct TopArgs {
     /// Show only runs whose id, task, group, labels or last event hold these words
     #[arg(long, value_name = "TEXT")]
     pub find: Option<String>,
+}
+
+/// `subpane top --help`'s end: every key (the list `?` shows), and how it follows the runs.
+fn after_help() -> String {
+    format!(
+        "Keys:\n{}\n\nEvery action says what it did on the last line.\n\nThe screen follows the runs' own files and the kernel's notifications: it takes no CPU while\nnothing changes. Colours follow NO_COLOR.",
+        ui::keys_text()
+    )
 }
 
 /// The signals `top` takes itself.
@@ -356,7 +358,7 @@ impl Top {
                     Err(e) => return ui.say_error(e.to_string()),
                 };
                 self.screen.leave();
-                let attached = super::attach::attach_to(&home, &found, false);
+                let attached = super::attach::attach_to(&home, &found, false, true);
                 if let Err(e) = self.screen.resume() {
                     ui.say_error(format!("cannot take the terminal back: {e}"));
                 }

@@ -64,11 +64,135 @@ pub struct Ui {
     pub offset: usize,
     pub said: Option<Said>,
     pub pending: Option<Pending>,
+    /// The help (every key) is shown over the screen.
+    pub help: bool,
     pub color: bool,
 }
 
-/// The keys, for the status line when nothing else is said.
-pub const KEYS: &str = "q quit · ↑↓ move · ⏎ detail · / find · s state · l label · g groups · x clear · a attach · c cancel · r retry · R resume";
+/// One key of `top`: what it is called, what it does, and its hint on the status line.
+#[derive(Clone, Copy, Debug)]
+pub struct Binding {
+    pub keys: &'static str,
+    pub does: &'static str,
+    /// Its hint when nothing else is said (empty: only in the help).
+    pub hint: &'static str,
+    /// The hints that fit are the first by this rank (0 first).
+    pub rank: u8,
+}
+
+const fn key(keys: &'static str, does: &'static str, hint: &'static str, rank: u8) -> Binding {
+    Binding {
+        keys,
+        does,
+        hint,
+        rank,
+    }
+}
+
+/// Every key, in the order the help lists them: the one list behind the help overlay (`?`),
+/// the status line's hints and `subpane top --help`.
+pub const BINDINGS: &[Binding] = &[
+    key("↑ ↓  j k", "move the selection", "↑↓ move", 12),
+    key(
+        "PgUp PgDn Home End",
+        "move a page, to the first run, to the last",
+        "",
+        99,
+    ),
+    key(
+        "Enter  d",
+        "show or hide the selected run's detail",
+        "⏎ detail",
+        4,
+    ),
+    key(
+        "a",
+        "attach to the run's pane (Ctrl-] comes back here)",
+        "a attach",
+        0,
+    ),
+    key("c", "cancel the run (asks y first)", "c cancel", 1),
+    key(
+        "r",
+        "retry the run as a new attempt (asks y first)",
+        "r retry",
+        2,
+    ),
+    key(
+        "R",
+        "retry an agent, resuming its session (asks y first)",
+        "R resume",
+        11,
+    ),
+    key(
+        "/",
+        "find text in ids, tasks, groups, labels and last events",
+        "/ find",
+        5,
+    ),
+    key(
+        "s",
+        "step the state filter (running, failed, …, every run)",
+        "s state",
+        8,
+    ),
+    key(
+        "l",
+        "filter by label (K=V, or K for any value)",
+        "l label",
+        9,
+    ),
+    key(
+        "g",
+        "show the fan-out groups (Enter picks one as the filter)",
+        "g groups",
+        7,
+    ),
+    key("x", "clear the filters", "x clear", 10),
+    key("?", "show every key (any key closes it)", "? help", 3),
+    key(
+        "q  Esc  Ctrl-C",
+        "quit (Esc first closes the detail or the groups)",
+        "q quit",
+        6,
+    ),
+];
+
+/// The keys' hints that fit in `width` columns, the most needed first: attach, cancel,
+/// retry and help come before the rest.
+pub fn hints(width: usize) -> String {
+    let mut ranked: Vec<&Binding> = BINDINGS.iter().filter(|b| !b.hint.is_empty()).collect();
+    ranked.sort_by_key(|b| b.rank);
+    let mut out = String::new();
+    for b in ranked {
+        let sep = if out.is_empty() { "" } else { " · " };
+        if out.chars().count() + sep.chars().count() + b.hint.chars().count() <= width {
+            out.push_str(sep);
+            out.push_str(b.hint);
+        }
+    }
+    out
+}
+
+/// The width of the widest key names: the column of what each does, in the help and in
+/// `--help`.
+pub fn keys_width() -> usize {
+    BINDINGS
+        .iter()
+        .map(|b| b.keys.chars().count())
+        .max()
+        .unwrap_or(0)
+}
+
+/// Every key as text, one a line (`subpane top --help`).
+pub fn keys_text() -> String {
+    let w = keys_width();
+    BINDINGS
+        .iter()
+        .map(|b| format!("  {:w$}  {}", b.keys, b.does))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 
 impl Ui {
     pub fn new(filter: Filter, color: bool) -> Self {
@@ -81,6 +205,7 @@ impl Ui {
             offset: 0,
             said: None,
             pending: None,
+            help: false,
             color,
         }
     }
@@ -133,6 +258,15 @@ impl Ui {
         let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
         if ctrl && matches!(key.code, KeyCode::Char('c')) {
             return Some(Action::Quit);
+        }
+        if self.help {
+            // Any key closes the help, and does nothing else.
+            self.help = false;
+            return None;
+        }
+        // What was said was for the last key: the hints come back.
+        if self.editing.is_none() && self.pending.is_none() {
+            self.said = None;
         }
         if let Some((what, mut text)) = self.editing.take() {
             match key.code {
@@ -212,7 +346,7 @@ impl Ui {
                 self.filter = Filter::default();
                 self.say("showing every run");
             }
-            KeyCode::Char('?') => self.say(KEYS),
+            KeyCode::Char('?') => self.help = true,
             KeyCode::Char(c @ ('a' | 'c' | 'r' | 'R')) => {
                 let Some(run) = at.and_then(|i| rows.get(i)) else {
                     self.say("no run selected");
@@ -272,6 +406,7 @@ impl Ui {
         let last = gs.len().saturating_sub(1);
         match key.code {
             KeyCode::Char('q') => return Some(Action::Quit),
+            KeyCode::Char('?') => self.help = true,
             KeyCode::Esc | KeyCode::Char('g') => self.mode = Mode::Table,
             KeyCode::Down | KeyCode::Char('j') => self.group_at = (self.group_at + 1).min(last),
             KeyCode::Up | KeyCode::Char('k') => self.group_at = self.group_at.saturating_sub(1),
