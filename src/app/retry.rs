@@ -442,7 +442,7 @@ mod tests {
 
     fn refused(found: &Found, opts: &RetryOptions, sys: &Fake) -> String {
         match plan_retry(found, opts, &home(), sys) {
-            Err(Error::Invalid(m)) => m,
+            Err(Error::Invalid(m)) => m.to_string(),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }

@@ -516,7 +516,9 @@ mod tests {
         let sys = in_repo();
         let inside = Home::at("/src/.state".into());
         match plan_run(&worktree(&["make"]), &inside, &sys) {
-            Err(Error::Invalid(m)) => assert!(m.contains("is inside the repository"), "{m}"),
+            Err(Error::Invalid(m)) => {
+                assert!(m.to_string().contains("is inside the repository"), "{m}")
+            }
             other => panic!("expected a refusal, got {other:?}"),
         }
     }

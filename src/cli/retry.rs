@@ -67,7 +67,7 @@ pub struct RetryArgs {
 pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
     let mut env = std::collections::BTreeMap::new();
     for e in &a.envs {
-        let (k, v) = parse_kv("--env", e)?;
+        let (k, v) = parse_kv("env", e)?;
         env.insert(k, v);
     }
     // `--task @FILE` reads the file, as `run --task` does.

@@ -294,16 +294,18 @@ impl SandboxLimits {
     pub const MIN_PROCESSES: u32 = 300;
     /// The largest `pid_max` (`PID_MAX_LIMIT` on 64-bit).
     pub const MAX_PROCESSES: u32 = 4 * 1024 * 1024 - 1;
+    /// The limits of a request that names none (a const, so every front end shows them).
+    pub const DEFAULT: Self = Self {
+        processes: 4096,
+        memory_bytes: 8 << 30,
+        tmp_bytes: 2 << 30,
+        file_size_bytes: 8 << 30,
+    };
 }
 
 impl Default for SandboxLimits {
     fn default() -> Self {
-        Self {
-            processes: 4096,
-            memory_bytes: 8 << 30,
-            tmp_bytes: 2 << 30,
-            file_size_bytes: 8 << 30,
-        }
+        Self::DEFAULT
     }
 }
 

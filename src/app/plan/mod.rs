@@ -113,10 +113,10 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
     };
     let d = Limits::default();
     Ok(Limits {
-        timeout_ms: positive("--timeout", &req.timeout)?,
-        idle_timeout_ms: positive("--idle-timeout", &req.idle_timeout)?,
-        linger_ms: any("--linger", &req.linger, d.linger_ms)?,
-        grace_ms: any("--grace", &req.grace, d.grace_ms)?,
+        timeout_ms: positive("timeout", &req.timeout)?,
+        idle_timeout_ms: positive("idle_timeout", &req.idle_timeout)?,
+        linger_ms: any("linger", &req.linger, d.linger_ms)?,
+        grace_ms: any("grace", &req.grace, d.grace_ms)?,
     })
 }
 

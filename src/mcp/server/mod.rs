@@ -27,8 +27,8 @@ use super::answer::{self, MAX_DOC};
 use super::call::{Call, Cancels, Reporter, blocking};
 use super::reply::{self, bounded, finished, live, prepend, result, to_value};
 use super::tools::{
-    self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs,
-    WaitArgs, Waiting,
+    self, CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, WaitArgs,
+    Waiting,
 };
 use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
 use crate::app::{

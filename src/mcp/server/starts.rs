@@ -21,8 +21,7 @@ impl Server {
             }
         }
         let w: Waiting = parse(tools::RUN, Value::Object(waiting))?;
-        let task: TaskArgs = parse(tools::RUN, args)?;
-        let req = RunRequest::from(task);
+        let req: RunRequest = parse(tools::RUN, args)?;
         let max_wait = self.max_wait(w.max_wait.as_deref())?;
         let home = self.home.clone();
         let plan = blocking(move || app::plan(&req, &home, &RealSystem)).await?;
@@ -237,7 +236,7 @@ impl Server {
                 "`concurrency` must be at least 1".into(),
             ));
         }
-        let requests: Vec<RunRequest> = a.tasks.into_iter().map(RunRequest::from).collect();
+        let requests: Vec<RunRequest> = a.tasks;
         let home = self.home.clone();
         let reporter = call.reporter();
         // The group's driver is a run of its own: this call only starts it, and waits.

@@ -20,8 +20,7 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 
 pub use args::{
-    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs, WaitArgs,
-    Waiting,
+    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, WaitArgs, Waiting,
 };
 #[cfg(test)]
 use schema::STANDARD_FORMATS;
@@ -51,7 +50,13 @@ pub const LIST_MAX: usize = 500;
 
 /// The schema of `run`: a task's, plus `wait` and `max_wait`.
 fn run_schema() -> JsonObject {
-    with_waiting(schema::of::<TaskArgs>())
+    let mut s = JsonObject::new();
+    s.insert("type".into(), Value::from("object"));
+    s.insert(
+        "properties".into(),
+        Value::Object(crate::app::field::properties()),
+    );
+    with_waiting(s)
 }
 
 /// `s` with the properties of [`Waiting`] added.
