@@ -194,7 +194,10 @@ struct ProgressLine {
 impl ProgressLine {
     fn event(&mut self, ev: &Event<'_>, p: &Progress, total: usize) {
         let message = match ev {
-            Event::Warning(w) => Some(format!("subpane: warning: {w}")),
+            Event::Warning(w) => Some(format!(
+                "subpane: warning: {}",
+                crate::app::Spell::Flag.text(w)
+            )),
             Event::Stopping(StopReason::Failed {
                 task: _,
                 cancel_siblings,

@@ -81,7 +81,7 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
     };
     let planned = app::prepare_retry(home, &a.run, &opts, &RealSystem)?;
     for w in &planned.warnings {
-        eprintln!("subpane: warning: {w}");
+        eprintln!("subpane: warning: {}", app::Spell::Flag.text(w));
     }
     start_and_report(home, planned.plan, a.detach, a.json)
 }

@@ -120,7 +120,7 @@ pub(super) fn start_and_report(
     }
     let mut on_started = |started: &Started| {
         for w in &started.warnings {
-            eprintln!("subpane: warning: {w}");
+            eprintln!("subpane: warning: {}", app::Spell::Flag.text(w));
         }
         if let Some(env) = &started.spawn_failed {
             // The pane never started: the `spawn` envelope is the answer, with or without

@@ -37,7 +37,7 @@ impl Network {
             _ => {
                 let Some(list) = s.strip_prefix("allow:") else {
                     return Err(format!(
-                        "--network `{s}` is not a policy: use none, full or allow:HOST,…"
+                        "`{s}` is not a policy: use none, full or allow:HOST,…"
                     ));
                 };
                 let pats = list
@@ -109,7 +109,7 @@ impl HostPattern {
     /// `*.co.uk`), empty patterns and anything with spaces or odd bytes are refused with the
     /// reason.
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let why = |w: &str| Err(format!("--network pattern `{raw}` {w}"));
+        let why = |w: &str| Err(format!("pattern `{raw}` {w}"));
         if raw.is_empty() {
             return why("is empty: name a host, like api.example.com");
         }

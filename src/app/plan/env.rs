@@ -50,7 +50,7 @@ pub(in crate::app) fn environment(
     for name in &req.env_pass {
         if !valid_env_name(name) {
             return Err(Error::invalid(format!(
-                "--env-pass name `{name}` is not a valid variable name"
+                "{{env_pass}} name `{name}` is not a valid variable name"
             )));
         }
     }
@@ -95,7 +95,7 @@ pub(in crate::app) fn environment(
     for (k, v) in &req.env {
         if !valid_env_name(k) {
             return Err(Error::invalid(format!(
-                "--env name `{k}` is not a valid variable name"
+                "{{env}} name `{k}` is not a valid variable name"
             )));
         }
         put(&mut env, k, v);

@@ -170,7 +170,7 @@ pub(in crate::app) fn check_policy(
     asked: &crate::spec::SandboxAsk,
     g: &Guarded<'_>,
 ) -> Result<(), Error> {
-    for (flag, paths) in [("--writable", &asked.writable), ("--hide", &asked.hidden)] {
+    for (flag, paths) in [("{writable}", &asked.writable), ("{hide}", &asked.hidden)] {
         for p in paths {
             match sys.canonicalize(p) {
                 Ok(real) if &real == p => {}
@@ -181,15 +181,15 @@ pub(in crate::app) fn check_policy(
                         real.display()
                     )));
                 }
-                Err(_) if flag == "--hide" => {
+                Err(_) if flag == "{hide}" => {
                     return Err(Error::invalid(format!(
-                        "--hide `{}` is gone, so it cannot be hidden (a program of an earlier attempt may have moved it or a directory above it, and would see it under its new name): put it back, or start a new run",
+                        "{{hide}} `{}` is gone, so it cannot be hidden (a program of an earlier attempt may have moved it or a directory above it, and would see it under its new name): put it back, or start a new run",
                         p.display()
                     )));
                 }
                 Err(e) => {
                     return Err(Error::invalid(format!(
-                        "--writable `{}` cannot be used: {e}",
+                        "{{writable}} `{}` cannot be used: {e}",
                         p.display()
                     )));
                 }
@@ -201,13 +201,13 @@ pub(in crate::app) fn check_policy(
     }
     if let Some(both) = asked.writable.iter().find(|w| asked.hidden.contains(w)) {
         return Err(Error::invalid(format!(
-            "`{}` is both --hide and --writable: a hidden path cannot be seen, and a writable one is; give it once",
+            "`{}` is both {{hide}} and {{writable}}: a hidden path cannot be seen, and a writable one is; give it once",
             both.display()
         )));
     }
     check_writable("the workspace", g.workspace, g)?;
     for w in &asked.writable {
-        check_writable("--writable", w, g)?;
+        check_writable("{writable}", w, g)?;
     }
     Ok(())
 }
@@ -226,12 +226,12 @@ fn check_hidden(h: &Path, g: &Guarded<'_>) -> Result<(), Error> {
     let shown = h.display();
     if h == Path::new("/") {
         return Err(Error::invalid(
-            "--hide `/` would hide everything, the program included: name what it must not see",
+            "{hide} `/` would hide everything, the program included: name what it must not see",
         ));
     }
     if g.workspace.starts_with(h) {
         return Err(Error::invalid(format!(
-            "--hide `{shown}` holds the workspace `{}`, which the program needs: hide what is inside it instead",
+            "{{hide}} `{shown}` holds the workspace `{}`, which the program needs: hide what is inside it instead",
             g.workspace.display()
         )));
     }
@@ -240,12 +240,12 @@ fn check_hidden(h: &Path, g: &Guarded<'_>) -> Result<(), Error> {
         .find(|(t, _)| h.starts_with(t))
     {
         return Err(Error::invalid(format!(
-            "--hide `{shown}` is in `{tree}`, where {instead}: the host's is not seen there anyway; drop it"
+            "{{hide}} `{shown}` is in `{tree}`, where {instead}: the host's is not seen there anyway; drop it"
         )));
     }
     if h == Path::new(TMP) {
         return Err(Error::invalid(
-            "--hide `/tmp`: the sandbox's /tmp is its own, and the host's is never seen; drop it",
+            "{hide} `/tmp`: the sandbox's /tmp is its own, and the host's is never seen; drop it",
         ));
     }
     Ok(())
@@ -358,7 +358,7 @@ mod tests {
             ("/tmp", "own /tmp"),
             ("/tmp/tmux-0", "is the directory of subpane's tmux socket"),
         ] {
-            let e = check_writable("--writable", Path::new(w), &g).unwrap_err();
+            let e = check_writable("{writable}", Path::new(w), &g).unwrap_err();
             assert!(e.to_string().contains(says), "{w}: {e}");
         }
         for w in [
@@ -372,7 +372,7 @@ mod tests {
             "/tmp/build",
         ] {
             assert!(
-                check_writable("--writable", Path::new(w), &g).is_ok(),
+                check_writable("{writable}", Path::new(w), &g).is_ok(),
                 "{w}"
             );
         }
@@ -384,7 +384,7 @@ mod tests {
             tmux_socket_dir: Some("/srv/sock/tmux".into()),
             ..guarded(ws, sh)
         };
-        let e = check_writable("--writable", Path::new("/srv/sock"), &g).unwrap_err();
+        let e = check_writable("{writable}", Path::new("/srv/sock"), &g).unwrap_err();
         assert!(
             e.to_string()
                 .contains("holds the directory of subpane's tmux socket `/srv/sock/tmux`"),

@@ -89,7 +89,7 @@ fn at_file_tasks_are_read_and_missing_ones_refused() {
         ..req
     };
     let m = refused(&req, &sys);
-    assert!(m.contains("cannot read --task file `nope.md`"), "{m}");
+    assert!(m.contains("--task @FILE `nope.md` cannot be read"), "{m}");
     let both = RunRequest {
         task: Some("hi".into()),
         ..req.clone()

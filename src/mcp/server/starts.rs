@@ -41,7 +41,7 @@ impl Server {
             .start_and_answer(planned.plan, a.wait.unwrap_or(true), max_wait, call)
             .await?;
         for w in planned.warnings.iter().rev() {
-            prepend(&mut r, &format!("warning: {w}\n"));
+            prepend(&mut r, &format!("warning: {}\n", app::Spell::Field.text(w)));
         }
         Ok(r)
     }
@@ -107,7 +107,7 @@ impl Server {
                 let mut r = finished(&envelope, &started.paths);
                 if started.spawn_failed.is_none() {
                     for w in started.warnings.iter().rev() {
-                        prepend(&mut r, &format!("warning: {w}\n"));
+                        prepend(&mut r, &format!("warning: {}\n", app::Spell::Field.text(w)));
                     }
                 }
                 Ok(r)
@@ -368,7 +368,7 @@ fn started_text(s: &Started) -> String {
         s.spec.run_id
     );
     for w in &s.warnings {
-        text.push_str(&format!("\nwarning: {w}"));
+        text.push_str(&format!("\nwarning: {}", app::Spell::Field.text(w)));
     }
     text
 }
