@@ -9,7 +9,7 @@
 //! ```
 //!
 //! The problem and the hint name other fields as `{name}` (a field of [`FIELDS`]) and a
-//! command as `{@ls}` (see [`VERBS`]): the edge spells them. A `{word}` that is neither is
+//! command as `{@ls}` or, for one run, `{@wait:RUN}` (see [`VERBS`]): the edge spells them. A `{word}` that is neither is
 //! left as it is, so a value quoted into the text changes nothing but, at most, how a field
 //! name inside it is written.
 
@@ -59,10 +59,19 @@ impl Spell {
         }
     }
 
-    /// A command as this edge runs it.
-    fn verb(self, verb: &str) -> Option<&'static str> {
+    /// A command as this edge runs it; `verb:RUN` with a run id.
+    fn verb(self, verb: &str) -> Option<String> {
+        let (verb, run) = match verb.split_once(':') {
+            Some((v, r)) => (v, Some(r)),
+            None => (verb, None),
+        };
         let (_, cli, tool) = VERBS.iter().find(|(v, _, _)| *v == verb)?;
-        Some(if self == Spell::Flag { cli } else { tool })
+        Some(match (self, run) {
+            (Spell::Flag, None) => (*cli).to_owned(),
+            (Spell::Flag, Some(r)) => format!("{} {r}`", cli.trim_end_matches('`')),
+            (_, None) => (*tool).to_owned(),
+            (_, Some(r)) => format!("{tool} with run_id `{r}`"),
+        })
     }
 
     /// `text` with every `{field}` and `{@verb}` written this edge's way.
@@ -73,11 +82,15 @@ impl Spell {
             out.push_str(&rest[..at]);
             let after = &rest[at + 1..];
             let word = after.find('}').map(|end| &after[..end]).filter(|w| {
-                w.chars()
+                let (name, arg) = w.split_once(':').unwrap_or((w, ""));
+                name.chars()
                     .all(|c| c.is_ascii_lowercase() || c == '_' || c == '@')
+                    && arg
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
             });
             let spelt = word.and_then(|w| match w.strip_prefix('@') {
-                Some(v) => self.verb(v).map(str::to_owned),
+                Some(v) => self.verb(v),
                 None => FIELDS.iter().any(|f| f.name == w).then(|| self.name(w)),
             });
             match (word, spelt) {
@@ -189,6 +202,14 @@ mod tests {
         assert_eq!(
             e.render(Spell::Line(3)),
             "line 3: field max_procs `12` is out of range; give at least 300, or leave out `max_procs` with `sandbox`"
+        );
+        assert_eq!(
+            Spell::Flag.text("({@wait:r-1.2})"),
+            "(`subpane wait r-1.2`)"
+        );
+        assert_eq!(
+            Spell::Field.text("({@wait:r-1.2})"),
+            "(the `wait` tool with run_id `r-1.2`)"
         );
         let w = Invalid::whole("give {argv} or {agent} with {task}; {@ls} lists runs");
         assert_eq!(

@@ -239,7 +239,7 @@ fn previous_envelope(found: &Found, sys: &dyn System) -> Result<Envelope, Error>
             problem: format!("cannot be read ({e})"),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::invalid(format!(
-            "attempt {n} of run `{id}` has not finished: wait for it (`subpane wait {id}`) or cancel it (`subpane cancel {id}`), then retry"
+            "attempt {n} of run `{id}` has not finished: wait for it ({{@wait:{id}}}) or cancel it ({{@cancel:{id}}}), then retry"
         ))),
         Err(source) => Err(crate::store::StoreError::Read { path, source }.into()),
     }

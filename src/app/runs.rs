@@ -62,7 +62,7 @@ pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found
     let id = RunId::parse(raw_id)?;
     let record = store::read_run(home, &id)?.ok_or_else(|| {
         Error::invalid(format!(
-            "no run `{id}` in {}; `subpane ls` lists the runs there",
+            "no run `{id}` in {}; {{@ls}} lists the runs there",
             home.runs_dir().display()
         ))
     })?;

@@ -20,7 +20,7 @@ pub enum CreateError {
         "run id `{0}` already exists; choose another --run-id, or leave it out to get a fresh one"
     )]
     Exists(RunId),
-    #[error("run `{0}` has no run.json to add an attempt to; `subpane ls` lists the runs")]
+    #[error("run `{0}` has no run.json to add an attempt to; {{@ls}} lists the runs")]
     NoRun(RunId),
     #[error(transparent)]
     Store(#[from] StoreError),
