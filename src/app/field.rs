@@ -42,6 +42,7 @@ pub enum Flag {
 /// A default, as the planner applies it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
+    Text(&'static str),
     Duration(Duration),
     Count(u64),
     Size(u64),
@@ -51,6 +52,7 @@ impl Preset {
     /// The value as a request writes it (`"5s"`, `4096`, `"8G"`).
     pub fn json(self) -> Value {
         match self {
+            Preset::Text(t) => json!(t),
             Preset::Duration(d) => json!(crate::spec::duration_text(d)),
             Preset::Count(n) => json!(n),
             Preset::Size(b) => json!(crate::spec::format_size(b)),
@@ -481,7 +483,8 @@ request_fields! {
     }
     network: Option<String> {
         flag: Flag::Long("network"), value_name: "POLICY", sandbox: true,
-        help: "Network of a sandboxed program: none (its own loopback only, the default), \
+        default: Some(Preset::Text(crate::spec::Network::NONE)),
+        help: "Network of a sandboxed program: none (its own loopback only), \
                full, or allow:HOST,... (host names, IP literals or *.example.com, through \
                subpane's egress proxy)",
     }

@@ -29,6 +29,9 @@ pub enum Network {
 }
 
 impl Network {
+    /// The policy of a request that names none.
+    pub const NONE: &'static str = "none";
+
     /// Parses `none`, `full` or `allow:PATTERN,…` (the value of `--network`).
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {

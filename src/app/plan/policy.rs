@@ -80,7 +80,11 @@ pub(in crate::app) fn sandbox_request(
                 .is_none_or(|s| crate::spec::parse_size("", s).is_ok_and(|b| b == default))
         };
         let given = [
-            ("network", req.network.is_some(), false),
+            (
+                "network",
+                req.network.is_some(),
+                req.network.as_deref() == Some(Network::NONE),
+            ),
             ("writable", !req.writable.is_empty(), false),
             ("hide", !req.hide.is_empty(), false),
             ("env_pass", !req.env_pass.is_empty(), false),

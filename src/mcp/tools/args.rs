@@ -91,6 +91,8 @@ pub struct LogsArgs {
     pub run_id: String,
     /// Which file: "events" (an agent's JSON events; the default for agents), "stderr",
     /// "output" (an agent's final text) or "stdout" (the default for programs).
+    // `default`: a `schema_with` field is required in the schema unless serde says otherwise.
+    #[serde(default)]
     #[schemars(schema_with = "log_file_schema")]
     pub file: Option<LogFile>,
     /// Which attempt (1, 2, ...); the latest when left out.
@@ -120,6 +122,7 @@ pub struct CancelArgs {
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
     /// Only runs in this state.
+    #[serde(default)]
     #[schemars(schema_with = "run_state_schema")]
     pub status: Option<RunState>,
     /// Only runs of this fan-out group.
@@ -157,27 +160,33 @@ pub struct FanoutArgs {
 }
 
 /// `retry`: the next attempt of a run that has ended.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RetryArgs {
     /// The run id.
     pub run_id: String,
     /// Continue the agent's session of the latest attempt (with `task` as the follow-up
     /// message) instead of starting over.
+    #[serde(default)]
     pub resume: bool,
     /// With `resume`, the follow-up message; else a new task for a fresh session. The
     /// latest attempt's task when left out. Taken as it is, even when it begins with "@".
+    #[serde(default)]
     pub task: Option<String>,
     /// A file whose content is the task, instead of `task`.
+    #[serde(default)]
     pub task_file: Option<PathBuf>,
     /// Values of variables: those the latest attempt had set (records keep names only) and
     /// any new ones.
+    #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// true (default): answer when the attempt has ended, or after `max_wait` with it still
     /// going; false: answer at once.
     #[schemars(extend("default" = true))]
+    #[serde(default)]
     pub wait: Option<bool>,
     /// Answer after this long at the latest, e.g. "45s" (the attempt goes on).
+    #[serde(default)]
     pub max_wait: Option<String>,
 }
 
