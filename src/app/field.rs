@@ -131,6 +131,9 @@ impl Field {
             ));
         }
         if spell == Spell::Flag {
+            if let (Some(lo), Some(hi)) = (self.min, self.max) {
+                s.push_str(&format!(" ({lo} to {hi})"));
+            }
             if let Some(d) = self.default {
                 s.push_str(&format!(" [default: {}]", d.text()));
             }
@@ -387,7 +390,7 @@ const fn secs(d: Duration) -> Option<Preset> {
 
 request_fields! {
     agent: Option<AgentKind> {
-        flag: Flag::Long("agent"), requires: Some("task"),
+        flag: Flag::Long("agent"), value_name: "AGENT", requires: Some("task"),
         help: "The agent CLI to run with {task}: pi, claude or codex (or leave it out, or \
                give \"command\", to run {argv} instead)",
     }
