@@ -204,6 +204,31 @@ mod tests {
         Cli::try_parse_from(args).unwrap().command
     }
 
+    /// Every field of the table is a flag of `subpane run` (or filled by another's `@FILE`):
+    /// a field the command line lacks fails here.
+    #[test]
+    fn run_has_a_flag_for_every_field() {
+        use crate::app::field::{FIELDS, Flag};
+        // Verbs are built when parsed (`defer`): build them all.
+        let mut cmd = Cli::command();
+        cmd.build();
+        let run = cmd.find_subcommand("run").unwrap();
+        for f in FIELDS {
+            let arg = run.get_arguments().find(|a| a.get_id() == f.name);
+            match f.flag {
+                Flag::Long(l) => {
+                    assert_eq!(arg.and_then(|a| a.get_long()), Some(l), "{}", f.name)
+                }
+                Flag::Trailing => assert!(arg.is_some_and(|a| a.is_last_set()), "{}", f.name),
+                Flag::AtFileOf(of) => assert!(
+                    arg.is_none() && run.get_arguments().any(|a| a.get_id() == of),
+                    "{}",
+                    f.name
+                ),
+            }
+        }
+    }
+
     /// The flags' defaults are the ones defined once for every front end.
     #[test]
     fn the_flags_default_to_the_limits_in_force() {

@@ -141,7 +141,7 @@ impl HostPattern {
         }
         let lower = raw.to_ascii_lowercase();
         if lower == "*" {
-            return why("allows every host: use --network full for that");
+            return why("allows every host: use {network} full for that");
         }
         if let Some(suffix) = lower.strip_prefix("*.") {
             if !valid_host_name(suffix) {

@@ -375,6 +375,32 @@ mod tests {
         assert!(items.get("wait").is_none(), "{s:?}");
     }
 
+    /// Every field of the table is an argument of `run` and of a `fanout` task, and the
+    /// server takes it: a field the tools lack fails here.
+    #[test]
+    fn run_and_fanout_take_every_field() {
+        let tools = all();
+        let schema = |name: &str| {
+            let t = tools.iter().find(|t| t.name == name).unwrap();
+            Value::Object((*t.input_schema).clone())
+        };
+        let run = schema(RUN);
+        let fanout = schema(FANOUT);
+        let defaults = serde_json::to_value(crate::app::RunRequest::default()).unwrap();
+        for f in crate::app::field::FIELDS {
+            assert!(run["properties"].get(f.name).is_some(), "run: {}", f.name);
+            assert!(
+                fanout["properties"]["tasks"]["items"]["properties"]
+                    .get(f.name)
+                    .is_some(),
+                "fanout: {}",
+                f.name
+            );
+            let one = serde_json::json!({ f.name: defaults[f.name] });
+            server_takes(RUN, one.clone()).unwrap_or_else(|e| panic!("{one}: {e}"));
+        }
+    }
+
     /// Parses `args` as the server does for `tool`.
     fn server_takes(tool: &str, mut args: Value) -> Result<(), String> {
         fn de<T: serde::de::DeserializeOwned>(v: Value) -> Result<(), String> {
