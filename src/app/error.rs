@@ -107,6 +107,11 @@ impl Error {
         Error::Invalid(super::Invalid::whole(m))
     }
 
+    /// [`Invalid::about`](super::Invalid::about) as an error.
+    pub fn about(subject: &str, problem: impl Into<String>) -> Self {
+        Error::Invalid(super::Invalid::about(subject, problem))
+    }
+
     /// The message in an edge's words: fields as `spell` writes them.
     pub fn render(&self, spell: super::Spell) -> String {
         match self {

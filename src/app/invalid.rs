@@ -130,6 +130,23 @@ impl Invalid {
         }
     }
 
+    /// `subject` (a field as `{name}`, or words such as "the workspace") is wrong: `problem`
+    /// follows it.
+    pub fn about(subject: &str, problem: impl Into<String>) -> Self {
+        let named = subject
+            .strip_prefix('{')
+            .and_then(|s| s.strip_suffix('}'))
+            .and_then(field);
+        match named {
+            Some(f) => Self {
+                field: Some(f.name),
+                problem: problem.into(),
+                hint: None,
+            },
+            None => Self::whole(format!("{subject} {}", problem.into())),
+        }
+    }
+
     /// The request as a whole is wrong.
     pub fn whole(problem: impl Into<String>) -> Self {
         Self {

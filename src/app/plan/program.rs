@@ -86,14 +86,16 @@ pub(in crate::app) fn program(
         )),
         (None, false) => {
             if req.task.is_some() || req.task_file.is_some() {
-                return Err(Error::invalid(
-                    "{task} needs {agent}; {argv} takes its own arguments",
+                return Err(Error::about(
+                    "{task}",
+                    "needs {agent}; {argv} takes its own arguments",
                 ));
             }
             if let Some((flag, _)) = agent_only.iter().find(|(_, given)| *given) {
-                return Err(Error::invalid(format!(
-                    "{flag} is for agents: it needs {{agent}} pi|claude|codex"
-                )));
+                return Err(Error::about(
+                    flag,
+                    format!("is for agents: it needs {{agent}} pi|claude|codex"),
+                ));
             }
             let mut argv = req.argv.clone();
             let program = resolve_program(sys, &argv[0], cwd, path)?;
@@ -109,24 +111,31 @@ pub(in crate::app) fn program(
             if let Some(t) = &req.thinking {
                 let levels = adapter.thinking_levels();
                 if !levels.contains(&t.as_str()) {
-                    return Err(Error::invalid(format!(
-                        "{{thinking}} {t} is not a thinking level of {}: use {}",
-                        kind.as_str(),
-                        levels.join(", ")
-                    )));
+                    return Err(Error::about(
+                        "{thinking}",
+                        format!(
+                            "{t} is not a thinking level of {}: use {}",
+                            kind.as_str(),
+                            levels.join(", ")
+                        ),
+                    ));
                 }
             }
             let Some(prompt) =
                 text_or_file(sys, "task", req.task.as_deref(), req.task_file.as_deref())?
             else {
-                return Err(Error::invalid(format!(
-                    "{{agent}} {} needs {{task}}: say what the agent should do",
-                    kind.as_str()
-                )));
+                return Err(Error::about(
+                    "{agent}",
+                    format!(
+                        "{} needs {{task}}: say what the agent should do",
+                        kind.as_str()
+                    ),
+                ));
             };
             if prompt.trim().is_empty() {
-                return Err(Error::invalid(
-                    "{task} is empty; say what the agent should do",
+                return Err(Error::about(
+                    "{task}",
+                    "is empty; say what the agent should do",
                 ));
             }
             let system_prompt = text_or_file(
@@ -137,10 +146,13 @@ pub(in crate::app) fn program(
             )?;
             if let Some(s) = &system_prompt {
                 if s.len() > MAX_ARG_BYTES {
-                    return Err(Error::invalid(format!(
-                        "{{system_prompt}} is {} KiB; it is passed as one argument, and Linux allows at most 128 KiB in one: shorten it, or move the long part into {{task}}",
-                        s.len() / 1024
-                    )));
+                    return Err(Error::about(
+                        "{system_prompt}",
+                        format!(
+                            "is {} KiB; it is passed as one argument, and Linux allows at most 128 KiB in one: shorten it, or move the long part into {{task}}",
+                            s.len() / 1024
+                        ),
+                    ));
                 }
             }
             let binary = adapter.binary().unwrap_or("?");
