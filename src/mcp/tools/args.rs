@@ -1,10 +1,11 @@
 //! The tools' arguments: the MCP edge's own types, their JSON Schemas (through `schemars`)
 //! and descriptions written for a model, turned into the application layer's types.
 //!
-//! The shared types (`RunRequest`, `AgentKind`, `LogFile`, `RunState`) carry no schema
-//! derive: a tool argument is what a model fills in (a task is text, a file is `task_file`),
-//! which need not be what the command line fills in (`--task @FILE`). A shared enum's schema
-//! is its list of names ([`names`]), checked against the type by a test.
+//! A request (`run`, a `fanout` task) is the application layer's [`RunRequest`] itself, its
+//! schema made from the one table of its fields ([`crate::app::field`]): a task is text, a
+//! file is `task_file` (the `@FILE` convention is the command line's). The other shared types
+//! (`AgentKind`, `LogFile`, `RunState`) carry no schema derive: a shared enum's schema is its
+//! list of names ([`names`]), checked against the type by a test.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
