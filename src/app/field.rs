@@ -275,7 +275,7 @@ impl FromMatches for Vec<String> {
                 .into_iter()
                 .map(|a| {
                     a.into_string().map_err(|a| {
-                        Invalid::new(f.name, format!("argument {a:?} is not valid UTF-8"))
+                        Invalid::whole(format!("argument {a:?} of the program is not valid UTF-8"))
                     })
                 })
                 .collect();
