@@ -120,10 +120,8 @@ impl Field {
     /// The help text in `spell`'s words, with its default and what it needs.
     pub fn describe(&self, spell: Spell) -> String {
         let mut s = spell.text(self.help);
-        if spell == Spell::Flag {
-            if FIELDS.iter().any(|f| f.flag == Flag::AtFileOf(self.name)) {
-                s.push_str(" (or @FILE to read it from a file)");
-            }
+        if spell == Spell::Flag && FIELDS.iter().any(|f| f.flag == Flag::AtFileOf(self.name)) {
+            s.push_str(" (or @FILE to read it from a file)");
         }
         if self.sandbox && spell != Spell::Flag {
             s.push_str(&spell.text(

@@ -274,15 +274,13 @@ fn check_writable(what: &str, w: &Path, g: &Guarded<'_>) -> Result<(), Error> {
     if w == Path::new("/") {
         return Err(Error::about(
             what,
-            format!("`/` would let the program write everywhere: name the directories it needs"),
+            "`/` would let the program write everywhere: name the directories it needs",
         ));
     }
     if w == Path::new(TMP) {
         return Err(Error::about(
             what,
-            format!(
-                "`/tmp` is the sandbox's own /tmp, writable already (the host's is never seen): name a directory of its own"
-            ),
+            "`/tmp` is the sandbox's own /tmp, writable already (the host's is never seen): name a directory of its own",
         ));
     }
     if let Some((tree, holds)) = MACHINE_TREES.iter().find(|(t, _)| w.starts_with(t)) {

@@ -94,7 +94,7 @@ pub(in crate::app) fn program(
             if let Some((flag, _)) = agent_only.iter().find(|(_, given)| *given) {
                 return Err(Error::about(
                     flag,
-                    format!("is for agents: it needs {{agent}} pi|claude|codex"),
+                    "is for agents: it needs {agent} pi|claude|codex",
                 ));
             }
             let mut argv = req.argv.clone();
