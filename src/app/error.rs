@@ -32,7 +32,7 @@ use crate::supervisor::SuperviseError;
 pub enum Error {
     /// The request was not valid: nothing was started.
     #[error("{0}")]
-    Invalid(String),
+    Invalid(#[from] super::Invalid),
     /// A duration in the request was not valid: nothing was started.
     #[error(transparent)]
     Duration(#[from] DurationError),
@@ -54,7 +54,7 @@ pub enum Error {
     #[error(transparent)]
     HomeFile(StoreError),
     /// `worktree`: git refused to make the attempt's worktree: nothing was started.
-    #[error("--worktree: {what}: {source}; nothing was started")]
+    #[error("the worktree: {what}: {source}; nothing was started")]
     WorktreeNotMade { what: String, source: GitError },
     /// A record could not be read or written.
     #[error(transparent)]
@@ -113,8 +113,33 @@ pub enum Error {
 }
 
 impl Error {
+    /// The request as a whole was not valid (`{field}` in `m` names a field).
     pub fn invalid(m: impl Into<String>) -> Self {
-        Error::Invalid(m.into())
+        Error::Invalid(super::Invalid::whole(m))
+    }
+
+    /// [`Invalid::about`](super::Invalid::about) as an error.
+    pub fn about(subject: &str, problem: impl Into<String>) -> Self {
+        Error::Invalid(super::Invalid::about(subject, problem))
+    }
+
+    /// The message in an edge's words: fields as `spell` writes them.
+    pub fn render(&self, spell: super::Spell) -> String {
+        match self {
+            Error::Invalid(i) => i.render(spell),
+            Error::Shared(e) => e.render(spell),
+            Error::Duration(e) if super::field::field(&e.flag).is_some() => super::Invalid::new(
+                &e.flag,
+                format!("`{}` is not a duration: {}", e.input, e.why),
+            )
+            .hint("use a number with a unit, like 500ms, 30s, 5m or 2h")
+            .render(spell),
+            other => match spell {
+                super::Spell::Line(n) => format!("line {n}: {}", spell.text(&other.to_string())),
+                super::Spell::Task(n) => format!("task {n}: {}", spell.text(&other.to_string())),
+                _ => spell.text(&other.to_string()),
+            },
+        }
     }
 
     /// Whether the request was refused before anything was made (the CLI's exit 2).

@@ -110,7 +110,7 @@ impl<'h> Fanout<'h> {
         mut opts: Options,
     ) -> Result<Self, Error> {
         if opts.concurrency == 0 {
-            return Err(Error::invalid("--concurrency must be at least 1"));
+            return Err(Error::invalid("the concurrency must be at least 1"));
         }
         opts.fail_fast |= opts.cancel_siblings;
         let slots: Vec<Slot> = tasks

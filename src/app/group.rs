@@ -18,7 +18,7 @@ pub fn group_runs(home: &Home, group: &str) -> Result<Vec<Found>, Error> {
         .collect();
     if runs.is_empty() {
         return Err(Error::invalid(format!(
-            "no runs in group `{group}` in {}; `subpane ls --json` shows each run's group",
+            "no runs in group `{group}` in {}; {{@ls}} shows each run's group",
             home.runs_dir().display()
         )));
     }

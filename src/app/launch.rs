@@ -91,6 +91,7 @@ pub(super) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
         mut spec,
         env,
         prompt,
+        warnings: planned,
     } = plan;
     worktree::create(&mut spec)?;
     if spec.sandbox.enabled {
@@ -109,7 +110,7 @@ pub(super) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
         }
         not_created(e)
     })?;
-    let mut warnings = Vec::new();
+    let mut warnings = planned;
     if spec.sandbox.enabled {
         prepare_sandbox(&spec, &mut warnings);
     }

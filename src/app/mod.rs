@@ -45,7 +45,9 @@
 pub mod board;
 mod error;
 pub mod fanout;
+pub mod field;
 mod group;
+pub mod invalid;
 mod launch;
 mod names;
 pub mod nest;
@@ -61,7 +63,6 @@ mod seed;
 mod start_many;
 mod wait;
 mod wait_loop;
-pub mod wording;
 pub mod worktree;
 
 pub use group::{group_runs, list_group};
@@ -89,3 +90,4 @@ pub use wait::{
 pub use wait_loop::{Driver, Ended, Interrupter, Seen, WaitLoop};
 
 pub use error::Error;
+pub use invalid::{Invalid, Spell};

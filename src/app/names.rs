@@ -39,7 +39,7 @@ pub fn resolve_run(home: &Home, name: &str) -> Result<String, Error> {
     pick(&ids, name, "run").map_err(|m| {
         Error::invalid(match m {
             Miss::None => format!(
-                "no run `{name}` in {}; `subpane ls` lists the runs there",
+                "no run `{name}` in {}; {{@ls}} lists the runs there",
                 home.runs_dir().display()
             ),
             Miss::Several(m) => m,
@@ -53,7 +53,7 @@ pub fn resolve_group(home: &Home, name: &str) -> Result<String, Error> {
     match pick(&groups(home), name, "group") {
         Ok(g) => Ok(g),
         Err(Miss::None) => Err(Error::invalid(format!(
-            "no group `{name}` in {}; `subpane ls` shows each run's group (GROUP column)",
+            "no group `{name}` in {}; {{@ls}} shows each run's group",
             home.root().display()
         ))),
         Err(Miss::Several(m)) => Err(Error::invalid(m)),

@@ -160,7 +160,7 @@ pub fn plan_retry(
     if !missing.is_empty() {
         let them = if missing.len() == 1 { "it" } else { "them" };
         warnings.push(format!(
-            "attempt {n} had {} set, but this environment has no value for {them}: attempt {} runs without {them} (export {them}, or give retry --env NAME=VALUE)",
+            "attempt {n} had {} set, but this environment has no value for {them}: attempt {} runs without {them} (export {them}, or give retry {{env}} NAME=VALUE)",
             missing.join(", "),
             n + 1,
         ));
@@ -239,7 +239,7 @@ fn previous_envelope(found: &Found, sys: &dyn System) -> Result<Envelope, Error>
             problem: format!("cannot be read ({e})"),
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::invalid(format!(
-            "attempt {n} of run `{id}` has not finished: wait for it (`subpane wait {id}`) or cancel it (`subpane cancel {id}`), then retry"
+            "attempt {n} of run `{id}` has not finished: wait for it ({{@wait:{id}}}) or cancel it ({{@cancel:{id}}}), then retry"
         ))),
         Err(source) => Err(crate::store::StoreError::Read { path, source }.into()),
     }
@@ -260,27 +260,22 @@ fn next_task(
     else {
         if opts.resume {
             return Err(Error::invalid(format!(
-                "--resume continues an agent's session, and run `{id}` is a command: retry it without --resume"
+                "{{resume}} continues an agent's session, and run `{id}` is a command: retry it without {{resume}}"
             )));
         }
         if opts.task.is_some() || opts.task_file.is_some() {
             return Err(Error::invalid(format!(
-                "--task is for agents, and run `{id}` is a command: retry it without --task"
+                "{{task}} is for agents, and run `{id}` is a command: retry it without {{task}}"
             )));
         }
         return Ok((None, None));
     };
-    let given = text_or_file(
-        sys,
-        "--task",
-        opts.task.as_deref(),
-        opts.task_file.as_deref(),
-    )?;
+    let given = text_or_file(sys, "task", opts.task.as_deref(), opts.task_file.as_deref())?;
     let prompt = match given {
         Some(p) => {
             if p.trim().is_empty() {
                 return Err(Error::invalid(
-                    "--task is empty; say what the agent should do",
+                    "{task} is empty; say what the agent should do",
                 ));
             }
             p
@@ -296,7 +291,7 @@ fn next_task(
             .filter(|s| !s.is_empty())
             .ok_or_else(|| {
                 Error::invalid(format!(
-                    "attempt {n} of run `{id}` recorded no agent session (output.session_id is null), so there is nothing to resume: retry without --resume to start over"
+                    "attempt {n} of run `{id}` recorded no agent session (output.session_id is null), so there is nothing to resume: retry without {{resume}} to start over"
                 ))
             })?;
         (Some(session), Some(n))
@@ -442,7 +437,7 @@ mod tests {
 
     fn refused(found: &Found, opts: &RetryOptions, sys: &Fake) -> String {
         match plan_retry(found, opts, &home(), sys) {
-            Err(Error::Invalid(m)) => m,
+            Err(Error::Invalid(m)) => m.to_string(),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }
@@ -616,7 +611,7 @@ mod tests {
             r.warnings
         );
         assert!(
-            r.warnings[0].contains("--env NAME=VALUE"),
+            r.warnings[0].contains("{env} NAME=VALUE"),
             "{:?}",
             r.warnings
         );

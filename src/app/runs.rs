@@ -69,7 +69,7 @@ pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found
     let id = RunId::parse(&super::names::resolve_run(home, raw_id)?)?;
     let record = store::read_run(home, &id)?.ok_or_else(|| {
         Error::invalid(format!(
-            "no run `{id}` in {}; `subpane ls` lists the runs there",
+            "no run `{id}` in {}; {{@ls}} lists the runs there",
             home.runs_dir().display()
         ))
     })?;

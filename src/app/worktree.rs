@@ -41,7 +41,7 @@ pub fn branch_name(run_id: &RunId, attempt: u32) -> Result<String, Error> {
     // (git-check-ref-format) only these three can be broken by one.
     if id.contains("..") || id.ends_with('.') || id.ends_with(".lock") {
         return Err(Error::invalid(format!(
-            "--worktree: run id `{id}` cannot name a git branch (no `..`, and no `.` or `.lock` at the end); choose another --run-id"
+            "{{worktree}}: run id `{id}` cannot name a git branch (no `..`, and no `.` or `.lock` at the end); choose another {{run_id}}"
         )));
     }
     Ok(if attempt == 1 {
@@ -65,7 +65,7 @@ pub(super) fn plan(
     let branch = branch_name(run_id, attempt)?;
     if sys.which("git", path_var, cwd).is_none() {
         return Err(Error::invalid(
-            "--worktree needs git, which was not found on PATH; install git 2.31 or newer",
+            "{worktree} needs git, which was not found on PATH; install git 2.31 or newer",
         ));
     }
     let Some(RepoDirs {
@@ -74,7 +74,7 @@ pub(super) fn plan(
     }) = sys.git_repo(cwd)
     else {
         return Err(Error::invalid(format!(
-            "--worktree needs --cwd inside a git work tree, and `{}` is in none; run without --worktree, or point --cwd at a repository",
+            "{{worktree}} needs {{cwd}} inside a git work tree, and `{}` is in none; run without {{worktree}}, or point {{cwd}} at a repository",
             cwd.display()
         )));
     };
@@ -83,7 +83,7 @@ pub(super) fn plan(
         .strip_prefix(&toplevel)
         .map_err(|_| {
             Error::invalid(format!(
-                "--worktree: --cwd `{}` is not below its repository's top `{}` (a symbolic link?); pass --cwd inside the repository itself",
+                "{{worktree}}: {{cwd}} `{}` is not below its repository's top `{}` (a symbolic link?); pass {{cwd}} inside the repository itself",
                 cwd.display(),
                 toplevel.display()
             ))
@@ -95,14 +95,14 @@ pub(super) fn plan(
         .unwrap_or_else(|_| home.root().to_path_buf());
     if home_root.starts_with(&toplevel) {
         return Err(Error::invalid(format!(
-            "--worktree: the subpane home `{}` is inside the repository `{}`, and worktrees are made outside it; set --home or SUBPANE_HOME elsewhere",
+            "{{worktree}}: the subpane home `{}` is inside the repository `{}`, and worktrees are made outside it; set --home or SUBPANE_HOME elsewhere",
             home.root().display(),
             toplevel.display()
         )));
     }
     if sys.canonicalize(&path).is_ok() {
         return Err(Error::invalid(format!(
-            "--worktree: `{}` already exists (a worktree kept from an earlier run with this id?); {}, or choose another --run-id",
+            "{{worktree}}: `{}` already exists (a worktree kept from an earlier run with this id?); {}, or choose another {{run_id}}",
             path.display(),
             gc_removes_it()
         )));
@@ -228,7 +228,7 @@ fn make(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpec, Error> {
         .map_err(|e| git_failed("cannot read the repository's HEAD", e))?
         .ok_or_else(|| {
             Error::invalid(format!(
-                "--worktree: the repository `{}` has no commit yet, and a worktree starts from HEAD; commit something first",
+                "{{worktree}}: the repository `{}` has no commit yet, and a worktree starts from HEAD; commit something first",
                 wt.repo.display()
             ))
         })?;
@@ -237,7 +237,7 @@ fn make(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpec, Error> {
         .is_some()
     {
         return Err(Error::invalid(format!(
-            "--worktree: the branch `{b}` already exists in `{}` (kept from an earlier run `{}`?); delete it (`git branch -D {b}`) or choose another --run-id",
+            "{{worktree}}: the branch `{b}` already exists in `{}` (kept from an earlier run `{}`?); delete it (`git branch -D {b}`) or choose another {{run_id}}",
             wt.repo.display(),
             spec.run_id,
             b = wt.branch,
@@ -245,7 +245,7 @@ fn make(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpec, Error> {
     }
     if wt.path.symlink_metadata().is_ok() {
         return Err(Error::invalid(format!(
-            "--worktree: `{}` already exists; {}",
+            "{{worktree}}: `{}` already exists; {}",
             wt.path.display(),
             gc_removes_it()
         )));
@@ -272,7 +272,7 @@ fn make(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpec, Error> {
     if let Err(e) = std::fs::create_dir_all(&dir) {
         discard(&made);
         return Err(Error::invalid(format!(
-            "--worktree: cannot create {} in the worktree: {e}; nothing was started",
+            "{{worktree}}: cannot create {} in the worktree: {e}; nothing was started",
             dir.display()
         )));
     }
@@ -527,7 +527,9 @@ mod tests {
         let sys = in_repo();
         let inside = Home::at("/src/.state".into());
         match plan_run(&worktree(&["make"]), &inside, &sys) {
-            Err(Error::Invalid(m)) => assert!(m.contains("is inside the repository"), "{m}"),
+            Err(Error::Invalid(m)) => {
+                assert!(m.to_string().contains("is inside the repository"), "{m}")
+            }
             other => panic!("expected a refusal, got {other:?}"),
         }
     }

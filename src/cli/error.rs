@@ -16,7 +16,8 @@ use crate::exit_code;
 /// Why a verb did not do what was asked. Messages are lowercase and say what to do next.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
-    #[error(transparent)]
+    /// In the command line's words: fields spelt as flags.
+    #[error("{}", .0.render(crate::app::Spell::Flag))]
     App(#[from] crate::app::Error),
     /// The MCP server could not start or stopped.
     #[error(transparent)]
@@ -65,6 +66,12 @@ pub enum CliError {
     /// The worker of this sandbox refused a nested run, with the exit code it gave.
     #[error("{message}")]
     Refused { exit_code: i32, message: String },
+}
+
+impl From<crate::app::Invalid> for CliError {
+    fn from(e: crate::app::Invalid) -> Self {
+        CliError::App(e.into())
+    }
 }
 
 impl CliError {

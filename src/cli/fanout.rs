@@ -6,12 +6,14 @@
 
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use clap::Args;
 
 use super::CliError;
 use super::common::{print, print_json};
+
 use super::interrupt;
 use crate::app::RealSystem;
 use crate::app::fanout::{
@@ -21,14 +23,32 @@ use crate::app::fanout::{
 use crate::envelope::{FailureKind, FanoutReport};
 use crate::store::Home;
 
-#[derive(Debug, Args)]
-#[command(after_help = "\
-Each line is a JSON object with the fields of `run`'s options: argv (a program and its
-arguments) or agent and task (text or @FILE) or task_file, and run_id, cwd, model,
-system_prompt (text or @FILE), system_prompt_file, tools, thinking, resume, labels (an
-object), correlation_id, timeout, idle_timeout, linger, grace, env (an object),
-keep_session, sandbox, network, writable, hide, env_pass, worktree, max_depth. Blank lines
-and lines starting with # are skipped. Relative paths (cwd, @FILE, task_file) are relative
+/// The fields a line may have: every field of a run request ([`app::field::FIELDS`]).
+static AFTER_HELP: LazyLock<String> = LazyLock::new(|| {
+    use crate::app::field::{FIELDS, Flag, Kind};
+    let fields: Vec<String> = FIELDS
+        .iter()
+        .map(|f| {
+            let at_file = FIELDS.iter().any(|o| o.flag == Flag::AtFileOf(f.name));
+            match f.kind {
+                _ if at_file => format!("{} (text or @FILE)", f.name),
+                Kind::Map => format!("{} (an object)", f.name),
+                Kind::Texts | Kind::Paths => format!("{} (a list)", f.name),
+                _ => f.name.to_owned(),
+            }
+        })
+        .collect();
+    let text = format!(
+        "Each line is a JSON object with the fields of `run`'s options: argv (a program and its \
+         arguments) or agent with task (or task_file); of all: {}. Blank lines and lines \
+         starting with # are skipped.{REST}",
+        fields.join(", ")
+    );
+    textwrap_lines(&text)
+});
+
+/// What follows the list of fields.
+const REST: &str = " Relative paths (cwd, @FILE, task_file) are relative
 to the current directory.
 
   {\"argv\": [\"make\", \"test\"], \"cwd\": \"svc/api\", \"timeout\": \"10m\"}
@@ -44,7 +64,34 @@ task: `subpane attach G`, `subpane wait --group G`, `subpane cancel G`.
 Ctrl-C (or SIGTERM) cancels the running tasks and skips the rest; a second one kills at once.
 
 Exit code: the worst of the tasks (1 failed > 124 timed out > 130 cancelled > 0); a skipped
-task counts as cancelled (130). 2: invalid input, nothing started.")]
+task counts as cancelled (130). 2: invalid input, nothing started.";
+
+/// `text`'s first paragraph wrapped at 90 columns, like the rest of the help.
+fn textwrap_lines(text: &str) -> String {
+    let (first, rest) = text.split_once("\n\n").unwrap_or((text, ""));
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in first.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > 90 {
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    if !rest.is_empty() {
+        out.push_str("\n\n");
+        out.push_str(rest);
+    }
+    out
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP.as_str())]
 pub struct FanoutArgs {
     /// A file of tasks, one JSON object per line, or - to read them from stdin
     #[arg(value_name = "FILE|-", required_unless_present = "driver")]
@@ -194,7 +241,10 @@ struct ProgressLine {
 impl ProgressLine {
     fn event(&mut self, ev: &Event<'_>, p: &Progress, total: usize) {
         let message = match ev {
-            Event::Warning(w) => Some(format!("subpane: warning: {w}")),
+            Event::Warning(w) => Some(format!(
+                "subpane: warning: {}",
+                crate::app::Spell::Flag.text(w)
+            )),
             Event::Stopping(StopReason::Failed {
                 task: _,
                 cancel_siblings,

@@ -69,7 +69,7 @@ pub struct RetryArgs {
 pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
     let mut env = std::collections::BTreeMap::new();
     for e in &a.envs {
-        let (k, v) = parse_kv("--env", e)?;
+        let (k, v) = parse_kv("env", e)?;
         env.insert(k, v);
     }
     // `--task @FILE` reads the file, as `run --task` does.
@@ -83,7 +83,7 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
     };
     let planned = app::prepare_retry(home, &a.run, &opts, &RealSystem)?;
     for w in &planned.warnings {
-        eprintln!("subpane: warning: {w}");
+        eprintln!("subpane: warning: {}", app::Spell::Flag.text(w));
     }
     start_and_report(home, planned.plan, a.detach, a.json)
 }

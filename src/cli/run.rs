@@ -1,31 +1,17 @@
 //! `subpane run`: flags → [`RunRequest`] → plan → [`app::run`] (start, and unless `--detach`
 //! wait) → print.
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-use std::sync::LazyLock;
-
-use clap::{Args, ValueEnum};
+use clap::{ArgMatches, Args, ValueEnum};
 
 use super::CliError;
 use super::common::{print, print_json};
 use super::interrupt;
 use super::live_line::{self, LiveLines};
 use super::output::human_envelope;
-use crate::app::{self, RealSystem, RunOutcome, RunRequest, Started, parse_kv};
+use crate::app::{self, RealSystem, RunOutcome, RunRequest, Started};
 use crate::envelope::Envelope;
-use crate::spec::{AgentKind, DEFAULT_GRACE, DEFAULT_LINGER, DEFAULT_MAX_DEPTH, duration_text};
+use crate::spec::AgentKind;
 use crate::store::{AttemptPaths, Home};
-
-/// The defaults of the limits as `--help` shows them: [`crate::spec::Limits::default`]'s.
-static DEFAULT_LINGER_TEXT: LazyLock<String> = LazyLock::new(|| duration_text(DEFAULT_LINGER));
-static DEFAULT_GRACE_TEXT: LazyLock<String> = LazyLock::new(|| duration_text(DEFAULT_GRACE));
-static MAX_DEPTH_HELP: LazyLock<String> = LazyLock::new(|| {
-    format!(
-        "How deep runs started by this run's program may nest (it can only lower the limit an \
-         enclosing attempt gave) [default: {DEFAULT_MAX_DEPTH}]"
-    )
-});
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum AgentArg {
@@ -53,169 +39,46 @@ Examples:
   subpane run --agent pi --model openai/gpt-5 --tools read,bash --task 'fix the failing test'
   subpane run --sandbox --network allow:api.anthropic.com --agent claude --task @task.md")]
 pub struct RunArgs {
-    /// The agent CLI to run (or give a program after `--`)
-    #[arg(long, value_enum, requires = "task")]
-    pub agent: Option<AgentArg>,
-    /// The task for the agent: text, or @FILE to read it from a file
-    #[arg(long, value_name = "TEXT|@FILE")]
-    pub task: Option<String>,
-    /// The run id [default: generated, e.g. 20261130-033943-a1b2c3]
-    #[arg(long, value_name = "ID")]
-    pub run_id: Option<String>,
-    /// Directory the program runs in [default: the current directory]
-    #[arg(long, value_name = "DIR")]
-    pub cwd: Option<PathBuf>,
+    /// Every field of a run request, from [`app::field`]'s table.
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// Return at once with the run id; the attempt runs on and its limits still hold
     #[arg(long)]
     pub detach: bool,
     /// Print exactly one JSON document: the envelope (or, with --detach, the run id)
     #[arg(long)]
     pub json: bool,
-    /// A label K=V recorded in run.json and the envelope (repeatable)
-    #[arg(long = "label", value_name = "K=V")]
-    pub labels: Vec<String>,
-    /// An id of the caller's, recorded as is
-    #[arg(long, value_name = "ID")]
-    pub correlation_id: Option<String>,
-    /// Stop the attempt after this long (e.g. 30s, 10m, 2h)
-    #[arg(long, value_name = "DUR")]
-    pub timeout: Option<String>,
-    /// Stop the attempt after this long without output on stdout or stderr
-    #[arg(long, value_name = "DUR")]
-    pub idle_timeout: Option<String>,
-    /// How long an agent may stay alive after its final event
-    #[arg(long, value_name = "DUR", default_value = DEFAULT_LINGER_TEXT.as_str())]
-    pub linger: String,
-    /// Time between SIGTERM and SIGKILL when stopping the process group
-    #[arg(long, value_name = "DUR", default_value = DEFAULT_GRACE_TEXT.as_str())]
-    pub grace: String,
-    /// Model for the agent
-    #[arg(long, value_name = "M", requires = "agent")]
-    pub model: Option<String>,
-    /// System prompt for the agent: text, or @FILE
-    #[arg(long, value_name = "TEXT|@FILE", requires = "agent")]
-    pub system_prompt: Option<String>,
-    /// Tools the agent may use, comma-separated (claude: pre-approved with --allowedTools)
-    #[arg(long, value_name = "a,b", value_delimiter = ',', requires = "agent")]
-    pub tools: Vec<String>,
-    /// Thinking level for the agent
-    #[arg(long, value_name = "LEVEL", requires = "agent")]
-    pub thinking: Option<String>,
-    /// Continue this agent session (its id from an earlier envelope's output.session_id)
-    #[arg(long, value_name = "SESSION_ID", requires = "agent")]
-    pub resume: Option<String>,
-    /// Set K=V in the program's environment (repeatable); records keep the name only
-    #[arg(long = "env", value_name = "K=V")]
-    pub envs: Vec<String>,
-    /// Keep the tmux session after the attempt ends, to read the pane (`subpane gc` removes it)
-    #[arg(long)]
-    pub keep_session: bool,
-    /// Run in a new git worktree of the --cwd repository: made from HEAD under
-    /// $SUBPANE_HOME/worktrees/RUN-N on branch subpane/RUN, at --cwd's place in the repository.
-    /// At the end its status and diff go to the attempt directory; a completed attempt's
-    /// worktree is removed (its branch too unless it has commits), a failed or cancelled one
-    /// is kept until `subpane gc`. Outside a git work tree: refused (exit 2)
-    #[arg(long)]
-    pub worktree: bool,
-    // How deep runs may nest; not a clap default: without the flag the limit an enclosing
-    // attempt gave holds.
-    #[arg(long, value_name = "N", help = MAX_DEPTH_HELP.as_str())]
-    pub max_depth: Option<u32>,
-    /// Run the program in a kernel sandbox: it writes only its workspace (--cwd, or the
-    /// worktree; the repository's git directory is its own private copy, and only its branch
-    /// comes back), its artifact directory, a private /tmp and --writable paths; no network
-    /// unless --network says so
-    #[arg(long, help_heading = "Sandbox")]
-    pub sandbox: bool,
-    /// Network of a sandboxed program: none (its own loopback only), full, or
-    /// allow:HOST,… (host names, IP literals or *.example.com, through subpane's egress proxy)
-    #[arg(long, value_name = "POLICY", help_heading = "Sandbox")]
-    pub network: Option<String>,
-    /// Also let the sandboxed program write this file or tree (repeatable)
-    #[arg(long, value_name = "PATH", help_heading = "Sandbox")]
-    pub writable: Vec<PathBuf>,
-    /// Hide this file or tree from the sandboxed program (repeatable)
-    #[arg(long, value_name = "PATH", help_heading = "Sandbox")]
-    pub hide: Vec<PathBuf>,
-    /// Pass this variable from your environment into the sandbox (repeatable); a sandboxed
-    /// program gets only what its agent needs (PATH, HOME, TERM, LANG, its API keys) plus these
-    /// and --env
-    #[arg(long, value_name = "NAME", help_heading = "Sandbox")]
-    pub env_pass: Vec<String>,
-    /// Processes and threads the sandboxed program may have at once, at least 300
-    /// [default: 4096]
-    #[arg(long, value_name = "N", help_heading = "Sandbox")]
-    pub max_procs: Option<u32>,
-    /// What one sandboxed process may allocate (its heap and writable mappings), like 4G
-    /// [default: 8G]
-    #[arg(long, value_name = "SIZE", help_heading = "Sandbox")]
-    pub max_memory: Option<String>,
-    /// The size of the sandbox's private /tmp (its files take memory) [default: 2G]
-    #[arg(long, value_name = "SIZE", help_heading = "Sandbox")]
-    pub max_tmp: Option<String>,
-    /// The largest file a sandboxed process may write [default: 8G]
-    #[arg(long, value_name = "SIZE", help_heading = "Sandbox")]
-    pub max_file_size: Option<String>,
-    /// The program and its arguments (after `--`)
-    #[arg(last = true, value_name = "PROGRAM [ARGS]...")]
-    pub command: Vec<OsString>,
+}
+
+/// The arguments of every field of a run request ([`app::field::FIELDS`]): kept as clap
+/// parsed them, and read into a [`RunRequest`] by [`RunArgs::to_request`].
+#[derive(Clone, Debug)]
+pub struct RequestArgs(ArgMatches);
+
+impl clap::FromArgMatches for RequestArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        Ok(Self(m.clone()))
+    }
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        self.0 = m.clone();
+        Ok(())
+    }
+}
+
+impl clap::Args for RequestArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        app::field::args().fold(cmd, clap::Command::arg)
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 impl RunArgs {
     /// The request these flags make. Checks only what clap cannot: the shape of `K=V` and
     /// that the program's arguments are text.
     pub fn to_request(&self) -> Result<RunRequest, CliError> {
-        let mut argv: Vec<String> = Vec::with_capacity(self.command.len());
-        for arg in &self.command {
-            argv.push(
-                arg.to_str().map(str::to_owned).ok_or_else(|| {
-                    CliError::Flag(format!("argument {arg:?} is not valid UTF-8"))
-                })?,
-            );
-        }
-        let mut labels = std::collections::BTreeMap::new();
-        for l in &self.labels {
-            let (k, v) = parse_kv("--label", l)?;
-            labels.insert(k, v);
-        }
-        let mut env = std::collections::BTreeMap::new();
-        for e in &self.envs {
-            let (k, v) = parse_kv("--env", e)?;
-            env.insert(k, v);
-        }
-        let mut req = RunRequest {
-            agent: self.agent.map(AgentArg::kind),
-            task: self.task.clone(),
-            task_file: None,
-            argv,
-            run_id: self.run_id.clone(),
-            cwd: self.cwd.clone(),
-            model: self.model.clone(),
-            system_prompt: self.system_prompt.clone(),
-            system_prompt_file: None,
-            tools: self.tools.clone(),
-            thinking: self.thinking.clone(),
-            resume: self.resume.clone(),
-            labels,
-            correlation_id: self.correlation_id.clone(),
-            timeout: self.timeout.clone(),
-            idle_timeout: self.idle_timeout.clone(),
-            linger: Some(self.linger.clone()),
-            grace: Some(self.grace.clone()),
-            env,
-            keep_session: self.keep_session,
-            sandbox: self.sandbox,
-            network: self.network.clone(),
-            writable: self.writable.clone(),
-            hide: self.hide.clone(),
-            env_pass: self.env_pass.clone(),
-            max_procs: self.max_procs,
-            max_memory: self.max_memory.clone(),
-            max_tmp: self.max_tmp.clone(),
-            max_file_size: self.max_file_size.clone(),
-            worktree: self.worktree,
-            max_depth: self.max_depth,
-        };
+        let mut req = app::field::from_matches(&self.request.0)?;
         req.read_at_files();
         Ok(req)
     }
@@ -269,7 +132,7 @@ pub(super) fn start_and_report(
     }
     let mut on_started = |started: &Started| {
         for w in &started.warnings {
-            eprintln!("subpane: warning: {w}");
+            eprintln!("subpane: warning: {}", app::Spell::Flag.text(w));
         }
         if let Some(env) = &started.spawn_failed {
             // The pane never started: the `spawn` envelope is the answer, with or without
@@ -372,7 +235,8 @@ mod tests {
 
     use super::super::{Cli, Command};
     use crate::app::fanout::DEFAULT_CONCURRENCY;
-    use crate::spec::{Limits, millis, parse_duration};
+    use crate::spec::Limits;
+    use clap::CommandFactory;
 
     /// The hint to attach comes on a beat while the attempt runs, never with its end nor
     /// after it.
@@ -397,6 +261,31 @@ mod tests {
         Cli::try_parse_from(args).unwrap().command
     }
 
+    /// Every field of the table is a flag of `subpane run` (or filled by another's `@FILE`):
+    /// a field the command line lacks fails here.
+    #[test]
+    fn run_has_a_flag_for_every_field() {
+        use crate::app::field::{FIELDS, Flag};
+        // Verbs are built when parsed (`defer`): build them all.
+        let mut cmd = Cli::command();
+        cmd.build();
+        let run = cmd.find_subcommand("run").unwrap();
+        for f in FIELDS {
+            let arg = run.get_arguments().find(|a| a.get_id() == f.name);
+            match f.flag {
+                Flag::Long(l) => {
+                    assert_eq!(arg.and_then(|a| a.get_long()), Some(l), "{}", f.name)
+                }
+                Flag::Trailing => assert!(arg.is_some_and(|a| a.is_last_set()), "{}", f.name),
+                Flag::AtFileOf(of) => assert!(
+                    arg.is_none() && run.get_arguments().any(|a| a.get_id() == of),
+                    "{}",
+                    f.name
+                ),
+            }
+        }
+    }
+
     /// The flags' defaults are the ones defined once for every front end.
     #[test]
     fn the_flags_default_to_the_limits_in_force() {
@@ -404,10 +293,20 @@ mod tests {
             panic!("not run");
         };
         let req = a.to_request().unwrap();
-        let ms = |v: Option<String>| millis(parse_duration("", &v.unwrap()).unwrap());
+        // Left to the planner, which applies the defaults `--help` shows.
+        assert_eq!((req.linger.as_deref(), req.grace.as_deref()), (None, None));
         let d = Limits::default();
-        assert_eq!(ms(req.linger), d.linger_ms);
-        assert_eq!(ms(req.grace), d.grace_ms);
+        let shown = format!(
+            "[default: {}]",
+            crate::spec::duration_text(std::time::Duration::from_millis(d.linger_ms))
+        );
+        let run = Cli::command()
+            .find_subcommand("run")
+            .unwrap()
+            .clone()
+            .render_long_help()
+            .to_string();
+        assert!(run.contains(&shown), "{run}");
         assert_eq!(
             req.max_depth, None,
             "without the flag, an enclosing limit holds"

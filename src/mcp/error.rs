@@ -9,7 +9,7 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 
 use crate::app;
-use crate::app::wording;
+use crate::app::invalid::at_path;
 
 /// Why a tool call did not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -19,7 +19,7 @@ pub enum ToolError {
     /// The arguments do not fit the tool's input schema.
     #[error(
         "invalid arguments for `{tool}`: {}{source}; the tool's input schema lists the arguments",
-        wording::field_of(.path, &.source.to_string())
+        at_path(.path, &.source.to_string())
     )]
     Args {
         tool: &'static str,
@@ -42,11 +42,13 @@ pub enum ToolError {
 }
 
 impl ToolError {
-    /// The tool error a client gets: the message, in the words of the tools' arguments.
+    /// The tool error a client gets: the message, fields spelt as the tools' arguments.
     pub fn answer(&self) -> CallToolResult {
-        CallToolResult::error(vec![ContentBlock::text(wording::for_tools(
-            &self.to_string(),
-        ))])
+        let text = match self {
+            ToolError::App(e) => e.render(app::Spell::Field),
+            other => app::Spell::Field.text(&other.to_string()),
+        };
+        CallToolResult::error(vec![ContentBlock::text(text)])
     }
 }
 

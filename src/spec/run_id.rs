@@ -16,7 +16,9 @@ pub struct RunId(String);
 /// Why a run id was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RunIdError {
-    #[error("run id is empty; give one like `build-42` or leave out --run-id to get one generated")]
+    #[error(
+        "run id is empty; give one like `build-42` or leave the run id out to get one generated"
+    )]
     Empty,
     #[error("run id is {0} characters long; the limit is 128")]
     TooLong(usize),

@@ -29,6 +29,9 @@ pub enum Network {
 }
 
 impl Network {
+    /// The policy of a request that names none.
+    pub const NONE: &'static str = "none";
+
     /// Parses `none`, `full` or `allow:PATTERN,…` (the value of `--network`).
     pub fn parse(s: &str) -> Result<Self, String> {
         match s {
@@ -37,7 +40,7 @@ impl Network {
             _ => {
                 let Some(list) = s.strip_prefix("allow:") else {
                     return Err(format!(
-                        "--network `{s}` is not a policy: use none, full or allow:HOST,…"
+                        "`{s}` is not a policy: use none, full or allow:HOST,…"
                     ));
                 };
                 let pats = list
@@ -109,7 +112,7 @@ impl HostPattern {
     /// `*.co.uk`), empty patterns and anything with spaces or odd bytes are refused with the
     /// reason.
     pub fn parse(raw: &str) -> Result<Self, String> {
-        let why = |w: &str| Err(format!("--network pattern `{raw}` {w}"));
+        let why = |w: &str| Err(format!("pattern `{raw}` {w}"));
         if raw.is_empty() {
             return why("is empty: name a host, like api.example.com");
         }
@@ -138,7 +141,7 @@ impl HostPattern {
         }
         let lower = raw.to_ascii_lowercase();
         if lower == "*" {
-            return why("allows every host: use --network full for that");
+            return why("allows every host: use {network} full for that");
         }
         if let Some(suffix) = lower.strip_prefix("*.") {
             if !valid_host_name(suffix) {
@@ -294,16 +297,18 @@ impl SandboxLimits {
     pub const MIN_PROCESSES: u32 = 300;
     /// The largest `pid_max` (`PID_MAX_LIMIT` on 64-bit).
     pub const MAX_PROCESSES: u32 = 4 * 1024 * 1024 - 1;
+    /// The limits of a request that names none (a const, so every front end shows them).
+    pub const DEFAULT: Self = Self {
+        processes: 4096,
+        memory_bytes: 8 << 30,
+        tmp_bytes: 2 << 30,
+        file_size_bytes: 8 << 30,
+    };
 }
 
 impl Default for SandboxLimits {
     fn default() -> Self {
-        Self {
-            processes: 4096,
-            memory_bytes: 8 << 30,
-            tmp_bytes: 2 << 30,
-            file_size_bytes: 8 << 30,
-        }
+        Self::DEFAULT
     }
 }
 

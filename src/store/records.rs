@@ -17,10 +17,10 @@ use crate::spec::{AttemptSpec, RunId, RunRecord};
 #[derive(Debug, thiserror::Error)]
 pub enum CreateError {
     #[error(
-        "run id `{0}` already exists; choose another --run-id, or leave it out to get a fresh one"
+        "run id `{0}` already exists; choose another {{run_id}}, or leave it out to get a fresh one"
     )]
     Exists(RunId),
-    #[error("run `{0}` has no run.json to add an attempt to; `subpane ls` lists the runs")]
+    #[error("run `{0}` has no run.json to add an attempt to; {{@ls}} lists the runs")]
     NoRun(RunId),
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -115,3 +115,20 @@ fn json_that_is_no_request_gets_32600() {
     scenario(&env, "invalid_requests", Duration::from_secs(30));
     env.assert_no_leftovers();
 }
+
+/// Each tool's arguments filled with its schema's defaults (as Ajv's `useDefaults` does) are
+/// taken; `required` is only what the server needs.
+#[test]
+fn schema_defaults_are_taken_by_the_server() {
+    let env = TestEnv::new();
+    scenario(&env, "defaults", Duration::from_secs(90));
+    env.assert_no_leftovers();
+}
+
+/// Bad requests name their field as the tools spell it, never as a command-line flag.
+#[test]
+fn bad_requests_name_fields_never_flags() {
+    let env = TestEnv::new();
+    scenario(&env, "bad_requests", Duration::from_secs(60));
+    env.assert_no_leftovers();
+}

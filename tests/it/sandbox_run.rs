@@ -307,8 +307,12 @@ fn sandbox_settings_are_checked_before_anything_starts() {
     let env = TestEnv::new();
     for (args, says) in [
         (
-            vec!["run", "--network", "none", "--", "true"],
-            "add --sandbox",
+            vec!["run", "--network", "full", "--", "true"],
+            "--network is a sandbox setting; add --sandbox",
+        ),
+        (
+            vec!["run", "--max-procs", "300", "--", "true"],
+            "--max-procs is a sandbox setting; add --sandbox",
         ),
         (
             vec!["run", "--sandbox", "--network", "allow:*.com", "--", "true"],
@@ -341,6 +345,13 @@ fn sandbox_settings_are_checked_before_anything_starts() {
                 .next()
                 .is_none()
     );
+    // At its default, a sandbox setting without --sandbox is taken, with a warning naming it.
+    let r = env.sp(&["run", "--network", "none", "--max-tmp", "2G", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    for flag in ["--network", "--max-tmp"] {
+        let said = format!("warning: {flag} is a sandbox setting and is ignored without --sandbox");
+        assert!(r.stderr.contains(&said), "{}", r.stderr);
+    }
     env.assert_no_leftovers();
 }
 

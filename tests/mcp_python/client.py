@@ -11,6 +11,7 @@ scenario and shows what it printed.
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -114,6 +115,96 @@ async def schemas(s):
         assert props(tool)["detail"]["type"] == "boolean", tool
     assert props("list")["offset"]["type"] == "integer"
     print("schemas: ok")
+
+
+def flag_in(t):
+    """A command-line flag in `t`: `--` before a letter."""
+    return re.search(r"--[A-Za-z]", t)
+
+
+def input_schema(tool):
+    return tool.input_schema if hasattr(tool, "input_schema") else tool.inputSchema
+
+
+def use_defaults(schema, v):
+    """Every property with a default gets it, in nested objects and array items too: what
+    Ajv's `useDefaults` does to the arguments before a client sends them."""
+    if isinstance(v, dict):
+        for k, p in schema.get("properties", {}).items():
+            if "default" in p and k not in v:
+                v[k] = json.loads(json.dumps(p["default"]))
+            if k in v:
+                use_defaults(p, v[k])
+    elif isinstance(v, list) and "items" in schema:
+        for x in v:
+            use_defaults(schema["items"], x)
+    return v
+
+
+async def defaults(s):
+    """Each tool's arguments filled with its schema's defaults are not refused for them;
+    `required` lists only what the server needs."""
+    by = {t.name: t for t in (await s.list_tools()).tools}
+    req = {n: input_schema(t).get("required", []) for n, t in by.items()}
+    assert req["list"] == [] and req["run"] == [], req
+    assert req["logs"] == ["run_id"] and req["retry"] == ["run_id"], req
+    props = input_schema(by["run"])["properties"]
+    assert props["max_procs"]["minimum"] == 300, props["max_procs"]
+    assert "sandbox setting" in props["max_procs"]["description"], props["max_procs"]
+    r = await s.call_tool("run", {"argv": ["true"], "run_id": "d0"})
+    assert not r.is_error, text(r)
+    calls = [
+        ("run", {"argv": ["true"], "run_id": "d1"}),
+        ("status", {"run_id": "d0"}),
+        ("wait", {"run_ids": ["d0"]}),
+        ("logs", {"run_id": "d0"}),
+        ("cancel", {"run_id": "d0"}),
+        ("list", {}),
+        ("fanout", {"tasks": [{"argv": ["true"]}, {"argv": ["true"]}]}),
+        ("retry", {"run_id": "d1"}),
+    ]
+    assert sorted(c for c, _ in calls) == sorted(by), sorted(by)
+    for tool, args in calls:
+        filled = use_defaults(input_schema(by[tool]), args)
+        jsonschema.Draft202012Validator(input_schema(by[tool])).validate(filled)
+        r = await s.call_tool(tool, filled)
+        assert not r.is_error, (tool, filled, text(r))
+        assert not flag_in(text(r)), (tool, text(r))
+    # The sandbox settings at their defaults are taken without `sandbox`, with a warning
+    # naming each (in the tools' words).
+    filled = use_defaults(input_schema(by["run"]), {"argv": ["true"], "run_id": "d2"})
+    assert filled["max_procs"] == 4096 and filled["max_tmp"] == "2G", filled
+    r = await s.call_tool("run", filled)
+    assert not r.is_error, text(r)
+    assert "`max_procs` is a sandbox setting and is ignored" in text(r), text(r)
+    print(f"defaults: {len(calls)} tools take their schema's defaults")
+
+
+async def bad_requests(s):
+    """Bad requests are tool errors that name the field as the tools do, never a flag."""
+    cases = [
+        ({"argv": ["true"], "max_procs": 12}, "`max_procs`"),
+        ({"argv": ["true"], "max_tmp": "1M"}, "`max_tmp`"),
+        ({"argv": ["true"], "max_memory": "1G"}, "`max_memory`"),
+        ({"argv": ["true"], "max_file_size": "1G"}, "`max_file_size`"),
+        ({"argv": ["true"], "sandbox": True, "max_procs": 299}, "`max_procs` 299 is out of range"),
+        ({"argv": ["true"], "sandbox": True, "max_tmp": "big"}, "`max_tmp` `big` is not a size"),
+        ({"agent": "pi", "task_file": "/nonexistent/t.md"}, "`task_file`"),
+        ({"agent": "pi", "task": "x", "system_prompt_file": "/nonexistent/s.md"},
+         "`system_prompt_file`"),
+        ({"argv": ["true"], "timeout": "5"}, "`timeout`"),
+        ({"argv": ["true"], "cwd": "/nonexistent"}, "`cwd`"),
+        ({"argv": ["true"], "network": "full"}, "`network` is a sandbox setting"),
+        ({"argv": ["true"], "model": "m"}, "`model`"),
+        ({"agent": "pi"}, "`task`"),
+        ({}, "`argv`"),
+    ]
+    for args, want in cases:
+        r = await s.call_tool("run", args)
+        assert r.is_error, (args, text(r))
+        assert want in text(r), (args, want, text(r))
+        assert not flag_in(text(r)), (args, text(r))
+    print(f"bad_requests: {len(cases)} refused naming their field")
 
 
 async def long_run(s):
@@ -326,9 +417,10 @@ def main():
     elif name == "invalid_requests":
         invalid_requests()
     else:
-        asyncio.run(connected({"schemas": schemas, "long_run": long_run, "sizes": sizes,
-                               "answers": answers, "running_fanout": running_fanout,
-                               "pages": pages}[name]))
+        scenarios = {"schemas": schemas, "long_run": long_run, "sizes": sizes,
+                     "answers": answers, "running_fanout": running_fanout, "pages": pages,
+                     "defaults": defaults, "bad_requests": bad_requests}
+        asyncio.run(connected(scenarios[name]))
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ pub fn plan_tasks(
                 let msg = json_message(e.inner());
                 errors.push(format!(
                     "line {line}: {}{msg}",
-                    crate::app::wording::field_of(&path, &msg)
+                    crate::app::invalid::at_path(&path, &msg)
                 ));
             }
         }
@@ -149,10 +149,11 @@ fn plan_numbered(
                     request,
                 });
             }
-            Err(e) => errors.push(format!(
-                "{unit} {line}: {}",
-                crate::app::wording::as_fields(&e.to_string())
-            )),
+            Err(e) => errors.push(e.render(if unit == "task" {
+                crate::app::Spell::Task(*line)
+            } else {
+                crate::app::Spell::Line(*line)
+            })),
         }
     }
     if errors.is_empty() {
@@ -265,7 +266,7 @@ mod tests {
             .to_string();
         assert!(m.contains("task 2: run id `a` is also on task 1"), "{m}");
         assert!(
-            m.contains("task 3: invalid duration `5` for `timeout`"),
+            m.contains("task 3: field timeout `5` is not a duration"),
             "{m}"
         );
         assert!(m.ends_with("nothing was started"), "{m}");
@@ -281,7 +282,7 @@ mod tests {
         assert!(m.contains("line 2: unknown field `timeuot`"), "{m}");
         // Line errors name the JSON field, never a command-line flag.
         assert!(
-            m.contains("line 5: invalid duration `5` for `timeout`"),
+            m.contains("line 5: field timeout `5` is not a duration"),
             "{m}"
         );
         assert!(!m.contains("--"), "{m}");

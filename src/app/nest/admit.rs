@@ -154,14 +154,14 @@ pub(super) fn admit(n: &NestRequest, parent: &AttemptSpec) -> Result<RunRequest,
     let mut req = n.request.clone();
     if req.worktree {
         return Err(Error::invalid(
-            "--worktree is not offered to a run from a sandbox: its git worktree would be made by git outside the sandbox, from a repository the sandboxed program could have written",
+            "{worktree} is not offered to a run from a sandbox: its git worktree would be made by git outside the sandbox, from a repository the sandboxed program could have written",
         ));
     }
     // A task is text to the planner; a file would be read outside the sandbox, where the
     // caller may not see it (the client reads it inside and sends its text).
     for (flag, file) in [
-        ("--task", &req.task_file),
-        ("--system-prompt", &req.system_prompt_file),
+        ("{task}", &req.task_file),
+        ("{system_prompt}", &req.system_prompt_file),
     ] {
         if file.is_some() {
             return Err(Error::invalid(format!(

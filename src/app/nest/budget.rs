@@ -134,9 +134,9 @@ impl Budget {
         };
         if want.processes > spare.processes {
             let asked = match ask.processes {
-                Some(n) => format!("--max-procs {n}"),
+                Some(n) => format!("{{max_procs}} {n}"),
                 None => format!(
-                    "the default of a run from a sandbox (an eighth of its parent's --max-procs, at least {least}: {})",
+                    "the default of a run from a sandbox (an eighth of its parent's {{max_procs}}, at least {least}: {})",
                     want.processes
                 ),
             };
@@ -150,9 +150,9 @@ impl Budget {
         }
         if want.tmp > spare.tmp {
             let asked = match ask.tmp {
-                Some(n) => format!("--max-tmp {}", format_size(n)),
+                Some(n) => format!("{{max_tmp}} {}", format_size(n)),
                 None => format!(
-                    "the default of a run from a sandbox (an eighth of its parent's --max-tmp: {})",
+                    "the default of a run from a sandbox (an eighth of its parent's {{max_tmp}}: {})",
                     format_size(want.tmp)
                 ),
             };
@@ -304,18 +304,18 @@ mod tests {
         b.take(ask(Some(600), Some(32 * MIB)), &k).unwrap();
         let e = b.take(ask(Some(600), None), &k).unwrap_err();
         assert!(
-            e.starts_with("--max-procs 600 is more than the parent sandbox can spare: 300 of its 1200 processes")
+            e.starts_with("{max_procs} 600 is more than the parent sandbox can spare: 300 of its 1200 processes")
                 && e.contains("1 live run(s) from it hold 600"),
             "{e}"
         );
         let e = b.take(ask(None, Some(40 * MIB)), &k).unwrap_err();
         assert!(
-            e.starts_with("--max-tmp 40M is more than") && e.contains("of its 64M of /tmp"),
+            e.starts_with("{max_tmp} 40M is more than") && e.contains("of its 64M of /tmp"),
             "{e}"
         );
         // A parent too small for the default of a child.
         let e = budget(400, 64 * MIB).grant(Ask::default()).unwrap_err();
-        assert!(e.contains("an eighth of its parent's --max-procs"), "{e}");
+        assert!(e.contains("an eighth of its parent's {max_procs}"), "{e}");
         // Refusals changed nothing.
         assert_eq!(log.borrow().len(), 1);
         assert_eq!(b.live.len(), 1);

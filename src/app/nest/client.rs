@@ -46,9 +46,9 @@ impl NestRequest {
         let sys = RealSystem;
         // A file is read here, where the caller sees it: the request carries its text.
         for (flag, text, file) in [
-            ("--task", &mut request.task, &mut request.task_file),
+            ("task", &mut request.task, &mut request.task_file),
             (
-                "--system-prompt",
+                "system_prompt",
                 &mut request.system_prompt,
                 &mut request.system_prompt_file,
             ),
@@ -60,7 +60,7 @@ impl NestRequest {
         }
         let cwd = sys.current_dir().map_err(|e| {
             Error::invalid(format!(
-                "cannot read the current directory: {e}; pass --cwd"
+                "cannot read the current directory: {e}; pass {{cwd}}"
             ))
         })?;
         let agent = request.agent.unwrap_or(AgentKind::Command);

@@ -108,14 +108,14 @@ pub(super) fn within_network(child: &Network, parent: &Network) -> Result<(), St
             match c.iter().find(|c| !p.iter().any(|p| covers(p, c))) {
                 None => Ok(()),
                 Some(c) => Err(format!(
-                    "--network allows `{}`, which the parent sandbox does not ({}): a run from a sandbox reaches at most what its parent reaches",
+                    "{{network}} allows `{}`, which the parent sandbox does not ({}): a run from a sandbox reaches at most what its parent reaches",
                     String::from(c.clone()),
                     shown(parent)
                 )),
             }
         }
         _ => Err(format!(
-            "--network {}: the parent sandbox's network is {}, and a run from a sandbox reaches at most what its parent reaches",
+            "{{network}} {}: the parent sandbox's network is {}, and a run from a sandbox reaches at most what its parent reaches",
             shown(child),
             shown(parent)
         )),
@@ -174,7 +174,7 @@ pub(super) fn fit(
         let what = if w == cwd {
             "the working directory"
         } else if named.iter().any(|a| a == w) {
-            "--writable"
+            "{writable}"
         } else {
             "the agent's state directory"
         };
@@ -368,7 +368,7 @@ mod tests {
             hidden: vec![],
         });
         let e = fits(c, "/work").unwrap_err();
-        assert!(e.starts_with("--writable `/etc`"), "{e}");
+        assert!(e.starts_with("{writable} `/etc`"), "{e}");
     }
 
     #[test]
@@ -470,7 +470,7 @@ mod tests {
             assert!(e.contains(wider), "{wider}: {e}");
         }
         let e = within_network(&Network::Full, &Network::None).unwrap_err();
-        assert!(e.contains("--network full") && e.contains("is none"), "{e}");
+        assert!(e.contains("{network} full") && e.contains("is none"), "{e}");
         assert_eq!(
             network_flag(&parent),
             "allow:example.com,*.example.org,10.0.0.1"

@@ -202,5 +202,6 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         spec,
         env,
         prompt: r.task.map(|t| t.prompt),
+        warnings: Vec::new(),
     })
 }

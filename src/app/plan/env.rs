@@ -49,9 +49,10 @@ pub(in crate::app) fn environment(
 ) -> Result<(Vec<(OsString, OsString)>, EnvSpec), Error> {
     for name in &req.env_pass {
         if !valid_env_name(name) {
-            return Err(Error::invalid(format!(
-                "--env-pass name `{name}` is not a valid variable name"
-            )));
+            return Err(Error::about(
+                "{env_pass}",
+                format!("name `{name}` is not a valid variable name"),
+            ));
         }
     }
     let keep = |k: &OsStr| -> bool {
@@ -94,9 +95,10 @@ pub(in crate::app) fn environment(
     }
     for (k, v) in &req.env {
         if !valid_env_name(k) {
-            return Err(Error::invalid(format!(
-                "--env name `{k}` is not a valid variable name"
-            )));
+            return Err(Error::about(
+                "{env}",
+                format!("name `{k}` is not a valid variable name"),
+            ));
         }
         put(&mut env, k, v);
     }

@@ -111,13 +111,16 @@ pub(in crate::app) fn named_path(
     let abs = lexical(&caller_dir.join(p));
     let real = sys
         .canonicalize(&abs)
-        .map_err(|e| Error::invalid(format!("{flag} `{}` cannot be used: {e}", p.display())))?;
+        .map_err(|e| Error::about(flag, format!("`{}` cannot be used: {e}", p.display())))?;
     if real != abs {
-        return Err(Error::invalid(format!(
-            "{flag} `{}` passes through a symbolic link (it leads to `{}`): name the real path if that is what you mean; a link in a writable tree may have been planted by a program",
-            p.display(),
-            real.display()
-        )));
+        return Err(Error::about(
+            flag,
+            format!(
+                "`{}` passes through a symbolic link (it leads to `{}`): name the real path if that is what you mean; a link in a writable tree may have been planted by a program",
+                p.display(),
+                real.display()
+            ),
+        ));
     }
     Ok(real)
 }
@@ -170,28 +173,34 @@ pub(in crate::app) fn check_policy(
     asked: &crate::spec::SandboxAsk,
     g: &Guarded<'_>,
 ) -> Result<(), Error> {
-    for (flag, paths) in [("--writable", &asked.writable), ("--hide", &asked.hidden)] {
+    for (flag, paths) in [("{writable}", &asked.writable), ("{hide}", &asked.hidden)] {
         for p in paths {
             match sys.canonicalize(p) {
                 Ok(real) if &real == p => {}
                 Ok(real) => {
-                    return Err(Error::invalid(format!(
-                        "{flag} `{}` now passes through a symbolic link (it leads to `{}`); a program of an earlier attempt may have planted it: remove the link, or start a new run",
-                        p.display(),
-                        real.display()
-                    )));
+                    return Err(Error::about(
+                        flag,
+                        format!(
+                            "`{}` now passes through a symbolic link (it leads to `{}`); a program of an earlier attempt may have planted it: remove the link, or start a new run",
+                            p.display(),
+                            real.display()
+                        ),
+                    ));
                 }
-                Err(_) if flag == "--hide" => {
-                    return Err(Error::invalid(format!(
-                        "--hide `{}` is gone, so it cannot be hidden (a program of an earlier attempt may have moved it or a directory above it, and would see it under its new name): put it back, or start a new run",
-                        p.display()
-                    )));
+                Err(_) if flag == "{hide}" => {
+                    return Err(Error::about(
+                        "{hide}",
+                        format!(
+                            "`{}` is gone, so it cannot be hidden (a program of an earlier attempt may have moved it or a directory above it, and would see it under its new name): put it back, or start a new run",
+                            p.display()
+                        ),
+                    ));
                 }
                 Err(e) => {
-                    return Err(Error::invalid(format!(
-                        "--writable `{}` cannot be used: {e}",
-                        p.display()
-                    )));
+                    return Err(Error::about(
+                        "{writable}",
+                        format!("`{}` cannot be used: {e}", p.display()),
+                    ));
                 }
             }
         }
@@ -201,13 +210,13 @@ pub(in crate::app) fn check_policy(
     }
     if let Some(both) = asked.writable.iter().find(|w| asked.hidden.contains(w)) {
         return Err(Error::invalid(format!(
-            "`{}` is both --hide and --writable: a hidden path cannot be seen, and a writable one is; give it once",
+            "`{}` is both {{hide}} and {{writable}}: a hidden path cannot be seen, and a writable one is; give it once",
             both.display()
         )));
     }
     check_writable("the workspace", g.workspace, g)?;
     for w in &asked.writable {
-        check_writable("--writable", w, g)?;
+        check_writable("{writable}", w, g)?;
     }
     Ok(())
 }
@@ -225,27 +234,35 @@ fn is_or_holds(w: &Path, place: &Path, name: &str) -> String {
 fn check_hidden(h: &Path, g: &Guarded<'_>) -> Result<(), Error> {
     let shown = h.display();
     if h == Path::new("/") {
-        return Err(Error::invalid(
-            "--hide `/` would hide everything, the program included: name what it must not see",
+        return Err(Error::about(
+            "{hide}",
+            "`/` would hide everything, the program included: name what it must not see",
         ));
     }
     if g.workspace.starts_with(h) {
-        return Err(Error::invalid(format!(
-            "--hide `{shown}` holds the workspace `{}`, which the program needs: hide what is inside it instead",
-            g.workspace.display()
-        )));
+        return Err(Error::about(
+            "{hide}",
+            format!(
+                "`{shown}` holds the workspace `{}`, which the program needs: hide what is inside it instead",
+                g.workspace.display()
+            ),
+        ));
     }
     if let Some((tree, instead)) = MOUNTED_BY_THE_SANDBOX
         .iter()
         .find(|(t, _)| h.starts_with(t))
     {
-        return Err(Error::invalid(format!(
-            "--hide `{shown}` is in `{tree}`, where {instead}: the host's is not seen there anyway; drop it"
-        )));
+        return Err(Error::about(
+            "{hide}",
+            format!(
+                "`{shown}` is in `{tree}`, where {instead}: the host's is not seen there anyway; drop it"
+            ),
+        ));
     }
     if h == Path::new(TMP) {
-        return Err(Error::invalid(
-            "--hide `/tmp`: the sandbox's /tmp is its own, and the host's is never seen; drop it",
+        return Err(Error::about(
+            "{hide}",
+            "`/tmp`: the sandbox's /tmp is its own, and the host's is never seen; drop it",
         ));
     }
     Ok(())
@@ -255,52 +272,72 @@ fn check_hidden(h: &Path, g: &Guarded<'_>) -> Result<(), Error> {
 fn check_writable(what: &str, w: &Path, g: &Guarded<'_>) -> Result<(), Error> {
     let shown = w.display();
     if w == Path::new("/") {
-        return Err(Error::invalid(format!(
-            "{what} `/` would let the program write everywhere: name the directories it needs"
-        )));
+        return Err(Error::about(
+            what,
+            "`/` would let the program write everywhere: name the directories it needs",
+        ));
     }
     if w == Path::new(TMP) {
-        return Err(Error::invalid(format!(
-            "{what} `/tmp` is the sandbox's own /tmp, writable already (the host's is never seen): name a directory of its own"
-        )));
+        return Err(Error::about(
+            what,
+            "`/tmp` is the sandbox's own /tmp, writable already (the host's is never seen): name a directory of its own",
+        ));
     }
     if let Some((tree, holds)) = MACHINE_TREES.iter().find(|(t, _)| w.starts_with(t)) {
-        return Err(Error::invalid(format!(
-            "{what} `{shown}` is in `{tree}`, {holds}: writing there acts outside the sandbox; name the directories the program needs"
-        )));
+        return Err(Error::about(
+            what,
+            format!(
+                "`{shown}` is in `{tree}`, {holds}: writing there acts outside the sandbox; name the directories the program needs"
+            ),
+        ));
     }
     if let Some(home) = g.user_home.as_deref().filter(|h| h.starts_with(w)) {
-        return Err(Error::invalid(format!(
-            "{what} `{shown}` {}: the program could change your shell's start-up files and your agents' settings, which run outside the sandbox later; name the directories it needs",
-            is_or_holds(w, home, "your home")
-        )));
+        return Err(Error::about(
+            what,
+            format!(
+                "`{shown}` {}: the program could change your shell's start-up files and your agents' settings, which run outside the sandbox later; name the directories it needs",
+                is_or_holds(w, home, "your home")
+            ),
+        ));
     }
     if g.subpane_home.starts_with(w) {
-        return Err(Error::invalid(format!(
-            "{what} `{shown}` {}: the program could move the home away and put forged runs in its place, which subpane would list and retry outside the sandbox; name a directory beside the home",
-            is_or_holds(w, g.subpane_home, "subpane's home")
-        )));
+        return Err(Error::about(
+            what,
+            format!(
+                "`{shown}` {}: the program could move the home away and put forged runs in its place, which subpane would list and retry outside the sandbox; name a directory beside the home",
+                is_or_holds(w, g.subpane_home, "subpane's home")
+            ),
+        ));
     }
     // A `--worktree` attempt's workspace is subpane's own worktree, under the home.
     let own_worktree = what == "the workspace" && w.starts_with(g.subpane_home.join("worktrees"));
     if w.starts_with(g.subpane_home) && !own_worktree {
-        return Err(Error::invalid(format!(
-            "{what} `{shown}` is inside subpane's home `{}`: the records of runs must stay out of a program's reach",
-            g.subpane_home.display()
-        )));
+        return Err(Error::about(
+            what,
+            format!(
+                "`{shown}` is inside subpane's home `{}`: the records of runs must stay out of a program's reach",
+                g.subpane_home.display()
+            ),
+        ));
     }
     if let Some(dir) = g.tmux_socket_dir.as_deref().filter(|d| d.starts_with(w)) {
-        return Err(Error::invalid(format!(
-            "{what} `{shown}` {}: the program could move the socket away and answer in the tmux server's place, which runs whatever is asked of it outside the sandbox; name another directory",
-            is_or_holds(w, dir, "the directory of subpane's tmux socket")
-        )));
+        return Err(Error::about(
+            what,
+            format!(
+                "`{shown}` {}: the program could move the socket away and answer in the tmux server's place, which runs whatever is asked of it outside the sandbox; name another directory",
+                is_or_holds(w, dir, "the directory of subpane's tmux socket")
+            ),
+        ));
     }
     for p in g.protected() {
         if p.starts_with(w) || w.starts_with(&p) {
-            return Err(Error::invalid(format!(
-                "{what} `{shown}` would make `{}` writable, which runs outside the sandbox later (agent settings, shell start-up files): name other directories",
-                p.display()
-            )));
+            return Err(Error::about(
+                what,
+                format!(
+                    "`{shown}` would make `{}` writable, which runs outside the sandbox later (agent settings, shell start-up files): name other directories",
+                    p.display()
+                ),
+            ));
         }
     }
     Ok(())
@@ -358,7 +395,7 @@ mod tests {
             ("/tmp", "own /tmp"),
             ("/tmp/tmux-0", "is the directory of subpane's tmux socket"),
         ] {
-            let e = check_writable("--writable", Path::new(w), &g).unwrap_err();
+            let e = check_writable("{writable}", Path::new(w), &g).unwrap_err();
             assert!(e.to_string().contains(says), "{w}: {e}");
         }
         for w in [
@@ -372,7 +409,7 @@ mod tests {
             "/tmp/build",
         ] {
             assert!(
-                check_writable("--writable", Path::new(w), &g).is_ok(),
+                check_writable("{writable}", Path::new(w), &g).is_ok(),
                 "{w}"
             );
         }
@@ -384,7 +421,7 @@ mod tests {
             tmux_socket_dir: Some("/srv/sock/tmux".into()),
             ..guarded(ws, sh)
         };
-        let e = check_writable("--writable", Path::new("/srv/sock"), &g).unwrap_err();
+        let e = check_writable("{writable}", Path::new("/srv/sock"), &g).unwrap_err();
         assert!(
             e.to_string()
                 .contains("holds the directory of subpane's tmux socket `/srv/sock/tmux`"),

@@ -34,7 +34,7 @@ pub(in crate::app) fn lineage(
     let depth = num("SUBPANE_DEPTH").unwrap_or(0) + 1;
     if depth > max {
         return Err(Error::invalid(format!(
-            "runs may nest at most {max} deep (--max-depth, inherited through SUBPANE_MAX_DEPTH), and this one would be {depth} deep: {} > {run_id}; finish the work in this run instead of starting another",
+            "runs may nest at most {max} deep ({{max_depth}}, inherited through SUBPANE_MAX_DEPTH), and this one would be {depth} deep: {} > {run_id}; finish the work in this run instead of starting another",
             chain.join(" > ")
         )));
     }

@@ -25,7 +25,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{Error, RunRequest, worktree};
+use super::{Error, Invalid, RunRequest, worktree};
 use crate::adapter::{ArgvContext, BASE_ENV, adapter_for, env_allowed};
 use crate::git::{REPO_VARS, RepoDirs};
 use crate::spec::{
@@ -78,6 +78,8 @@ pub struct Plan {
     pub env: Vec<(OsString, OsString)>,
     /// The task, written to `prompt.txt`.
     pub prompt: Option<String>,
+    /// What was taken but is worth saying (`{field}` names a field: the edge spells it).
+    pub warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for Plan {
@@ -113,10 +115,10 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
     };
     let d = Limits::default();
     Ok(Limits {
-        timeout_ms: positive("--timeout", &req.timeout)?,
-        idle_timeout_ms: positive("--idle-timeout", &req.idle_timeout)?,
-        linger_ms: any("--linger", &req.linger, d.linger_ms)?,
-        grace_ms: any("--grace", &req.grace, d.grace_ms)?,
+        timeout_ms: positive("timeout", &req.timeout)?,
+        idle_timeout_ms: positive("idle_timeout", &req.idle_timeout)?,
+        linger_ms: any("linger", &req.linger, d.linger_ms)?,
+        grace_ms: any("grace", &req.grace, d.grace_ms)?,
     })
 }
 
@@ -131,22 +133,22 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         Some(c) => c.clone(),
         None => sys.current_dir().map_err(|e| {
             Error::invalid(format!(
-                "cannot read the current directory: {e}; pass --cwd"
+                "cannot read the current directory: {e}; give {{cwd}}"
             ))
         })?,
     };
     let cwd = sys.canonicalize(&cwd_raw).map_err(|e| {
-        Error::invalid(format!("--cwd `{}` cannot be used: {e}", cwd_raw.display()))
+        Invalid::new(
+            "cwd",
+            format!("`{}` cannot be used: {e}", cwd_raw.display()),
+        )
     })?;
     if !sys.is_dir(&cwd) {
-        return Err(Error::invalid(format!(
-            "--cwd `{}` is not a directory",
-            cwd.display()
-        )));
+        return Err(Invalid::new("cwd", format!("`{}` is not a directory", cwd.display())).into());
     }
     for k in req.labels.keys() {
         if k.is_empty() {
-            return Err(Error::invalid("--label needs a name: KEY=VALUE"));
+            return Err(Invalid::new("labels", "needs a name: KEY=VALUE").into());
         }
     }
     let caller_vars = sys.vars();
@@ -162,7 +164,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         wt.git_time_limit_ms = Some(crate::spec::millis(d));
     }
     let network = match &req.network {
-        Some(n) if req.sandbox => Network::parse(n).map_err(Error::invalid)?,
+        Some(n) if req.sandbox => Network::parse(n).map_err(|e| Invalid::new("network", e))?,
         _ => Network::None,
     };
     // The lineage comes from the caller's environment, or, when that lost it, from the
@@ -192,8 +194,9 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         argv[0] = worktree::rebase_program(given, &argv[0], wt);
     }
     let caller_dir = sys.current_dir().unwrap_or_else(|_| cwd.clone());
-    let sandbox = sandbox_request(req, sys, &caller_dir, network)?;
-    assemble(
+    let mut warnings = Vec::new();
+    let sandbox = sandbox_request(req, sys, &caller_dir, network, &mut warnings)?;
+    let mut plan = assemble(
         Resolved {
             run_id,
             attempt: 1,
@@ -217,5 +220,7 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
         },
         home,
         sys,
-    )
+    )?;
+    plan.warnings = warnings;
+    Ok(plan)
 }

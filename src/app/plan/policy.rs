@@ -14,6 +14,8 @@
 use super::git_view::workspace_repo;
 use super::guard::{Guarded, check_policy, named_path};
 use super::*;
+use crate::app::Invalid;
+use crate::spec::SandboxLimits;
 
 /// What a run asked of the sandbox: kept for every attempt of the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,28 +64,63 @@ fn outside(paths: &[PathBuf], home: &Home) -> Vec<PathBuf> {
 }
 
 /// The sandbox part of a request, its paths resolved against `caller_dir`; `None` without
-/// `--sandbox` (sandbox flags without it are refused).
+/// `sandbox`. Without it, a sandbox setting at its default value is taken with a warning
+/// (a client that fills in every default of the schema), any other is refused.
 pub(in crate::app) fn sandbox_request(
     req: &RunRequest,
     sys: &dyn System,
     caller_dir: &Path,
     network: Network,
+    warnings: &mut Vec<String>,
 ) -> Result<Option<SandboxRequest>, Error> {
     if !req.sandbox {
+        let d = SandboxLimits::DEFAULT;
+        let size_is = |v: &Option<String>, default: u64| {
+            v.as_deref()
+                .is_none_or(|s| crate::spec::parse_size("", s).is_ok_and(|b| b == default))
+        };
         let given = [
-            ("--network", req.network.is_some()),
-            ("--writable", !req.writable.is_empty()),
-            ("--hide", !req.hide.is_empty()),
-            ("--env-pass", !req.env_pass.is_empty()),
-            ("--max-procs", req.max_procs.is_some()),
-            ("--max-memory", req.max_memory.is_some()),
-            ("--max-tmp", req.max_tmp.is_some()),
-            ("--max-file-size", req.max_file_size.is_some()),
+            (
+                "network",
+                req.network.is_some(),
+                req.network.as_deref() == Some(Network::NONE),
+            ),
+            ("writable", !req.writable.is_empty(), false),
+            ("hide", !req.hide.is_empty(), false),
+            ("env_pass", !req.env_pass.is_empty(), false),
+            (
+                "max_procs",
+                req.max_procs.is_some(),
+                req.max_procs.is_none_or(|n| n == d.processes),
+            ),
+            (
+                "max_memory",
+                req.max_memory.is_some(),
+                size_is(&req.max_memory, d.memory_bytes),
+            ),
+            (
+                "max_tmp",
+                req.max_tmp.is_some(),
+                size_is(&req.max_tmp, d.tmp_bytes),
+            ),
+            (
+                "max_file_size",
+                req.max_file_size.is_some(),
+                size_is(&req.max_file_size, d.file_size_bytes),
+            ),
         ];
-        if let Some((flag, _)) = given.iter().find(|(_, g)| *g) {
-            return Err(Error::invalid(format!(
-                "{flag} is a sandbox setting: add --sandbox to run sandboxed"
-            )));
+        for (field, given, at_default) in given {
+            if !given {
+                continue;
+            }
+            if !at_default {
+                return Err(Invalid::new(field, "is a sandbox setting")
+                    .hint("add {sandbox} to run sandboxed, or leave it out")
+                    .into());
+            }
+            warnings.push(format!(
+                "{{{field}}} is a sandbox setting and is ignored without {{sandbox}} (it is at its default)"
+            ));
         }
         return Ok(None);
     }
@@ -91,10 +128,10 @@ pub(in crate::app) fn sandbox_request(
     for w in &req.writable {
         asked
             .writable
-            .push(named_path(sys, "--writable", caller_dir, w)?);
+            .push(named_path(sys, "{writable}", caller_dir, w)?);
     }
     for h in &req.hide {
-        asked.hidden.push(named_path(sys, "--hide", caller_dir, h)?);
+        asked.hidden.push(named_path(sys, "{hide}", caller_dir, h)?);
     }
     Ok(Some(SandboxRequest {
         network,
@@ -107,28 +144,35 @@ pub(in crate::app) fn sandbox_request(
 }
 
 /// The limits a request asks for, the defaults for the rest.
-fn sandbox_limits(req: &RunRequest) -> Result<crate::spec::SandboxLimits, Error> {
-    use crate::spec::{SandboxLimits, parse_size};
-    let d = SandboxLimits::default();
-    let size = |flag: &str, v: &Option<String>, default: u64| {
-        v.as_deref()
-            .map_or(Ok(default), |s| parse_size(flag, s).map_err(Error::invalid))
+fn sandbox_limits(req: &RunRequest) -> Result<SandboxLimits, Error> {
+    use crate::spec::parse_size;
+    let d = SandboxLimits::DEFAULT;
+    let size = |field: &str, v: &Option<String>, default: u64| {
+        v.as_deref().map_or(Ok(default), |s| {
+            parse_size("", s).map_err(|e| {
+                // The size's own words, after its "for FLAG:".
+                let why = e.split_once(": ").map_or(e.as_str(), |(_, w)| w);
+                Error::from(Invalid::new(field, format!("`{s}` is not a size: {why}")))
+            })
+        })
     };
     let processes = req.max_procs.unwrap_or(d.processes);
     let range = SandboxLimits::MIN_PROCESSES..=SandboxLimits::MAX_PROCESSES;
     if !range.contains(&processes) {
-        return Err(Error::invalid(format!(
-            "--max-procs {processes} is out of range: give {} to {} (processes and threads at once; the kernel's smallest limit per PID namespace is {})",
-            range.start(),
-            range.end(),
-            range.start()
-        )));
+        return Err(Invalid::new("max_procs", format!("{processes} is out of range"))
+            .hint(format!(
+                "give {} to {} (processes and threads at once; the kernel's smallest limit per PID namespace is {})",
+                range.start(),
+                range.end(),
+                range.start()
+            ))
+            .into());
     }
     Ok(SandboxLimits {
         processes,
-        memory_bytes: size("--max-memory", &req.max_memory, d.memory_bytes)?,
-        tmp_bytes: size("--max-tmp", &req.max_tmp, d.tmp_bytes)?,
-        file_size_bytes: size("--max-file-size", &req.max_file_size, d.file_size_bytes)?,
+        memory_bytes: size("max_memory", &req.max_memory, d.memory_bytes)?,
+        tmp_bytes: size("max_tmp", &req.max_tmp, d.tmp_bytes)?,
+        file_size_bytes: size("max_file_size", &req.max_file_size, d.file_size_bytes)?,
     })
 }
 

@@ -1,21 +1,29 @@
 //! What runs: the program or agent CLI, its task, and what the kernel would refuse.
 
 use super::*;
+use crate::app::Invalid;
 
 /// The text itself, or the content of the file (given one or the other, never both).
 pub(in crate::app) fn text_or_file(
     sys: &dyn System,
-    flag: &str,
+    field: &str,
     text: Option<&str>,
     file: Option<&Path>,
 ) -> Result<Option<String>, Error> {
+    let file_field = format!("{field}_file");
     match (text, file) {
-        (Some(_), Some(_)) => Err(Error::invalid(format!(
-            "give {flag} as text or as a file ({flag}-file), not both"
-        ))),
+        (Some(_), Some(_)) => Err(Invalid::new(field, "is given twice")
+            .hint(format!(
+                "give it as text or as a file ({{{file_field}}}), not both"
+            ))
+            .into()),
         (Some(t), None) => Ok(Some(t.to_owned())),
         (None, Some(path)) => sys.read_to_string(path).map(Some).map_err(|e| {
-            Error::invalid(format!("cannot read {flag} file `{}`: {e}", path.display()))
+            Invalid::new(
+                &file_field,
+                format!("`{}` cannot be read: {e}", path.display()),
+            )
+            .into()
         }),
         (None, None) => Ok(None),
     }
@@ -60,32 +68,34 @@ pub(in crate::app) fn program(
 ) -> Result<Program, Error> {
     let agent = req.agent.filter(|a| *a != AgentKind::Command);
     let agent_only = [
-        ("--model", req.model.is_some()),
+        ("{model}", req.model.is_some()),
         (
-            "--system-prompt",
+            "{system_prompt}",
             req.system_prompt.is_some() || req.system_prompt_file.is_some(),
         ),
-        ("--tools", !req.tools.is_empty()),
-        ("--thinking", req.thinking.is_some()),
-        ("--resume", req.resume.is_some()),
+        ("{tools}", !req.tools.is_empty()),
+        ("{thinking}", req.thinking.is_some()),
+        ("{resume}", req.resume.is_some()),
     ];
     match (agent, req.argv.is_empty()) {
         (Some(_), false) => Err(Error::invalid(
-            "give either --agent with --task, or a program after `--`, not both",
+            "give either {agent} with {task}, or {argv}, not both",
         )),
         (None, true) => Err(Error::invalid(
-            "nothing to run: give a program after `--` (e.g. `subpane run -- make test`; `argv` in a request) or --agent with --task (`agent` and `task`)",
+            "nothing to run: give {argv} or {agent} with {task}",
         )),
         (None, false) => {
             if req.task.is_some() || req.task_file.is_some() {
-                return Err(Error::invalid(
-                    "--task needs --agent; a program after `--` takes its own arguments",
+                return Err(Error::about(
+                    "{task}",
+                    "needs {agent}; {argv} takes its own arguments",
                 ));
             }
             if let Some((flag, _)) = agent_only.iter().find(|(_, given)| *given) {
-                return Err(Error::invalid(format!(
-                    "{flag} is for agents: it needs --agent pi|claude|codex"
-                )));
+                return Err(Error::about(
+                    flag,
+                    "is for agents: it needs {agent} pi|claude|codex",
+                ));
             }
             let mut argv = req.argv.clone();
             let program = resolve_program(sys, &argv[0], cwd, path)?;
@@ -101,38 +111,48 @@ pub(in crate::app) fn program(
             if let Some(t) = &req.thinking {
                 let levels = adapter.thinking_levels();
                 if !levels.contains(&t.as_str()) {
-                    return Err(Error::invalid(format!(
-                        "--thinking {t} is not a thinking level of {}: use {}",
-                        kind.as_str(),
-                        levels.join(", ")
-                    )));
+                    return Err(Error::about(
+                        "{thinking}",
+                        format!(
+                            "{t} is not a thinking level of {}: use {}",
+                            kind.as_str(),
+                            levels.join(", ")
+                        ),
+                    ));
                 }
             }
             let Some(prompt) =
-                text_or_file(sys, "--task", req.task.as_deref(), req.task_file.as_deref())?
+                text_or_file(sys, "task", req.task.as_deref(), req.task_file.as_deref())?
             else {
-                return Err(Error::invalid(format!(
-                    "--agent {} needs --task: say what the agent should do",
-                    kind.as_str()
-                )));
+                return Err(Error::about(
+                    "{agent}",
+                    format!(
+                        "{} needs {{task}}: say what the agent should do",
+                        kind.as_str()
+                    ),
+                ));
             };
             if prompt.trim().is_empty() {
-                return Err(Error::invalid(
-                    "--task is empty; say what the agent should do",
+                return Err(Error::about(
+                    "{task}",
+                    "is empty; say what the agent should do",
                 ));
             }
             let system_prompt = text_or_file(
                 sys,
-                "--system-prompt",
+                "system_prompt",
                 req.system_prompt.as_deref(),
                 req.system_prompt_file.as_deref(),
             )?;
             if let Some(s) = &system_prompt {
                 if s.len() > MAX_ARG_BYTES {
-                    return Err(Error::invalid(format!(
-                        "--system-prompt is {} KiB; it is passed as one argument, and Linux allows at most 128 KiB in one: shorten it, or move the long part into --task",
-                        s.len() / 1024
-                    )));
+                    return Err(Error::about(
+                        "{system_prompt}",
+                        format!(
+                            "is {} KiB; it is passed as one argument, and Linux allows at most 128 KiB in one: shorten it, or move the long part into {{task}}",
+                            s.len() / 1024
+                        ),
+                    ));
                 }
             }
             let binary = adapter.binary().unwrap_or("?");

@@ -89,7 +89,7 @@ fn at_file_tasks_are_read_and_missing_ones_refused() {
         ..req
     };
     let m = refused(&req, &sys);
-    assert!(m.contains("cannot read --task file `nope.md`"), "{m}");
+    assert!(m.contains("--task @FILE `nope.md` cannot be read"), "{m}");
     let both = RunRequest {
         task: Some("hi".into()),
         ..req.clone()
@@ -249,7 +249,7 @@ fn sandbox_settings_need_the_sandbox() {
     for (req, flag) in [
         (
             RunRequest {
-                network: Some("none".into()),
+                network: Some("full".into()),
                 ..cmd(&["make"])
             },
             "--network",
@@ -279,6 +279,104 @@ fn sandbox_settings_need_the_sandbox() {
         let m = refused(&req, &sys);
         assert!(m.contains(flag) && m.contains("add --sandbox"), "{m}");
     }
+    for (req, flag) in [
+        (
+            RunRequest {
+                max_procs: Some(12),
+                ..cmd(&["make"])
+            },
+            "--max-procs",
+        ),
+        (
+            RunRequest {
+                max_memory: Some("1G".into()),
+                ..cmd(&["make"])
+            },
+            "--max-memory",
+        ),
+        (
+            RunRequest {
+                max_tmp: Some("2G".into()),
+                max_file_size: Some("9G".into()),
+                ..cmd(&["make"])
+            },
+            "--max-file-size",
+        ),
+    ] {
+        let m = refused(&req, &sys);
+        assert!(m.starts_with(flag) && m.contains("add --sandbox"), "{m}");
+    }
+}
+
+/// A client that fills in every default of the schema (Ajv's `useDefaults`) is not refused
+/// for it: the sandbox settings at their defaults are taken with a warning each, and the
+/// rest are the values in force.
+#[test]
+fn every_default_the_table_shows_is_taken() {
+    use crate::app::field::FIELDS;
+    let sys = Fake::new();
+    let mut line = serde_json::json!({"argv": ["make"]});
+    for f in FIELDS {
+        if let Some(d) = f.default {
+            line[f.name] = d.json();
+        }
+    }
+    let req: RunRequest = serde_json::from_value(line.clone()).unwrap();
+    let p = plan(&req, &home(), &sys).unwrap_or_else(|e| panic!("{line}: {e}"));
+    assert_eq!(p.spec.limits, Limits::default());
+    for f in FIELDS.iter().filter(|f| f.sandbox && f.default.is_some()) {
+        let named = format!("{{{}}} is a sandbox setting and is ignored", f.name);
+        assert!(
+            p.warnings.iter().any(|w| w.starts_with(&named)),
+            "{}: {:?}",
+            f.name,
+            p.warnings
+        );
+    }
+    line["sandbox"] = true.into();
+    let req: RunRequest = serde_json::from_value(line.clone()).unwrap();
+    let p = plan(&req, &home(), &sys).unwrap_or_else(|e| panic!("{line}: {e}"));
+    assert_eq!(p.spec.sandbox.limits, crate::spec::SandboxLimits::DEFAULT);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+}
+
+/// The bounds the table shows are the planner's: the bound itself is taken, one past it is
+/// refused naming the field.
+#[test]
+fn the_bounds_the_table_shows_are_the_planners() {
+    use crate::app::field::FIELDS;
+    let sys = Fake::new();
+    let mut checked = 0;
+    for f in FIELDS {
+        let with = |n: u64| {
+            let mut line = serde_json::json!({"argv": ["make"], "sandbox": f.sandbox});
+            line[f.name] = n.into();
+            serde_json::from_value::<RunRequest>(line).unwrap()
+        };
+        for (bound, past) in [
+            (f.min, f.min.and_then(|m| m.checked_sub(1))),
+            (f.max, f.max.map(|m| m + 1)),
+        ] {
+            let Some(bound) = bound else { continue };
+            assert!(
+                plan(&with(bound), &home(), &sys).is_ok(),
+                "{} {bound}",
+                f.name
+            );
+            checked += 1;
+            // One past a bound may not fit the type (u32): then the type refuses it.
+            let Some(past) = past.filter(|p| u32::try_from(*p).is_ok()) else {
+                continue;
+            };
+            let m = refused(&with(past), &sys);
+            assert!(
+                m.contains(&format!("--{}", f.name.replace('_', "-"))),
+                "{} {past}: {m}",
+                f.name
+            );
+        }
+    }
+    assert!(checked >= 3, "{checked}");
 }
 
 #[test]

@@ -407,7 +407,7 @@ impl Top {
                             s.spec.attempt
                         );
                         if let Some(w) = warnings.first() {
-                            text.push_str(&format!("; warning: {w}"));
+                            text.push_str(&format!("; warning: {}", app::Spell::Flag.text(w)));
                         }
                         ui.say(text);
                     }

@@ -28,7 +28,7 @@ use super::call::{Call, Cancels, Reporter, blocking};
 use super::reply::{self, bounded, finished, live, prepend, result, to_value};
 use super::tools::{
     self, CancelArgs, Detail, FanoutArgs, ListArgs, LogsArgs, Mode, Paging, RetryArgs, StatusArgs,
-    TaskArgs, WaitArgs, Waiting,
+    WaitArgs, Waiting,
 };
 use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
 use crate::app::{

@@ -22,8 +22,7 @@ impl Server {
         // `wait`, `max_wait` and `detail` are the call's; the rest is the request.
         let w: Waiting = split(tools::RUN, &mut args)?;
         let Detail { detail } = split(tools::RUN, &mut args)?;
-        let task: TaskArgs = parse(tools::RUN, args)?;
-        let req = RunRequest::from(task);
+        let req: RunRequest = parse(tools::RUN, args)?;
         let max_wait = self.max_wait(w.max_wait.as_deref())?;
         let home = self.home.clone();
         let plan = blocking(move || app::plan(&req, &home, &RealSystem)).await?;
@@ -56,7 +55,7 @@ impl Server {
         };
         let mut r = self.start_and_answer(planned.plan, how, call).await?;
         for w in planned.warnings.iter().rev() {
-            prepend(&mut r, &format!("warning: {w}\n"));
+            prepend(&mut r, &format!("warning: {}\n", app::Spell::Field.text(w)));
         }
         Ok(r)
     }
@@ -131,7 +130,7 @@ impl Server {
                 let mut r = finished(&envelope, &started.paths, detail);
                 if started.spawn_failed.is_none() {
                     for w in started.warnings.iter().rev() {
-                        prepend(&mut r, &format!("warning: {w}\n"));
+                        prepend(&mut r, &format!("warning: {}\n", app::Spell::Field.text(w)));
                     }
                 }
                 Ok(r)
@@ -264,7 +263,7 @@ impl Server {
                 "`concurrency` must be at least 1".into(),
             ));
         }
-        let requests: Vec<RunRequest> = a.tasks.into_iter().map(RunRequest::from).collect();
+        let requests: Vec<RunRequest> = a.tasks;
         let home = self.home.clone();
         let reporter = call.reporter();
         // The group's driver is a run of its own: this call only starts it, and waits.
@@ -379,7 +378,7 @@ fn started_text(s: &Started) -> String {
         s.spec.run_id
     );
     for w in &s.warnings {
-        text.push_str(&format!("\nwarning: {w}"));
+        text.push_str(&format!("\nwarning: {}", app::Spell::Field.text(w)));
     }
     text
 }

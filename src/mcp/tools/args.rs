@@ -1,10 +1,11 @@
 //! The tools' arguments: the MCP edge's own types, their JSON Schemas (through `schemars`)
 //! and descriptions written for a model, turned into the application layer's types.
 //!
-//! The shared types (`RunRequest`, `AgentKind`, `LogFile`, `RunState`) carry no schema
-//! derive: a tool argument is what a model fills in (a task is text, a file is `task_file`),
-//! which need not be what the command line fills in (`--task @FILE`). A shared enum's schema
-//! is its list of names ([`names`]), checked against the type by a test.
+//! A request (`run`, a `fanout` task) is the application layer's [`RunRequest`] itself, its
+//! schema made from the one table of its fields ([`crate::app::field`]): a task is text, a
+//! file is `task_file` (the `@FILE` convention is the command line's). The other shared types
+//! (`AgentKind`, `LogFile`, `RunState`) carry no schema derive: a shared enum's schema is its
+//! list of names ([`names`]), checked against the type by a test.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,128 +15,16 @@ use serde::Deserialize;
 
 use crate::app::{LogFile, RetryOptions, RunRequest};
 use crate::envelope::RunState;
-use crate::spec::{AgentKind, DEFAULT_GRACE, DEFAULT_LINGER, DEFAULT_MAX_DEPTH, duration_text};
+use serde_json::Value;
 
-/// The request of a `run` call or of one `fanout` task: what to run, and how.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct TaskArgs {
-    /// The agent CLI to run with `task`: "pi", "claude" or "codex". Leave it out (or give
-    /// "command") to run `argv` instead.
-    #[schemars(schema_with = "agent_schema")]
-    pub agent: Option<AgentKind>,
-    /// What the agent should do, as text. Taken as it is, even when it begins with "@".
-    pub task: Option<String>,
-    /// A file whose content is the agent's task, instead of `task` (a relative path is
-    /// relative to the server's directory).
-    pub task_file: Option<PathBuf>,
-    /// A program and its arguments, e.g. ["make", "test"]. Not a shell line: use
-    /// ["sh", "-c", "..."] for one. Give either this or `agent` with `task`.
-    pub argv: Vec<String>,
-    /// The run id (letters, digits, ".", "_", "-"); generated when left out. Must be new.
-    pub run_id: Option<String>,
-    /// The directory the program runs in; the server's own directory when left out.
-    pub cwd: Option<PathBuf>,
-    /// The agent's model, as the agent CLI names it.
-    pub model: Option<String>,
-    /// The agent's system prompt, as text.
-    pub system_prompt: Option<String>,
-    /// A file whose content is the agent's system prompt, instead of `system_prompt`.
-    pub system_prompt_file: Option<PathBuf>,
-    /// Tools the agent may use (for claude they are pre-approved).
-    pub tools: Vec<String>,
-    /// The agent's thinking level.
-    pub thinking: Option<String>,
-    /// An agent session to continue: the `output.session_id` of an earlier result.
-    pub resume: Option<String>,
-    /// Labels recorded with the run, e.g. {"team": "core"}; `list` filters by them.
-    pub labels: BTreeMap<String, String>,
-    /// An id of your own, recorded with the run as it is.
-    pub correlation_id: Option<String>,
-    /// Stop (kill) the run after this long, with a unit: "30s", "10m", "2h". No limit when
-    /// left out.
-    pub timeout: Option<String>,
-    /// Stop (kill) the run after this long without output, e.g. "5m".
-    pub idle_timeout: Option<String>,
-    /// How long an agent may stay alive after its final event before it is killed.
-    #[schemars(extend("default" = duration_text(DEFAULT_LINGER)))]
-    pub linger: Option<String>,
-    /// Time between the polite stop signal and the kill, when a run is stopped.
-    #[schemars(extend("default" = duration_text(DEFAULT_GRACE)))]
-    pub grace: Option<String>,
-    /// Variables set for the program. Records keep their names only, never the values.
-    pub env: BTreeMap<String, String>,
-    /// Keep the run's terminal session after it ends, so a human can read its screen.
-    pub keep_session: bool,
-    /// Run the program in the kernel sandbox: it writes only its workspace (`cwd`), a
-    /// private /tmp and the `writable` paths; no network unless `network` says so.
-    pub sandbox: bool,
-    /// Network of a sandboxed program: "none" (the default), "full", or "allow:HOST,..."
-    /// (host names, IP literals or *.example.com).
-    pub network: Option<String>,
-    /// More files or directories the sandboxed program may write.
-    pub writable: Vec<PathBuf>,
-    /// Paths the sandboxed program cannot see.
-    pub hide: Vec<PathBuf>,
-    /// Names of variables of the server's environment passed into the sandbox.
-    pub env_pass: Vec<String>,
-    /// Processes and threads the sandboxed program may have at once (at least 300).
-    #[schemars(extend("default" = 4096))]
-    pub max_procs: Option<u32>,
-    /// What one sandboxed process may allocate, e.g. "4G".
-    #[schemars(extend("default" = "8G"))]
-    pub max_memory: Option<String>,
-    /// The size of the sandbox's private /tmp (its files take memory), e.g. "512M".
-    #[schemars(extend("default" = "2G"))]
-    pub max_tmp: Option<String>,
-    /// The largest file a sandboxed process may write, e.g. "1G".
-    #[schemars(extend("default" = "8G"))]
-    pub max_file_size: Option<String>,
-    /// Run in a new git worktree of the `cwd` repository; its diff is kept at the end.
-    pub worktree: bool,
-    /// How deep runs started by this run's program (and theirs) may nest. It can only
-    /// lower the limit of an enclosing run.
-    #[schemars(extend("default" = DEFAULT_MAX_DEPTH))]
-    pub max_depth: Option<u32>,
-}
-
-impl From<TaskArgs> for RunRequest {
-    fn from(a: TaskArgs) -> Self {
-        // Every field, so a field added to the request and not here does not compile.
-        RunRequest {
-            agent: a.agent,
-            task: a.task,
-            task_file: a.task_file,
-            argv: a.argv,
-            run_id: a.run_id,
-            cwd: a.cwd,
-            model: a.model,
-            system_prompt: a.system_prompt,
-            system_prompt_file: a.system_prompt_file,
-            tools: a.tools,
-            thinking: a.thinking,
-            resume: a.resume,
-            labels: a.labels,
-            correlation_id: a.correlation_id,
-            timeout: a.timeout,
-            idle_timeout: a.idle_timeout,
-            linger: a.linger,
-            grace: a.grace,
-            env: a.env,
-            keep_session: a.keep_session,
-            sandbox: a.sandbox,
-            network: a.network,
-            writable: a.writable,
-            hide: a.hide,
-            env_pass: a.env_pass,
-            max_procs: a.max_procs,
-            max_memory: a.max_memory,
-            max_tmp: a.max_tmp,
-            max_file_size: a.max_file_size,
-            worktree: a.worktree,
-            max_depth: a.max_depth,
-        }
-    }
+/// The schema of a request ([`RunRequest`]), from its one table ([`crate::app::field`]).
+pub fn request_schema(_: &mut SchemaGenerator) -> Schema {
+    let mut s = json_schema!({"type": "object", "additionalProperties": false});
+    s.insert(
+        "properties".into(),
+        Value::Object(crate::app::field::properties()),
+    );
+    s
 }
 
 /// How long a call that waits answers at the latest (`run`, `retry`, `wait`, `fanout`).
@@ -203,6 +92,8 @@ pub struct LogsArgs {
     pub run_id: String,
     /// Which file: "events" (an agent's JSON events; the default for agents), "stderr",
     /// "output" (an agent's final text) or "stdout" (the default for programs).
+    // `default`: a `schema_with` field is required in the schema unless serde says otherwise.
+    #[serde(default)]
     #[schemars(schema_with = "log_file_schema")]
     pub file: Option<LogFile>,
     /// Which attempt (1, 2, ...); the latest when left out.
@@ -232,6 +123,7 @@ pub struct CancelArgs {
 #[serde(deny_unknown_fields)]
 pub struct ListArgs {
     /// Only runs in this state.
+    #[serde(default)]
     #[schemars(schema_with = "run_state_schema")]
     pub status: Option<RunState>,
     /// Only runs of this fan-out group.
@@ -249,7 +141,8 @@ pub struct ListArgs {
 #[serde(deny_unknown_fields)]
 pub struct FanoutArgs {
     /// One request per run, with the fields of `run` (without `wait` and `max_wait`).
-    pub tasks: Vec<TaskArgs>,
+    #[schemars(schema_with = "tasks_schema")]
+    pub tasks: Vec<RunRequest>,
     /// Run at most this many at once.
     #[schemars(range(min = 1), extend("default" = crate::app::fanout::DEFAULT_CONCURRENCY))]
     pub concurrency: Option<usize>,
@@ -268,27 +161,33 @@ pub struct FanoutArgs {
 }
 
 /// `retry`: the next attempt of a run that has ended.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(default, deny_unknown_fields)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RetryArgs {
     /// The run id.
     pub run_id: String,
     /// Continue the agent's session of the latest attempt (with `task` as the follow-up
     /// message) instead of starting over.
+    #[serde(default)]
     pub resume: bool,
     /// With `resume`, the follow-up message; else a new task for a fresh session. The
     /// latest attempt's task when left out. Taken as it is, even when it begins with "@".
+    #[serde(default)]
     pub task: Option<String>,
     /// A file whose content is the task, instead of `task`.
+    #[serde(default)]
     pub task_file: Option<PathBuf>,
     /// Values of variables: those the latest attempt had set (records keep names only) and
     /// any new ones.
+    #[serde(default)]
     pub env: BTreeMap<String, String>,
     /// true (default): answer when the attempt has ended, or after `max_wait` with it still
     /// going; false: answer at once.
     #[schemars(extend("default" = true))]
+    #[serde(default)]
     pub wait: Option<bool>,
     /// Answer after this long at the latest, e.g. "45s" (the attempt goes on).
+    #[serde(default)]
     pub max_wait: Option<String>,
 }
 
@@ -308,7 +207,6 @@ fn names(names: &[&str]) -> Schema {
     json_schema!({"type": "string", "enum": names})
 }
 
-const AGENTS: [&str; 4] = ["pi", "claude", "codex", "command"];
 const LOG_FILES: [&str; 4] = ["events", "stderr", "output", "stdout"];
 const RUN_STATES: [&str; 6] = [
     "starting",
@@ -319,8 +217,10 @@ const RUN_STATES: [&str; 6] = [
     "damaged",
 ];
 
-fn agent_schema(_: &mut SchemaGenerator) -> Schema {
-    names(&AGENTS)
+fn tasks_schema(g: &mut SchemaGenerator) -> Schema {
+    let mut s = json_schema!({"type": "array"});
+    s.insert("items".into(), request_schema(g).to_value());
+    s
 }
 
 fn log_file_schema(_: &mut SchemaGenerator) -> Schema {
@@ -334,6 +234,8 @@ fn run_state_schema(_: &mut SchemaGenerator) -> Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app::field::AGENT_NAMES as AGENTS;
+    use crate::spec::AgentKind;
     use serde::de::DeserializeOwned;
 
     fn every<T: DeserializeOwned + std::fmt::Debug + PartialEq>(names: &[&str]) -> Vec<T> {
@@ -378,26 +280,12 @@ mod tests {
         assert_eq!(states.len(), 6);
     }
 
-    /// Every field of a request is an argument of `run` and of a `fanout` task (and the
-    /// MCP-only ones are not in the request).
-    #[test]
-    fn the_task_arguments_are_the_request_fields() {
-        let req = serde_json::to_value(RunRequest::default()).unwrap();
-        let schema = super::super::schema::of::<TaskArgs>();
-        let mut args: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
-        let mut fields: Vec<&String> = req.as_object().unwrap().keys().collect();
-        args.sort();
-        fields.sort();
-        assert_eq!(args, fields);
-    }
-
     #[test]
     fn a_task_is_text_even_when_it_begins_with_an_at() {
-        let a: TaskArgs = serde_json::from_value(
+        let r: RunRequest = serde_json::from_value(
             serde_json::json!({"agent": "pi", "task": "@alice asked: fix it"}),
         )
         .unwrap();
-        let r = RunRequest::from(a);
         assert_eq!(r.task.as_deref(), Some("@alice asked: fix it"));
         assert_eq!(r.task_file, None);
     }

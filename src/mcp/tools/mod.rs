@@ -22,8 +22,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use args::{
-    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, TaskArgs, WaitArgs,
-    Waiting,
+    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, WaitArgs, Waiting,
 };
 #[cfg(test)]
 use schema::STANDARD_FORMATS;
@@ -74,7 +73,13 @@ pub struct Paging {
 
 /// The schema of `run`: a task's, plus `wait`, `max_wait` and `detail`.
 fn run_schema() -> JsonObject {
-    with::<Detail>(with::<Waiting>(schema::of::<TaskArgs>()))
+    let mut s = JsonObject::new();
+    s.insert("type".into(), Value::from("object"));
+    s.insert(
+        "properties".into(),
+        Value::Object(crate::app::field::properties()),
+    );
+    with::<Detail>(with::<Waiting>(s))
 }
 
 /// `s` with the properties of `T` added.
@@ -438,6 +443,140 @@ mod tests {
             "{s:?}"
         );
         assert!(items.get("wait").is_none(), "{s:?}");
+    }
+
+    /// Every field of the table is an argument of `run` and of a `fanout` task, and the
+    /// server takes it: a field the tools lack fails here.
+    #[test]
+    fn run_and_fanout_take_every_field() {
+        let tools = all();
+        let schema = |name: &str| {
+            let t = tools.iter().find(|t| t.name == name).unwrap();
+            Value::Object((*t.input_schema).clone())
+        };
+        let run = schema(RUN);
+        let fanout = schema(FANOUT);
+        let defaults = serde_json::to_value(crate::app::RunRequest::default()).unwrap();
+        for f in crate::app::field::FIELDS {
+            assert!(run["properties"].get(f.name).is_some(), "run: {}", f.name);
+            assert!(
+                fanout["properties"]["tasks"]["items"]["properties"]
+                    .get(f.name)
+                    .is_some(),
+                "fanout: {}",
+                f.name
+            );
+            let one = serde_json::json!({ f.name: defaults[f.name] });
+            server_takes(RUN, one.clone()).unwrap_or_else(|e| panic!("{one}: {e}"));
+        }
+    }
+
+    /// Parses `args` as the server does for `tool`.
+    fn server_takes(tool: &str, mut args: Value) -> Result<(), String> {
+        fn de<T: serde::de::DeserializeOwned>(v: Value) -> Result<(), String> {
+            serde_json::from_value::<T>(v)
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        match tool {
+            RUN => {
+                let o = args.as_object_mut().unwrap();
+                let mut w = serde_json::Map::new();
+                for k in ["wait", "max_wait"] {
+                    if let Some(v) = o.remove(k) {
+                        w.insert(k.into(), v);
+                    }
+                }
+                de::<Waiting>(Value::Object(w))?;
+                de::<crate::app::RunRequest>(args)
+            }
+            STATUS => de::<StatusArgs>(args),
+            WAIT => de::<WaitArgs>(args),
+            LOGS => de::<LogsArgs>(args),
+            CANCEL => de::<CancelArgs>(args),
+            LIST => de::<ListArgs>(args),
+            FANOUT => de::<FanoutArgs>(args),
+            RETRY => de::<RetryArgs>(args),
+            other => panic!("no tool {other}"),
+        }
+    }
+
+    /// Every property with a default gets it, as Ajv's `useDefaults` does (in nested
+    /// objects too).
+    fn fill_defaults(schema: &Value, v: &mut Value) {
+        if let (Some(props), Some(o)) = (schema["properties"].as_object(), v.as_object_mut()) {
+            for (k, p) in props {
+                if let Some(d) = p.get("default") {
+                    o.entry(k.clone()).or_insert(d.clone());
+                }
+                if let Some(x) = o.get_mut(k) {
+                    fill_defaults(p, x);
+                }
+            }
+        }
+        if let (Some(items), Some(a)) = (schema.get("items"), v.as_array_mut()) {
+            a.iter_mut().for_each(|x| fill_defaults(items, x));
+        }
+    }
+
+    /// `required` is exactly what the server needs: the required properties alone are
+    /// taken, and each one left out is refused; and the schema's defaults are taken.
+    #[test]
+    fn the_schemas_agree_with_the_server() {
+        for t in all() {
+            let schema = Value::Object((*t.input_schema).clone());
+            let required: Vec<&str> = schema["required"]
+                .as_array()
+                .map(|r| r.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let mut minimal = serde_json::Map::new();
+            for r in &required {
+                let v = match schema["properties"][r]["type"].as_str() {
+                    Some("array") => serde_json::json!([{"argv": ["true"]}]),
+                    _ => Value::from("r1"),
+                };
+                minimal.insert((*r).to_owned(), v);
+            }
+            let name = t.name.as_ref();
+            let minimal = Value::Object(minimal);
+            server_takes(name, minimal.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            for r in &required {
+                let mut less = minimal.clone();
+                less.as_object_mut().unwrap().remove(*r);
+                assert!(server_takes(name, less).is_err(), "{name} takes no {r}");
+            }
+            let mut full = minimal.clone();
+            fill_defaults(&schema, &mut full);
+            server_takes(name, full.clone()).unwrap_or_else(|e| panic!("{name} {full}: {e}"));
+        }
+        let required = |tool: &str| {
+            let t = all().into_iter().find(|t| t.name == tool).unwrap();
+            t.input_schema
+                .get("required")
+                .cloned()
+                .unwrap_or(Value::Null)
+        };
+        assert_eq!(required(LIST), Value::Null, "list needs no status");
+        assert_eq!(required(LOGS), serde_json::json!(["run_id"]));
+        assert_eq!(required(RETRY), serde_json::json!(["run_id"]));
+        assert_eq!(required(RUN), Value::Null);
+    }
+
+    /// A sandbox setting says so, and its bounds are the planner's.
+    #[test]
+    fn sandbox_settings_say_so_and_show_the_planners_bounds() {
+        use crate::spec::SandboxLimits;
+        let s = run_schema();
+        let p = &s["properties"];
+        for f in crate::app::field::FIELDS.iter().filter(|f| f.sandbox) {
+            let d = p[f.name]["description"].as_str().unwrap();
+            assert!(d.contains("A sandbox setting"), "{}: {d}", f.name);
+        }
+        assert_eq!(p["max_procs"]["minimum"], SandboxLimits::MIN_PROCESSES);
+        assert_eq!(p["max_procs"]["maximum"], SandboxLimits::MAX_PROCESSES);
+        assert_eq!(p["max_procs"]["default"], SandboxLimits::DEFAULT.processes);
+        assert_eq!(p["max_tmp"]["default"], "2G");
+        assert_eq!(p["network"]["default"], "none");
     }
 
     #[test]
