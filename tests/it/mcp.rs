@@ -578,7 +578,8 @@ async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
             "`tasks[1].argv`: invalid type",
         ),
         ("retry", json!({"run_id": "nope"}), "no run `nope`"),
-        ("retry", json!({}), "`run_id` is required"),
+        ("retry", json!({}), "missing field `run_id`"),
+        ("retry", json!({"run_id": ""}), "`run_id` is required"),
     ];
     for (tool, args, want) in cases {
         let r = c.call(tool, args.clone()).await;

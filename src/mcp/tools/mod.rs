@@ -478,16 +478,27 @@ mod tests {
                 .map(drop)
                 .map_err(|e| e.to_string())
         }
+        // The arguments a tool takes besides its own type's, taken out as the server does.
+        fn take<T: serde::de::DeserializeOwned + JsonSchema>(
+            args: &mut Value,
+        ) -> Result<(), String> {
+            let o = args.as_object_mut().unwrap();
+            let mut taken = serde_json::Map::new();
+            for k in names_of::<T>() {
+                if let Some(v) = o.remove(&k) {
+                    taken.insert(k, v);
+                }
+            }
+            de::<T>(Value::Object(taken))
+        }
+        match tool {
+            RUN | STATUS | WAIT | CANCEL | RETRY => take::<Detail>(&mut args)?,
+            LIST => take::<Paging>(&mut args)?,
+            _ => {}
+        }
         match tool {
             RUN => {
-                let o = args.as_object_mut().unwrap();
-                let mut w = serde_json::Map::new();
-                for k in ["wait", "max_wait"] {
-                    if let Some(v) = o.remove(k) {
-                        w.insert(k.into(), v);
-                    }
-                }
-                de::<Waiting>(Value::Object(w))?;
+                take::<Waiting>(&mut args)?;
                 de::<crate::app::RunRequest>(args)
             }
             STATUS => de::<StatusArgs>(args),

@@ -155,7 +155,7 @@ fn limits_are_sandbox_settings_checked_before_anything_starts() {
         ),
         (
             vec!["--sandbox", "--max-memory", "lots"],
-            "invalid size `lots` for --max-memory",
+            "--max-memory `lots` is not a size",
         ),
         (vec!["--sandbox", "--max-tmp", "0"], "greater than zero"),
         (
