@@ -2,7 +2,7 @@
 //! user sees them (filtered by `snap`). A change of wording or layout shows up here as a diff
 //! to review; see the README's *Development* section for how to accept one.
 
-use crate::harness::{Ran, TestEnv};
+use crate::harness::{Ran, TestEnv, wait_until};
 use crate::snap::{Snap, sp_snapshot};
 
 /// Runs `subpane run --run-id ID -- PROGRAM…` to its end and checks it exited `code`.
@@ -15,10 +15,14 @@ fn ran(env: &TestEnv, id: &str, program: &[&str], code: i32) {
 
 /// Two finished runs, `one` (`echo one`, completed) and then `two` (`sh -c 'exit 3'`,
 /// failed): created in the order of their ids, so lists newest first are the same whatever
-/// the clock's resolution.
+/// the clock's resolution. Their panes are gone too (a pane closes a moment after its run
+/// ended), so what `gc` finds does not depend on how fast tmux was.
 fn two_runs(env: &TestEnv) {
     ran(env, "one", &["echo", "one"], 0);
     ran(env, "two", &["sh", "-c", "exit 3"], 1);
+    wait_until("the sessions of runs one and two to close", || {
+        (!env.has_session("one-1") && !env.has_session("two-1")).then_some(())
+    });
 }
 
 // ---- answers ----
