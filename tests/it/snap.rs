@@ -95,8 +95,12 @@ impl<'a> Snap<'a> {
                 cmd.env_remove(&key);
             }
         }
-        // Help is wrapped to $COLUMNS when it is set (at most 100).
-        cmd.env("COLUMNS", "100").env_remove("LINES");
+        // Help is wrapped to $COLUMNS when it is set (at most 100); no colour, whatever the
+        // caller's environment forces.
+        cmd.env("COLUMNS", "100")
+            .env_remove("LINES")
+            .env_remove("CLICOLOR_FORCE")
+            .env_remove("FORCE_COLOR");
         let ran: Ran = cmd.args(&args).output().expect("run subpane").into();
         let mut line = String::from("subpane");
         for a in &args {
