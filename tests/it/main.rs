@@ -32,6 +32,8 @@ mod retry;
 mod run;
 mod sandbox_exec;
 mod sandbox_run;
+mod snap;
+mod snap_cli;
 mod terminal;
 mod tmux_formats;
 mod tmux_hangs;
