@@ -42,28 +42,19 @@
 //! * Environment values reach only the one-shot environment file: never a record, never a
 //!   `Debug` string (see [`RunRequest`]'s and [`Plan`]'s `Debug`).
 
-pub mod board;
 mod error;
 pub mod fanout;
-pub mod field;
-mod group;
-pub mod invalid;
-mod launch;
-mod names;
 pub mod nest;
-mod output_end;
-mod plan;
-mod pretty;
-mod progress;
-mod request;
-mod retry;
-mod run;
 mod runs;
-mod seed;
-mod start_many;
-mod wait;
-mod wait_loop;
-pub mod worktree;
+mod start;
+mod watch;
+
+// The rooms' modules, under the names the rest of the layer and the front ends use.
+pub use runs::{group, names};
+pub use start::{field, invalid, worktree};
+use start::{launch, plan, request, retry, run, seed, start_many};
+pub use watch::board;
+use watch::{output_end, pretty, progress, wait, wait_loop};
 
 pub use group::{group_runs, list_group};
 pub use launch::{Started, start};

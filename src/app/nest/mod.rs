@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  inside the sandbox                           outside (a process the worker starts)
-//!  subpane run … ─ client.rs ─ NestRequest ─► nest.sock ─► serve.rs: one thread a client
+//!  subpane run … ─ client.rs ─ NestRequest ─► nest.sock ─► listen.rs: one thread a client
 //!    (@FILE read here; the vars the run         │  bounded: 4 MiB, 10 s, 64 clients
 //!     needs; its cwd)                           │  admit: sandboxed; no --worktree, no
 //!                                               │    loader variables, no task file
@@ -46,7 +46,7 @@ mod admit;
 mod budget;
 mod client;
 mod fit;
-mod serve;
+mod listen;
 mod system;
 
 /// Why a nested run could not be asked for or served (over the attempt's socket).
@@ -96,7 +96,7 @@ use crate::envelope::{self, Envelope};
 
 pub use client::{Client, Interrupts, socket_of_caller};
 pub(super) use fit::reads as sees;
-pub use serve::serve;
+pub use listen::serve;
 
 /// The most a request may take on the wire, its task and variables included.
 pub const REQUEST_LIMIT: usize = 4 << 20;

@@ -12,7 +12,7 @@
 //!
 //! Defaults and bounds are the constants the planner enforces (`spec::DEFAULT_*`,
 //! `SandboxLimits`): a default shown anywhere is the one in force. Help text names other
-//! fields as `{name}`, which each front end spells its way ([`Spell`](super::Spell)).
+//! fields as `{name}`, which each front end spells its way ([`Spell`](crate::app::Spell)).
 //!
 //! Adding a field: one row here, and its rule in the planner.
 
@@ -25,7 +25,7 @@ use clap::{Arg, ArgAction, ArgMatches};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::invalid::{Invalid, Spell};
+use crate::app::invalid::{Invalid, Spell};
 use crate::spec::{AgentKind, DEFAULT_GRACE, DEFAULT_LINGER, DEFAULT_MAX_DEPTH, SandboxLimits};
 
 /// How the command line takes a field.
@@ -289,7 +289,7 @@ impl FromMatches for BTreeMap<String, String> {
     fn from_matches(m: &ArgMatches, f: &Field) -> Result<Self, Invalid> {
         let mut out = BTreeMap::new();
         for raw in Vec::<String>::from_matches(m, f)? {
-            let (k, v) = super::request::parse_kv(f.name, &raw)?;
+            let (k, v) = crate::app::request::parse_kv(f.name, &raw)?;
             out.insert(k, v);
         }
         Ok(out)
@@ -340,7 +340,7 @@ macro_rules! request_fields {
     ($( $name:ident : $ty:ty { $($key:ident : $val:expr),* $(,)? } )*) => {
         /// A request to run something: the flags of `subpane run`, a line of a fan-out
         /// file, or the arguments of an MCP `run` call, with the fields of [`FIELDS`].
-        /// Nothing in it is checked yet; [`super::plan`] does that.
+        /// Nothing in it is checked yet; [`crate::app::plan`] does that.
         ///
         /// Either `argv` (any program) or `agent` with `task` (or `task_file`). Durations
         /// are strings with a unit (`"30s"`, `"10m"`). `task` and `system_prompt` are the

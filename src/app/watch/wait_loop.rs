@@ -1,6 +1,6 @@
 //! The one wait loop. Every wait of the application layer is a [`Driver`] of
-//! [`WaitLoop::run`]: the answers of `wait` and `run` ([`super::wait_with`]), a fan-out's
-//! refills ([`super::fanout`]) and the copies of `logs -f` ([`super::follow`]).
+//! [`WaitLoop::run`]: the answers of `wait` and `run` ([`crate::app::wait_with`]), a fan-out's
+//! refills ([`crate::app::fanout`]) and the copies of `logs -f` ([`crate::app::follow`]).
 //!
 //! ```text
 //!  Interrupter::interrupt (any thread) ─► hits += 1, Waker::wake
@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use super::Error;
+use crate::app::Error;
 use crate::envelope::Envelope;
 use crate::spec::AttemptSpec;
 use crate::store::AttemptPaths;

@@ -33,7 +33,7 @@ pub use detail::{Detail, detail};
 pub use filter::Filter;
 pub use groups::{GroupSummary, groups};
 
-use super::{Error, Live, WaitLoop, list, list_one};
+use crate::app::{Error, Live, WaitLoop, list, list_one};
 use crate::envelope::{Envelope, LastEvent, RunRow, RunState, SoFar};
 use crate::spec::{AttemptSpec, RunId};
 use crate::store::{self, AttemptPaths, Home};

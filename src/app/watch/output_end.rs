@@ -22,7 +22,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use super::Error;
+use crate::app::Error;
 use crate::envelope::{Envelope, Status};
 use crate::spec::AgentKind;
 use crate::store::AttemptPaths;

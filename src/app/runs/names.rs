@@ -12,7 +12,7 @@
 //! fits none says where it looked. Group names (`--group`) resolve the same way among the
 //! groups that exist. Only directory names are read: no `run.json`, no tmux.
 
-use super::Error;
+use crate::app::Error;
 use crate::store::{self, Home};
 
 /// The short name of the newest run.

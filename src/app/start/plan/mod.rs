@@ -25,8 +25,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{Error, Invalid, RunRequest, worktree};
 use crate::adapter::{ArgvContext, BASE_ENV, adapter_for, env_allowed};
+use crate::app::{Error, Invalid, RunRequest, worktree};
 use crate::git::{REPO_VARS, RepoDirs};
 use crate::spec::{
     AgentKind, AttemptRef, AttemptSpec, DEFAULT_MAX_DEPTH, EnvSpec, Limits, Lineage, Network,
@@ -46,7 +46,7 @@ mod agent_state;
 mod assemble;
 mod env;
 #[cfg(test)]
-pub(super) mod fake;
+pub(in crate::app) mod fake;
 mod git_view;
 mod guard;
 mod lineage;

@@ -13,13 +13,13 @@
 //!                                                            the rest batched again
 //! ```
 //!
-//! Each attempt ends up exactly as [`super::start`] leaves it: the same files, the same pane,
+//! Each attempt ends up exactly as [`crate::app::start`] leaves it: the same files, the same pane,
 //! the same `spawn` envelope when its pane cannot start. Only the order of the work differs:
 //! the files of later attempts are written while tmux starts the panes of earlier ones (the
 //! disk waits, the tmux server works), and a tmux client serves many panes.
 //!
 //! Common pitfalls:
-//! * What an attempt gets is [`super::launch`]'s (`create`, `worker_command`,
+//! * What an attempt gets is [`crate::app::launch`]'s (`create`, `worker_command`,
 //!   `record_launch`): only the batching is here, never a second copy of those.
 //! * After a failed batch, an unprinted session may exist anyway (the server raced its exit,
 //!   or the client died after the server made it):
@@ -29,11 +29,11 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Mutex, mpsc};
 
-use super::launch::{
+use crate::app::launch::{
     Pending, create, ensure_socket_dir, ensure_tmux_conf, made_after_all, record_launch,
     start_pane, worker_command,
 };
-use super::{Error, Plan, Started, tmux_for};
+use crate::app::{Error, Plan, Started, tmux_for};
 use crate::store::Home;
 use crate::tmux::{self, Pane, SessionReq};
 
@@ -46,7 +46,7 @@ const FILE_THREADS: usize = 8;
 const BATCH: usize = 16;
 
 /// Starts every plan, batching the tmux work; one result per plan, in order. Errors mean that
-/// plan's attempt was not started (as with [`super::start`]); a pane that could not start is
+/// plan's attempt was not started (as with [`crate::app::start`]); a pane that could not start is
 /// a [`Started`] with its `spawn` envelope.
 pub fn start_many(home: &Home, plans: Vec<Plan>) -> Vec<Result<Started, Error>> {
     if plans.is_empty() {

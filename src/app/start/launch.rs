@@ -13,14 +13,14 @@
 //! A pane that cannot start is an outcome: the attempt gets a `spawn` envelope, which
 //! [`start`] returns in [`Started::spawn_failed`].
 //!
-//! One launcher: [`start`] and [`super::start_many`] make an attempt's files with [`create`],
+//! One launcher: [`start`] and [`crate::app::start_many`] make an attempt's files with [`create`],
 //! run [`worker_command`] in its pane, and record it with [`record_launch`]; they differ only
 //! in how panes are asked of tmux (one client per pane, or batches).
 
 use std::ffi::OsString;
 use std::path::Path;
 
-use super::{Error, Plan, tmux_for, worktree};
+use crate::app::{Error, Plan, tmux_for, worktree};
 use crate::envelope::{self, Envelope, Facts, LaunchRecord, LiveStatus};
 use crate::fresh::now_rfc3339;
 use crate::procs;
@@ -64,14 +64,14 @@ pub fn start(home: &Home, plan: Plan) -> Result<Started, Error> {
 }
 
 /// An attempt whose files exist and whose pane is still to start.
-pub(super) struct Pending {
-    pub(super) paths: AttemptPaths,
-    pub(super) spec: AttemptSpec,
-    pub(super) warnings: Vec<String>,
+pub(in crate::app) struct Pending {
+    pub(in crate::app) paths: AttemptPaths,
+    pub(in crate::app) spec: AttemptSpec,
+    pub(in crate::app) warnings: Vec<String>,
 }
 
 impl Pending {
-    pub(super) fn started(self, spawn_failed: Option<Box<Envelope>>) -> Started {
+    pub(in crate::app) fn started(self, spawn_failed: Option<Box<Envelope>>) -> Started {
         Started {
             paths: self.paths,
             spec: self.spec,
@@ -82,10 +82,10 @@ impl Pending {
 }
 
 /// Everything an attempt gets before its pane starts, for [`start`] and
-/// [`super::start_many`] alike: its worktree (`--worktree`, first: the pane starts in it and
+/// [`crate::app::start_many`] alike: its worktree (`--worktree`, first: the pane starts in it and
 /// spec.json records its base), its records (a new run, or a further attempt of one; all or
 /// nothing), and the paths its sandbox policy names.
-pub(super) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
+pub(in crate::app) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
     let Plan {
         record,
         mut spec,
@@ -97,7 +97,7 @@ pub(super) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
     if spec.sandbox.enabled {
         // What of the user's the agent is not seeded with goes into spec.json (and so into
         // the envelope) before it is written.
-        super::seed::withhold(&mut spec);
+        crate::app::seed::withhold(&mut spec);
     }
     let created = if spec.attempt == 1 {
         store::create_run(home, &record, &spec, &env, prompt.as_deref())
@@ -122,7 +122,7 @@ pub(super) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> {
 }
 
 /// The command a pane runs: the worker of the attempt in `paths`.
-pub(super) fn worker_command(exe: &Path, paths: &AttemptPaths) -> Vec<OsString> {
+pub(in crate::app) fn worker_command(exe: &Path, paths: &AttemptPaths) -> Vec<OsString> {
     vec![
         exe.as_os_str().to_owned(),
         procs::WORKER_ARG.into(),
@@ -131,7 +131,7 @@ pub(super) fn worker_command(exe: &Path, paths: &AttemptPaths) -> Vec<OsString> 
 }
 
 /// tmux creates the directory of a `-L` socket but not of a `-S` one; we always use `-S`.
-pub(super) fn ensure_socket_dir(socket: &Path) {
+pub(in crate::app) fn ensure_socket_dir(socket: &Path) {
     if let Some(dir) = socket.parent() {
         if !dir.exists() {
             use std::os::unix::fs::DirBuilderExt;
@@ -148,7 +148,7 @@ pub(super) fn ensure_socket_dir(socket: &Path) {
 /// fsynced: the pane runs now and the worker names itself in worker.json, so an attempt
 /// that started is never given up on for want of this file, and after a crash its pids
 /// mean nothing).
-pub(super) fn record_launch(
+pub(in crate::app) fn record_launch(
     paths: &AttemptPaths,
     spec: &AttemptSpec,
     pane: &Pane,
@@ -171,8 +171,8 @@ pub(super) fn record_launch(
 
 /// Makes the paths the sandbox policy names exist, so they can be ruled on: the agent's own
 /// state directory (seeded from the user's), and any other it would create on first use.
-pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
-    warnings.extend(super::seed::seed_agent_state(spec));
+pub(in crate::app) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
+    warnings.extend(crate::app::seed::seed_agent_state(spec));
     for dir in &spec.sandbox.writable {
         if !dir.exists() {
             if let Err(e) = std::fs::create_dir_all(dir) {
@@ -183,7 +183,7 @@ pub(super) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
 }
 
 /// Writes the private server's config if it is missing or different.
-pub(super) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
+pub(in crate::app) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
     let p = home.tmux_conf();
     let config = tmux::current_config();
     if std::fs::read(&p).ok().as_deref() != Some(config.as_bytes()) {
@@ -198,7 +198,7 @@ pub(super) fn ensure_tmux_conf(home: &Home) -> Result<(), Error> {
 
 /// Starts the attempt's pane on its own and records where it is. A failure to start is an
 /// outcome: the attempt gets a `spawn` envelope, which is returned.
-pub(super) fn start_pane(
+pub(in crate::app) fn start_pane(
     home: &Home,
     paths: &AttemptPaths,
     spec: &AttemptSpec,
@@ -245,7 +245,7 @@ pub(super) fn start_pane(
 /// earlier try that seemed to fail (a server that raced its exit, a client that died after
 /// the server had made it). Session names are an attempt's own, but a server may be shared
 /// by homes, so the pane's process must be the worker of `paths`.
-pub(super) fn made_after_all(
+pub(in crate::app) fn made_after_all(
     t: &tmux::Tmux,
     paths: &AttemptPaths,
     spec: &AttemptSpec,
@@ -256,6 +256,6 @@ pub(super) fn made_after_all(
 }
 
 /// Why an attempt's records could not be made, as the caller is told (nothing started).
-pub(super) fn not_created(e: CreateError) -> Error {
+pub(in crate::app) fn not_created(e: CreateError) -> Error {
     Error::NotCreated(e)
 }

@@ -1,9 +1,9 @@
-//! [`RunRequest`] (declared in [`field`](super::field)): what it does at the edges.
+//! [`RunRequest`] (declared in [`field`](crate::app::field)): what it does at the edges.
 
 use std::path::PathBuf;
 
-pub use super::field::RunRequest;
-use super::invalid::Invalid;
+pub use crate::app::field::RunRequest;
+use crate::app::invalid::Invalid;
 #[cfg(test)]
 use crate::spec::AgentKind;
 

@@ -4,7 +4,7 @@
 //! A group exists only as that field: there is no group file to go stale, and a fan-out that
 //! was killed leaves exactly the runs it started.
 
-use super::{Error, Found, find_run, list};
+use crate::app::{Error, Found, find_run, list};
 use crate::envelope::{RunRow, RunState};
 use crate::store::{self, Home};
 

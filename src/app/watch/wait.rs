@@ -19,8 +19,8 @@
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
-use super::wait_loop::{Driver, Ended, Seen, WaitLoop, done_when};
-use super::{AttemptStatus, Error, Found, attempt_status, find_run, group_runs};
+use crate::app::wait_loop::{Driver, Ended, Seen, WaitLoop, done_when};
+use crate::app::{AttemptStatus, Error, Found, attempt_status, find_run, group_runs};
 use crate::envelope::Envelope;
 use crate::spec::AttemptSpec;
 use crate::store::{AttemptPaths, Home};
@@ -89,7 +89,7 @@ pub fn wait_targets(
     if let Some(g) = group {
         // A group whose driver runs on its own: its driver (a run named as the group) is
         // waited for too, and its tasks may not have runs yet.
-        let driver = super::fanout::group_record(home, g)
+        let driver = crate::app::fanout::group_record(home, g)
             .map(|_| find_run(home, g, None))
             .transpose()?;
         let runs = match group_runs(home, g) {
@@ -115,7 +115,7 @@ pub fn regroup(
     targets: &mut Vec<(AttemptPaths, AttemptSpec)>,
     res: &mut WaitResult,
 ) -> Result<(), Error> {
-    let Some(g) = group.filter(|g| super::fanout::group_record(home, g).is_some()) else {
+    let Some(g) = group.filter(|g| crate::app::fanout::group_record(home, g).is_some()) else {
         return Ok(());
     };
     for f in group_runs(home, g).unwrap_or_default() {
@@ -125,7 +125,7 @@ pub fn regroup(
         }
     }
     let driver = targets.iter().position(|(_, s)| {
-        s.run_id.as_str() == g && s.labels.contains_key(super::fanout::DRIVER_LABEL)
+        s.run_id.as_str() == g && s.labels.contains_key(crate::app::fanout::DRIVER_LABEL)
     });
     if let Some(i) = driver {
         targets.remove(i);

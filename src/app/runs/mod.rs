@@ -1,12 +1,15 @@
 //! Runs that exist: finding them, their state, cancelling, listing, cleaning up (waiting
-//! for them is [`super::wait`]).
+//! for them is [`crate::app::wait`]).
 //!
 //! Every answer is a typed contract document ([`Envelope`], [`StatusDoc`], [`RunRow`],
 //! [`GcReport`], [`CancelRequested`]); printing them is the caller's business.
 
+pub mod group;
+pub mod names;
+
 use std::time::{Duration, SystemTime};
 
-use super::{Error, worktree};
+use crate::app::{Error, worktree};
 use crate::envelope::{
     CancelOrigin, CancelRequested, DamagedRun, Envelope, GcReport, LiveStatus, RunRow, RunState,
     STATUS_SCHEMA, StatusDoc, TmuxInfo,
@@ -60,13 +63,13 @@ impl Found {
     }
 }
 
-/// Finds a run by id or short name (see [`super::names`]); `attempt` picks one, else the
+/// Finds a run by id or short name (see [`crate::app::names`]); `attempt` picks one, else the
 /// latest.
 pub fn find_run(home: &Home, raw_id: &str, attempt: Option<u32>) -> Result<Found, Error> {
-    if raw_id != super::names::NEWEST {
+    if raw_id != crate::app::names::NEWEST {
         RunId::parse(raw_id)?;
     }
-    let id = RunId::parse(&super::names::resolve_run(home, raw_id)?)?;
+    let id = RunId::parse(&crate::app::names::resolve_run(home, raw_id)?)?;
     let record = store::read_run(home, &id)?.ok_or_else(|| {
         Error::invalid(format!(
             "no run `{id}` in {}; {{@ls}} lists the runs there",
@@ -240,7 +243,7 @@ pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
         let row = run_row(home, &run)
             .unwrap_or_else(|problem| damaged_row(run.id.as_str(), Some(&run.record), problem));
         // A fan-out's driver is its group's row, not a run in a state of its own.
-        if only.is_none_or(|s| s == row.status && !super::fanout::is_driver(&row)) {
+        if only.is_none_or(|s| s == row.status && !crate::app::fanout::is_driver(&row)) {
             rows.push(row);
         }
     }
@@ -443,7 +446,11 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
                     source,
                 })?;
                 // A fan-out's driver goes with its group's record.
-                if run.record.labels.contains_key(super::fanout::DRIVER_LABEL) {
+                if run
+                    .record
+                    .labels
+                    .contains_key(crate::app::fanout::DRIVER_LABEL)
+                {
                     let _ = std::fs::remove_dir_all(home.group_dir(&run.id));
                 }
             }

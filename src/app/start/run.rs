@@ -16,7 +16,7 @@
 //! ```
 //!
 //! Common pitfalls:
-//! * Hand out the loop's [`Interrupter`](super::Interrupter) before the start: an interrupt
+//! * Hand out the loop's [`Interrupter`](crate::app::Interrupter) before the start: an interrupt
 //!   that comes while the pane starts is counted, and cancels the attempt once it exists.
 //! * A pane that cannot start is an outcome ([`RunOutcome::Finished`] with the `spawn`
 //!   envelope), detached or not.
@@ -24,8 +24,8 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use super::wait_loop::WaitLoop;
-use super::{
+use crate::app::wait_loop::WaitLoop;
+use crate::app::{
     CancelOutcome, Error, Found, Plan, Started, WaitMode, WaitOptions, WaitProgress, cancel_by,
     start, wait_with,
 };

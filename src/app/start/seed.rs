@@ -70,9 +70,9 @@ impl<'a> View<'a> {
     fn allows(&self, src: &Path, real: &Path) -> bool {
         let at = place(src);
         [at.as_path(), real].into_iter().all(|p| {
-            !super::plan::in_machine_tree(p)
+            !crate::app::plan::in_machine_tree(p)
                 && !self.sandbox.hidden.iter().any(|h| p.starts_with(h))
-                && (!self.within_sight || super::nest::sees(self.sandbox, p))
+                && (!self.within_sight || crate::app::nest::sees(self.sandbox, p))
         })
     }
 }
@@ -87,7 +87,7 @@ fn place(src: &Path) -> PathBuf {
 
 /// Records in `spec` what of the user's its agent is not seeded with (see the module
 /// docs), so that the envelope says so. The launcher calls it before writing spec.json.
-pub(super) fn withhold(spec: &mut AttemptSpec) {
+pub(in crate::app) fn withhold(spec: &mut AttemptSpec) {
     let Some(needs) = adapter_for(spec.agent).sandbox_needs().state_dir else {
         return;
     };
@@ -127,7 +127,7 @@ fn resumed_session(spec: &AttemptSpec) -> Option<&str> {
 }
 
 /// Makes and seeds the attempt's state directory unless it exists; returns warnings.
-pub(super) fn seed_agent_state(spec: &AttemptSpec) -> Vec<String> {
+pub(in crate::app) fn seed_agent_state(spec: &AttemptSpec) -> Vec<String> {
     let mut warnings = Vec::new();
     let Some(state) = &spec.sandbox.agent_state else {
         return warnings;

@@ -28,7 +28,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use super::{Error, System};
+use crate::app::{Error, System};
 use crate::git::{self, GitError, RepoDirs};
 use crate::spec::{AttemptSpec, RunId, SandboxSpec, WorktreeSpec};
 use crate::store::Home;
@@ -54,7 +54,7 @@ pub fn branch_name(run_id: &RunId, attempt: u32) -> Result<String, Error> {
 /// The plan's rules for `--worktree`: git is installed, `cwd` is inside a git work tree, the
 /// run id makes a branch name, and the worktree's directory is free and outside the
 /// repository. Creates nothing; `base` and `git_dir` are filled in by [`create`].
-pub(super) fn plan(
+pub(in crate::app) fn plan(
     sys: &dyn System,
     home: &Home,
     run_id: &RunId,
@@ -120,7 +120,7 @@ pub(super) fn plan(
 }
 
 /// The worktree of a later attempt of the same run (a retry): the same repository and place
-/// in it, its own directory and branch; [`super::start`] makes it from the repository's HEAD
+/// in it, its own directory and branch; [`crate::app::start`] makes it from the repository's HEAD
 /// of that moment. The attempt's `cwd` is [`program_dir`] of it; a sandbox policy made for
 /// the earlier attempt names the earlier worktree and must be made again.
 pub fn for_attempt(
@@ -149,7 +149,7 @@ pub fn program_dir(wt: &WorktreeSpec) -> PathBuf {
 
 /// A program named by a relative path (`./build.sh`) was found in `--cwd`; it runs from the
 /// same place in the worktree, like every other file of the attempt.
-pub(super) fn rebase_program(given: &str, resolved: &str, wt: &WorktreeSpec) -> String {
+pub(in crate::app) fn rebase_program(given: &str, resolved: &str, wt: &WorktreeSpec) -> String {
     if !given.contains('/') || Path::new(given).is_absolute() {
         return resolved.to_owned();
     }
@@ -162,7 +162,7 @@ pub(super) fn rebase_program(given: &str, resolved: &str, wt: &WorktreeSpec) -> 
 /// changes outside but the worktree's branch, carried back at the end. The worktree's
 /// `.git` file is read-only (the program could point it at a git directory of its own).
 /// `git_dir` is known once the worktree exists: [`create`] fills it in.
-pub(super) fn sandbox_git(
+pub(in crate::app) fn sandbox_git(
     sys: &dyn System,
     wt: &WorktreeSpec,
     sandbox: &mut SandboxSpec,
@@ -194,7 +194,7 @@ fn gc_removes_it() -> String {
     format!(
         "`subpane gc` removes a kept worktree with its run once the run ended more than {} ago \
          (`--older-than` sooner)",
-        super::GC_OLDER_THAN
+        crate::app::GC_OLDER_THAN
     )
 }
 
@@ -208,7 +208,7 @@ fn git_failed(what: &str, e: GitError) -> Error {
 /// Makes the worktree of `spec` from the repository's current HEAD and fills in its `base`
 /// and `git_dir` (and the sandbox's view of the repository's). Runs before any file of the
 /// attempt exists; on failure nothing was made.
-pub(super) fn create(spec: &mut AttemptSpec) -> Result<(), Error> {
+pub(in crate::app) fn create(spec: &mut AttemptSpec) -> Result<(), Error> {
     let Some(wt) = spec.worktree.take() else {
         return Ok(());
     };
@@ -280,7 +280,7 @@ fn make(spec: &AttemptSpec, wt: WorktreeSpec) -> Result<WorktreeSpec, Error> {
 }
 
 /// Takes back a worktree made by [`create`] for an attempt that did not start after all.
-pub(super) fn discard(wt: &WorktreeSpec) {
+pub(in crate::app) fn discard(wt: &WorktreeSpec) {
     let _lock = git::worktree::Lock::for_worktree(&wt.path);
     let _ = git::worktree::dispose(wt);
     if wt.path.symlink_metadata().is_ok() {
@@ -292,7 +292,7 @@ pub(super) fn discard(wt: &WorktreeSpec) {
 /// Whether `wt` is what subpane makes for attempt `attempt` of run `id`: the worktree at its
 /// own place under the home, on its own branch. `gc` removes nothing else, whatever a record
 /// says.
-pub(super) fn check_own(
+pub(in crate::app) fn check_own(
     home: &Home,
     wt: &WorktreeSpec,
     id: &RunId,
@@ -320,7 +320,11 @@ pub(super) fn check_own(
 /// of its own. Returns whether there was one (with `dry_run`: would be one). If git cannot
 /// remove it (the repository is gone, say), the directory is removed all the same when it is
 /// where subpane makes worktrees, and the repository's record of it is pruned.
-pub(super) fn collect(home: &Home, wt: &WorktreeSpec, dry_run: bool) -> Result<bool, Error> {
+pub(in crate::app) fn collect(
+    home: &Home,
+    wt: &WorktreeSpec,
+    dry_run: bool,
+) -> Result<bool, Error> {
     if wt.path.symlink_metadata().is_err() {
         return Ok(false);
     }
@@ -350,7 +354,7 @@ pub(super) fn collect(home: &Home, wt: &WorktreeSpec, dry_run: bool) -> Result<b
 }
 
 /// `gc`: forgets worktrees whose directories are gone, in each repository once.
-pub(super) fn prune_all(home: &Home, common_dirs: &[PathBuf]) {
+pub(in crate::app) fn prune_all(home: &Home, common_dirs: &[PathBuf]) {
     if common_dirs.is_empty() {
         return;
     }
@@ -366,9 +370,9 @@ pub(super) fn prune_all(home: &Home, common_dirs: &[PathBuf]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::plan::fake::{Fake, cmd, home, refused};
-    use super::super::{RunRequest, plan as plan_run};
     use super::*;
+    use crate::app::plan::fake::{Fake, cmd, home, refused};
+    use crate::app::{RunRequest, plan as plan_run};
 
     /// A repository at /src (git dir /src/.git, with a config) and the caller in /src/app/sub.
     fn in_repo() -> Fake {

@@ -13,7 +13,7 @@
 //! left as it is, so a value quoted into the text changes nothing but, at most, how a field
 //! name inside it is written.
 
-use super::field::{FIELDS, Flag, field};
+use crate::app::field::{FIELDS, Flag, field};
 
 /// How an edge writes the fields and commands a message names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

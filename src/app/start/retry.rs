@@ -23,13 +23,13 @@
 //!
 //! Common pitfalls:
 //! * Attempt *n*'s directory is never written: the plan reads its `spec.json` and
-//!   `result.json`, and [`super::start`] creates `attempts/<n+1>/` exclusively (a concurrent
+//!   `result.json`, and [`crate::app::start`] creates `attempts/<n+1>/` exclusively (a concurrent
 //!   retry that picked the same number fails there, with nothing started).
 //! * "Not finished" means "no `result.json`": settle a dead worker into its `lost` envelope
 //!   first ([`prepare_retry`] does), or a crashed attempt could never be retried.
 //! * `spec.env.set` mixes the user's `--env` names with the variables subpane sets for the
 //!   sandbox (`TMPDIR`, the proxy variables): in a sandboxed run the latter are recomputed by
-//!   [`super::plan::environment`], never looked up, or the host's `TMPDIR` would leak in.
+//!   [`crate::app::plan::environment`], never looked up, or the host's `TMPDIR` would leak in.
 //! * A plain retry of an attempt that itself resumed a session resumes that same session
 //!   again (and keeps its `resumed_from`): it repeats attempt *n*, it does not start over.
 //! * Relative `--writable`/`--hide` paths were resolved against attempt 1's caller: the
@@ -38,9 +38,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::plan::{Resolved, SandboxRequest, assemble, environment, set_by_sandbox, text_or_file};
-use super::{Error, Found, Plan, RunRequest, System, attempt_status, find_run};
 use crate::adapter::adapter_for;
+use crate::app::plan::{
+    Resolved, SandboxRequest, assemble, environment, set_by_sandbox, text_or_file,
+};
+use crate::app::{Error, Found, Plan, RunRequest, System, attempt_status, find_run};
 use crate::envelope::Envelope;
 use crate::spec::{AgentKind, AttemptSpec, TaskSpec};
 use crate::store::Home;
@@ -128,12 +130,12 @@ pub fn plan_retry(
     // A --worktree run gets a worktree of its own for the new attempt, made from the
     // repository's HEAD of this moment; attempt n's (kept or removed) is left as it is.
     let worktree = match &prev.worktree {
-        Some(wt) => Some(super::worktree::for_attempt(home, wt, run_id, n + 1)?),
+        Some(wt) => Some(crate::app::worktree::for_attempt(home, wt, run_id, n + 1)?),
         None => None,
     };
     // The directory the program was asked to run in: the repository's, with a worktree.
     let cwd = match &prev.worktree {
-        Some(wt) => super::worktree::program_dir(&crate::spec::WorktreeSpec {
+        Some(wt) => crate::app::worktree::program_dir(&crate::spec::WorktreeSpec {
             path: wt.repo.clone(),
             ..wt.clone()
         }),
