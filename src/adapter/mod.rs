@@ -17,6 +17,7 @@ mod codex;
 mod command;
 mod common;
 mod lenient;
+mod parse;
 mod pi;
 #[cfg(test)]
 mod snapshots;

@@ -21,15 +21,13 @@
 
 use serde_json::Value;
 
-use super::common::{
-    Peeked, abbreviate, finish_common, fits_argv, from_line, leading_type, not_an_event, one_line,
-    peek, stdin_for, summarize_args, usage_info,
-};
+use super::common::{abbreviate, fits_argv, from_line, one_line, stdin_for, summarize_args};
+use super::parse::{Common, Figures, Grammar};
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir,
-    StreamParser, mentions_context_overflow,
+    Adapter, AgentLaunch, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir, StreamParser,
+    mentions_context_overflow,
 };
-use crate::envelope::{Output, SoFar, Usage};
+use crate::envelope::Usage;
 use crate::spec::{AgentKind, TaskSpec};
 
 mod events;

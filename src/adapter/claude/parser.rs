@@ -7,19 +7,15 @@ use super::*;
 /// Reads `claude -p --output-format stream-json`.
 #[derive(Default)]
 pub struct ClaudeParser {
-    out: Output,
-    tool_calls: u64,
+    /// `held_errors`: the API errors of `assistant` lines, reported only if no `result`
+    /// arrives.
+    c: Common,
     /// A text block is streaming (from `stream_event`s), so its `assistant` line adds nothing
     /// to the pane.
     pub(super) streaming_text: bool,
-    /// API errors seen on `assistant` lines, used only if no `result` arrives.
-    api_errors: Vec<String>,
-    terminal: Option<String>,
     is_error: bool,
     /// Tokens of the messages so far, for the live views (the `result` has the final sum).
     live: LiveUsage,
-    /// The pane takes no more now: its lines are not built (see `StreamParser::set_pane_room`).
-    pane_full: bool,
 }
 
 /// Tokens of the assistant messages so far. A message is reported several times (once per
@@ -89,89 +85,56 @@ fn max_into(a: &mut Usage, b: &Usage) {
     }
 }
 
-impl StreamParser for ClaudeParser {
-    fn on_line(&mut self, line: &[u8]) -> LineResult {
-        // Fast path (claude writes `type` first, except on `result`): one pass reads the line,
-        // and only a line that fails it takes the slow path, which says whether it was JSON.
-        if let Some(kind) = leading_type(line) {
-            match kind {
-                // Nobody can see the text now: a delta is dropped unread (its type read
-                // from its first bytes, for which block streams).
-                "stream_event"
-                    if self.pane_full
-                        && let Some(delta) = leading_delta(line) =>
-                {
-                    if delta == b"text_delta" {
-                        self.streaming_text = true;
-                    }
-                    return LineResult::drop_line();
-                }
-                "stream_event" => {
-                    if let Some(r) = self.on_stream(line) {
-                        return r;
-                    }
-                }
-                _ => {
-                    if let Some(ev) = from_line::<Event<'_>>(line) {
-                        return self.on_event(kind, &ev);
-                    }
-                }
-            }
-        }
-        let peeked = peek(line);
-        let kind = match &peeked {
-            Peeked::Event(Some(k)) => k.as_ref(),
-            Peeked::Event(None) => return LineResult::keep(),
-            _ => return not_an_event(line, &peeked),
-        };
-        if kind == "stream_event" {
-            return self.on_stream(line).unwrap_or_else(LineResult::drop_line);
-        }
-        let kind = kind.to_owned();
-        match from_line::<Event<'_>>(line) {
-            Some(ev) => self.on_event(&kind, &ev),
-            None => LineResult::keep(),
-        }
+impl Grammar for ClaudeParser {
+    fn common(&self) -> &Common {
+        &self.c
+    }
+    fn common_mut(&mut self) -> &mut Common {
+        &mut self.c
     }
 
-    fn set_pane_room(&mut self, room: bool) {
-        self.pane_full = !room;
+    fn is_delta(kind: &str) -> bool {
+        kind == "stream_event"
     }
 
-    fn so_far(&self) -> SoFar {
+    /// Nobody can see the text now: a delta is dropped unread (its type read from its first
+    /// bytes, for which block streams).
+    fn drop_unread(&mut self, _kind: &str, line: &[u8]) -> Option<LineResult> {
+        let delta = leading_delta(line)?;
+        if delta == b"text_delta" {
+            self.streaming_text = true;
+        }
+        Some(LineResult::drop_line())
+    }
+
+    fn on_delta(&mut self, _kind: &str, line: &[u8]) -> Option<LineResult> {
+        self.on_stream(line)
+    }
+
+    fn on_kept(&mut self, kind: &str, line: &[u8]) -> Option<LineResult> {
+        let ev = from_line::<Event<'_>>(line)?;
+        Some(self.on_event(kind, &ev))
+    }
+
+    fn figures(&self) -> Figures {
         // Once the `result` came, its figures are the attempt's.
-        if self.terminal.is_some() {
-            return SoFar {
-                usage: self.out.usage.clone(),
-                cost_usd: self.out.cost_usd,
-                turns: self.out.turns,
-                tool_calls: Some(self.tool_calls),
-            };
+        if self.c.terminal.is_some() {
+            return self.reported();
         }
-        SoFar {
+        Figures {
             usage: self.live.total(),
             cost_usd: None,
             turns: None,
-            tool_calls: Some(self.tool_calls),
         }
     }
 
-    fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport {
-        let mut out = std::mem::take(&mut self.out);
-        if self.terminal.is_none() {
-            for e in self.api_errors.drain(..) {
-                out.push_error(e);
-            }
-        }
-        if out.tool_calls.is_none() {
-            out.tool_calls = Some(self.tool_calls);
-        }
-        finish_common(&mut out, stderr_tail, self.terminal.is_some());
-        AgentReport {
-            output: out,
-            terminal_event: self.terminal.clone(),
-            model_error: self.is_error,
-        }
+    /// The `result` set them (none without one).
+    fn final_figures(&self) -> Option<Figures> {
+        None
+    }
+
+    fn model_error(&self) -> bool {
+        self.is_error
     }
 }
 
@@ -211,7 +174,7 @@ impl ClaudeParser {
                     if k == "text_delta" {
                         self.streaming_text = true;
                         // Nobody can see the text now: it is not copied out.
-                        if !self.pane_full {
+                        if !self.c.pane_full {
                             r.pane.push(PaneItem::Text(t.into_owned()));
                         }
                     }
@@ -238,8 +201,8 @@ impl ClaudeParser {
             ("system", "init") => {
                 let id = ev.session_id.get();
                 let model = ev.model.get();
-                self.out.session_id = id.map(str::to_owned);
-                self.out.model = model.map(str::to_owned);
+                self.c.out.session_id = id.map(str::to_owned);
+                self.c.out.model = model.map(str::to_owned);
                 r.pane.push(PaneItem::Info(format!(
                     "claude session {} · model {}",
                     id.unwrap_or("?"),
@@ -261,7 +224,7 @@ impl ClaudeParser {
                 )));
             }
             ("assistant", _) => self.on_assistant(ev, &mut r),
-            ("user", _) => on_user(ev, self.pane_full, &mut r),
+            ("user", _) => on_user(ev, self.c.pane_full, &mut r),
             ("result", _) => self.on_result(ev, &mut r),
             _ => {}
         }
@@ -280,21 +243,24 @@ impl ClaudeParser {
                 Some("text") => {
                     let text = b.text.get().unwrap_or("");
                     if api_error {
-                        self.api_errors.push(text.to_owned());
+                        // Reported only if no `result` follows.
+                        if self.c.terminal.is_none() {
+                            self.c.held_errors.push(text.to_owned());
+                        }
                         r.pane.push(PaneItem::Error(one_line(text, 500)));
-                    } else if !self.streaming_text && self.pane_full {
+                    } else if !self.streaming_text && self.c.pane_full {
                         r.unshown += 1;
                     } else if !self.streaming_text {
                         r.pane.push(PaneItem::Text(text.to_owned()));
                         r.pane.push(PaneItem::TextEnd);
                     }
                 }
-                Some("tool_use") if self.pane_full => {
-                    self.tool_calls += 1;
+                Some("tool_use") if self.c.pane_full => {
+                    self.c.tool_calls += 1;
                     r.unshown += 1;
                 }
                 Some("tool_use") => {
-                    self.tool_calls += 1;
+                    self.c.tool_calls += 1;
                     let name = b.name.get().unwrap_or("tool");
                     let summary = summarize_args(b.input.0.as_ref().unwrap_or(&Value::Null));
                     r.pane.push(PaneItem::ToolCall {
@@ -313,7 +279,7 @@ impl ClaudeParser {
         let is_error = ev.is_error.0.unwrap_or(subtype != "success")
             || (!subtype.is_empty() && subtype != "success");
         let text = ev.result.get();
-        let out = &mut self.out;
+        let out = &mut self.c.out;
         if let Some(id) = ev.session_id.get() {
             out.session_id = Some(id.to_owned());
         }
@@ -345,7 +311,7 @@ impl ClaudeParser {
         }
         out.cost_usd = ev.total_cost_usd.as_f64();
         out.turns = ev.num_turns.tolerant_u64();
-        out.tool_calls = Some(self.tool_calls);
+        out.tool_calls = Some(self.c.tool_calls);
         let reason = ev.terminal_reason.get().unwrap_or("");
         if reason == "prompt_too_long" || out.errors.iter().any(|e| mentions_context_overflow(e)) {
             out.context_length_exceeded = true;
@@ -356,10 +322,20 @@ impl ClaudeParser {
                 r.pane.push(PaneItem::Error(one_line(e, 500)));
             }
         }
-        if self.terminal.is_none() {
-            self.terminal = Some("result".to_owned());
-            r.terminal = true;
-            r.pane.push(usage_info(&self.out));
+        if self.c.terminal.is_none() {
+            // The `result` reports the API errors before it its own way.
+            self.c.held_errors.clear();
+        }
+        let figures = self.reported();
+        self.c.mark_terminal("result", r, figures);
+    }
+
+    /// The figures the `result` reported.
+    fn reported(&self) -> Figures {
+        Figures {
+            usage: self.c.out.usage.clone(),
+            cost_usd: self.c.out.cost_usd,
+            turns: self.c.out.turns,
         }
     }
 }

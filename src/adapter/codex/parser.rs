@@ -8,7 +8,7 @@ use super::*;
 /// Reads `codex exec --json`.
 #[derive(Default)]
 pub struct CodexParser {
-    out: Output,
+    c: Common,
     usage: Option<Usage>,
     turns: u64,
     /// Ids of tool items already counted (an item can be started and completed); a set, as a
@@ -18,66 +18,35 @@ pub struct CodexParser {
     turn_failed: bool,
     /// An `error` event that no completed turn has followed yet.
     pending_error: bool,
-    terminal: Option<String>,
-    /// The pane takes no more now: its lines are not built (see `StreamParser::set_pane_room`).
-    pane_full: bool,
 }
 
-impl StreamParser for CodexParser {
-    fn on_line(&mut self, line: &[u8]) -> LineResult {
-        // Fast path (codex writes `type` first): one pass reads the line, and only a line
-        // that fails it takes the slow path, which says whether it was JSON at all.
-        if let Some(kind) = leading_type(line) {
-            if kind == "item.updated" {
-                return match from_line::<serde::de::IgnoredAny>(line) {
-                    Some(_) => LineResult::drop_line(),
-                    None => LineResult::plain(line),
-                };
-            }
-            if let Some(ev) = from_line::<Event<'_>>(line) {
-                return self.on_event(kind, &ev);
-            }
-        }
-        let peeked = peek(line);
-        let kind = match &peeked {
-            Peeked::Event(Some(k)) => k.as_ref(),
-            Peeked::Event(None) => return LineResult::keep(),
-            _ => return not_an_event(line, &peeked),
-        };
-        if kind == "item.updated" {
-            return LineResult::drop_line();
-        }
-        let kind = kind.to_owned();
-        match from_line::<Event<'_>>(line) {
-            Some(ev) => self.on_event(&kind, &ev),
-            None => LineResult::keep(),
-        }
+impl Grammar for CodexParser {
+    fn common(&self) -> &Common {
+        &self.c
+    }
+    fn common_mut(&mut self) -> &mut Common {
+        &mut self.c
     }
 
-    fn set_pane_room(&mut self, room: bool) {
-        self.pane_full = !room;
+    fn is_delta(kind: &str) -> bool {
+        kind == "item.updated"
     }
 
-    fn so_far(&self) -> SoFar {
-        SoFar {
+    fn on_kept(&mut self, kind: &str, line: &[u8]) -> Option<LineResult> {
+        let ev = from_line::<Event<'_>>(line)?;
+        Some(self.on_event(kind, &ev))
+    }
+
+    fn figures(&self) -> Figures {
+        Figures {
             usage: self.usage.clone(),
             cost_usd: None,
             turns: Some(self.turns),
-            tool_calls: Some(self.tool_items.len() as u64),
         }
     }
 
-    fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport {
-        let mut out = std::mem::take(&mut self.out);
-        out.usage = self.usage.clone();
-        out.turns = Some(self.turns);
-        out.tool_calls = Some(self.tool_items.len() as u64);
-        finish_common(&mut out, stderr_tail, self.terminal.is_some());
-        AgentReport {
-            output: out,
-            terminal_event: self.terminal.clone(),
-            model_error: self.turn_failed || self.pending_error,
-        }
+    fn model_error(&self) -> bool {
+        self.turn_failed || self.pending_error
     }
 }
 
@@ -87,7 +56,7 @@ impl CodexParser {
         match kind {
             "thread.started" => {
                 if let Some(id) = ev.thread_id.get() {
-                    self.out.session_id = Some(id.to_owned());
+                    self.c.out.session_id = Some(id.to_owned());
                     r.pane.push(PaneItem::Info(format!("codex thread {id}")));
                 }
             }
@@ -117,7 +86,7 @@ impl CodexParser {
                 let msg = ev.message.get().unwrap_or("error");
                 // turn.failed usually repeats this message; show it once.
                 if mentions_context_overflow(msg) {
-                    self.out.context_length_exceeded = true;
+                    self.c.out.context_length_exceeded = true;
                 }
                 r.pane.push(PaneItem::Error(one_line(msg, 500)));
             }
@@ -128,10 +97,10 @@ impl CodexParser {
 
     fn error(&mut self, msg: &str, r: &mut LineResult) {
         if mentions_context_overflow(msg) {
-            self.out.context_length_exceeded = true;
+            self.c.out.context_length_exceeded = true;
         }
-        if !self.out.errors.iter().any(|e| e == msg) {
-            self.out.push_error(msg);
+        if !self.c.out.errors.iter().any(|e| e == msg) {
+            self.c.out.push_error(msg);
         }
         if !r.pane.iter().any(|p| matches!(p, PaneItem::Error(_))) {
             r.pane.push(PaneItem::Error(one_line(msg, 500)));
@@ -147,11 +116,13 @@ impl CodexParser {
             "command_execution" | "file_change" | "mcp_tool_call" | "web_search"
         );
         let first_sight = is_tool && !self.tool_items.contains(id);
-        if first_sight && self.pane_full {
+        if first_sight {
             self.tool_items.insert(id.to_owned());
+            self.c.tool_calls += 1;
+        }
+        if first_sight && self.c.pane_full {
             r.unshown += 1;
         } else if first_sight {
-            self.tool_items.insert(id.to_owned());
             let (name, summary) = match kind {
                 "command_execution" => ("shell".to_owned(), one_line(&str_of(&item.command), 120)),
                 "file_change" => ("apply_patch".to_owned(), changed_paths(item)),
@@ -169,15 +140,15 @@ impl CodexParser {
         match kind {
             "agent_message" => {
                 let text = item.text.get().unwrap_or("");
-                self.out.final_text = Some(text.to_owned());
-                if self.pane_full {
+                self.c.out.final_text = Some(text.to_owned());
+                if self.c.pane_full {
                     r.unshown += 1;
                     return;
                 }
                 r.pane.push(PaneItem::Text(text.to_owned()));
                 r.pane.push(PaneItem::TextEnd);
             }
-            "command_execution" | "file_change" | "mcp_tool_call" if self.pane_full => {
+            "command_execution" | "file_change" | "mcp_tool_call" if self.c.pane_full => {
                 r.unshown += 1;
             }
             "command_execution" => {
@@ -226,16 +197,8 @@ impl CodexParser {
     }
 
     fn mark_terminal(&mut self, kind: &str, r: &mut LineResult) {
-        if self.terminal.is_some() {
-            return;
-        }
-        self.terminal = Some(kind.to_owned());
-        r.terminal = true;
-        let mut shown = self.out.clone();
-        shown.usage = self.usage.clone();
-        shown.turns = Some(self.turns);
-        shown.tool_calls = Some(self.tool_items.len() as u64);
-        r.pane.push(usage_info(&shown));
+        let figures = self.figures();
+        self.c.mark_terminal(kind, r, figures);
     }
 }
 
