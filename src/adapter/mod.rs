@@ -21,6 +21,8 @@ mod parse;
 mod pi;
 #[cfg(test)]
 mod snapshots;
+#[cfg(test)]
+mod test_support;
 
 use std::path::Path;
 
@@ -288,7 +290,7 @@ pub fn mentions_context_overflow(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::common::replay::Replay;
+    use super::test_support::Replay;
     use super::*;
 
     /// `logs --pretty` reads `events.jsonl` back through the adapter: what it shows must be

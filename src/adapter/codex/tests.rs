@@ -1,16 +1,12 @@
-use std::path::PathBuf;
-
 use super::*;
-use crate::adapter::common::replay::{Replay, first_line_field, usage};
+use crate::adapter::test_support::{
+    self, Replay, assert_wrote_the_file, first_line_field, launch_in, usage,
+};
 use crate::adapter::{LineAction, MAX_INLINE_PROMPT, Stdin};
 
 macro_rules! transcript {
     ($name:literal) => {
-        include_str!(concat!(
-            "../../../tests/fixtures/transcripts/codex/",
-            $name,
-            ".jsonl"
-        ))
+        test_support::transcript!("codex", $name)
     };
 }
 
@@ -75,23 +71,14 @@ fn tool_write_runs_a_command() {
         1,
         "started and completed count once"
     );
-    assert!(r.pane().contains(&PaneItem::ToolCall {
-        name: "shell".into(),
-        summary: "/bin/bash -lc 'echo hi > made_by_agent.txt'".into()
-    }));
-    assert!(r.pane().contains(&PaneItem::ToolResult {
-        summary: "(no output)".into(),
-        is_error: false
-    }));
-    let rep = &r.report;
-    assert_eq!(
-        rep.output.final_text.as_deref(),
-        Some("I wrote made_by_agent.txt.")
+    assert_wrote_the_file(
+        &r,
+        ("shell", "/bin/bash -lc 'echo hi > made_by_agent.txt'"),
+        "(no output)",
     );
-    assert_eq!(rep.output.tool_calls, Some(1));
+    let rep = &r.report;
     assert_eq!(rep.output.turns, Some(1));
     assert_eq!(rep.output.usage, usage(240, 16, 40, 296));
-    assert!(!rep.model_error);
 }
 
 #[test]
@@ -180,16 +167,13 @@ fn deltas_and_garbage() {
 }
 
 fn launch(task: &TaskSpec) -> AgentLaunch {
-    let run = PathBuf::from("/h/runs/r1");
-    let attempt = run.join("attempts/1");
-    let prompt = attempt.join("prompt.txt");
-    let c = ArgvContext {
-        run_dir: &run,
-        sessions_dir: &run,
-        attempt_dir: &attempt,
-        prompt_file: &prompt,
-    };
-    CodexAdapter.launch("/bin/codex", task, &c)
+    launch_in(
+        &CodexAdapter,
+        "/bin/codex",
+        task,
+        "/h/runs/r1",
+        "/h/runs/r1/attempts/1",
+    )
 }
 
 #[test]

@@ -4,15 +4,13 @@ use super::parser::pi_retries;
 use super::*;
 use crate::adapter::MAX_INLINE_PROMPT;
 use crate::adapter::Stdin;
-use crate::adapter::common::replay::{Replay, first_line_field, usage};
+use crate::adapter::test_support::{
+    self, Replay, assert_wrote_the_file, first_line_field, launch_in, usage,
+};
 
 macro_rules! transcript {
     ($name:literal) => {
-        include_str!(concat!(
-            "../../../tests/fixtures/transcripts/pi/",
-            $name,
-            ".jsonl"
-        ))
+        test_support::transcript!("pi", $name)
     };
 }
 
@@ -108,24 +106,11 @@ fn tool_write_runs_bash() {
         1
     );
     assert_eq!(r.terminal_lines().len(), 1);
-    assert!(r.pane().contains(&PaneItem::ToolCall {
-        name: "bash".into(),
-        summary: "echo hi > made_by_agent.txt".into()
-    }));
-    assert!(r.pane().contains(&PaneItem::ToolResult {
-        summary: "(no output)".into(),
-        is_error: false
-    }));
+    assert_wrote_the_file(&r, ("bash", "echo hi > made_by_agent.txt"), "(no output)");
     let rep = &r.report;
-    assert_eq!(
-        rep.output.final_text.as_deref(),
-        Some("I wrote made_by_agent.txt.")
-    );
     assert_eq!(rep.output.turns, Some(2));
-    assert_eq!(rep.output.tool_calls, Some(1));
     assert_eq!(rep.output.usage, usage(240, 16, 40, 296));
     assert!((rep.output.cost_usd.unwrap() - 0.000292).abs() < 1e-12);
-    assert!(!rep.model_error);
 }
 
 #[test]
@@ -268,24 +253,14 @@ fn retry_classification_follows_pi() {
     assert!(!pi_retries("401 invalid api key"));
 }
 
-fn ctx() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    (
-        "/h/runs/r1".into(),
-        "/h/runs/r1/attempts/2".into(),
-        "/h/runs/r1/attempts/2/prompt.txt".into(),
-    )
-}
-
 fn launch(task: &TaskSpec) -> AgentLaunch {
-    let (run, attempt, prompt) = ctx();
-    let sessions = std::path::PathBuf::from("/h/sessions/pi");
-    let c = ArgvContext {
-        run_dir: &run,
-        sessions_dir: &sessions,
-        attempt_dir: &attempt,
-        prompt_file: &prompt,
-    };
-    PiAdapter.launch("/bin/pi", task, &c)
+    launch_in(
+        &PiAdapter,
+        "/bin/pi",
+        task,
+        "/h/sessions/pi",
+        "/h/runs/r1/attempts/2",
+    )
 }
 
 #[test]
