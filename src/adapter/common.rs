@@ -202,6 +202,14 @@ pub(crate) fn content_text(content: &Value) -> String {
     }
 }
 
+/// The pane's line for a tool call: its name (`tool` when none) and its arguments summed up.
+pub(crate) fn call_item(name: Option<&str>, args: Option<&Value>) -> PaneItem {
+    PaneItem::ToolCall {
+        name: name.unwrap_or("tool").to_owned(),
+        summary: summarize_args(args.unwrap_or(&Value::Null)),
+    }
+}
+
 /// A `u64` field (tolerating floats and absent values): `lenient::Num::tolerant_u64` is
 /// checked against it.
 #[cfg(test)]

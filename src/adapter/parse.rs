@@ -35,7 +35,7 @@ use serde::de::IgnoredAny;
 use super::common::{
     Peeked, finish_common, from_line, leading_type, not_an_event, peek, usage_info,
 };
-use super::{AgentReport, LineResult, StreamParser};
+use super::{AgentReport, LineResult, PaneItem, StreamParser};
 use crate::envelope::{Output, SoFar, Usage};
 
 /// What every agent's parser keeps the same way.
@@ -55,6 +55,17 @@ pub(crate) struct Common {
 }
 
 impl Common {
+    /// A tool call started: counted, and shown unless the pane is full (then `call` is not
+    /// even built).
+    pub fn tool_call(&mut self, r: &mut LineResult, call: impl FnOnce() -> PaneItem) {
+        self.tool_calls += 1;
+        if self.pane_full {
+            r.unshown += 1;
+        } else {
+            r.pane.push(call());
+        }
+    }
+
     /// The first terminal event: marks the line terminal and closes the pane with the usage
     /// line of these figures. Later ones change nothing.
     pub fn mark_terminal(&mut self, kind: &str, r: &mut LineResult, figures: Figures) {

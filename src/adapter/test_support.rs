@@ -145,6 +145,18 @@ impl Replay {
             .flat_map(|(_, r)| r.pane.clone())
             .collect()
     }
+    /// Whether the pane showed an info line starting so.
+    pub fn pane_has_info(&self, start: &str) -> bool {
+        self.pane()
+            .iter()
+            .any(|p| matches!(p, PaneItem::Info(i) if i.starts_with(start)))
+    }
+    /// Whether the pane showed an error starting so.
+    pub fn pane_has_error(&self, start: &str) -> bool {
+        self.pane()
+            .iter()
+            .any(|p| matches!(p, PaneItem::Error(e) if e.starts_with(start)))
+    }
     /// What the worker wrote to `events.jsonl`: the lines kept, as kept.
     pub fn events_jsonl(&self) -> String {
         let mut out = String::new();

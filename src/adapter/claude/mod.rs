@@ -21,7 +21,7 @@
 
 use serde_json::Value;
 
-use super::common::{abbreviate, fits_argv, from_line, one_line, stdin_for, summarize_args};
+use super::common::{abbreviate, call_item, fits_argv, from_line, one_line, stdin_for};
 use super::parse::{Common, Figures, Grammar};
 use super::{
     Adapter, AgentLaunch, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir, StreamParser,

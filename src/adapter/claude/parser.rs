@@ -255,19 +255,9 @@ impl ClaudeParser {
                         r.pane.push(PaneItem::TextEnd);
                     }
                 }
-                Some("tool_use") if self.c.pane_full => {
-                    self.c.tool_calls += 1;
-                    r.unshown += 1;
-                }
-                Some("tool_use") => {
-                    self.c.tool_calls += 1;
-                    let name = b.name.get().unwrap_or("tool");
-                    let summary = summarize_args(b.input.0.as_ref().unwrap_or(&Value::Null));
-                    r.pane.push(PaneItem::ToolCall {
-                        name: name.to_owned(),
-                        summary,
-                    });
-                }
+                Some("tool_use") => self
+                    .c
+                    .tool_call(r, || call_item(b.name.get(), b.input.0.as_ref())),
                 _ => {}
             }
         }

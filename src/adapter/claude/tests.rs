@@ -113,16 +113,8 @@ fn model_error_says_success_but_is_an_error() {
     );
     assert!(!rep.output.context_length_exceeded);
     assert_eq!(rep.output.cost_usd, Some(0.0));
-    assert!(
-        r.pane()
-            .iter()
-            .any(|p| matches!(p, PaneItem::Info(i) if i.starts_with("retry 1/1")))
-    );
-    assert!(
-        r.pane()
-            .iter()
-            .any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("API Error: 500")))
-    );
+    assert!(r.pane_has_info("retry 1/1"), "{:?}", r.pane());
+    assert!(r.pane_has_error("API Error: 500"), "{:?}", r.pane());
 }
 
 #[test]

@@ -118,21 +118,20 @@ impl CodexParser {
         let first_sight = is_tool && !self.tool_items.contains(id);
         if first_sight {
             self.tool_items.insert(id.to_owned());
-            self.c.tool_calls += 1;
-        }
-        if first_sight && self.c.pane_full {
-            r.unshown += 1;
-        } else if first_sight {
-            let (name, summary) = match kind {
-                "command_execution" => ("shell".to_owned(), one_line(&str_of(&item.command), 120)),
-                "file_change" => ("apply_patch".to_owned(), changed_paths(item)),
-                "mcp_tool_call" => (
-                    format!("{}.{}", str_of(&item.server), str_of(&item.tool)),
-                    summarize_args(item.arguments.0.as_ref().unwrap_or(&Value::Null)),
-                ),
-                _ => ("web_search".to_owned(), one_line(&str_of(&item.query), 120)),
-            };
-            r.pane.push(PaneItem::ToolCall { name, summary });
+            self.c.tool_call(r, || {
+                let (name, summary) = match kind {
+                    "command_execution" => {
+                        ("shell".to_owned(), one_line(&str_of(&item.command), 120))
+                    }
+                    "file_change" => ("apply_patch".to_owned(), changed_paths(item)),
+                    "mcp_tool_call" => (
+                        format!("{}.{}", str_of(&item.server), str_of(&item.tool)),
+                        summarize_args(item.arguments.0.as_ref().unwrap_or(&Value::Null)),
+                    ),
+                    _ => ("web_search".to_owned(), one_line(&str_of(&item.query), 120)),
+                };
+                PaneItem::ToolCall { name, summary }
+            });
         }
         if !completed {
             return;

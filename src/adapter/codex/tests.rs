@@ -51,11 +51,7 @@ fn plain_answer() {
     assert_eq!(rep.output.tool_calls, Some(0));
     // The unknown-model warning is shown, not counted as an error.
     assert!(rep.output.errors.is_empty());
-    assert!(
-        r.pane()
-            .iter()
-            .any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("Model metadata")))
-    );
+    assert!(r.pane_has_error("Model metadata"), "{:?}", r.pane());
     assert!(!rep.output.context_length_exceeded);
 }
 

@@ -24,9 +24,7 @@
 
 use serde_json::{Map, Value};
 
-use super::common::{
-    abbreviate, add_usage, fits_argv, from_line, one_line, stdin_for, summarize_args,
-};
+use super::common::{abbreviate, add_usage, call_item, fits_argv, from_line, one_line, stdin_for};
 use super::parse::{Common, Figures, Grammar};
 use super::{
     Adapter, AgentLaunch, ArgvContext, LineAction, LineResult, PaneItem, SandboxNeeds, StateDir,

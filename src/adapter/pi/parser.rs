@@ -126,21 +126,10 @@ impl PiParser {
             "message_end" if ev.message.role.get() == Some("assistant") => {
                 self.on_assistant(&ev.message, &mut r);
             }
-            "tool_execution_start" | "tool_execution_end" if self.c.pane_full => {
-                if kind == "tool_execution_start" {
-                    self.c.tool_calls += 1;
-                }
-                r.unshown += 1;
-            }
-            "tool_execution_start" => {
-                self.c.tool_calls += 1;
-                let name = ev.tool_name.get().unwrap_or("tool");
-                let summary = summarize_args(ev.args.0.as_ref().unwrap_or(&Value::Null));
-                r.pane.push(PaneItem::ToolCall {
-                    name: name.to_owned(),
-                    summary,
-                });
-            }
+            "tool_execution_start" => self
+                .c
+                .tool_call(&mut r, || call_item(ev.tool_name.get(), ev.args.0.as_ref())),
+            "tool_execution_end" if self.c.pane_full => r.unshown += 1,
             "tool_execution_end" => {
                 r.pane.push(PaneItem::ToolResult {
                     summary: abbreviate(&ev.result.0.0),

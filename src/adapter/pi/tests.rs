@@ -129,16 +129,8 @@ fn model_error_is_terminal_only_when_retries_are_exhausted() {
     assert_eq!(rep.output.turns, Some(3));
     assert_eq!(rep.output.cost_usd, Some(0.0));
     assert!(!rep.output.context_length_exceeded);
-    assert!(
-        r.pane()
-            .iter()
-            .any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("500")))
-    );
-    assert!(
-        r.pane()
-            .iter()
-            .any(|p| matches!(p, PaneItem::Info(i) if i.starts_with("retry 1/2")))
-    );
+    assert!(r.pane_has_error("500"), "{:?}", r.pane());
+    assert!(r.pane_has_info("retry 1/2"), "{:?}", r.pane());
 }
 
 #[test]
