@@ -6,11 +6,34 @@
 //! pane ([`PaneItem`]) and, at the end, the envelope's `output` ([`AgentReport`]).
 //! Nothing here does IO: the worker feeds lines in and writes files.
 //!
+//! ```text
+//! adapter/
+//!   mod.rs         the traits (Adapter, StreamParser) and what they exchange
+//!   parse.rs       the one parser skeleton: the line flow, tool count, terminal, finish
+//!   pi/ claude/ codex/   one room per agent CLI, each the same way:
+//!     mod.rs       the adapter: argv, stdin, sandbox needs
+//!     events.rs    the event shapes its parser reads (lenient)
+//!     parser.rs    its grammar: deltas, kept events, usage figures (parse::Grammar)
+//!     tests.rs     replays of its recorded transcripts, its argv
+//!   command.rs     any program: a JSON line is an event, anything else plain
+//!   common.rs      peek/from_line, pane summaries, the usage line, the stderr tail
+//!   lenient.rs     the lenient field readers the event shapes are made of
+//!   snapshots.rs   every parser against tests/fixtures/parsed (odd and real streams)
+//!   test_support.rs  Replay, transcript!, launch_in: the agents' tests share them
+//! ```
+//!
+//! An agent's parser is only its grammar: which types are streaming deltas, how a kept event
+//! is read, its usage figures. `parse.rs` reads the line (a fast path on a leading `type`, the
+//! slow path through `peek`), counts tool calls, marks the first terminal event, and
+//! finishes the report the same way for all three.
+//!
 //! Common pitfalls:
 //! * Exit codes lie: pi exits 0 after a failed model call, Claude Code can say
 //!   `subtype: "success"` with `is_error: true`. Decide from events.
 //! * Streaming deltas are most of the bytes; drop them, but keep the text for the pane.
 //! * Lines may be invalid UTF-8 or not JSON at all; never panic on them.
+//! * A new agent is a room with a `Grammar`, not a new `on_line`: the fast path, the slow
+//!   path and `finish_common` stay in one place, and the snapshots pin what each decides.
 
 mod claude;
 mod codex;
