@@ -1,13 +1,15 @@
 //! Test support for the agent adapters: a transcript fed through a parser ([`Replay`]), the
 //! recorded transcripts ([`transcript!`]), the argv of a task in a run directory
-//! ([`launch_in`]), and the checks every agent's `tool_write` transcript must pass.
+//! ([`launch_in`]), and the checks every agent's tests make the same way (its `plain` and
+//! `tool_write` transcripts, prompts too large for argv).
 
 use std::path::Path;
 
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, StreamParser,
+    Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, MAX_INLINE_PROMPT,
+    PaneItem, StreamParser,
 };
-use crate::spec::TaskSpec;
+use crate::spec::{Stdin, TaskSpec};
 
 /// A recorded transcript of an agent (`tests/fixtures/transcripts/<agent>/<name>.jsonl`).
 macro_rules! transcript {
@@ -42,6 +44,46 @@ pub(crate) fn launch_in(
         prompt_file: &prompt,
     };
     adapter.launch(program, task, &c)
+}
+
+/// A prompt too large for one argv element (3 MiB, and one byte over the limit) goes by the
+/// prompt file, and the argv is then `want`.
+pub(crate) fn assert_large_prompts_go_by_file(
+    launch: impl Fn(&TaskSpec) -> AgentLaunch,
+    want: &[&str],
+) {
+    for n in [3 * 1024 * 1024, MAX_INLINE_PROMPT + 1] {
+        let l = launch(&TaskSpec {
+            prompt: "x".repeat(n),
+            ..Default::default()
+        });
+        assert_eq!(l.stdin, Stdin::PromptFile);
+        assert_eq!(l.argv, want);
+    }
+}
+
+/// A cost, to the float's precision.
+pub(crate) fn assert_cost(got: Option<f64>, want: f64) {
+    let got = got.expect("a cost");
+    assert!((got - want).abs() < 1e-9, "cost {got} != {want}");
+}
+
+/// What every agent's `plain` transcript (the mock model answers in one call) must show: the
+/// answer streamed to the pane and as the final text, one turn, the mock model's usage, no
+/// tool call, no failure, ended by `terminal` in session `session`.
+pub(crate) fn assert_answered_plainly(r: &Replay, terminal: &str, session: String) {
+    const ANSWER: &str = "Hello from the mock model.";
+    assert_eq!(r.pane_text(), ANSWER);
+    let rep = &r.report;
+    assert_eq!(rep.terminal_event.as_deref(), Some(terminal));
+    assert!(!rep.model_error);
+    assert_eq!(rep.output.final_text.as_deref(), Some(ANSWER));
+    assert_eq!(rep.output.session_id, Some(session));
+    assert_eq!(rep.output.usage, usage(120, 8, 20, 148));
+    assert_eq!(rep.output.turns, Some(1));
+    assert_eq!(rep.output.tool_calls, Some(0));
+    assert!(rep.output.errors.is_empty());
+    assert!(!rep.output.context_length_exceeded);
 }
 
 /// What every agent's `tool_write` transcript (the mock model asks for one shell command that

@@ -1,8 +1,9 @@
 use super::*;
 use crate::adapter::test_support::{
-    self, Replay, assert_wrote_the_file, first_line_field, launch_in,
+    self, Replay, assert_answered_plainly, assert_cost, assert_large_prompts_go_by_file,
+    assert_wrote_the_file, first_line_field, launch_in,
 };
-use crate::adapter::{LineAction, MAX_INLINE_PROMPT, Stdin};
+use crate::adapter::{LineAction, Stdin};
 
 macro_rules! transcript {
     ($name:literal) => {
@@ -18,11 +19,6 @@ fn session_of(t: &str) -> String {
     first_line_field(t, "session_id")
 }
 
-fn assert_cost(got: Option<f64>, want: f64) {
-    let got = got.expect("a cost");
-    assert!((got - want).abs() < 1e-9, "cost {got} != {want}");
-}
-
 fn last(t: &str) -> usize {
     t.lines().count() - 1
 }
@@ -35,35 +31,13 @@ fn plain_answer() {
     assert_eq!(r.kept(), ["system", "system", "assistant", "result"]);
     assert_eq!(r.terminal_lines(), vec![last(t)]);
     // Streamed once: the assistant line does not repeat the text in the pane.
-    assert_eq!(r.pane_text(), "Hello from the mock model.");
     assert_eq!(
         r.pane().iter().filter(|p| **p == PaneItem::TextEnd).count(),
         1
     );
-    let rep = &r.report;
-    assert_eq!(rep.terminal_event.as_deref(), Some("result"));
-    assert!(!rep.model_error);
-    assert_eq!(
-        rep.output.final_text.as_deref(),
-        Some("Hello from the mock model.")
-    );
-    assert_eq!(rep.output.session_id, Some(session_of(t)));
-    assert_eq!(rep.output.model.as_deref(), Some("mock-model"));
-    assert_eq!(
-        rep.output.usage,
-        Some(Usage {
-            input_tokens: Some(120),
-            output_tokens: Some(8),
-            cache_read_tokens: Some(20),
-            cache_write_tokens: Some(0),
-            total_tokens: Some(148),
-        })
-    );
-    assert_cost(rep.output.cost_usd, 0.000644);
-    assert_eq!(rep.output.turns, Some(1));
-    assert_eq!(rep.output.tool_calls, Some(0));
-    assert!(rep.output.errors.is_empty());
-    assert!(!rep.output.context_length_exceeded);
+    assert_answered_plainly(&r, "result", session_of(t));
+    assert_eq!(r.report.output.model.as_deref(), Some("mock-model"));
+    assert_cost(r.report.output.cost_usd, 0.000644);
 }
 
 #[test]
@@ -299,12 +273,5 @@ fn argv_maps_the_task() {
 
 #[test]
 fn large_prompts_go_through_stdin() {
-    for n in [3 * 1024 * 1024, MAX_INLINE_PROMPT + 1] {
-        let l = launch(&TaskSpec {
-            prompt: "x".repeat(n),
-            ..Default::default()
-        });
-        assert_eq!(l.stdin, Stdin::PromptFile);
-        assert_eq!(l.argv, BASE);
-    }
+    assert_large_prompts_go_by_file(launch, &BASE);
 }

@@ -5,7 +5,8 @@ use super::*;
 use crate::adapter::MAX_INLINE_PROMPT;
 use crate::adapter::Stdin;
 use crate::adapter::test_support::{
-    self, Replay, assert_wrote_the_file, first_line_field, launch_in, usage,
+    self, Replay, assert_answered_plainly, assert_wrote_the_file, first_line_field, launch_in,
+    usage,
 };
 
 macro_rules! transcript {
@@ -44,23 +45,11 @@ fn plain_answer() {
         ]
     );
     assert_eq!(r.terminal_lines(), vec![15]);
-    assert_eq!(r.pane_text(), "Hello from the mock model.");
     assert!(r.pane().contains(&PaneItem::TextEnd));
+    assert_answered_plainly(&r, "agent_end", session_of(t));
     let rep = &r.report;
-    assert_eq!(rep.terminal_event.as_deref(), Some("agent_end"));
-    assert!(!rep.model_error);
-    assert_eq!(
-        rep.output.final_text.as_deref(),
-        Some("Hello from the mock model.")
-    );
-    assert_eq!(rep.output.session_id, Some(session_of(t)));
     assert_eq!(rep.output.model.as_deref(), Some("mock-model"));
-    assert_eq!(rep.output.usage, usage(120, 8, 20, 148));
     assert!((rep.output.cost_usd.unwrap() - 0.000146).abs() < 1e-12);
-    assert_eq!(rep.output.turns, Some(1));
-    assert_eq!(rep.output.tool_calls, Some(0));
-    assert!(rep.output.errors.is_empty());
-    assert!(!rep.output.context_length_exceeded);
     // The usage line closes the pane.
     match r.lines[15].1.pane.last() {
         Some(PaneItem::Info(s)) => assert!(s.contains("in 120 out 8"), "{s}"),
