@@ -411,6 +411,39 @@ mod tests {
         }
     }
 
+    /// JSON that only the typed parse refuses (a number beyond `f64` in a field the parser
+    /// reads; serde skips it elsewhere): pi calls the line plain, Claude Code's and Codex's
+    /// parsers keep it as an event they cannot read (`parse::Grammar::UNPARSED_IS_PLAIN`).
+    #[test]
+    fn a_number_beyond_f64_where_the_parser_reads_is_plain_for_pi_only() {
+        let lines: [(AgentKind, &[u8], LineAction); 3] = [
+            (
+                AgentKind::Pi,
+                br#"{"type":"message_end","message":{"role":"assistant","usage":{"input":1e400}}}"#,
+                LineAction::Plain,
+            ),
+            (
+                AgentKind::Claude,
+                br#"{"type":"result","total_cost_usd":1e400}"#,
+                LineAction::Keep,
+            ),
+            (
+                AgentKind::Codex,
+                br#"{"type":"turn.completed","usage":{"input_tokens":1e400}}"#,
+                LineAction::Keep,
+            ),
+        ];
+        for (kind, line, want) in lines {
+            let mut p = adapter_for(kind).parser();
+            let r = p.on_line(line);
+            assert_eq!(r.action, want, "{kind:?}");
+            assert!(
+                !r.terminal,
+                "{kind:?}: an event it could not read ends nothing"
+            );
+        }
+    }
+
     #[test]
     fn overflow_phrases() {
         assert!(mentions_context_overflow(

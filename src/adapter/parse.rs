@@ -13,7 +13,7 @@
 //! ```
 //!
 //! What the skeleton owns ([`Common`]): the envelope's `output` as the grammar fills it, the
-//! tool calls counted, the terminal event (only the first one counts) with its closing usage
+//! tool calls counted and shown (`tool_call`), the terminal event (only the first one counts) with its closing usage
 //! line, the pane's room, and the errors held back until the end (pi's of calls it retries,
 //! Claude's API errors that no `result` followed). `finish` merges those, adds the figures and
 //! the tool count, and reads the stderr tail (`finish_common`).
@@ -26,7 +26,7 @@
 //!   nothing here allocates per line (the kind is a borrowed `&str` on both paths).
 //! * A line the fast path could not parse is not always plain: serde skips a field's number
 //!   beyond `f64` that a typed field refuses. pi's grammar calls it plain at once
-//!   (`UNPARSED_IS_PLAIN`), the others let the slow path keep it; the snapshots pin both.
+//!   (`UNPARSED_IS_PLAIN`), the others let the slow path keep it; a test in `adapter` pins both.
 //! * `drop_unread` is taken on the fast path only; a delta read by the slow path is read
 //!   whole, as before any pane was full.
 

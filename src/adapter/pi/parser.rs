@@ -7,6 +7,7 @@ use super::*;
 /// Reads `pi --mode json`.
 #[derive(Default)]
 pub struct PiParser {
+    /// `held_errors`: the errors of calls pi retries, dropped when a retry succeeds.
     c: Common,
     usage: Usage,
     cost: Option<f64>,
