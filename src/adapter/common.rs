@@ -202,6 +202,14 @@ pub(crate) fn content_text(content: &Value) -> String {
     }
 }
 
+/// The pane's line for a tool call: its name (`tool` when none) and its arguments summed up.
+pub(crate) fn call_item(name: Option<&str>, args: Option<&Value>) -> PaneItem {
+    PaneItem::ToolCall {
+        name: name.unwrap_or("tool").to_owned(),
+        summary: summarize_args(args.unwrap_or(&Value::Null)),
+    }
+}
+
 /// A `u64` field (tolerating floats and absent values): `lenient::Num::tolerant_u64` is
 /// checked against it.
 #[cfg(test)]
@@ -277,113 +285,6 @@ pub(crate) fn finish_common(out: &mut Output, stderr_tail: &[u8], terminal_seen:
                 out.context_length_exceeded = true;
             }
             out.push_error(e);
-        }
-    }
-}
-
-/// Test support: feeds a transcript through a parser.
-#[cfg(test)]
-pub(crate) mod replay {
-    use super::super::{AgentReport, LineAction, LineResult, StreamParser};
-
-    pub(crate) struct Replay {
-        pub lines: Vec<(String, LineResult)>,
-        pub report: AgentReport,
-    }
-
-    /// The usage the mock model reports, `n` calls' worth, as the envelope holds it.
-    pub(crate) fn usage(
-        input: u64,
-        output: u64,
-        read: u64,
-        total: u64,
-    ) -> Option<crate::envelope::Usage> {
-        Some(crate::envelope::Usage {
-            input_tokens: Some(input),
-            output_tokens: Some(output),
-            cache_read_tokens: Some(read),
-            cache_write_tokens: Some(0),
-            total_tokens: Some(total),
-        })
-    }
-
-    /// A string field of the first line of a transcript (the session or thread id).
-    pub(crate) fn first_line_field(transcript: &str, field: &str) -> String {
-        let first: serde_json::Value =
-            serde_json::from_str(transcript.lines().next().unwrap()).unwrap();
-        first[field].as_str().unwrap().to_owned()
-    }
-
-    impl Replay {
-        pub fn run(mut parser: Box<dyn StreamParser>, transcript: &str, stderr: &str) -> Self {
-            let lines = transcript
-                .lines()
-                .map(|l| (l.to_owned(), parser.on_line(l.as_bytes())))
-                .collect();
-            let report = parser.finish(stderr.as_bytes());
-            Replay { lines, report }
-        }
-        /// The `type` of each line with the given action (`"?"` for untyped lines).
-        pub fn types_where(&self, pred: impl Fn(&LineAction) -> bool) -> Vec<String> {
-            self.lines
-                .iter()
-                .filter(|(_, r)| pred(&r.action))
-                .map(|(l, _)| {
-                    serde_json::from_str::<serde_json::Value>(l)
-                        .ok()
-                        .and_then(|v| v.get("type").and_then(|t| t.as_str()).map(str::to_owned))
-                        .unwrap_or_else(|| "?".to_owned())
-                })
-                .collect()
-        }
-        pub fn dropped(&self) -> Vec<String> {
-            self.types_where(|a| *a == LineAction::Drop)
-        }
-        pub fn kept(&self) -> Vec<String> {
-            self.types_where(|a| {
-                matches!(
-                    a,
-                    LineAction::Keep | LineAction::KeepAndPlain | LineAction::Replace(_)
-                )
-            })
-        }
-        /// Indexes of the lines marked terminal.
-        pub fn terminal_lines(&self) -> Vec<usize> {
-            self.lines
-                .iter()
-                .enumerate()
-                .filter(|(_, (_, r))| r.terminal)
-                .map(|(i, _)| i)
-                .collect()
-        }
-        pub fn pane(&self) -> Vec<super::super::PaneItem> {
-            self.lines
-                .iter()
-                .flat_map(|(_, r)| r.pane.clone())
-                .collect()
-        }
-        /// What the worker wrote to `events.jsonl`: the lines kept, as kept.
-        pub fn events_jsonl(&self) -> String {
-            let mut out = String::new();
-            for (l, r) in &self.lines {
-                match &r.action {
-                    LineAction::Keep | LineAction::KeepAndPlain => out.push_str(l),
-                    LineAction::Replace(b) => out.push_str(&String::from_utf8_lossy(b)),
-                    LineAction::Drop | LineAction::Plain => continue,
-                }
-                out.push('\n');
-            }
-            out
-        }
-        /// All streamed text, concatenated.
-        pub fn pane_text(&self) -> String {
-            self.pane()
-                .into_iter()
-                .filter_map(|p| match p {
-                    super::super::PaneItem::Text(t) => Some(t),
-                    _ => None,
-                })
-                .collect()
         }
     }
 }

@@ -6,20 +6,46 @@
 //! pane ([`PaneItem`]) and, at the end, the envelope's `output` ([`AgentReport`]).
 //! Nothing here does IO: the worker feeds lines in and writes files.
 //!
+//! ```text
+//! adapter/
+//!   mod.rs         the traits (Adapter, StreamParser) and what they exchange
+//!   parse.rs       the one parser skeleton: the line flow, tool count, terminal, finish
+//!   pi/ claude/ codex/   one room per agent CLI, each the same way:
+//!     mod.rs       the adapter: argv, stdin, sandbox needs
+//!     events.rs    the event shapes its parser reads (lenient)
+//!     parser.rs    its grammar: deltas, kept events, usage figures (parse::Grammar)
+//!     tests.rs     replays of its recorded transcripts, its argv
+//!   command.rs     any program: a JSON line is an event, anything else plain
+//!   common.rs      peek/from_line, pane summaries, the usage line, the stderr tail
+//!   lenient.rs     the lenient field readers the event shapes are made of
+//!   snapshots.rs   every parser against tests/fixtures/parsed (odd and real streams)
+//!   test_support.rs  Replay, transcript!, launch_in: the agents' tests share them
+//! ```
+//!
+//! An agent's parser is only its grammar: which types are streaming deltas, how a kept event
+//! is read, its usage figures. `parse.rs` reads the line (a fast path on a leading `type`, the
+//! slow path through `peek`), counts tool calls, marks the first terminal event, and
+//! finishes the report the same way for all three.
+//!
 //! Common pitfalls:
 //! * Exit codes lie: pi exits 0 after a failed model call, Claude Code can say
 //!   `subtype: "success"` with `is_error: true`. Decide from events.
 //! * Streaming deltas are most of the bytes; drop them, but keep the text for the pane.
 //! * Lines may be invalid UTF-8 or not JSON at all; never panic on them.
+//! * A new agent is a room with a `Grammar`, not a new `on_line`: the fast path, the slow
+//!   path and `finish_common` stay in one place, and the snapshots pin what each decides.
 
 mod claude;
 mod codex;
 mod command;
 mod common;
 mod lenient;
+mod parse;
 mod pi;
 #[cfg(test)]
 mod snapshots;
+#[cfg(test)]
+mod test_support;
 
 use std::path::Path;
 
@@ -287,7 +313,7 @@ pub fn mentions_context_overflow(text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::common::replay::Replay;
+    use super::test_support::Replay;
     use super::*;
 
     /// `logs --pretty` reads `events.jsonl` back through the adapter: what it shows must be
@@ -382,6 +408,39 @@ mod tests {
                     "{kind:?}: the same line made valid is an event"
                 );
             }
+        }
+    }
+
+    /// JSON that only the typed parse refuses (a number beyond `f64` in a field the parser
+    /// reads; serde skips it elsewhere): pi calls the line plain, Claude Code's and Codex's
+    /// parsers keep it as an event they cannot read (`parse::Grammar::UNPARSED_IS_PLAIN`).
+    #[test]
+    fn a_number_beyond_f64_where_the_parser_reads_is_plain_for_pi_only() {
+        let lines: [(AgentKind, &[u8], LineAction); 3] = [
+            (
+                AgentKind::Pi,
+                br#"{"type":"message_end","message":{"role":"assistant","usage":{"input":1e400}}}"#,
+                LineAction::Plain,
+            ),
+            (
+                AgentKind::Claude,
+                br#"{"type":"result","total_cost_usd":1e400}"#,
+                LineAction::Keep,
+            ),
+            (
+                AgentKind::Codex,
+                br#"{"type":"turn.completed","usage":{"input_tokens":1e400}}"#,
+                LineAction::Keep,
+            ),
+        ];
+        for (kind, line, want) in lines {
+            let mut p = adapter_for(kind).parser();
+            let r = p.on_line(line);
+            assert_eq!(r.action, want, "{kind:?}");
+            assert!(
+                !r.terminal,
+                "{kind:?}: an event it could not read ends nothing"
+            );
         }
     }
 

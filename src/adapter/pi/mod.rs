@@ -24,15 +24,13 @@
 
 use serde_json::{Map, Value};
 
-use super::common::{
-    Peeked, abbreviate, add_usage, finish_common, fits_argv, from_line, leading_type, not_an_event,
-    one_line, peek, stdin_for, summarize_args, usage_info,
-};
+use super::common::{abbreviate, add_usage, call_item, fits_argv, from_line, one_line, stdin_for};
+use super::parse::{Common, Figures, Grammar};
 use super::{
-    Adapter, AgentLaunch, AgentReport, ArgvContext, LineAction, LineResult, PaneItem, SandboxNeeds,
-    StateDir, StreamParser, mentions_context_overflow,
+    Adapter, AgentLaunch, ArgvContext, LineAction, LineResult, PaneItem, SandboxNeeds, StateDir,
+    StreamParser, mentions_context_overflow,
 };
-use crate::envelope::{Output, SoFar, Usage};
+use crate::envelope::Usage;
 use crate::spec::{AgentKind, TaskSpec};
 
 mod events;

@@ -7,102 +7,51 @@ use super::*;
 /// Reads `pi --mode json`.
 #[derive(Default)]
 pub struct PiParser {
-    out: Output,
+    /// `held_errors`: the errors of calls pi retries, dropped when a retry succeeds.
+    c: Common,
     usage: Usage,
     cost: Option<f64>,
     turns: u64,
-    tool_calls: u64,
     /// The last assistant message: its stop reason and error.
     last_stop: Option<String>,
     last_error: Option<String>,
-    /// Errors of attempts pi is retrying; dropped if a retry succeeds.
-    retried_errors: Vec<String>,
-    terminal: Option<String>,
-    /// The pane takes more text (see `StreamParser::set_pane_room`).
-    pane_full: bool,
     /// The current message came with deltas (shown as they came, or dropped unread). Without
     /// any, as when `events.jsonl` is read back (`logs --pretty`), its `message_end` shows
     /// the whole text.
     streamed: bool,
 }
 
-impl StreamParser for PiParser {
-    fn on_line(&mut self, line: &[u8]) -> LineResult {
-        // Fast path (most of a pi stream): the type is read from the first bytes and the line
-        // is parsed exactly once, by the parse that needs it; a line that fails that parse is
-        // not JSON and goes where `peek` would have sent it.
-        if let Some(kind) = leading_type(line) {
-            return match kind {
-                // Nobody can see the text now: a delta is dropped unread.
-                "message_update" if self.pane_full => {
-                    self.streamed = true;
-                    LineResult::drop_line()
-                }
-                "message_update" => self
-                    .on_update(line)
-                    .unwrap_or_else(|| LineResult::plain(line)),
-                "tool_execution_update" => match from_line::<serde::de::IgnoredAny>(line) {
-                    Some(_) => LineResult::drop_line(),
-                    None => LineResult::plain(line),
-                },
-                _ => self
-                    .on_kept(kind, line)
-                    .unwrap_or_else(|| LineResult::plain(line)),
-            };
-        }
-        let peeked = peek(line);
-        let kind = match &peeked {
-            Peeked::Event(Some(k)) => k.as_ref(),
-            Peeked::Event(None) => return LineResult::keep(),
-            _ => return not_an_event(line, &peeked),
-        };
+impl Grammar for PiParser {
+    const UNPARSED_IS_PLAIN: bool = true;
+
+    fn common(&self) -> &Common {
+        &self.c
+    }
+    fn common_mut(&mut self) -> &mut Common {
+        &mut self.c
+    }
+
+    fn is_delta(kind: &str) -> bool {
+        matches!(kind, "message_update" | "tool_execution_update")
+    }
+
+    fn drop_unread(&mut self, kind: &str, _line: &[u8]) -> Option<LineResult> {
+        // Nobody can see the text now: a delta is dropped unread.
+        (kind == "message_update").then(|| {
+            self.streamed = true;
+            LineResult::drop_line()
+        })
+    }
+
+    fn on_delta(&mut self, kind: &str, line: &[u8]) -> Option<LineResult> {
         match kind {
-            "message_update" => self.on_update(line).unwrap_or_else(LineResult::drop_line),
-            "tool_execution_update" => LineResult::drop_line(),
-            _ => {
-                let kind = kind.to_owned();
-                self.on_kept(&kind, line).unwrap_or_else(LineResult::keep)
-            }
+            "message_update" => self.on_update(line),
+            _ => from_line::<serde::de::IgnoredAny>(line).map(|_| LineResult::drop_line()),
         }
     }
 
-    fn set_pane_room(&mut self, room: bool) {
-        self.pane_full = !room;
-    }
-
-    fn so_far(&self) -> SoFar {
-        SoFar {
-            usage: (self.usage != Usage::default()).then(|| self.usage.clone()),
-            cost_usd: self.cost,
-            turns: Some(self.turns),
-            tool_calls: Some(self.tool_calls),
-        }
-    }
-
-    fn finish(&mut self, stderr_tail: &[u8]) -> AgentReport {
-        let mut out = std::mem::take(&mut self.out);
-        for e in self.retried_errors.drain(..) {
-            out.push_error(e);
-        }
-        if self.usage != Usage::default() {
-            out.usage = Some(self.usage.clone());
-        }
-        out.cost_usd = self.cost;
-        out.turns = Some(self.turns);
-        out.tool_calls = Some(self.tool_calls);
-        finish_common(&mut out, stderr_tail, self.terminal.is_some());
-        AgentReport {
-            output: out,
-            terminal_event: self.terminal.clone(),
-            model_error: self.last_stop.as_deref() == Some("error"),
-        }
-    }
-}
-
-impl PiParser {
     /// A kept event, read once: typed and borrowed for what the report and the pane use, a
-    /// map only for the transcript repeats that are written back reduced. `None` when the
-    /// line does not parse.
+    /// map only for the transcript repeats that are written back reduced.
     fn on_kept(&mut self, kind: &str, line: &[u8]) -> Option<LineResult> {
         match kind {
             "turn_end" | "agent_end" => {
@@ -126,6 +75,20 @@ impl PiParser {
         }
     }
 
+    fn figures(&self) -> Figures {
+        Figures {
+            usage: (self.usage != Usage::default()).then(|| self.usage.clone()),
+            cost_usd: self.cost,
+            turns: Some(self.turns),
+        }
+    }
+
+    fn model_error(&self) -> bool {
+        self.last_stop.as_deref() == Some("error")
+    }
+}
+
+impl PiParser {
     /// A delta: dropped, shown in the pane. `None` when the line is not valid JSON.
     fn on_update(&mut self, line: &[u8]) -> Option<LineResult> {
         self.streamed = true;
@@ -157,28 +120,17 @@ impl PiParser {
         match kind {
             "session" => {
                 if let Some(id) = ev.id.get() {
-                    self.out.session_id = Some(id.to_owned());
+                    self.c.out.session_id = Some(id.to_owned());
                     r.pane.push(PaneItem::Info(format!("pi session {id}")));
                 }
             }
             "message_end" if ev.message.role.get() == Some("assistant") => {
                 self.on_assistant(&ev.message, &mut r);
             }
-            "tool_execution_start" | "tool_execution_end" if self.pane_full => {
-                if kind == "tool_execution_start" {
-                    self.tool_calls += 1;
-                }
-                r.unshown += 1;
-            }
-            "tool_execution_start" => {
-                self.tool_calls += 1;
-                let name = ev.tool_name.get().unwrap_or("tool");
-                let summary = summarize_args(ev.args.0.as_ref().unwrap_or(&Value::Null));
-                r.pane.push(PaneItem::ToolCall {
-                    name: name.to_owned(),
-                    summary,
-                });
-            }
+            "tool_execution_start" => self
+                .c
+                .tool_call(&mut r, || call_item(ev.tool_name.get(), ev.args.0.as_ref())),
+            "tool_execution_end" if self.c.pane_full => r.unshown += 1,
             "tool_execution_end" => {
                 r.pane.push(PaneItem::ToolResult {
                     summary: abbreviate(&ev.result.0.0),
@@ -197,7 +149,7 @@ impl PiParser {
             }
             "auto_retry_end" => {
                 if ev.success.0 == Some(true) {
-                    self.retried_errors.clear();
+                    self.c.held_errors.clear();
                 } else {
                     self.mark_terminal("auto_retry_end", &mut r);
                 }
@@ -205,7 +157,7 @@ impl PiParser {
             "compaction_start" => {
                 let reason = ev.reason.get().unwrap_or("");
                 if reason == "overflow" {
-                    self.out.context_length_exceeded = true;
+                    self.c.out.context_length_exceeded = true;
                 }
                 r.pane
                     .push(PaneItem::Info(format!("compacting the context ({reason})")));
@@ -244,7 +196,7 @@ impl PiParser {
         let stop = msg.stop_reason.get().map(str::to_owned);
         let error = msg.error_message.get().map(str::to_owned);
         if let Some(m) = msg.model.get() {
-            self.out.model = Some(m.to_owned());
+            self.c.out.model = Some(m.to_owned());
         }
         if let Some(u) = &msg.usage.0 {
             let usage = Usage {
@@ -261,26 +213,26 @@ impl PiParser {
         }
         let text = msg.content.0.to_string();
         if !std::mem::take(&mut self.streamed) && !text.is_empty() {
-            if self.pane_full {
+            if self.c.pane_full {
                 r.unshown += 1;
             } else {
                 r.pane.push(PaneItem::Text(text.clone()));
                 r.pane.push(PaneItem::TextEnd);
             }
         }
-        self.out.final_text = (!text.is_empty()).then_some(text);
+        self.c.out.final_text = (!text.is_empty()).then_some(text);
         if stop.as_deref() == Some("error") {
             let e = error
                 .clone()
                 .unwrap_or_else(|| "model call failed".to_owned());
             if mentions_context_overflow(&e) {
-                self.out.context_length_exceeded = true;
+                self.c.out.context_length_exceeded = true;
             }
             r.pane.push(PaneItem::Error(one_line(&e, 500)));
             if pi_retries(&e) {
-                self.retried_errors.push(e);
+                self.c.held_errors.push(e);
             } else {
-                self.out.push_error(e);
+                self.c.out.push_error(e);
             }
         }
         self.last_stop = stop;
@@ -288,17 +240,12 @@ impl PiParser {
     }
 
     fn mark_terminal(&mut self, kind: &str, r: &mut LineResult) {
-        if self.terminal.is_some() {
-            return;
-        }
-        self.terminal = Some(kind.to_owned());
-        r.terminal = true;
-        let mut shown = self.out.clone();
-        shown.usage = Some(self.usage.clone());
-        shown.cost_usd = self.cost;
-        shown.turns = Some(self.turns);
-        shown.tool_calls = Some(self.tool_calls);
-        r.pane.push(usage_info(&shown));
+        let figures = Figures {
+            usage: Some(self.usage.clone()),
+            cost_usd: self.cost,
+            turns: Some(self.turns),
+        };
+        self.c.mark_terminal(kind, r, figures);
     }
 }
 

@@ -4,15 +4,14 @@ use super::parser::pi_retries;
 use super::*;
 use crate::adapter::MAX_INLINE_PROMPT;
 use crate::adapter::Stdin;
-use crate::adapter::common::replay::{Replay, first_line_field, usage};
+use crate::adapter::test_support::{
+    self, Replay, assert_answered_plainly, assert_wrote_the_file, first_line_field, launch_in,
+    usage,
+};
 
 macro_rules! transcript {
     ($name:literal) => {
-        include_str!(concat!(
-            "../../../tests/fixtures/transcripts/pi/",
-            $name,
-            ".jsonl"
-        ))
+        test_support::transcript!("pi", $name)
     };
 }
 
@@ -46,23 +45,11 @@ fn plain_answer() {
         ]
     );
     assert_eq!(r.terminal_lines(), vec![15]);
-    assert_eq!(r.pane_text(), "Hello from the mock model.");
     assert!(r.pane().contains(&PaneItem::TextEnd));
+    assert_answered_plainly(&r, "agent_end", session_of(t));
     let rep = &r.report;
-    assert_eq!(rep.terminal_event.as_deref(), Some("agent_end"));
-    assert!(!rep.model_error);
-    assert_eq!(
-        rep.output.final_text.as_deref(),
-        Some("Hello from the mock model.")
-    );
-    assert_eq!(rep.output.session_id, Some(session_of(t)));
     assert_eq!(rep.output.model.as_deref(), Some("mock-model"));
-    assert_eq!(rep.output.usage, usage(120, 8, 20, 148));
     assert!((rep.output.cost_usd.unwrap() - 0.000146).abs() < 1e-12);
-    assert_eq!(rep.output.turns, Some(1));
-    assert_eq!(rep.output.tool_calls, Some(0));
-    assert!(rep.output.errors.is_empty());
-    assert!(!rep.output.context_length_exceeded);
     // The usage line closes the pane.
     match r.lines[15].1.pane.last() {
         Some(PaneItem::Info(s)) => assert!(s.contains("in 120 out 8"), "{s}"),
@@ -108,24 +95,11 @@ fn tool_write_runs_bash() {
         1
     );
     assert_eq!(r.terminal_lines().len(), 1);
-    assert!(r.pane().contains(&PaneItem::ToolCall {
-        name: "bash".into(),
-        summary: "echo hi > made_by_agent.txt".into()
-    }));
-    assert!(r.pane().contains(&PaneItem::ToolResult {
-        summary: "(no output)".into(),
-        is_error: false
-    }));
+    assert_wrote_the_file(&r, ("bash", "echo hi > made_by_agent.txt"), "(no output)");
     let rep = &r.report;
-    assert_eq!(
-        rep.output.final_text.as_deref(),
-        Some("I wrote made_by_agent.txt.")
-    );
     assert_eq!(rep.output.turns, Some(2));
-    assert_eq!(rep.output.tool_calls, Some(1));
     assert_eq!(rep.output.usage, usage(240, 16, 40, 296));
     assert!((rep.output.cost_usd.unwrap() - 0.000292).abs() < 1e-12);
-    assert!(!rep.model_error);
 }
 
 #[test]
@@ -144,16 +118,8 @@ fn model_error_is_terminal_only_when_retries_are_exhausted() {
     assert_eq!(rep.output.turns, Some(3));
     assert_eq!(rep.output.cost_usd, Some(0.0));
     assert!(!rep.output.context_length_exceeded);
-    assert!(
-        r.pane()
-            .iter()
-            .any(|p| matches!(p, PaneItem::Error(e) if e.starts_with("500")))
-    );
-    assert!(
-        r.pane()
-            .iter()
-            .any(|p| matches!(p, PaneItem::Info(i) if i.starts_with("retry 1/2")))
-    );
+    assert!(r.pane_has_error("500"), "{:?}", r.pane());
+    assert!(r.pane_has_info("retry 1/2"), "{:?}", r.pane());
 }
 
 #[test]
@@ -268,24 +234,14 @@ fn retry_classification_follows_pi() {
     assert!(!pi_retries("401 invalid api key"));
 }
 
-fn ctx() -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    (
-        "/h/runs/r1".into(),
-        "/h/runs/r1/attempts/2".into(),
-        "/h/runs/r1/attempts/2/prompt.txt".into(),
-    )
-}
-
 fn launch(task: &TaskSpec) -> AgentLaunch {
-    let (run, attempt, prompt) = ctx();
-    let sessions = std::path::PathBuf::from("/h/sessions/pi");
-    let c = ArgvContext {
-        run_dir: &run,
-        sessions_dir: &sessions,
-        attempt_dir: &attempt,
-        prompt_file: &prompt,
-    };
-    PiAdapter.launch("/bin/pi", task, &c)
+    launch_in(
+        &PiAdapter,
+        "/bin/pi",
+        task,
+        "/h/sessions/pi",
+        "/h/runs/r1/attempts/2",
+    )
 }
 
 #[test]

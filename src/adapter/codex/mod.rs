@@ -1,0 +1,147 @@
+//! The `codex` adapter (`codex exec --json`).
+//!
+//! ```text
+//! thread.started ─ turn.started ─ item.started|updated|completed* ─ turn.completed | turn.failed
+//!                                 (error events may come before turn.failed)
+//! ```
+//!
+//! * Dropped: `item.updated` (progress of an item whose `item.completed` follows whole).
+//! * Terminal: the first `turn.completed` or `turn.failed`. `exec` runs one turn (the prompt)
+//!   and exits; it does not start another turn by itself, so the first end is the end.
+//! * Tools: codex has no per-tool allowlist; its tools are gated by its sandbox. A task's tool
+//!   list therefore picks the sandbox: only read-only tools (read, grep, ls, …) give
+//!   `sandbox_mode="read-only"`, anything else `"workspace-write"`. No tools: codex's own config.
+//! * Thinking is `model_reasoning_effort` (`off` becomes `none`); the system prompt is
+//!   `developer_instructions`. Both are `-c key=<TOML string>` overrides.
+//!
+//! Common pitfalls:
+//! * `item.completed` with `type: "error"` is a warning (e.g. unknown model metadata), not a
+//!   failure: it goes to the pane only. `turn.failed` and a top-level `error` not followed by a
+//!   completed turn are failures.
+//! * codex exits 1 on `turn.failed`, and dies with `Error: …` on stderr and no turn at all when
+//!   it refuses the input (e.g. more than 1 MiB of prompt): that line becomes the error.
+//! * `usage` counts cached input inside `input_tokens`; the envelope's `input_tokens` does not
+//!   (as pi and Claude report it). After `exec resume` the usage is the whole thread's.
+//! * With stdin not a terminal, codex appends it to the prompt: the worker gives `/dev/null`,
+//!   or the prompt file when the prompt is `-` (too large for argv).
+//! * No cost and no model name appear in the events.
+
+use serde_json::Value;
+
+use super::common::{
+    abbreviate, fits_argv, from_line, one_line, stdin_for, summarize_args, toml_string,
+};
+use super::parse::{Common, Figures, Grammar};
+use super::{
+    Adapter, AgentLaunch, ArgvContext, LineResult, PaneItem, SandboxNeeds, StateDir, StreamParser,
+    mentions_context_overflow,
+};
+use crate::envelope::Usage;
+use crate::spec::{AgentKind, TaskSpec};
+
+mod events;
+mod parser;
+#[cfg(test)]
+mod tests;
+
+use parser::CodexParser;
+
+pub struct CodexAdapter;
+
+/// Tools that only read: a task limited to these runs codex's read-only sandbox.
+const READ_ONLY_TOOLS: [&str; 9] = [
+    "read",
+    "grep",
+    "find",
+    "ls",
+    "glob",
+    "view",
+    "view_image",
+    "web_search",
+    "search",
+];
+
+impl Adapter for CodexAdapter {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Codex
+    }
+    fn binary(&self) -> Option<&'static str> {
+        Some("codex")
+    }
+    fn install_hint(&self) -> &'static str {
+        "install Codex with `npm install -g @openai/codex`"
+    }
+    fn launch(&self, program: &str, task: &TaskSpec, _ctx: &ArgvContext<'_>) -> AgentLaunch {
+        let mut argv: Vec<String> = vec![
+            program.to_owned(),
+            "exec".into(),
+            "--json".into(),
+            "--skip-git-repo-check".into(),
+        ];
+        if let Some(m) = &task.model {
+            argv.push(format!("--model={m}"));
+        }
+        if let Some(s) = &task.system_prompt {
+            argv.extend([
+                "-c".into(),
+                format!("developer_instructions={}", toml_string(s)),
+            ]);
+        }
+        if let Some(t) = &task.thinking {
+            let effort = if t == "off" { "none" } else { t.as_str() };
+            argv.extend([
+                "-c".into(),
+                format!("model_reasoning_effort={}", toml_string(effort)),
+            ]);
+        }
+        if !task.tools.is_empty() {
+            let read_only = task
+                .tools
+                .iter()
+                .all(|t| READ_ONLY_TOOLS.contains(&t.to_ascii_lowercase().as_str()));
+            let mode = if read_only {
+                "read-only"
+            } else {
+                "workspace-write"
+            };
+            argv.extend(["-c".into(), format!("sandbox_mode={}", toml_string(mode))]);
+        }
+        if let Some(id) = &task.resume_session {
+            argv.extend(["resume".into(), id.clone()]);
+        }
+        let inline = fits_argv(&task.prompt) && !task.prompt.is_empty();
+        if inline {
+            argv.extend(["--".into(), task.prompt.clone()]);
+        } else {
+            argv.push("-".into());
+        }
+        AgentLaunch {
+            argv,
+            stdin: stdin_for(inline),
+        }
+    }
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(CodexParser::default())
+    }
+    fn expects_terminal_event(&self) -> bool {
+        true
+    }
+    fn sandbox_needs(&self) -> SandboxNeeds {
+        SandboxNeeds {
+            env: &["OPENAI_*", "CODEX_*"],
+            state_dir: Some(StateDir {
+                var: "CODEX_HOME",
+                default: ".codex",
+                copy: &[
+                    "config.toml",
+                    "auth.json",
+                    "AGENTS.md",
+                    "AGENTS.override.md",
+                ],
+                link: &["prompts", "skills", "rules"],
+                home_file: None,
+                session: Some("sessions/*/*/*/rollout-*-{id}.jsonl"),
+            }),
+        }
+    }
+}
