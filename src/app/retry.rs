@@ -5,9 +5,18 @@
 //!                                              │                 │ output.session_id
 //!  RetryOptions (resume, task, env) ───────────┼─────────────────┤
 //!  the retrying process (System: vars, PATH) ──┘                 ▼
-//!                          plan_retry ──► Plan { spec: attempt n+1, env values, prompt }
+//!                          plan_retry ──► RunRequest (what n+1 runs) + Kept (what n had)
+//!                                             ─► plan_attempt (the planner of `run`: every check)
+//!                                             ─► Plan { spec: attempt n+1, env values, prompt }
 //!                                             └─► start(home, plan) ─► attempts/<n+1>/
 //! ```
+//!
+//! Only what is a retry's own is decided here: from the latest attempt only, once it has
+//! finished; `--resume` needs a recorded session; no task or resume for a command; the
+//! warning for a variable attempt *n* had set and this process lacks; a program inside
+//! attempt *n*'s worktree is named from the repository, to move with the new worktree.
+//! That the cwd is still a directory, the program still executable, a task not empty, a
+//! worktree possible: the planner's rules, for `run` and `retry` alike.
 //!
 //! What is kept from attempt *n*: the program (its resolved argv for a command, the agent CLI
 //! and its task settings for an agent), the cwd, the limits, labels, correlation id, the
@@ -38,8 +47,6 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-#[cfg(doc)]
-use super::plan::environment;
 use super::plan::{Kept, SandboxRequest, plan_attempt, set_by_sandbox};
 use super::{Error, Found, Plan, RunRequest, System, attempt_status, find_run};
 use crate::envelope::Envelope;
@@ -103,8 +110,8 @@ pub fn prepare_retry(
 
 /// Plans attempt *n+1* of `found`'s run from its latest attempt *n*. Reads attempt *n*'s
 /// `result.json` through `sys`; creates nothing. Decides only what attempt *n+1* keeps and
-/// what it takes anew, as a request and what it [`Kept`]; the one planner
-/// ([`plan_attempt`]) checks and makes the rest, as for attempt 1: that the cwd is still a
+/// what it takes anew, as a request and what it `Kept`; the one planner
+/// (`plan_attempt`, the path of [`super::plan`]) checks and makes the rest, as for attempt 1: that the cwd is still a
 /// directory, the program still an executable file, the task not empty, the worktree
 /// possible, the sandbox policy sound.
 pub fn plan_retry(
@@ -289,8 +296,8 @@ fn next_task(
     Ok(resumed_from)
 }
 
-/// The request [`environment`] builds the next attempt's environment from, and the recorded
-/// `set` names that got no value.
+/// The environment part of attempt *n+1*'s request (the planner's `environment` builds its
+/// environment from it), and the recorded `set` names that got no value.
 fn env_request(
     prev: &AttemptSpec,
     opts: &RetryOptions,

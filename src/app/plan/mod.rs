@@ -6,11 +6,15 @@
 //!
 //! ```text
 //!  RunRequest ─► run id, limits, cwd ─► lineage.rs (depth, chain) ─► env.rs (what passes)
-//!             ─► program.rs (program or agent CLI on PATH, @FILE, E2BIG) ─► worktree
+//!   (+ Kept)  ─► program.rs (program or agent CLI on PATH, @FILE, E2BIG) ─► worktree
 //!             ─► policy.rs (what the sandbox was asked) ─► Resolved
-//!  Resolved (from here, or from retry.rs) ─► assemble.rs: adapter argv (paths of attempt n),
-//!             agent state, policy.rs (the attempt's sandbox policy) ─► Plan
+//!  Resolved ─► assemble.rs: adapter argv (paths of attempt n), agent state, policy.rs
+//!             (the attempt's sandbox policy) ─► Plan
 //! ```
+//!
+//! A retry (retry.rs) comes the same way: a request of what attempt *n+1* runs, and what it
+//! [`Kept`] from attempt *n* as it is (limits, lineage, group, the sandbox as asked, the
+//! agent CLI, the run's record). Every check of the rest is made here, once, for both.
 //!
 //! Common pitfalls:
 //! * The program is looked up on the PATH it will run with (after `--env PATH=…`); tmux on
