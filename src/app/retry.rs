@@ -110,10 +110,10 @@ pub fn prepare_retry(
 
 /// Plans attempt *n+1* of `found`'s run from its latest attempt *n*. Reads attempt *n*'s
 /// `result.json` through `sys`; creates nothing. Decides only what attempt *n+1* keeps and
-/// what it takes anew, as a request and what it `Kept`; the one planner
-/// (`plan_attempt`, the path of [`super::plan`]) checks and makes the rest, as for attempt 1: that the cwd is still a
-/// directory, the program still an executable file, the task not empty, the worktree
-/// possible, the sandbox policy sound.
+/// what it takes anew, as a request and what it `Kept`; the one planner (`plan_attempt`,
+/// the path of [`super::plan`]) checks and makes the rest, as for attempt 1: that the cwd
+/// is still a directory, the program still an executable file, the task not empty, the
+/// worktree possible, the sandbox policy sound.
 pub fn plan_retry(
     found: &Found,
     opts: &RetryOptions,
@@ -169,10 +169,10 @@ pub fn plan_retry(
     // from there, as `run --worktree -- ./PROGRAM` names it, and moves with the worktree.
     req.cwd = Some(match &prev.worktree {
         Some(wt) => {
-            if let Some(first) = req.argv.first_mut() {
-                if let Some(moved) = in_repository(first, wt) {
-                    *first = moved;
-                }
+            if let Some(first) = req.argv.first_mut()
+                && let Some(moved) = in_repository(first, wt)
+            {
+                *first = moved;
             }
             super::worktree::program_dir(&crate::spec::WorktreeSpec {
                 path: wt.repo.clone(),
