@@ -342,3 +342,37 @@ fn help_explains_retry_and_the_attempt_flags() {
     assert!(w.stdout.contains("--attempt"), "{}", w.stdout);
     assert!(!env.home.exists(), "--help creates nothing");
 }
+
+/// What `run` refuses of the new attempt a retry refuses by the same rule, naming the run
+/// and attempt the kept setting comes from (the retry's caller did not give `--cwd`).
+#[test]
+fn a_retry_whose_directory_is_gone_is_refused_in_runs_words_with_the_attempt_named() {
+    let env = TestEnv::new();
+    let dir = env.root.path().join("gone");
+    std::fs::create_dir(&dir).unwrap();
+    // As the run records it: resolved.
+    let dir = dir.canonicalize().unwrap();
+    let d = dir.to_str().unwrap();
+    let r = env.sp_within(
+        LIMIT,
+        HANG,
+        [
+            "run", "--run-id", "away", "--cwd", d, "--", "sh", "-c", "exit 1",
+        ],
+    );
+    assert_eq!(r.code, 1, "{r:?}");
+    std::fs::remove_dir(&dir).unwrap();
+    let run = env.sp(["run", "--cwd", d, "--", "true"]);
+    let retry = env.sp(["retry", "away"]);
+    assert_eq!((run.code, retry.code), (2, 2), "{run:?} {retry:?}");
+    let said = format!("--cwd `{d}` cannot be used: No such file or directory (os error 2)");
+    assert!(run.stderr.contains(&said), "{run:?}");
+    assert!(
+        retry.stderr.contains(&format!(
+            "{said}; attempt 1 of run `away` ran there, and a retry keeps it: to change it, start a new run (`subpane run`)"
+        )),
+        "{retry:?}"
+    );
+    assert!(!env.attempt_dir("away", 2).exists());
+    env.assert_no_leftovers();
+}

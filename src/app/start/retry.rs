@@ -5,9 +5,18 @@
 //!                                              │                 │ output.session_id
 //!  RetryOptions (resume, task, env) ───────────┼─────────────────┤
 //!  the retrying process (System: vars, PATH) ──┘                 ▼
-//!                          plan_retry ──► Plan { spec: attempt n+1, env values, prompt }
+//!                          plan_retry ──► RunRequest (what n+1 runs) + Kept (what n had)
+//!                                             ─► plan_attempt (the planner of `run`: every check)
+//!                                             ─► Plan { spec: attempt n+1, env values, prompt }
 //!                                             └─► start(home, plan) ─► attempts/<n+1>/
 //! ```
+//!
+//! Only what is a retry's own is decided here: from the latest attempt only, once it has
+//! finished; `--resume` needs a recorded session; no task or resume for a command; the
+//! warning for a variable attempt *n* had set and this process lacks; a program inside
+//! attempt *n*'s worktree is named from the repository, to move with the new worktree.
+//! That the cwd is still a directory, the program still executable, a task not empty, a
+//! worktree possible: the planner's rules, for `run` and `retry` alike.
 //!
 //! What is kept from attempt *n*: the program (its resolved argv for a command, the agent CLI
 //! and its task settings for an agent), the cwd, the limits, labels, correlation id, the
@@ -38,13 +47,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::adapter::adapter_for;
-use crate::app::plan::{
-    Resolved, SandboxRequest, assemble, environment, set_by_sandbox, text_or_file,
-};
+use crate::app::plan::{Kept, SandboxRequest, plan_attempt, set_by_sandbox};
 use crate::app::{Error, Found, Plan, RunRequest, System, attempt_status, find_run};
 use crate::envelope::Envelope;
-use crate::spec::{AgentKind, AttemptSpec, TaskSpec};
+use crate::spec::{AgentKind, AttemptSpec};
 use crate::store::Home;
 
 /// The task of `retry --resume` without `--task`.
@@ -104,7 +110,10 @@ pub fn prepare_retry(
 
 /// Plans attempt *n+1* of `found`'s run from its latest attempt *n*. Reads attempt *n*'s
 /// `result.json` through `sys`; creates nothing. Decides only what attempt *n+1* keeps and
-/// what it takes anew; the one planner ([`assemble`]) makes the rest, as for attempt 1.
+/// what it takes anew, as a request and what it `Kept`; the one planner (`plan_attempt`,
+/// the path of [`super::plan`]) checks and makes the rest, as for attempt 1: that the cwd
+/// is still a directory, the program still an executable file, the task not empty, the
+/// worktree possible, the sandbox policy sound.
 pub fn plan_retry(
     found: &Found,
     opts: &RetryOptions,
@@ -127,38 +136,10 @@ pub fn plan_retry(
         )));
     }
     let outcome = previous_envelope(found, sys)?;
-    // A --worktree run gets a worktree of its own for the new attempt, made from the
-    // repository's HEAD of this moment; attempt n's (kept or removed) is left as it is.
-    let worktree = match &prev.worktree {
-        Some(wt) => Some(crate::app::worktree::for_attempt(home, wt, run_id, n + 1)?),
-        None => None,
-    };
-    // The directory the program was asked to run in: the repository's, with a worktree.
-    let cwd = match &prev.worktree {
-        Some(wt) => crate::app::worktree::program_dir(&crate::spec::WorktreeSpec {
-            path: wt.repo.clone(),
-            ..wt.clone()
-        }),
-        None => prev.cwd.clone(),
-    };
-    if let Some(wt) = &prev.worktree {
-        if !sys.is_dir(&wt.repo) {
-            return Err(Error::invalid(format!(
-                "run `{run_id}` ran in a worktree of {}, which is no longer a directory",
-                wt.repo.display()
-            )));
-        }
-    } else if !sys.is_dir(&prev.cwd) {
-        return Err(Error::invalid(format!(
-            "run `{run_id}` ran in {}, which is no longer a directory",
-            prev.cwd.display()
-        )));
-    }
-    let (task, resumed_from) = next_task(prev, &outcome, opts, sys)?;
     let mut warnings = Vec::new();
 
     // The environment: values from this process (or --env), by the recorded names and rules.
-    let (req, missing) = env_request(prev, opts, sys);
+    let (mut req, missing) = env_request(prev, opts, sys);
     if !missing.is_empty() {
         let them = if missing.len() == 1 { "it" } else { "them" };
         warnings.push(format!(
@@ -167,68 +148,78 @@ pub fn plan_retry(
             n + 1,
         ));
     }
-    let (env, env_spec) = environment(&req, sys, prev.agent, &prev.sandbox.network)?;
+    let resumed_from = next_task(prev, &outcome, opts, &mut req)?;
 
     // The program: for an agent its CLI (the adapter builds the rest again); for a command
-    // its argv, whose program moves with the worktree when it was inside attempt n's.
-    let prev_program = match &task {
-        Some(_) => prev.argv.first().cloned().into_iter().collect(),
-        None => prev.argv.clone(),
-    };
-    let mut argv = prev_program;
-    let program = argv.first_mut().ok_or_else(|| Error::Damaged {
+    // its argv.
+    let program = prev.argv.first().ok_or_else(|| Error::Damaged {
         path: found.paths.spec(),
         problem: "has an empty argv".into(),
     })?;
-    if let (Some(old), Some(new)) = (&prev.worktree, &worktree) {
-        if let Ok(rest) = Path::new(program.as_str()).strip_prefix(&old.path) {
-            *program = new.path.join(rest).display().to_string();
+    let agent_cli = match req.agent {
+        Some(_) => Some(program.clone()),
+        None => {
+            req.argv = prev.argv.clone();
+            None
         }
-    }
-    // A program inside a worktree is checked out again with the new one.
-    let in_new_worktree = worktree
-        .as_ref()
-        .is_some_and(|wt| Path::new(program.as_str()).starts_with(&wt.path));
-    if !in_new_worktree && sys.executable(Path::new(program.as_str())) != Some(true) {
-        let hint = adapter_for(prev.agent)
-            .binary()
-            .map(|_| format!("; {}", adapter_for(prev.agent).install_hint()))
-            .unwrap_or_default();
-        return Err(Error::invalid(format!(
-            "attempt {n} ran `{program}`, which is no longer an executable file{hint}"
-        )));
-    }
-
-    let plan = assemble(
-        Resolved {
-            run_id: run_id.clone(),
-            attempt: n + 1,
-            agent: prev.agent,
-            argv,
-            task,
-            cwd,
-            worktree,
-            limits: prev.limits.clone(),
-            labels: prev.labels.clone(),
-            correlation_id: prev.correlation_id.clone(),
-            keep_session: prev.keep_session,
-            group: prev.group.clone(),
-            lineage: prev.lineage.clone(),
-            max_depth: prev.max_depth,
-            resumed_from,
-            env,
-            env_spec,
-            sandbox: SandboxRequest::of(&prev.sandbox, home).map(|mut s| {
-                // A resumed session lives in the state directory it was saved in.
-                s.continue_state = resumed_from.is_some();
-                s
-            }),
-            record: Some(found.record.clone()),
-        },
-        home,
-        sys,
-    )?;
+    };
+    // A --worktree run gets a worktree of its own for the new attempt, made from the
+    // repository's HEAD of this moment; attempt n's (kept or removed) is left as it is. The
+    // program was asked to run in the repository; one inside attempt n's worktree is named
+    // from there, as `run --worktree -- ./PROGRAM` names it, and moves with the worktree.
+    req.cwd = Some(match &prev.worktree {
+        Some(wt) => {
+            if let Some(first) = req.argv.first_mut()
+                && let Some(moved) = in_repository(first, wt)
+            {
+                *first = moved;
+            }
+            super::worktree::program_dir(&crate::spec::WorktreeSpec {
+                path: wt.repo.clone(),
+                ..wt.clone()
+            })
+        }
+        None => prev.cwd.clone(),
+    });
+    req.run_id = Some(run_id.to_string());
+    req.labels = prev.labels.clone();
+    req.correlation_id = prev.correlation_id.clone();
+    req.keep_session = prev.keep_session;
+    let kept = Kept {
+        attempt: n + 1,
+        record: found.record.clone(),
+        limits: prev.limits.clone(),
+        lineage: prev.lineage.clone(),
+        max_depth: prev.max_depth,
+        group: prev.group.clone(),
+        resumed_from,
+        sandbox: SandboxRequest::of(&prev.sandbox, home).map(|mut s| {
+            // A resumed session lives in the state directory it was saved in.
+            s.continue_state = resumed_from.is_some();
+            s
+        }),
+        git_time_limit_ms: prev.worktree.as_ref().and_then(|w| w.git_time_limit_ms),
+        agent_cli,
+    };
+    let plan = plan_attempt(&req, Some(kept), home, sys)?;
     Ok(RetryPlan { plan, warnings })
+}
+
+/// A program inside worktree `wt` of attempt *n*, named from the same place in the
+/// repository as `run --worktree` names a program there (`./PROGRAM`, relative to the
+/// cwd); `None` for a program elsewhere.
+fn in_repository(program: &str, wt: &crate::spec::WorktreeSpec) -> Option<String> {
+    let rest = Path::new(program).strip_prefix(&wt.path).ok()?;
+    let from_cwd = match rest.strip_prefix(&wt.subdir) {
+        Ok(below) => Path::new(".").join(below),
+        Err(_) => wt
+            .subdir
+            .components()
+            .map(|_| Path::new(".."))
+            .collect::<std::path::PathBuf>()
+            .join(rest),
+    };
+    Some(from_cwd.display().to_string())
 }
 
 /// The envelope of the latest attempt; an attempt without one has not finished.
@@ -247,13 +238,15 @@ fn previous_envelope(found: &Found, sys: &dyn System) -> Result<Envelope, Error>
     }
 }
 
-/// The task of the next attempt and the attempt whose session it continues.
+/// The task of the next attempt, into `req` (the agent and its task settings, kept; the
+/// task and the session, decided here; the planner checks them), and the attempt whose
+/// session it continues.
 fn next_task(
     prev: &AttemptSpec,
     outcome: &Envelope,
     opts: &RetryOptions,
-    sys: &dyn System,
-) -> Result<(Option<TaskSpec>, Option<u32>), Error> {
+    req: &mut RunRequest,
+) -> Result<Option<u32>, Error> {
     let (id, n) = (&prev.run_id, prev.attempt);
     let Some(old) = prev
         .task
@@ -270,21 +263,15 @@ fn next_task(
                 "{{task}} is for agents, and run `{id}` is a command: retry it without {{task}}"
             )));
         }
-        return Ok((None, None));
+        return Ok(None);
     };
-    let given = text_or_file(sys, "task", opts.task.as_deref(), opts.task_file.as_deref())?;
-    let prompt = match given {
-        Some(p) => {
-            if p.trim().is_empty() {
-                return Err(Error::invalid(
-                    "{task} is empty; say what the agent should do",
-                ));
-            }
-            p
-        }
-        None if opts.resume => DEFAULT_FOLLOW_UP.to_owned(),
-        None => old.prompt.clone(),
+    let given = opts.task.is_some() || opts.task_file.is_some();
+    req.task = match (given, opts.resume) {
+        (true, _) => opts.task.clone(),
+        (false, true) => Some(DEFAULT_FOLLOW_UP.to_owned()),
+        (false, false) => Some(old.prompt.clone()),
     };
+    req.task_file = opts.task_file.clone();
     let (resume_session, resumed_from) = if opts.resume {
         let session = outcome
             .output
@@ -300,18 +287,17 @@ fn next_task(
     } else {
         (old.resume_session.clone(), prev.resumed_from)
     };
-    Ok((
-        Some(TaskSpec {
-            prompt,
-            resume_session,
-            ..old.clone()
-        }),
-        resumed_from,
-    ))
+    req.agent = Some(prev.agent);
+    req.resume = resume_session;
+    req.model = old.model.clone();
+    req.system_prompt = old.system_prompt.clone();
+    req.tools = old.tools.clone();
+    req.thinking = old.thinking.clone();
+    Ok(resumed_from)
 }
 
-/// The request [`environment`] builds the next attempt's environment from, and the recorded
-/// `set` names that got no value.
+/// The environment part of attempt *n+1*'s request (the planner's `environment` builds its
+/// environment from it), and the recorded `set` names that got no value.
 fn env_request(
     prev: &AttemptSpec,
     opts: &RetryOptions,
@@ -674,23 +660,179 @@ mod tests {
         let no_session = ended(&agent(AgentKind::Claude, "hi"), &mut sys, None);
         let m = refused(&no_session, &resume, &sys);
         assert!(m.contains("recorded no agent session"), "{m}");
-        // A program or directory that is gone.
+        // A directory, a program or a task that run would refuse: see
+        // a_retry_is_refused_by_the_planners_own_rules.
+    }
+
+    fn invalid<T: std::fmt::Debug>(r: Result<T, Error>) -> crate::app::Invalid {
+        match r {
+            Err(Error::Invalid(i)) => i,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    /// A retry is checked by the planner's rules, not copies of them: what `run` refuses
+    /// (a cwd gone, a program gone, an empty task, a worktree without git) the retry refuses
+    /// with the same field and problem; what the attempt kept says which run and attempt it
+    /// comes from, since the caller of `retry` did not name it.
+    #[test]
+    fn a_retry_is_refused_by_the_planners_own_rules() {
+        let mut sys = fake_with_clis();
+        let again = RetryOptions::default();
+        let kept = "; attempt 1 of run `generated-1` ran there, and a retry keeps it: to change it, start a new run (`subpane run`)";
+        // The cwd is gone, or is a file now.
         let found = ended(&cmd(&["make"]), &mut sys, None);
-        sys.programs.insert("/usr/bin/make".into(), false);
-        let m = refused(&found, &RetryOptions::default(), &sys);
-        assert!(m.contains("no longer an executable file"), "{m}");
-        sys.programs.insert("/usr/bin/make".into(), true);
+        let at_work = RunRequest {
+            cwd: Some("/work".into()),
+            ..cmd(&["make"])
+        };
         sys.dirs.retain(|d| d != Path::new("/work"));
-        assert!(refused(&found, &RetryOptions::default(), &sys).contains("no longer a directory"));
-        // An empty follow-up.
+        let run = invalid(plan(&at_work, &home(), &sys));
+        let retry = invalid(plan_retry(&found, &again, &home(), &sys));
+        assert_eq!(
+            (retry.field, &retry.problem, run.hint),
+            (Some("cwd"), &run.problem, None)
+        );
+        assert_eq!(
+            retry.to_string(),
+            format!("--cwd `/work` cannot be used: entity not found{kept}")
+        );
+        assert_eq!(
+            retry.render(crate::app::Spell::Field),
+            format!("`cwd` `/work` cannot be used: entity not found{kept}")
+                .replace("`subpane run`", "the `run` tool")
+        );
+        sys.files.insert("/work".into(), String::new());
+        let run = invalid(plan(&at_work, &home(), &sys));
+        let retry = invalid(plan_retry(&found, &again, &home(), &sys));
+        assert_eq!((retry.field, &retry.problem), (Some("cwd"), &run.problem));
+        assert_eq!(
+            retry.to_string(),
+            format!("--cwd `/work` is not a directory{kept}")
+        );
+        sys.files.remove(Path::new("/work"));
         sys.dirs.push("/work".into());
-        let found = ended(&agent(AgentKind::Pi, "hi"), &mut sys, Some("s-1"));
-        let empty = RetryOptions {
-            resume: true,
-            task: Some(" ".into()),
+        // The program is no longer executable, or gone.
+        let by_path = cmd(&["/usr/bin/make"]);
+        for now in [Some(false), None] {
+            match now {
+                Some(x) => sys.programs.insert("/usr/bin/make".into(), x),
+                None => sys.programs.remove(Path::new("/usr/bin/make")),
+            };
+            let run = invalid(plan(&by_path, &home(), &sys));
+            let retry = invalid(plan_retry(&found, &again, &home(), &sys));
+            assert_eq!((retry.field, &retry.problem), (None, &run.problem));
+            assert!(
+                retry.to_string().starts_with("`/usr/bin/make` ")
+                    && retry
+                        .to_string()
+                        .ends_with(&kept.replace("ran there", "ran it")),
+                "{retry}"
+            );
+        }
+        sys.programs.insert("/usr/bin/make".into(), true);
+        // An agent's CLI gone: where to get it, too.
+        let claude = ended(&agent(AgentKind::Claude, "hi"), &mut sys, None);
+        sys.programs.remove(Path::new("/usr/bin/claude"));
+        let m = invalid(plan_retry(&claude, &again, &home(), &sys)).to_string();
+        assert!(
+            m.starts_with("`/usr/bin/claude` does not exist")
+                && m.contains("npm install -g @anthropic-ai/claude-code")
+                && m.contains("attempt 1 of run `generated-1` ran it"),
+            "{m}"
+        );
+        sys.programs.insert("/usr/bin/claude".into(), true);
+        // An empty task (the caller's own: nothing kept to explain).
+        let pi = ended(&agent(AgentKind::Pi, "hi"), &mut sys, Some("s-1"));
+        let run = invalid(plan(&agent(AgentKind::Pi, " "), &home(), &sys));
+        for resume in [true, false] {
+            let empty = RetryOptions {
+                resume,
+                task: Some(" ".into()),
+                ..RetryOptions::default()
+            };
+            let retry = invalid(plan_retry(&pi, &empty, &home(), &sys));
+            assert_eq!(retry, run);
+            assert_eq!(retry.field, Some("task"));
+            assert_eq!(
+                retry.to_string(),
+                "--task is empty; say what the agent should do"
+            );
+        }
+        // A task file that cannot be read, by the same rule.
+        let missing = RetryOptions {
+            task_file: Some("gone.md".into()),
             ..RetryOptions::default()
         };
-        assert!(refused(&found, &empty, &sys).contains("--task is empty"));
+        let retry = invalid(plan_retry(&pi, &missing, &home(), &sys));
+        assert_eq!(retry.field, Some("task_file"), "{retry}");
+        // A worktree run, and git is gone from PATH.
+        let mut sys = fake_with_clis();
+        sys.on_path.insert("git".into(), "/usr/bin/git".into());
+        sys.dirs.push("/src/.git".into());
+        sys.repos.push(crate::git::RepoDirs {
+            toplevel: "/src".into(),
+            common_dir: "/src/.git".into(),
+        });
+        let wt = RunRequest {
+            worktree: true,
+            cwd: Some("/src".into()),
+            ..cmd(&["make"])
+        };
+        let found = ended(&wt, &mut sys, None);
+        sys.on_path.remove("git");
+        let run = invalid(plan(&wt, &home(), &sys));
+        let retry = invalid(plan_retry(&found, &again, &home(), &sys));
+        assert_eq!((retry.field, &retry.problem), (run.field, &run.problem));
+        assert!(
+            retry
+                .to_string()
+                .contains("attempt 1 of run `generated-1` ran in a worktree of its repository"),
+            "{retry}"
+        );
+    }
+
+    /// A program inside attempt *n*'s worktree is checked in the repository, where the new
+    /// worktree is made from, and runs from the same place in the new worktree.
+    #[test]
+    fn a_program_in_the_worktree_moves_with_it() {
+        let mut sys = fake_with_clis();
+        sys.on_path.insert("git".into(), "/usr/bin/git".into());
+        for d in ["/src/app", "/src/.git"] {
+            sys.dirs.push(d.into());
+        }
+        sys.repos.push(crate::git::RepoDirs {
+            toplevel: "/src".into(),
+            common_dir: "/src/.git".into(),
+        });
+        for (given, in_repo) in [
+            ("./build.sh", "/src/app/build.sh"),
+            // (The fake machine compares paths as written.)
+            ("../tools/x.sh", "/src/app/../tools/x.sh"),
+        ] {
+            sys.programs.insert(in_repo.into(), true);
+            let req = RunRequest {
+                worktree: true,
+                cwd: Some("/src/app".into()),
+                ..cmd(&[given, "-v"])
+            };
+            let found = ended(&req, &mut sys, None);
+            let first = Path::new(&found.spec.argv[0]);
+            assert!(first.starts_with("/h/worktrees/generated-1-1"), "{first:?}");
+            let r = plan_retry(&found, &RetryOptions::default(), &home(), &sys).unwrap();
+            let second = &r.plan.spec.argv;
+            assert_eq!(
+                Path::new(&second[0]),
+                Path::new("/h/worktrees/generated-1-2")
+                    .join(first.strip_prefix("/h/worktrees/generated-1-1").unwrap()),
+                "{given}"
+            );
+            assert_eq!(second[1], "-v");
+            // Gone from the repository: refused as `run` refuses it.
+            sys.programs.remove(Path::new(in_repo));
+            let m = invalid(plan_retry(&found, &RetryOptions::default(), &home(), &sys));
+            assert!(m.problem.contains("does not exist"), "{m}");
+        }
     }
 
     #[test]

@@ -53,7 +53,9 @@ pub fn branch_name(run_id: &RunId, attempt: u32) -> Result<String, Error> {
 
 /// The plan's rules for `--worktree`: git is installed, `cwd` is inside a git work tree, the
 /// run id makes a branch name, and the worktree's directory is free and outside the
-/// repository. Creates nothing; `base` and `git_dir` are filled in by [`create`].
+/// repository. Creates nothing; `base` and `git_dir` are filled in by [`create`]. A later
+/// attempt (a retry) passes the same rules with its own directory and branch, in the same
+/// place of the same repository, made from the repository's HEAD of its own start.
 pub(in crate::app) fn plan(
     sys: &dyn System,
     home: &Home,
@@ -116,25 +118,6 @@ pub(in crate::app) fn plan(
         common_dir,
         git_dir: PathBuf::new(),
         git_time_limit_ms: None,
-    })
-}
-
-/// The worktree of a later attempt of the same run (a retry): the same repository and place
-/// in it, its own directory and branch; [`crate::app::start`] makes it from the repository's HEAD
-/// of that moment. The attempt's `cwd` is [`program_dir`] of it; a sandbox policy made for
-/// the earlier attempt names the earlier worktree and must be made again.
-pub fn for_attempt(
-    home: &Home,
-    prev: &WorktreeSpec,
-    run_id: &RunId,
-    attempt: u32,
-) -> Result<WorktreeSpec, Error> {
-    Ok(WorktreeSpec {
-        path: home.worktree(run_id, attempt),
-        branch: branch_name(run_id, attempt)?,
-        base: String::new(),
-        git_dir: PathBuf::new(),
-        ..prev.clone()
     })
 }
 
@@ -499,13 +482,9 @@ mod tests {
             .spec
             .worktree
             .unwrap();
-        let made = WorktreeSpec {
-            base: "abc".into(),
-            git_dir: "/src/.git/worktrees/generated-1-1".into(),
-            ..first.clone()
-        };
         let id = RunId::parse("generated-1").unwrap();
-        let second = for_attempt(&home(), &made, &id, 2).unwrap();
+        let path = Some(OsStr::new("/usr/bin"));
+        let second = plan(&sys, &home(), &id, 2, &first.repo.join(&first.subdir), path).unwrap();
         assert_eq!(second.path, Path::new("/h/worktrees/generated-1-2"));
         assert_eq!(second.branch, "subpane/generated-1-2");
         assert_eq!(

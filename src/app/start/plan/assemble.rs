@@ -2,7 +2,7 @@
 //!
 //! ```text
 //!  plan(request)   ─► Resolved { run, attempt 1, program, task, env, limits, sandbox ask, … } ─┐
-//!  plan_retry(run) ─► Resolved { the run's, attempt n+1, what it keeps, what it takes anew } ─┤
+//!  plan_retry(run) ─► plan_attempt(request, Kept) ─► Resolved { the run's, attempt n+1, … } ───┤
 //!  fan-out line    ─► plan(request) ───────────────────────────────────────────────────────────┤
 //!                                                                                              ▼
 //!  assemble: tmux on PATH ─► the agent's argv for this attempt's paths ─► the kernel's argv limit

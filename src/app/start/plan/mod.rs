@@ -6,11 +6,15 @@
 //!
 //! ```text
 //!  RunRequest ─► run id, limits, cwd ─► lineage.rs (depth, chain) ─► env.rs (what passes)
-//!             ─► program.rs (program or agent CLI on PATH, @FILE, E2BIG) ─► worktree
+//!   (+ Kept)  ─► program.rs (program or agent CLI on PATH, @FILE, E2BIG) ─► worktree
 //!             ─► policy.rs (what the sandbox was asked) ─► Resolved
-//!  Resolved (from here, or from retry.rs) ─► assemble.rs: adapter argv (paths of attempt n),
-//!             agent state, policy.rs (the attempt's sandbox policy) ─► Plan
+//!  Resolved ─► assemble.rs: adapter argv (paths of attempt n), agent state, policy.rs
+//!             (the attempt's sandbox policy) ─► Plan
 //! ```
+//!
+//! A retry (retry.rs) comes the same way: a request of what attempt *n+1* runs, and what it
+//! [`Kept`] from attempt *n* as it is (limits, lineage, group, the sandbox as asked, the
+//! agent CLI, the run's record). Every check of the rest is made here, once, for both.
 //!
 //! Common pitfalls:
 //! * The program is looked up on the PATH it will run with (after `--env PATH=…`); tmux on
@@ -122,13 +126,185 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
     })
 }
 
+/// What a further attempt of a run keeps from the attempt before it, as `retry` decided it
+/// (retry.rs): taken as it is. Everything else comes from the request and passes the same
+/// checks as attempt 1's: the cwd, the program, the task, the worktree, the environment.
+pub(in crate::app) struct Kept {
+    pub(in crate::app) attempt: u32,
+    pub(in crate::app) record: RunRecord,
+    pub(in crate::app) limits: Limits,
+    pub(in crate::app) lineage: Option<Lineage>,
+    pub(in crate::app) max_depth: u32,
+    pub(in crate::app) group: Option<String>,
+    pub(in crate::app) resumed_from: Option<u32>,
+    /// What the run asked of the sandbox, its paths as recorded (never resolved again from
+    /// the retrying directory); `None` unsandboxed.
+    pub(in crate::app) sandbox: Option<SandboxRequest>,
+    pub(in crate::app) git_time_limit_ms: Option<u64>,
+    /// The agent CLI the attempt before ran (checked where it is, not looked up on PATH).
+    pub(in crate::app) agent_cli: Option<String>,
+}
+
+impl Kept {
+    /// `e`, refusing something the attempt keeps (it `did` it: "ran there"), with the run
+    /// and attempt it comes from: the request named in `e` is that attempt's, not the
+    /// caller's.
+    pub(in crate::app) fn refused(&self, e: Error, did: &str) -> Error {
+        let why = format!(
+            "attempt {} of run `{}` {did}, and a retry keeps it: to change it, start a new run ({{@run}})",
+            self.attempt - 1,
+            self.record.run_id
+        );
+        with_hint(e, why)
+    }
+}
+
+/// `e` with `hint` after the hint it has (what to do); other errors as they are.
+pub(in crate::app) fn with_hint(e: Error, hint: impl Into<String>) -> Error {
+    let Error::Invalid(mut i) = e else { return e };
+    let hint = hint.into();
+    i.hint = Some(match i.hint.take() {
+        Some(h) => format!("{h}; {hint}"),
+        None => hint,
+    });
+    Error::Invalid(i)
+}
+
+/// `e` as `kept` words it (see [`Kept::refused`]); as it is for a first attempt.
+pub(in crate::app) fn kept_refused(kept: Option<&Kept>, e: Error, did: &str) -> Error {
+    match kept {
+        Some(k) => k.refused(e, did),
+        None => e,
+    }
+}
+
 /// Checks and completes a request for attempt 1 of a new run. Creates nothing.
 pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Error> {
+    plan_attempt(req, None, home, sys)
+}
+
+/// Checks and completes a request: for attempt 1 of a new run, or (`kept`) for the next
+/// attempt of a run, which `retry` made from what its latest attempt had. Creates nothing.
+pub(in crate::app) fn plan_attempt(
+    req: &RunRequest,
+    kept: Option<Kept>,
+    home: &Home,
+    sys: &dyn System,
+) -> Result<Plan, Error> {
     let run_id = match &req.run_id {
         Some(r) => RunId::parse(r)?,
         None => sys.new_run_id(),
     };
-    let limits = limits(req)?;
+    let attempt = kept.as_ref().map_or(1, |k| k.attempt);
+    let limits = match &kept {
+        Some(k) => k.limits.clone(),
+        None => limits(req)?,
+    };
+    let cwd = checked_cwd(req, sys).map_err(|e| kept_refused(kept.as_ref(), e, "ran there"))?;
+    for k in req.labels.keys() {
+        if k.is_empty() {
+            return Err(Invalid::new("labels", "needs a name: KEY=VALUE").into());
+        }
+    }
+    let caller_vars = sys.vars();
+    let caller_var = |name: &str| var_in(&caller_vars, name);
+    let caller_path = caller_var("PATH");
+    let mut worktree = req
+        .worktree
+        .then(|| worktree::plan(sys, home, &run_id, attempt, &cwd, caller_path.as_deref()))
+        .transpose()
+        .map_err(|e| kept_refused(kept.as_ref(), e, "ran in a worktree of its repository"))?;
+    match (&kept, worktree.as_mut(), caller_var("SUBPANE_GIT_TIMEOUT")) {
+        (Some(k), Some(wt), _) => wt.git_time_limit_ms = k.git_time_limit_ms,
+        (None, Some(wt), Some(raw)) => {
+            let raw = raw.to_string_lossy();
+            let d = crate::spec::parse_positive_duration("SUBPANE_GIT_TIMEOUT", &raw)?;
+            wt.git_time_limit_ms = Some(crate::spec::millis(d));
+        }
+        _ => {}
+    }
+    let network = match (&kept, &req.network) {
+        (Some(k), _) => k
+            .sandbox
+            .as_ref()
+            .map_or(Network::None, |s| s.network.clone()),
+        (None, Some(n)) if req.sandbox => {
+            Network::parse(n).map_err(|e| Invalid::new("network", e))?
+        }
+        (None, _) => Network::None,
+    };
+    let (lineage, max_depth) = match &kept {
+        Some(k) => (k.lineage.clone(), k.max_depth),
+        None => {
+            // The lineage comes from the caller's environment, or, when that lost it, from
+            // the nearest ancestor inside an attempt: clearing variables does not escape the
+            // limit.
+            let ancestor_vars = if caller_var("SUBPANE_RUN_ID").is_some() {
+                Vec::new()
+            } else {
+                sys.attempt_ancestor_vars()
+            };
+            let lineage_var = |name: &str| {
+                if ancestor_vars.is_empty() {
+                    caller_var(name)
+                } else {
+                    var_in(&ancestor_vars, name)
+                }
+            };
+            lineage(req, &lineage_var, &run_id)?
+        }
+    };
+    let agent_kind = req.agent.unwrap_or(AgentKind::Command);
+    let (env, env_spec) = environment(req, sys, agent_kind, &network)?;
+    let path_var = var_in(&env, "PATH");
+    let Program {
+        agent,
+        mut argv,
+        task,
+    } = program(req, sys, &cwd, path_var.as_deref(), kept.as_ref())?;
+    if let (Some(wt), Some(given)) = (&worktree, req.argv.first()) {
+        argv[0] = worktree::rebase_program(given, &argv[0], wt);
+    }
+    let mut warnings = Vec::new();
+    let (sandbox, group, resumed_from, record) = match kept {
+        Some(k) => (k.sandbox, k.group, k.resumed_from, Some(k.record)),
+        None => {
+            let caller_dir = sys.current_dir().unwrap_or_else(|_| cwd.clone());
+            let sandbox = sandbox_request(req, sys, &caller_dir, network, &mut warnings)?;
+            (sandbox, None, None, None)
+        }
+    };
+    let mut plan = assemble(
+        Resolved {
+            run_id,
+            attempt,
+            agent,
+            argv,
+            task,
+            cwd,
+            worktree,
+            limits,
+            labels: req.labels.clone(),
+            correlation_id: req.correlation_id.clone(),
+            keep_session: req.keep_session,
+            group,
+            lineage,
+            max_depth,
+            resumed_from,
+            env,
+            env_spec,
+            sandbox,
+            record,
+        },
+        home,
+        sys,
+    )?;
+    plan.warnings = warnings;
+    Ok(plan)
+}
+
+/// The directory a request runs in, resolved: `cwd`, or the caller's own.
+fn checked_cwd(req: &RunRequest, sys: &dyn System) -> Result<PathBuf, Error> {
     let cwd_raw = match &req.cwd {
         Some(c) => c.clone(),
         None => sys.current_dir().map_err(|e| {
@@ -146,81 +322,5 @@ pub fn plan(req: &RunRequest, home: &Home, sys: &dyn System) -> Result<Plan, Err
     if !sys.is_dir(&cwd) {
         return Err(Invalid::new("cwd", format!("`{}` is not a directory", cwd.display())).into());
     }
-    for k in req.labels.keys() {
-        if k.is_empty() {
-            return Err(Invalid::new("labels", "needs a name: KEY=VALUE").into());
-        }
-    }
-    let caller_vars = sys.vars();
-    let caller_var = |name: &str| var_in(&caller_vars, name);
-    let caller_path = caller_var("PATH");
-    let mut worktree = req
-        .worktree
-        .then(|| worktree::plan(sys, home, &run_id, 1, &cwd, caller_path.as_deref()))
-        .transpose()?;
-    if let (Some(wt), Some(raw)) = (worktree.as_mut(), caller_var("SUBPANE_GIT_TIMEOUT")) {
-        let raw = raw.to_string_lossy();
-        let d = crate::spec::parse_positive_duration("SUBPANE_GIT_TIMEOUT", &raw)?;
-        wt.git_time_limit_ms = Some(crate::spec::millis(d));
-    }
-    let network = match &req.network {
-        Some(n) if req.sandbox => Network::parse(n).map_err(|e| Invalid::new("network", e))?,
-        _ => Network::None,
-    };
-    // The lineage comes from the caller's environment, or, when that lost it, from the
-    // nearest ancestor inside an attempt: clearing variables does not escape the limit.
-    let ancestor_vars = if caller_var("SUBPANE_RUN_ID").is_some() {
-        Vec::new()
-    } else {
-        sys.attempt_ancestor_vars()
-    };
-    let lineage_var = |name: &str| {
-        if ancestor_vars.is_empty() {
-            caller_var(name)
-        } else {
-            var_in(&ancestor_vars, name)
-        }
-    };
-    let (lineage, max_depth) = lineage(req, &lineage_var, &run_id)?;
-    let agent_kind = req.agent.unwrap_or(AgentKind::Command);
-    let (env, env_spec) = environment(req, sys, agent_kind, &network)?;
-    let path_var = var_in(&env, "PATH");
-    let Program {
-        agent,
-        mut argv,
-        task,
-    } = program(req, sys, &cwd, path_var.as_deref())?;
-    if let (Some(wt), Some(given)) = (&worktree, req.argv.first()) {
-        argv[0] = worktree::rebase_program(given, &argv[0], wt);
-    }
-    let caller_dir = sys.current_dir().unwrap_or_else(|_| cwd.clone());
-    let mut warnings = Vec::new();
-    let sandbox = sandbox_request(req, sys, &caller_dir, network, &mut warnings)?;
-    let mut plan = assemble(
-        Resolved {
-            run_id,
-            attempt: 1,
-            agent,
-            argv,
-            task,
-            cwd,
-            worktree,
-            limits,
-            labels: req.labels.clone(),
-            correlation_id: req.correlation_id.clone(),
-            keep_session: req.keep_session,
-            group: None,
-            lineage,
-            max_depth,
-            resumed_from: None,
-            env,
-            env_spec,
-            sandbox,
-            record: None,
-        },
-        home,
-        sys,
-    )?;
-    plan.warnings = warnings;
-    Ok(plan)
+    Ok(cwd)
 }

@@ -65,6 +65,7 @@ pub(in crate::app) fn program(
     sys: &dyn System,
     cwd: &Path,
     path: Option<&OsStr>,
+    kept: Option<&Kept>,
 ) -> Result<Program, Error> {
     let agent = req.agent.filter(|a| *a != AgentKind::Command);
     let agent_only = [
@@ -98,7 +99,8 @@ pub(in crate::app) fn program(
                 ));
             }
             let mut argv = req.argv.clone();
-            let program = resolve_program(sys, &argv[0], cwd, path)?;
+            let program = resolve_program(sys, &argv[0], cwd, path)
+                .map_err(|e| kept_refused(kept, e, "ran it"))?;
             argv[0] = program.display().to_string();
             Ok(Program {
                 agent: AgentKind::Command,
@@ -156,13 +158,19 @@ pub(in crate::app) fn program(
                 }
             }
             let binary = adapter.binary().unwrap_or("?");
-            let program = sys.which(binary, path, cwd).ok_or_else(|| {
-                Error::invalid(format!(
-                    "the {} CLI `{binary}` was not found on PATH; {}",
-                    kind.as_str(),
-                    adapter.install_hint()
-                ))
-            })?;
+            let program = match kept.and_then(|k| k.agent_cli.as_deref()) {
+                // The CLI the attempt before ran, where it is.
+                Some(cli) => resolve_program(sys, cli, cwd, path).map_err(|e| {
+                    kept_refused(kept, with_hint(e, adapter.install_hint()), "ran it")
+                })?,
+                None => sys.which(binary, path, cwd).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "the {} CLI `{binary}` was not found on PATH; {}",
+                        kind.as_str(),
+                        adapter.install_hint()
+                    ))
+                })?,
+            };
             Ok(Program {
                 agent: kind,
                 argv: vec![program.display().to_string()],
