@@ -121,6 +121,33 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// A value that is not a duration gets one message, the same from every verb: what was wrong
+/// with it and what is accepted, never the parser's own words ("expected number at 0").
+#[test]
+fn a_bad_duration_says_once_what_was_wrong_and_what_is_accepted() {
+    let env = TestEnv::new();
+    assert_eq!(env.sp(["run", "--run-id", "r", "--", "true"]).code, 0);
+    for (value, says) in [
+        (
+            "5",
+            "--timeout `5` needs a unit; give 5s, 5m or 5h (or 500ms)",
+        ),
+        (
+            "soon",
+            "--timeout `soon` is not a duration; give a number with a unit, like 30s, 5m or 1h30m",
+        ),
+    ] {
+        for args in [
+            &["run", "--timeout", value, "--", "true"][..],
+            &["wait", "--timeout", value, "r"],
+        ] {
+            let r = env.sp(args);
+            assert_eq!(r.code, 2, "{args:?}: {r:?}");
+            assert_eq!(r.stderr, format!("subpane: error: {says}\n"), "{args:?}");
+        }
+    }
+}
+
 #[test]
 fn malformed_durations_are_refused() {
     refused(
@@ -265,7 +292,9 @@ fn bad_wait_and_gc_durations_are_refused() {
         let r = env.sp(args);
         assert_eq!(r.code, 2, "{args:?}: {r:?}");
         assert!(
-            r.stderr.contains("invalid duration") || r.stderr.contains("greater than zero"),
+            r.stderr.contains("needs a unit")
+                || r.stderr.contains("is not a duration")
+                || r.stderr.contains("greater than zero"),
             "{args:?}: {}",
             r.stderr
         );

@@ -461,7 +461,7 @@ async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
         (
             "run",
             json!({"argv": ["true"], "timeout": "5"}),
-            "`timeout` `5` is not a duration",
+            "`timeout` `5` needs a unit; give 5s, 5m or 5h (or 500ms)",
         ),
         // The request's own rules, each naming its field as the tools spell it.
         (

@@ -266,7 +266,7 @@ mod tests {
             .to_string();
         assert!(m.contains("task 2: run id `a` is also on task 1"), "{m}");
         assert!(
-            m.contains("task 3: field timeout `5` is not a duration"),
+            m.contains("task 3: field timeout `5` needs a unit; give 5s"),
             "{m}"
         );
         assert!(m.ends_with("nothing was started"), "{m}");
@@ -282,7 +282,7 @@ mod tests {
         assert!(m.contains("line 2: unknown field `timeuot`"), "{m}");
         // Line errors name the JSON field, never a command-line flag.
         assert!(
-            m.contains("line 5: field timeout `5` is not a duration"),
+            m.contains("line 5: field timeout `5` needs a unit; give 5s"),
             "{m}"
         );
         assert!(!m.contains("--"), "{m}");
