@@ -201,10 +201,13 @@ fn plan_one(
 }
 
 /// serde_json's message without its "at line 1 column 7" (each task is one line: the column
-/// is what helps).
+/// is what helps, but not beside the name of an unknown field, which says where already).
 fn json_message(e: &serde_json::Error) -> String {
     let s = e.to_string();
     let msg = s.rfind(" at line ").map_or(s.as_str(), |i| &s[..i]);
+    if let Some(m) = crate::app::invalid::unknown_field(msg) {
+        return m;
+    }
     match e.classify() {
         serde_json::error::Category::Eof => format!("{msg} (the line ends early)"),
         _ => format!("{msg} (column {})", e.column()),
