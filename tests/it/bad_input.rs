@@ -148,6 +148,29 @@ fn a_bad_duration_says_once_what_was_wrong_and_what_is_accepted() {
     }
 }
 
+/// `--timeout -1` reads `-1` as a flag. The advice to write `-- -1` would make it the program
+/// (or a run id): the error says what the flag takes instead, and a value of another flag
+/// that starts with `-` is shown the form that passes it.
+#[test]
+fn a_value_that_starts_with_a_dash_is_not_sent_after_the_double_dash() {
+    for args in [
+        &["run", "--timeout", "-1", "--", "true"][..],
+        &["wait", "--timeout", "-5s", "r"],
+        &["gc", "--older-than", "-1d"],
+    ] {
+        let r = refused(args, &["takes a duration, like 30s or 5m", "starts with -"]);
+        assert!(!r.stderr.contains("'-- -"), "{args:?}: {}", r.stderr);
+    }
+    let r = refused(
+        &["run", "--label", "-x", "--", "true"],
+        &["--label `-x` starts with -", "write --label=-x"],
+    );
+    assert!(!r.stderr.contains("'-- -"), "{}", r.stderr);
+    let env = TestEnv::new();
+    let r = env.sp(["run", "--label=-x=1", "--json", "--", "true"]);
+    assert_eq!(r.code, 0, "the form the error gives works: {r:?}");
+}
+
 #[test]
 fn malformed_durations_are_refused() {
     refused(
