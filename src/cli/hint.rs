@@ -28,7 +28,19 @@ pub fn with_hint(mut err: clap::Error, args: &[OsString]) -> clap::Error {
     let Some(verb) = words.iter().skip(1).position(|w| !w.starts_with('-')) else {
         return err;
     };
-    if words[verb + 1] != "run" || word.starts_with('-') {
+    if words[verb + 1] != "run" {
+        return err;
+    }
+    if word.starts_with('-') {
+        // clap's tip (`-- -x`) would make it the program; its tip of a similar option, when
+        // it gives one, is enough.
+        let tips = match err.get(ContextKind::SuggestedArg) {
+            Some(_) => vec![],
+            None => vec![format!(
+                "`{word}` is not an option of run (`subpane run --help` lists them); after `--` it would be the program"
+            ).into()],
+        };
+        err.insert(ContextKind::Suggested, ContextValue::StyledStrs(tips));
         return err;
     }
     let Some(at) = words.iter().position(|w| *w == word) else {
@@ -143,8 +155,22 @@ mod tests {
         ] {
             assert_eq!(error_of(args), says, "{args:?}");
         }
-        // A flag that takes no value keeps clap's words.
-        let e = error_of(&["subpane", "run", "--json", "-1", "--", "true"]);
-        assert!(e.contains("unexpected argument '-1'"), "{e}");
+        // After a flag that takes no value, run's unknown option is not sent after `--`
+        // either; other verbs keep clap's words.
+        let e = error_of(&["subpane", "run", "--json", "-x", "--", "true"]);
+        assert!(e.contains("unexpected argument '-x'"), "{e}");
+        assert!(
+            e.contains("tip: `-x` is not an option of run (`subpane run --help` lists them)"),
+            "{e}"
+        );
+        assert!(!e.contains("'-- -x'"), "{e}");
+        let e = error_of(&["subpane", "run", "--jsn", "--", "true"]);
+        assert!(e.contains("a similar argument exists: '--json'"), "{e}");
+        assert!(
+            !e.contains("not an option of run") && !e.contains("'-- "),
+            "{e}"
+        );
+        let e = error_of(&["subpane", "status", "-x"]);
+        assert!(e.contains("unexpected argument '-x'"), "{e}");
     }
 }

@@ -166,6 +166,12 @@ fn a_value_that_starts_with_a_dash_is_not_sent_after_the_double_dash() {
         &["--label `-x` starts with -", "write --label=-x"],
     );
     assert!(!r.stderr.contains("'-- -"), "{}", r.stderr);
+    // Nor an unknown option of run, after which `--` starts the program.
+    let r = refused(
+        &["run", "-x", "--", "true"],
+        &["`-x` is not an option of run"],
+    );
+    assert!(!r.stderr.contains("'-- -"), "{}", r.stderr);
     let env = TestEnv::new();
     let r = env.sp(["run", "--label=-x=1", "--json", "--", "true"]);
     assert_eq!(r.code, 0, "the form the error gives works: {r:?}");
