@@ -128,12 +128,11 @@ impl Error {
         match self {
             Error::Invalid(i) => i.render(spell),
             Error::Shared(e) => e.render(spell),
-            Error::Duration(e) if super::field::field(&e.flag).is_some() => super::Invalid::new(
-                &e.flag,
-                format!("`{}` is not a duration: {}", e.input, e.why),
-            )
-            .hint("use a number with a unit, like 500ms, 30s, 5m or 2h")
-            .render(spell),
+            Error::Duration(e) if super::field::field(&e.flag).is_some() => {
+                super::Invalid::new(&e.flag, e.problem())
+                    .hint(e.hint())
+                    .render(spell)
+            }
             other => match spell {
                 super::Spell::Line(n) => format!("line {n}: {}", spell.text(&other.to_string())),
                 super::Spell::Task(n) => format!("task {n}: {}", spell.text(&other.to_string())),

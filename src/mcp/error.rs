@@ -17,10 +17,7 @@ pub enum ToolError {
     #[error(transparent)]
     App(#[from] app::Error),
     /// The arguments do not fit the tool's input schema.
-    #[error(
-        "invalid arguments for `{tool}`: {}{source}; the tool's input schema lists the arguments",
-        at_path(.path, &.source.to_string())
-    )]
+    #[error("invalid arguments for `{tool}`: {}", args_text(.path, .source))]
     Args {
         tool: &'static str,
         /// Where in the arguments (`tasks[1].timeout`), `.` for the whole.
@@ -61,4 +58,13 @@ pub enum ServeError {
     Initialize(#[source] Box<rmcp::service::ServerInitializeError>),
     #[error("the MCP server stopped: {0}")]
     Stopped(#[source] tokio::task::JoinError),
+}
+/// What is wrong with the arguments at `path`, then where to find them all.
+fn args_text(path: &str, source: &serde_json::Error) -> String {
+    let msg = source.to_string();
+    let msg = app::invalid::unknown_field(&msg).unwrap_or(msg);
+    let tail = "the tool's input schema lists the arguments";
+    let sep = if msg.ends_with('?') { " (" } else { "; " };
+    let end = if sep == " (" { ")" } else { "" };
+    format!("{}{msg}{sep}{tail}{end}", at_path(path, &msg))
 }

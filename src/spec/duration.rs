@@ -2,28 +2,83 @@
 
 use std::time::Duration;
 
+/// A value that is not a duration. Its message is the one every edge gives: what was wrong
+/// with the value ([`DurationError::problem`]) and what is accepted ([`DurationError::hint`]).
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error(
-    "invalid duration `{input}` for {flag}: {why}; use a number with a unit, like 500ms, 30s, 5m or 2h"
-)]
+#[error("{flag} {}; {}", self.problem(), self.hint())]
 pub struct DurationError {
+    /// What was given the value: a flag, a field, a variable of the environment.
     pub flag: String,
     pub input: String,
-    pub why: String,
+    pub why: Why,
+}
+
+/// What is wrong with a value that is not a duration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Why {
+    Empty,
+    /// A number without a unit (`5`): the unit is never guessed.
+    NoUnit,
+    /// A unit that is not one (`5x`).
+    UnknownUnit(String),
+    Negative,
+    TooLarge,
+    Zero,
+    /// Anything else (`soon`).
+    NotADuration,
+}
+
+/// What is accepted, said the same way for every value but a number without a unit.
+const ACCEPTED: &str = "give a number with a unit, like 30s, 5m or 1h30m";
+
+impl DurationError {
+    /// What was wrong with the value, to follow the name of what was given it.
+    pub fn problem(&self) -> String {
+        let v = &self.input;
+        match &self.why {
+            Why::Empty => "is empty".to_owned(),
+            Why::NoUnit => format!("`{v}` needs a unit"),
+            Why::UnknownUnit(u) => {
+                format!("`{v}` is not a duration: `{u}` is not a unit (ms, s, m, h, d)")
+            }
+            Why::Negative => format!("`{v}` is not a duration: it cannot be negative"),
+            Why::TooLarge => format!("`{v}` is too large a duration"),
+            Why::Zero => format!("`{v}` must be greater than zero"),
+            Why::NotADuration => format!("`{v}` is not a duration"),
+        }
+    }
+
+    /// What is accepted instead.
+    pub fn hint(&self) -> String {
+        match &self.why {
+            Why::NoUnit => {
+                let n = self.input.trim();
+                format!("give {n}s, {n}m or {n}h (or 500ms)")
+            }
+            _ => ACCEPTED.to_owned(),
+        }
+    }
 }
 
 /// Parses a duration given to `flag`. A bare number is refused: the unit is never guessed.
 pub fn parse_duration(flag: &str, input: &str) -> Result<Duration, DurationError> {
-    let err = |why: String| DurationError {
+    let err = |why: Why| DurationError {
         flag: flag.to_owned(),
         input: input.to_owned(),
         why,
     };
     let trimmed = input.trim();
-    if trimmed.is_empty() {
-        return Err(err("it is empty".into()));
-    }
-    humantime::parse_duration(trimmed).map_err(|e| err(e.to_string()))
+    humantime::parse_duration(trimmed).map_err(|e| {
+        use humantime::DurationError as H;
+        err(match e {
+            H::Empty => Why::Empty,
+            _ if trimmed.starts_with('-') => Why::Negative,
+            H::UnknownUnit { unit, .. } if unit.is_empty() => Why::NoUnit,
+            H::UnknownUnit { unit, .. } => Why::UnknownUnit(unit),
+            H::NumberOverflow => Why::TooLarge,
+            _ => Why::NotADuration,
+        })
+    })
 }
 
 /// Like [`parse_duration`] but refuses zero (a zero timeout would end every attempt at once).
@@ -33,7 +88,7 @@ pub fn parse_positive_duration(flag: &str, input: &str) -> Result<Duration, Dura
         return Err(DurationError {
             flag: flag.to_owned(),
             input: input.to_owned(),
-            why: "it must be greater than zero".into(),
+            why: Why::Zero,
         });
     }
     Ok(d)
@@ -73,6 +128,11 @@ mod tests {
             Duration::from_secs(7200)
         );
         assert_eq!(parse_duration("--grace", "0s").unwrap(), Duration::ZERO);
+        assert_eq!(
+            parse_duration("--timeout", "1h30m").unwrap(),
+            Duration::from_secs(5400),
+            "the form the hint shows"
+        );
     }
 
     #[test]
@@ -85,6 +145,40 @@ mod tests {
             assert_eq!(parse_duration("--x", &duration_text(d)).unwrap(), d);
         }
         assert_eq!(duration_text(Duration::from_secs(3)), "3s");
+    }
+
+    #[test]
+    fn each_refusal_says_what_was_wrong_and_what_is_accepted_once() {
+        let msg = |v: &str| {
+            parse_positive_duration("--timeout", v)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            msg("5"),
+            "--timeout `5` needs a unit; give 5s, 5m or 5h (or 500ms)"
+        );
+        assert_eq!(
+            msg("soon"),
+            "--timeout `soon` is not a duration; give a number with a unit, like 30s, 5m or 1h30m"
+        );
+        assert_eq!(
+            msg("5x"),
+            "--timeout `5x` is not a duration: `x` is not a unit (ms, s, m, h, d); give a number with a unit, like 30s, 5m or 1h30m"
+        );
+        assert!(msg("-1s").contains("cannot be negative"), "{}", msg("-1s"));
+        assert!(msg("0s").contains("greater than zero"));
+        assert!(msg("").starts_with("--timeout is empty; give"));
+        for m in [
+            msg("5"),
+            msg("soon"),
+            msg("5x"),
+            msg("-1s"),
+            msg("99999999999999999999h"),
+        ] {
+            assert!(!m.contains(" at 0") && !m.contains("sec or"), "{m}");
+            assert_eq!(m.matches("; ").count(), 1, "one hint: {m}");
+        }
     }
 
     #[test]

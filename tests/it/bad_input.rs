@@ -121,6 +121,62 @@ fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// A value that is not a duration gets one message, the same from every verb: what was wrong
+/// with it and what is accepted, never the parser's own words ("expected number at 0").
+#[test]
+fn a_bad_duration_says_once_what_was_wrong_and_what_is_accepted() {
+    let env = TestEnv::new();
+    assert_eq!(env.sp(["run", "--run-id", "r", "--", "true"]).code, 0);
+    for (value, says) in [
+        (
+            "5",
+            "--timeout `5` needs a unit; give 5s, 5m or 5h (or 500ms)",
+        ),
+        (
+            "soon",
+            "--timeout `soon` is not a duration; give a number with a unit, like 30s, 5m or 1h30m",
+        ),
+    ] {
+        for args in [
+            &["run", "--timeout", value, "--", "true"][..],
+            &["wait", "--timeout", value, "r"],
+        ] {
+            let r = env.sp(args);
+            assert_eq!(r.code, 2, "{args:?}: {r:?}");
+            assert_eq!(r.stderr, format!("subpane: error: {says}\n"), "{args:?}");
+        }
+    }
+}
+
+/// `--timeout -1` reads `-1` as a flag. The advice to write `-- -1` would make it the program
+/// (or a run id): the error says what the flag takes instead, and a value of another flag
+/// that starts with `-` is shown the form that passes it.
+#[test]
+fn a_value_that_starts_with_a_dash_is_not_sent_after_the_double_dash() {
+    for args in [
+        &["run", "--timeout", "-1", "--", "true"][..],
+        &["wait", "--timeout", "-5s", "r"],
+        &["gc", "--older-than", "-1d"],
+    ] {
+        let r = refused(args, &["takes a duration, like 30s or 5m", "starts with -"]);
+        assert!(!r.stderr.contains("'-- -"), "{args:?}: {}", r.stderr);
+    }
+    let r = refused(
+        &["run", "--label", "-x", "--", "true"],
+        &["--label `-x` starts with -", "write --label=-x"],
+    );
+    assert!(!r.stderr.contains("'-- -"), "{}", r.stderr);
+    // Nor an unknown option of run, after which `--` starts the program.
+    let r = refused(
+        &["run", "-x", "--", "true"],
+        &["`-x` is not an option of run"],
+    );
+    assert!(!r.stderr.contains("'-- -"), "{}", r.stderr);
+    let env = TestEnv::new();
+    let r = env.sp(["run", "--label=-x=1", "--json", "--", "true"]);
+    assert_eq!(r.code, 0, "the form the error gives works: {r:?}");
+}
+
 #[test]
 fn malformed_durations_are_refused() {
     refused(
@@ -265,7 +321,9 @@ fn bad_wait_and_gc_durations_are_refused() {
         let r = env.sp(args);
         assert_eq!(r.code, 2, "{args:?}: {r:?}");
         assert!(
-            r.stderr.contains("invalid duration") || r.stderr.contains("greater than zero"),
+            r.stderr.contains("needs a unit")
+                || r.stderr.contains("is not a duration")
+                || r.stderr.contains("greater than zero"),
             "{args:?}: {}",
             r.stderr
         );

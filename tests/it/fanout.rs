@@ -485,7 +485,7 @@ fn a_bad_line_is_named_and_nothing_starts() {
     let r = env.sp(["fanout", file.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{r:?}");
     for want in [
-        "line 3: unknown field `timeuot`",
+        "line 3: unknown field `timeuot`; did you mean `timeout`?\n",
         "line 4: run id `b1` is also on line 1",
         "line 5: ",
         "line 6: program `no-such-program-here` was not found",
@@ -493,6 +493,8 @@ fn a_bad_line_is_named_and_nothing_starts() {
     ] {
         assert!(r.stderr.contains(want), "{want:?} in {}", r.stderr);
     }
+    // The near name is enough: not the 31 others, nor a column.
+    assert!(!r.stderr.contains("max_depth"), "{}", r.stderr);
     assert!(!env.run_dir("b1").exists());
     let runs = std::fs::read_dir(env.home.join("runs")).map_or(0, |d| d.count());
     assert_eq!(runs, 0, "a run was created");

@@ -444,7 +444,12 @@ async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
         (
             "run",
             json!({"argv": ["true"], "timeuot": "1s"}),
-            "unknown field `timeuot`",
+            "unknown field `timeuot`; did you mean `timeout`? (the tool's input schema",
+        ),
+        (
+            "fanout",
+            json!({"tasks": [{"argv": ["true"]}, {"argv": ["true"], "sandbx": true}]}),
+            "`tasks[1].sandbx`: unknown field `sandbx`; did you mean `sandbox`?",
         ),
         ("run", json!({}), "argv"),
         ("run", json!({"argv": ["true"], "timeout": "5"}), "timeout"),
@@ -461,7 +466,7 @@ async fn bad_arguments_are_tool_errors_and_the_server_goes_on() {
         (
             "run",
             json!({"argv": ["true"], "timeout": "5"}),
-            "`timeout` `5` is not a duration",
+            "`timeout` `5` needs a unit; give 5s, 5m or 5h (or 500ms)",
         ),
         // The request's own rules, each naming its field as the tools spell it.
         (

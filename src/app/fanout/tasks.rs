@@ -201,10 +201,13 @@ fn plan_one(
 }
 
 /// serde_json's message without its "at line 1 column 7" (each task is one line: the column
-/// is what helps).
+/// is what helps, but not beside the name of an unknown field, which says where already).
 fn json_message(e: &serde_json::Error) -> String {
     let s = e.to_string();
     let msg = s.rfind(" at line ").map_or(s.as_str(), |i| &s[..i]);
+    if let Some(m) = crate::app::invalid::unknown_field(msg) {
+        return m;
+    }
     match e.classify() {
         serde_json::error::Category::Eof => format!("{msg} (the line ends early)"),
         _ => format!("{msg} (column {})", e.column()),
@@ -266,7 +269,7 @@ mod tests {
             .to_string();
         assert!(m.contains("task 2: run id `a` is also on task 1"), "{m}");
         assert!(
-            m.contains("task 3: field timeout `5` is not a duration"),
+            m.contains("task 3: field timeout `5` needs a unit; give 5s"),
             "{m}"
         );
         assert!(m.ends_with("nothing was started"), "{m}");
@@ -282,7 +285,7 @@ mod tests {
         assert!(m.contains("line 2: unknown field `timeuot`"), "{m}");
         // Line errors name the JSON field, never a command-line flag.
         assert!(
-            m.contains("line 5: field timeout `5` is not a duration"),
+            m.contains("line 5: field timeout `5` needs a unit; give 5s"),
             "{m}"
         );
         assert!(!m.contains("--"), "{m}");

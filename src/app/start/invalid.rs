@@ -200,6 +200,36 @@ pub fn at_path(path: &str, msg: &str) -> String {
     }
 }
 
+/// serde's "unknown field `timout`, expected one of `agent`, … (31 names)" as subpane says it:
+/// the nearest name ("did you mean `timeout`?"), or the names when none is near. `None` when
+/// `msg` is not about an unknown field.
+pub fn unknown_field(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    let (name, expected) = match rest.rfind("`, expected ") {
+        Some(i) => (&rest[..i], &rest[i + "`, expected ".len()..]),
+        None => (rest.strip_suffix("`, there are no fields")?, ""),
+    };
+    // The names are the quoted words of the list: `a`, `a` or `b`, one of `a`, `b`, `c`.
+    let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let near = names
+        .iter()
+        .map(|n| (strsim::jaro(name, n), *n))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    Some(match (near, names.is_empty()) {
+        (Some((_, n)), _) => format!("unknown field `{name}`; did you mean `{n}`?"),
+        (None, true) => format!("unknown field `{name}`; there are no fields here"),
+        (None, false) => format!(
+            "unknown field `{name}`; the fields are {}",
+            names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +273,41 @@ mod tests {
             "a field the command line fills from @FILE"
         );
         assert_eq!(Spell::Flag.text("{task_file}"), "--task @FILE");
+    }
+
+    #[test]
+    fn an_unknown_field_gets_the_nearest_name_and_the_list_only_without_one() {
+        let serde = |name: &str| {
+            format!(
+                "unknown field `{name}`, expected one of `agent`, `timeout`, `idle_timeout`, `max_memory`, `sandbox`"
+            )
+        };
+        for (typo, near) in [
+            ("timout", "timeout"),
+            ("timeuot", "timeout"),
+            ("Timeout", "timeout"),
+            ("idle-timeout", "idle_timeout"),
+            ("max_mem", "max_memory"),
+            ("sandbx", "sandbox"),
+        ] {
+            assert_eq!(
+                unknown_field(&serde(typo)).unwrap(),
+                format!("unknown field `{typo}`; did you mean `{near}`?")
+            );
+        }
+        assert_eq!(
+            unknown_field(&serde("zzz")).unwrap(),
+            "unknown field `zzz`; the fields are `agent`, `timeout`, `idle_timeout`, `max_memory`, `sandbox`"
+        );
+        assert_eq!(
+            unknown_field("unknown field `rn`, expected `run_id` or `offset`").unwrap(),
+            "unknown field `rn`; the fields are `run_id`, `offset`"
+        );
+        assert_eq!(
+            unknown_field("unknown field `x`, there are no fields").unwrap(),
+            "unknown field `x`; there are no fields here"
+        );
+        assert_eq!(unknown_field("invalid type: string, expected a map"), None);
     }
 
     #[test]

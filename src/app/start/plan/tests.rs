@@ -41,10 +41,14 @@ fn bad_run_ids_are_refused() {
 fn durations_need_a_unit_and_timeouts_a_length() {
     let sys = Fake::new();
     for (field, value, says) in [
-        ("timeout", "10", "invalid duration"),
+        ("timeout", "10", "`10` needs a unit; give 10s, 10m or 10h"),
         ("timeout", "0s", "greater than zero"),
-        ("idle_timeout", "soon", "invalid duration"),
-        ("grace", "", "it is empty"),
+        (
+            "idle_timeout",
+            "soon",
+            "`soon` is not a duration; give a number with a unit",
+        ),
+        ("grace", "", "is empty"),
     ] {
         let mut req = cmd(&["make"]);
         let v = Some(value.to_owned());
