@@ -190,6 +190,26 @@ fn visible_keeping_sgr(text: &str, lines: bool, max_chars: usize, out: &mut Stri
     kept
 }
 
+/// `text` without its plain SGR sequences (colour, see [`sgr_len`]), for a one-line view that
+/// shows no colour (`top`'s LAST EVENT): colour is dropped there, never shown as `^[[31m`;
+/// every other escape stays for [`sanitize`] to show as text.
+pub fn without_sgr(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains('\x1b') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if let Some(n) = (c == '\x1b').then(|| sgr_len(rest)).flatten() {
+            rest = &rest[n..];
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The SGR sequence that ends every colour.
 const SGR_RESET: &str = "\x1b[0m";
 

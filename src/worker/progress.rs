@@ -163,10 +163,13 @@ impl Tracker {
         let s = String::from_utf8_lossy(&line);
         Some(LastEvent {
             kind,
-            text: sanitize(s.trim().as_bytes(), LAST_EVENT_CHARS)
-                .chars()
-                .take(LAST_EVENT_CHARS)
-                .collect(),
+            text: sanitize(
+                crate::term::without_sgr(s.trim()).as_bytes(),
+                LAST_EVENT_CHARS,
+            )
+            .chars()
+            .take(LAST_EVENT_CHARS)
+            .collect(),
         })
     }
 
@@ -236,10 +239,13 @@ mod tests {
         let mut t = Tracker::new(false);
         assert!(t.last_event().is_none() && t.due().is_none());
         t.item(&PaneItem::Text("Looking at the ".into()));
-        t.item(&PaneItem::Text("tests.\nThey \x1b[31mfail".into()));
-        assert_eq!(last(&t), (EventKind::Text, "They ^[[31mfail".into()));
+        // Colour is dropped (the table shows none), any other escape shown as text.
+        t.item(&PaneItem::Text(
+            "tests.\nThey \x1b[31mfail\x1b[0m \x1b]0;t\x07".into(),
+        ));
+        assert_eq!(last(&t), (EventKind::Text, "They fail ^[]0;t^G".into()));
         t.item(&PaneItem::Text("\n\n".into()));
-        assert_eq!(last(&t), (EventKind::Text, "They ^[[31mfail".into()));
+        assert_eq!(last(&t), (EventKind::Text, "They fail ^[]0;t^G".into()));
         t.item(&PaneItem::TextEnd);
         t.item(&PaneItem::ToolCall {
             name: "bash".into(),

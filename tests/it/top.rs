@@ -326,8 +326,20 @@ fn top_screens_at_80_by_24_and_200_by_50() {
             &[("NO_COLOR", "1")],
             &["top"],
         );
-        let s = t.wait_until("every run", |s| {
-            s.contains("subpane top · 6 runs") && row(s, "task-1").is_some()
+        // Every row drawn with what its run ended on (read when the run loads: a first
+        // frame may come before the last of them).
+        let s = t.wait_until("every run with its last event", |s| {
+            s.contains("subpane top · 6 runs")
+                && row(s, "task-1").is_some()
+                && [
+                    "task one done",
+                    "disk full",
+                    "12 passed",
+                    "config.toml",
+                    "(no output)",
+                ]
+                .iter()
+                .all(|e| s.contains(e))
         });
         assert!(s.lines().all(|l| l.chars().count() <= cols as usize), "{s}");
         insta::assert_snapshot!(format!("top_{cols}x{rows}"), fixed(&s, &group));
@@ -372,8 +384,17 @@ fn the_detail_shows_a_commands_colour_and_no_other_escape() {
         .output()
         .unwrap();
     let raw = String::from_utf8_lossy(&raw.stdout);
-    let line = raw.lines().find(|l| l.contains("plain ^[]0;")).unwrap();
-    assert!(line.contains("31m"), "red is not red: {line:?}");
+    // The detail's line (the table's LAST EVENT shows the same text without colour).
+    let line = raw
+        .lines()
+        .skip_while(|l| !l.contains("─ stdout"))
+        .find(|l| l.contains("plain ^[]0;"))
+        .unwrap();
+    // Red (SGR 31, or tmux's indexed colour 1) just before the word.
+    assert!(
+        line.contains("31mred") || line.contains("38;5;1mred"),
+        "red is not red: {line:?}"
+    );
     assert!(!t.format("#{pane_title}").contains("pwned"));
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), 0);

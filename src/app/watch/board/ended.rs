@@ -12,7 +12,7 @@
 //!  cancelled         ─► as completed, then the envelope's error
 //! ```
 
-use crate::app::{EndSize, output_end};
+use crate::app::EndSize;
 use crate::envelope::{Envelope, EventKind, LAST_EVENT_CHARS, LastEvent, Status as S};
 use crate::spec::AgentKind;
 use crate::store::AttemptPaths;
@@ -53,7 +53,9 @@ pub fn final_event(env: &Envelope, paths: &AttemptPaths) -> Option<LastEvent> {
 
 /// The last line with something on it at the end of a log, made safe.
 fn last_line_of(path: &std::path::Path) -> Option<String> {
-    last_line(&output_end(path, END)?.text)
+    // Colour kept by the reading, then dropped: the table shows none, never as `^[[31m`.
+    let end = crate::app::output_end_keep_sgr(path, END)?;
+    last_line(&crate::term::without_sgr(&end.text))
 }
 
 /// The last line of `text` with something on it, as one line of at most
@@ -124,6 +126,12 @@ mod tests {
             Some((EventKind::Error, "stderr: at the end".into()))
         );
         assert_eq!(text(final_event(&done, &quiet)), None);
+        // A coloured line shows no colour, and not its codes as text; other escapes do.
+        let (_d, coloured) = attempt("\x1b[32mok\x1b[0m 3 passed \x1b[2J\n", "");
+        assert_eq!(
+            text(final_event(&done, &coloured)),
+            Some((EventKind::Output, "ok 3 passed ^[[2J".into()))
+        );
     }
 
     #[test]
