@@ -1,0 +1,214 @@
+//! `subpane hosts`: the record (add, ls, rm, bad input) and `check` against the test's own
+//! sshd, where the remote subpane is this build's binary.
+
+use std::time::{Duration, Instant};
+
+use crate::harness::{BIN, Ran, TestEnv};
+use crate::harness_ssh::{ALIAS, SshServer};
+
+#[test]
+fn add_ls_rm_round_trip() {
+    let env = TestEnv::new();
+    let r = env.sp(["hosts", "ls"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("no hosts"), "{r:?}");
+    let r = env.sp([
+        "hosts",
+        "add",
+        "gpu-1",
+        "ssh://me@gpu.example.org:2222",
+        "--remote-home",
+        "/srv/subpane",
+        "--bin",
+        "/opt/subpane",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(env.sp(["hosts", "add", "box", "ssh://box"]).code, 0);
+    let ls = env.sp(["hosts", "ls", "--json"]).json();
+    assert_eq!(
+        ls,
+        serde_json::json!([
+            {"name": "gpu-1", "url": "ssh://me@gpu.example.org:2222", "home": "/srv/subpane", "bin": "/opt/subpane"},
+            {"name": "box", "url": "ssh://box", "home": null, "bin": null},
+        ])
+    );
+    let text = env.sp(["hosts", "ls"]);
+    assert!(
+        text.stdout
+            .contains("gpu-1\tssh://me@gpu.example.org:2222\thome=/srv/subpane"),
+        "{text:?}"
+    );
+    let r = env.sp(["hosts", "rm", "gpu-1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let names: Vec<_> = env
+        .sp(["hosts", "ls", "--json"])
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["box"]);
+}
+
+fn refused(r: &Ran, says: &str) {
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains(says), "stderr should say {says:?}: {r:?}");
+}
+
+#[test]
+fn bad_urls_names_duplicates_and_unknown_hosts_are_refused() {
+    let env = TestEnv::new();
+    for (url, says) in [
+        ("gpu", "does not start with ssh://"),
+        ("ssh://", "has no host"),
+        (
+            "ssh://-oProxyCommand=touch",
+            "bad host `-oProxyCommand=touch`",
+        ),
+        ("ssh://h:70000", "bad port `70000`"),
+        ("ssh://h/dir", "path, query or fragment"),
+        ("ssh://a b", "bad host"),
+    ] {
+        refused(&env.sp(["hosts", "add", "x", url]), says);
+    }
+    refused(
+        &env.sp(["hosts", "add", "../x", "ssh://h"]),
+        "host name `../x` is not allowed",
+    );
+    refused(
+        &env.sp(["hosts", "add", "x", "ssh://h", "--remote-home", "rel"]),
+        "--remote-home `rel` is not an absolute path",
+    );
+    refused(
+        &env.sp(["hosts", "add", "x", "ssh://h", "--home", "/r"]),
+        "--remote-home",
+    );
+    assert!(
+        !env.home.join("hosts.json").exists(),
+        "nothing refused was recorded"
+    );
+    assert_eq!(env.sp(["hosts", "add", "x", "ssh://h"]).code, 0);
+    refused(
+        &env.sp(["hosts", "add", "x", "ssh://other"]),
+        "exists already",
+    );
+    refused(&env.sp(["hosts", "rm", "nope"]), "no host named `nope`");
+    refused(&env.sp(["hosts", "check", "nope"]), "no host named `nope`");
+    let ls = env.sp(["hosts", "ls", "--json"]).json();
+    assert_eq!(
+        ls[0]["url"], "ssh://h",
+        "the duplicate changed nothing: {ls}"
+    );
+}
+
+/// `hosts check` through a `~/.ssh/config`-style alias, as people use it.
+#[test]
+fn check_reaches_the_host_and_shows_its_facts() {
+    let env = TestEnv::new();
+    let sshd = SshServer::start(env.root.path());
+    sshd.forget_masters_in(env.home.join("ssh"));
+    let remote_home = env.root.path().join("remote-home");
+    let add = env.sp([
+        "hosts",
+        "add",
+        "loop",
+        &format!("ssh://{ALIAS}"),
+        "--remote-home",
+        remote_home.to_str().unwrap(),
+        "--bin",
+        BIN,
+    ]);
+    assert_eq!(add.code, 0, "{add:?}");
+    let r: Ran = env
+        .cmd()
+        .env("PATH", sshd.path_env())
+        .args(["hosts", "check", "loop", "--json"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    let facts = &v["facts"];
+    assert_eq!(facts["version"], v["local_version"], "{v}");
+    assert_eq!(facts["home"], remote_home.to_str().unwrap(), "{v}");
+    assert!(
+        facts["kernel"].as_str().unwrap().starts_with("Linux "),
+        "{v}"
+    );
+    assert!(facts["tmux"].as_str().unwrap().starts_with("tmux "), "{v}");
+    assert!(
+        facts["landlock_abi"].is_i64() != facts["landlock_problem"].is_string(),
+        "Landlock is either there or says why not: {v}"
+    );
+    // The text report, over the control connection the first check left.
+    let r: Ran = env
+        .cmd()
+        .env("PATH", sshd.path_env())
+        .args(["hosts", "check", "loop"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    for want in [
+        "host loop (ssh://sshtest) answers",
+        "subpane ",
+        "kernel  Linux",
+        "tmux    tmux ",
+    ] {
+        assert!(r.stdout.contains(want), "{want:?} in {r:?}");
+    }
+    let sockets = std::fs::read_dir(env.home.join("ssh")).unwrap().count();
+    assert_eq!(sockets, 1, "one control socket for the host");
+}
+
+/// A URL with user and port (no alias), and a host without `--bin` whose PATH has no
+/// subpane: said so, exit 1.
+#[test]
+fn check_without_a_remote_subpane_says_so() {
+    let env = TestEnv::new();
+    let sshd = SshServer::start(env.root.path());
+    sshd.forget_masters_in(env.home.join("ssh"));
+    assert_eq!(env.sp(["hosts", "add", "bare", &sshd.url()]).code, 0);
+    let r: Ran = env
+        .cmd()
+        .env("PATH", sshd.path_env())
+        .args(["hosts", "check", "bare"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("subpane is not on the remote PATH") && r.stderr.contains("--bin"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn an_unreachable_host_fails_fast_with_exit_1() {
+    let env = TestEnv::new();
+    let sshd = SshServer::start(env.root.path());
+    // A port nothing listens on: bound, then closed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("ssh://root@127.0.0.1:{port}");
+    assert_eq!(env.sp(["hosts", "add", "gone", &url, "--bin", BIN]).code, 0);
+    let started = Instant::now();
+    let r: Ran = env
+        .cmd()
+        .env("PATH", sshd.path_env())
+        .args(["hosts", "check", "gone", "--connect-timeout", "5s"])
+        .output()
+        .unwrap()
+        .into();
+    let took = started.elapsed();
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("host `gone`: cannot reach") && r.stderr.contains(&url),
+        "{r:?}"
+    );
+    assert!(took < Duration::from_secs(5), "took {took:?}: {r:?}");
+}
