@@ -160,6 +160,32 @@ fn check_reaches_the_host_and_shows_its_facts() {
     }
     let sockets = std::fs::read_dir(env.home.join("ssh")).unwrap().count();
     assert_eq!(sockets, 1, "one control socket for the host");
+    assert!(
+        !started_under(env.root.path()).is_empty(),
+        "the control master and sshd run under the test's dir"
+    );
+    drop(sshd);
+    let left = started_under(env.root.path());
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
+/// The processes whose command line names `dir` (sshd's config, ssh's control path).
+fn started_under(dir: &std::path::Path) -> Vec<(i32, String)> {
+    let needle = dir.to_str().unwrap();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(needle) {
+            found.push((pid, cmdline));
+        }
+    }
+    found
 }
 
 /// A URL with user and port (no alias), and a host without `--bin` whose PATH has no
