@@ -167,30 +167,6 @@ fn check(home: &Home, a: CheckArgs) -> Result<i32, CliError> {
     Ok(0)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn home_after_add_is_refused_before_it_is_not() {
-        let args = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
-        assert!(
-            refuse_home_after_add(args(&[
-                "sp", "--home", "/l", "hosts", "add", "a", "ssh://h"
-            ]))
-            .is_ok()
-        );
-        for bad in [
-            &["sp", "hosts", "add", "a", "ssh://h", "--home", "/r"][..],
-            &["sp", "hosts", "add", "--home=/r", "a", "ssh://h"],
-        ] {
-            let e = refuse_home_after_add(args(bad)).unwrap_err();
-            assert!(e.to_string().contains("--remote-home"), "{e}");
-            assert_eq!(e.exit_code(), 2);
-        }
-    }
-}
-
 fn ls_text(list: &[Host]) -> String {
     if list.is_empty() {
         return "no hosts; `subpane hosts add NAME ssh://[user@]host[:port]` records one\n".into();
@@ -229,4 +205,28 @@ fn check_text(host: &Host, f: &HostFacts) -> String {
             .unwrap_or_else(|| "not found".into()),
         sandbox
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_after_add_is_refused_before_it_is_not() {
+        let args = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        assert!(
+            refuse_home_after_add(args(&[
+                "sp", "--home", "/l", "hosts", "add", "a", "ssh://h"
+            ]))
+            .is_ok()
+        );
+        for bad in [
+            &["sp", "hosts", "add", "a", "ssh://h", "--home", "/r"][..],
+            &["sp", "hosts", "add", "--home=/r", "a", "ssh://h"],
+        ] {
+            let e = refuse_home_after_add(args(bad)).unwrap_err();
+            assert!(e.to_string().contains("--remote-home"), "{e}");
+            assert_eq!(e.exit_code(), 2);
+        }
+    }
 }

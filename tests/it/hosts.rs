@@ -238,3 +238,75 @@ fn an_unreachable_host_fails_fast_with_exit_1() {
     );
     assert!(took < Duration::from_secs(5), "took {took:?}: {r:?}");
 }
+
+/// A port that accepts the connection and never speaks: ssh's connect timeout covers the
+/// greeting too, and `check` ends within it (with a margin for a loaded machine).
+#[test]
+fn a_host_that_never_answers_fails_within_the_connect_timeout() {
+    let env = TestEnv::new();
+    let sshd = SshServer::start(env.root.path());
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let url = format!("ssh://root@127.0.0.1:{port}");
+    assert_eq!(env.sp(["hosts", "add", "mute", &url, "--bin", BIN]).code, 0);
+    let started = Instant::now();
+    let r: Ran = env
+        .cmd()
+        .env("PATH", sshd.path_env())
+        .args(["hosts", "check", "mute", "--connect-timeout", "1s"])
+        .output()
+        .unwrap()
+        .into();
+    let took = started.elapsed();
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("host `mute`"), "{r:?}");
+    assert!(took < Duration::from_secs(8), "took {took:?}: {r:?}");
+    drop(silent);
+}
+
+/// A remote "subpane" of another version, or something else answering: exit 1, saying
+/// which.
+#[test]
+fn a_remote_of_another_version_or_not_subpane_is_refused() {
+    let env = TestEnv::new();
+    let sshd = SshServer::start(env.root.path());
+    sshd.forget_masters_in(env.home.join("ssh"));
+    let old = env.root.path().join("old-subpane");
+    std::fs::write(
+        &old,
+        "#!/bin/sh\necho '{\"version\":\"0.0.1\",\"home\":\"/h\",\"kernel\":\"Linux 1\",\"tmux\":null,\"landlock_abi\":null,\"landlock_problem\":\"none\"}'\n",
+    )
+    .unwrap();
+    let other = env.root.path().join("not-subpane");
+    std::fs::write(&other, "#!/bin/sh\necho hello\n").unwrap();
+    for p in [&old, &other] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let url = format!("ssh://{ALIAS}");
+    for (name, bin) in [("old", &old), ("other", &other)] {
+        let r = env.sp(["hosts", "add", name, &url, "--bin", bin.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let check = |name: &str| -> Ran {
+        env.cmd()
+            .env("PATH", sshd.path_env())
+            .args(["hosts", "check", name])
+            .output()
+            .unwrap()
+            .into()
+    };
+    let r = check("old");
+    assert_eq!(r.code, 1, "{r:?}");
+    let local = env!("CARGO_PKG_VERSION");
+    assert!(
+        r.stderr.contains("version 0.0.1") && r.stderr.contains(&format!("this one is {local}")),
+        "{r:?}"
+    );
+    let r = check("other");
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("did not answer as subpane does") && r.stderr.contains("hello"),
+        "{r:?}"
+    );
+}
