@@ -8,7 +8,8 @@
 //! ```
 //!
 //! `hosts.json` is rewritten whole (`crate::store::write_json_atomic`): a reader never sees a
-//! half-written list. Runs on a host (`run --host`) are not here yet: this is the record and
+//! half-written list; `add` and `rm` hold `hosts.lock` from the read to the write, so two at
+//! once both land. Runs on a host (`run --host`) are not here yet: this is the record and
 //! the check they will use.
 //!
 //! Common pitfalls:
@@ -132,12 +133,19 @@ pub fn list(home: &Home) -> Result<Vec<Host>, HostsError> {
     Ok(file.hosts)
 }
 
-fn save(home: &Home, hosts: Vec<Host>) -> Result<(), HostsError> {
-    let path = hosts_path(home);
+/// Holds `hosts.lock` while the list is read, changed and written back.
+fn lock(home: &Home) -> Result<crate::store::Exclusive, HostsError> {
     std::fs::create_dir_all(home.root()).map_err(|source| StoreError::Write {
         path: home.root().to_path_buf(),
         source,
     })?;
+    Ok(crate::store::Exclusive::acquire(
+        &home.root().join("hosts.lock"),
+    )?)
+}
+
+fn save(home: &Home, hosts: Vec<Host>) -> Result<(), HostsError> {
+    let path = hosts_path(home);
     let file = HostsFile {
         schema: HOSTS_SCHEMA.to_owned(),
         hosts,
@@ -180,6 +188,7 @@ pub fn add(
         home: absolute("--remote-home", remote_home)?,
         bin: absolute("--bin", bin)?,
     };
+    let _lock = lock(home)?;
     let mut hosts = list(home)?;
     if hosts.iter().any(|h| h.name == name) {
         return Err(HostsError::Exists(name.to_owned()));
@@ -191,6 +200,7 @@ pub fn add(
 
 /// Forgets a host.
 pub fn remove(home: &Home, name: &str) -> Result<Host, HostsError> {
+    let _lock = lock(home)?;
     let mut hosts = list(home)?;
     let i = hosts
         .iter()
@@ -287,6 +297,19 @@ mod tests {
             get(&home, "b").unwrap().bin.as_deref(),
             Some("/opt/subpane")
         );
+    }
+
+    #[test]
+    fn adds_at_once_all_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("home"));
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let home = &home;
+                s.spawn(move || add(home, &format!("h{i}"), "ssh://h", None, None).unwrap());
+            }
+        });
+        assert_eq!(list(&home).unwrap().len(), 8);
     }
 
     #[test]
