@@ -1,11 +1,13 @@
 //! A private OpenSSH server on loopback for a test, and an `ssh` on PATH that reaches it.
 //!
 //! ```text
-//!  SshServer::start(dir)
-//!    ├─ dir/ssh/host_ed25519, dir/ssh/client_ed25519 (ssh-keygen), authorized_keys
-//!    ├─ dir/ssh/sshd_config (127.0.0.1, a free port, UsePAM no, StrictModes no, PidFile here)
-//!    ├─ sshd -D -e -f sshd_config   (this test's child; killed on drop)
-//!    └─ dir/ssh/bin/ssh: `exec /usr/bin/ssh -F dir/ssh/ssh_config "$@"` (first on PATH)
+//!  SshServer::start_as(dir, ALIAS)
+//!    ├─ once: dir/ssh/client_ed25519, known_hosts, ssh_config (Include conf.d/*.conf),
+//!    │        dir/ssh/bin/ssh: `exec /usr/bin/ssh -F dir/ssh/ssh_config "$@"` (first on PATH)
+//!    ├─ dir/ssh/hosts/ALIAS/: host_ed25519 (ssh-keygen), authorized_keys, sshd_config
+//!    │   (127.0.0.1, a free port, UsePAM no, StrictModes no, PidFile here), sshd.log
+//!    ├─ dir/ssh/conf.d/ALIAS.conf: Host ALIAS → 127.0.0.1, the port, root
+//!    └─ sshd -D -e -f sshd_config   (this test's child; killed on drop)
 //! ```
 //!
 //! OpenSSH finds `~/.ssh/config` through the passwd entry, not `$HOME`: the wrapper is how a
@@ -34,6 +36,8 @@ pub const ALIAS: &str = "sshtest";
 
 pub struct SshServer {
     pub port: u16,
+    /// Its name in the ssh config.
+    pub alias: String,
     pub dir: PathBuf,
     /// A directory holding the `ssh` wrapper: put it first on PATH.
     pub bin_dir: PathBuf,
@@ -68,20 +72,67 @@ fn keygen(path: &Path) {
     assert!(ok, "ssh-keygen -f {} failed", path.display());
 }
 
+/// The client side every server of a test shares, made once under `shared`: a key, a
+/// known_hosts file, the config (each server's `Host` block comes from `conf.d/`) and the
+/// `ssh` wrapper that hands it to the real ssh. Returns (config, wrapper dir, key).
+fn client_side(shared: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let config = shared.join("ssh_config");
+    let bin_dir = shared.join("bin");
+    let client_key = shared.join("client_ed25519");
+    if config.exists() {
+        return (config, bin_dir, client_key);
+    }
+    std::fs::create_dir_all(shared.join("conf.d")).unwrap();
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    keygen(&client_key);
+    std::fs::write(
+        &config,
+        format!(
+            "Include {}/*.conf\n\
+             Host *\n  IdentityFile {}\n  IdentitiesOnly yes\n  UserKnownHostsFile {}\n\
+               GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking accept-new\n\
+               BatchMode yes\n  LogLevel ERROR\n",
+            shared.join("conf.d").display(),
+            client_key.display(),
+            shared.join("known_hosts").display()
+        ),
+    )
+    .unwrap();
+    let real_ssh = which("ssh").expect("ssh on PATH");
+    let wrapper = bin_dir.join("ssh");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec {} -F {} \"$@\"\n",
+            harness::q(&real_ssh),
+            harness::q(&config)
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (config, bin_dir, client_key)
+}
+
 impl SshServer {
-    /// Starts sshd under `root` (a test's temp dir) and waits until its port answers.
+    /// Starts sshd under `root` (a test's temp dir) as the host [`ALIAS`], and waits until
+    /// its port answers.
     pub fn start(root: &Path) -> Self {
+        Self::start_as(root, ALIAS)
+    }
+
+    /// Starts another sshd under `root`, reached as `alias` through the same `ssh` wrapper
+    /// (several "hosts" in one test: each its own port, host key and files).
+    pub fn start_as(root: &Path, alias: &str) -> Self {
         harness::require_tool("ssh", &["-V"], "openssh-client");
         let sshd = which("sshd").unwrap_or_else(|| PathBuf::from("sshd"));
         harness::require_tool(sshd.to_str().unwrap(), &["-V"], "openssh-server");
-        let real_ssh = which("ssh").expect("ssh, found above");
-        let dir = root.join("ssh");
-        std::fs::create_dir_all(&dir).unwrap();
         std::fs::create_dir_all("/run/sshd").expect("make /run/sshd for sshd");
+        let shared = root.join("ssh");
+        let (config, bin_dir, client_key) = client_side(&shared);
+        let dir = shared.join("hosts").join(alias);
+        std::fs::create_dir_all(&dir).unwrap();
         let host_key = dir.join("host_ed25519");
-        let client_key = dir.join("client_ed25519");
         keygen(&host_key);
-        keygen(&client_key);
         let authorized = dir.join("authorized_keys");
         std::fs::copy(client_key.with_extension("pub"), &authorized).unwrap();
         let port = free_port();
@@ -92,39 +143,18 @@ impl SshServer {
                 "ListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nAuthorizedKeysFile {}\n\
                  UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n\
                  PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 PidFile {}\nLogLevel ERROR\nAcceptEnv none\n",
+                 PidFile {}\nLogLevel ERROR\n",
                 host_key.display(),
                 authorized.display(),
                 dir.join("sshd.pid").display()
             ),
         )
         .unwrap();
-        let config = dir.join("ssh_config");
         std::fs::write(
-            &config,
-            format!(
-                "Host {ALIAS}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n\
-                 Host *\n  IdentityFile {}\n  IdentitiesOnly yes\n  UserKnownHostsFile {}\n\
-                 GlobalKnownHostsFile /dev/null\n  StrictHostKeyChecking accept-new\n  BatchMode yes\n\
-                 LogLevel ERROR\n",
-                client_key.display(),
-                dir.join("known_hosts").display()
-            ),
+            shared.join("conf.d").join(format!("{alias}.conf")),
+            format!("Host {alias}\n  HostName 127.0.0.1\n  Port {port}\n  User root\n"),
         )
         .unwrap();
-        let bin_dir = dir.join("bin");
-        std::fs::create_dir_all(&bin_dir).unwrap();
-        let wrapper = bin_dir.join("ssh");
-        std::fs::write(
-            &wrapper,
-            format!(
-                "#!/bin/sh\nexec {} -F {} \"$@\"\n",
-                harness::q(&real_ssh),
-                harness::q(&config)
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
         let child = Command::new(&sshd)
             .args(["-D", "-e", "-f"])
             .arg(&sshd_config)
@@ -135,6 +165,7 @@ impl SshServer {
             .expect("start sshd");
         let mut server = SshServer {
             port,
+            alias: alias.to_owned(),
             dir,
             bin_dir,
             config,
@@ -189,7 +220,7 @@ impl SshServer {
                 let _ = Command::new(self.bin_dir.join("ssh"))
                     .arg("-S")
                     .arg(e.path())
-                    .args(["-O", "exit", ALIAS])
+                    .args(["-O", "exit", &self.alias])
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())

@@ -310,3 +310,46 @@ fn a_remote_of_another_version_or_not_subpane_is_refused() {
         "{r:?}"
     );
 }
+
+/// Two "hosts" (two sshd, two ports, two remote homes) through one ssh config: each check
+/// answers with its own home, over its own control connection.
+#[test]
+fn two_hosts_each_answer_with_their_own_home() {
+    let env = TestEnv::new();
+    let a = SshServer::start_as(env.root.path(), "host-a");
+    let b = SshServer::start_as(env.root.path(), "host-b");
+    a.forget_masters_in(env.home.join("ssh"));
+    b.forget_masters_in(env.home.join("ssh"));
+    assert_ne!(a.port, b.port);
+    for name in ["host-a", "host-b"] {
+        let remote_home = env.root.path().join(format!("home-of-{name}"));
+        let r = env.sp([
+            "hosts",
+            "add",
+            name,
+            &format!("ssh://{name}"),
+            "--remote-home",
+            remote_home.to_str().unwrap(),
+            "--bin",
+            BIN,
+        ]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    for name in ["host-a", "host-b"] {
+        let r: Ran = env
+            .cmd()
+            .env("PATH", a.path_env())
+            .args(["hosts", "check", name, "--json"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(r.code, 0, "{r:?}");
+        let home = r.json()["facts"]["home"].as_str().unwrap().to_owned();
+        assert!(home.ends_with(&format!("home-of-{name}")), "{name}: {home}");
+    }
+    let sockets = std::fs::read_dir(env.home.join("ssh")).unwrap().count();
+    assert_eq!(sockets, 2, "one control connection per host");
+    drop((a, b));
+    let left = started_under(env.root.path());
+    assert!(left.is_empty(), "left running: {left:?}");
+}
