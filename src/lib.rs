@@ -26,6 +26,7 @@
 //!   and the egress proxy)
 //! * L2 machinery: [`adapter`] (pure parsing), [`worker`] (runs in the pane), [`supervisor`]
 //!   (waits, observes, cancels)
+//! * L2 [`hosts`] (the recorded hosts, and reaching one over ssh)
 //! * L2½ the application layer: [`app`] (requests, plans, starting attempts, queries) that
 //!   every front end shares
 //! * L3 edge: [`cli`] (the only place for clap), [`mcp`] (the MCP server: the only place for
@@ -39,6 +40,7 @@ pub mod envelope;
 pub mod exit_code;
 pub mod fresh;
 pub mod git;
+pub mod hosts;
 pub mod mcp;
 pub mod procs;
 pub mod sandbox;

@@ -63,6 +63,9 @@ pub enum CliError {
         what: &'static str,
         source: std::io::Error,
     },
+    /// A `hosts` verb failed (`is_invalid`: the input was refused).
+    #[error(transparent)]
+    Hosts(crate::hosts::HostsError),
     /// The worker of this sandbox refused a nested run, with the exit code it gave.
     #[error("{message}")]
     Refused { exit_code: i32, message: String },
@@ -88,6 +91,7 @@ impl CliError {
             CliError::App(e) => e.nothing_started(),
             CliError::Home(_) | CliError::Env(_) | CliError::Flag(_) | CliError::NoTerminal => true,
             CliError::ReadTasks { .. } => true,
+            CliError::Hosts(e) => e.is_invalid(),
             CliError::Mcp(_)
             | CliError::Print { .. }
             | CliError::Tmux(_)

@@ -12,6 +12,7 @@ mod error;
 mod fanout;
 mod gc;
 mod hint;
+mod hosts;
 mod human;
 mod interrupt;
 mod live_line;
@@ -88,6 +89,8 @@ pub enum Command {
     /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
     /// logs, cancel, list, fanout, retry)
     Mcp(mcp::McpArgs),
+    /// Record, list, forget and check the hosts attempts will run on (ssh://)
+    Hosts(hosts::HostsArgs),
     /// Print a shell completion script (bash, zsh, fish)
     Completions(docs::CompletionsArgs),
     /// Print the man page (roff), of subpane or of one verb
@@ -151,6 +154,10 @@ pub enum Command {
         #[arg(long, value_name = "BYTES")]
         tmp_now: u64,
     },
+    /// Print this machine's facts as JSON for a host asking over ssh (internal; `hosts
+    /// check` runs it on the host)
+    #[command(name = "__host-facts", hide = true)]
+    HostFacts,
     /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
     #[command(name = "__nest", hide = true)]
     Nest {
@@ -242,6 +249,11 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Ls(a) => ls::ls(&home, a),
         Command::Top(a) => top::top(&home, a),
         Command::Gc(a) => gc::gc(&home, a),
+        Command::Hosts(a) => hosts::hosts(&home, a),
+        Command::HostFacts => {
+            common::print_json(&crate::hosts::local_facts(&home));
+            Ok(0)
+        }
         Command::Mcp(a) => mcp::mcp(&home, a),
         Command::BenchTop { redraws } => top::bench(&home, redraws),
         Command::BenchFilter { agent, file } => {

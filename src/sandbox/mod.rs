@@ -61,6 +61,11 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::envelope::Enforced;
 
+/// The kernel's Landlock ABI version, or why there is none (for `hosts check`).
+pub fn landlock_abi() -> Result<i32, String> {
+    landlock::kernel_abi().map_err(|e| e.to_string())
+}
+
 /// The exit code of the sandbox helper when the sandbox could not be set up.
 pub const EXIT_SANDBOX_FAILED: i32 = 125;
 

@@ -30,6 +30,7 @@
 mod artifacts;
 mod atomic;
 mod layout;
+mod lock;
 mod nofollow;
 mod records;
 mod tree;
@@ -40,6 +41,7 @@ pub use atomic::{
     write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
+pub use lock::Exclusive;
 pub use nofollow::{RECORD_LIMIT, create_new, open_read, read_bounded};
 pub use records::{
     CreateError, DamagedEntry, RunEntry, add_attempt, create_run, list_runs, make_done_fifo,

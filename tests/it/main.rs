@@ -1,6 +1,7 @@
 //! Integration tests: the real binary, real tmux, a private socket and home per test.
 
 mod harness;
+mod harness_ssh;
 
 mod agents;
 mod attach;
@@ -13,6 +14,7 @@ mod examples;
 mod fanout;
 mod faults;
 mod filter;
+mod hosts;
 mod interrupt;
 mod lifecycle;
 mod live_line;

@@ -1,0 +1,328 @@
+//! Hosts: places other than this machine where attempts will run, kept in `hosts.json` in
+//! the home, and the check that one answers.
+//!
+//! ```text
+//!  hosts add NAME URL ─► name checked (as a run id), URL parsed (url.rs) ─► hosts.json
+//!  hosts check NAME   ─► ssh (by name, through PATH; ssh.rs) ─► remote `subpane __host-facts`
+//!                                                            ─► HostFacts (JSON) ─► report
+//! ```
+//!
+//! `hosts.json` is rewritten whole (`crate::store::write_json_atomic`): a reader never sees a
+//! half-written list; `add` and `rm` hold `hosts.lock` from the read to the write, so two at
+//! once both land. Runs on a host (`run --host`) are not here yet: this is the record and
+//! the check they will use.
+//!
+//! Common pitfalls:
+//! * OpenSSH reads `~/.ssh/config` from the passwd entry's home, not `$HOME`: `ssh` is found
+//!   through `PATH`, so a test (or a user) can put a wrapper that adds `-F` first.
+//! * A Unix socket path is limited to about 108 bytes: the control socket lives under the
+//!   home as `ssh/%C`, never under a long per-host name.
+//! * What goes to the remote shell is quoted once, in [`ssh::remote_command`]: a home or
+//!   binary path with spaces or `$()` stays data.
+
+pub mod ssh;
+pub mod url;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use url::{SshUrl, UrlError};
+
+use crate::spec::RunId;
+use crate::store::{Home, StoreError};
+
+/// The schema tag of `hosts.json`.
+pub const HOSTS_SCHEMA: &str = "subpane.hosts/v1";
+
+/// One host as recorded.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Host {
+    pub name: String,
+    pub url: SshUrl,
+    /// The subpane home on the host; its own default when absent.
+    pub home: Option<String>,
+    /// The `subpane` binary on the host; `subpane` on its PATH when absent.
+    pub bin: Option<String>,
+}
+
+/// `hosts.json`.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct HostsFile {
+    pub schema: String,
+    pub hosts: Vec<Host>,
+}
+
+/// What `subpane __host-facts` prints on the host: one JSON object.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+pub struct HostFacts {
+    /// subpane's version there.
+    pub version: String,
+    /// The home subpane uses there.
+    pub home: String,
+    /// The kernel, as `uname -sr` prints it.
+    pub kernel: String,
+    /// `tmux -V`, or null when tmux cannot be run there.
+    pub tmux: Option<String>,
+    /// The kernel's Landlock ABI, or null.
+    pub landlock_abi: Option<i32>,
+    /// Why there is no Landlock (null when there is).
+    pub landlock_problem: Option<String>,
+}
+
+/// Why a hosts verb did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum HostsError {
+    #[error("host name {0}")]
+    BadName(String),
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    #[error("{what} `{value}` is not an absolute path")]
+    NotAbsolute { what: &'static str, value: String },
+    #[error("a host named `{0}` exists already; `subpane hosts rm {0}` removes it")]
+    Exists(String),
+    #[error("no host named `{0}`; `subpane hosts ls` lists them")]
+    Unknown(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path} has schema `{found}`, not {HOSTS_SCHEMA}", path = .path.display())]
+    Schema { path: PathBuf, found: String },
+    /// The host could not be reached or did not answer as subpane does.
+    #[error("host `{name}`: {why}")]
+    Check { name: String, why: String },
+}
+
+impl HostsError {
+    /// Whether the input was refused (exit 2) rather than something failing (exit 1).
+    pub fn is_invalid(&self) -> bool {
+        matches!(
+            self,
+            HostsError::BadName(_)
+                | HostsError::Url(_)
+                | HostsError::NotAbsolute { .. }
+                | HostsError::Exists(_)
+                | HostsError::Unknown(_)
+        )
+    }
+}
+
+/// A host name is checked like a run id (it will name directories and sessions).
+pub fn check_name(name: &str) -> Result<(), HostsError> {
+    RunId::parse(name).map(|_| ()).map_err(|e| {
+        let msg = e.to_string();
+        HostsError::BadName(msg.strip_prefix("run id ").unwrap_or(&msg).to_owned())
+    })
+}
+
+fn hosts_path(home: &Home) -> PathBuf {
+    home.root().join("hosts.json")
+}
+
+/// The recorded hosts, in the order they were added; none when there is no `hosts.json`.
+pub fn list(home: &Home) -> Result<Vec<Host>, HostsError> {
+    let path = hosts_path(home);
+    let Some(file) = crate::store::read_json::<HostsFile>(&path)? else {
+        return Ok(Vec::new());
+    };
+    if file.schema != HOSTS_SCHEMA {
+        return Err(HostsError::Schema {
+            path,
+            found: file.schema,
+        });
+    }
+    Ok(file.hosts)
+}
+
+/// Holds `hosts.lock` while the list is read, changed and written back.
+fn lock(home: &Home) -> Result<crate::store::Exclusive, HostsError> {
+    std::fs::create_dir_all(home.root()).map_err(|source| StoreError::Write {
+        path: home.root().to_path_buf(),
+        source,
+    })?;
+    Ok(crate::store::Exclusive::acquire(
+        &home.root().join("hosts.lock"),
+    )?)
+}
+
+fn save(home: &Home, hosts: Vec<Host>) -> Result<(), HostsError> {
+    let path = hosts_path(home);
+    let file = HostsFile {
+        schema: HOSTS_SCHEMA.to_owned(),
+        hosts,
+    };
+    crate::store::write_json_atomic(&path, &file)?;
+    Ok(())
+}
+
+fn absolute(what: &'static str, p: Option<&Path>) -> Result<Option<String>, HostsError> {
+    match p {
+        None => Ok(None),
+        Some(p) if p.is_absolute() => {
+            p.to_str()
+                .map(|s| Some(s.to_owned()))
+                .ok_or_else(|| HostsError::NotAbsolute {
+                    what,
+                    value: p.display().to_string(),
+                })
+        }
+        Some(p) => Err(HostsError::NotAbsolute {
+            what,
+            value: p.display().to_string(),
+        }),
+    }
+}
+
+/// Records a new host; a name in use is refused.
+pub fn add(
+    home: &Home,
+    name: &str,
+    url: &str,
+    remote_home: Option<&Path>,
+    bin: Option<&Path>,
+) -> Result<Host, HostsError> {
+    check_name(name)?;
+    let url = SshUrl::parse(url)?;
+    let host = Host {
+        name: name.to_owned(),
+        url,
+        home: absolute("--remote-home", remote_home)?,
+        bin: absolute("--bin", bin)?,
+    };
+    let _lock = lock(home)?;
+    let mut hosts = list(home)?;
+    if hosts.iter().any(|h| h.name == name) {
+        return Err(HostsError::Exists(name.to_owned()));
+    }
+    hosts.push(host.clone());
+    save(home, hosts)?;
+    Ok(host)
+}
+
+/// Forgets a host.
+pub fn remove(home: &Home, name: &str) -> Result<Host, HostsError> {
+    let _lock = lock(home)?;
+    let mut hosts = list(home)?;
+    let i = hosts
+        .iter()
+        .position(|h| h.name == name)
+        .ok_or_else(|| HostsError::Unknown(name.to_owned()))?;
+    let host = hosts.remove(i);
+    save(home, hosts)?;
+    Ok(host)
+}
+
+/// The host named `name`.
+pub fn get(home: &Home, name: &str) -> Result<Host, HostsError> {
+    list(home)?
+        .into_iter()
+        .find(|h| h.name == name)
+        .ok_or_else(|| HostsError::Unknown(name.to_owned()))
+}
+
+/// This machine's facts, as `subpane __host-facts` prints them for the host asking.
+pub fn local_facts(home: &Home) -> HostFacts {
+    let tmux = std::process::Command::new("tmux")
+        .arg("-V")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    let (landlock_abi, landlock_problem) = match crate::sandbox::landlock_abi() {
+        Ok(abi) => (Some(abi), None),
+        Err(why) => (None, Some(why)),
+    };
+    HostFacts {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        home: home.root().display().to_string(),
+        kernel: kernel(),
+        tmux,
+        landlock_abi,
+        landlock_problem,
+    }
+}
+
+/// `uname -sr`.
+fn kernel() -> String {
+    // SAFETY: uname fills the struct it is given; the fields are NUL-terminated C strings.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return format!("unknown ({})", std::io::Error::last_os_error());
+    }
+    let field = |f: &[libc::c_char]| {
+        let bytes: Vec<u8> = f
+            .iter()
+            .take_while(|c| **c != 0)
+            .map(|c| *c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    };
+    format!("{} {}", field(&u.sysname), field(&u.release))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_list_remove_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("home"));
+        assert!(list(&home).unwrap().is_empty());
+        add(
+            &home,
+            "a",
+            "ssh://me@h:22",
+            Some(Path::new("/srv/sp")),
+            None,
+        )
+        .unwrap();
+        add(
+            &home,
+            "b",
+            "ssh://h2",
+            None,
+            Some(Path::new("/opt/subpane")),
+        )
+        .unwrap();
+        let names: Vec<_> = list(&home).unwrap().into_iter().map(|h| h.name).collect();
+        assert_eq!(names, ["a", "b"]);
+        assert!(matches!(
+            add(&home, "a", "ssh://x", None, None),
+            Err(HostsError::Exists(_))
+        ));
+        remove(&home, "a").unwrap();
+        assert!(matches!(remove(&home, "a"), Err(HostsError::Unknown(_))));
+        assert_eq!(
+            get(&home, "b").unwrap().bin.as_deref(),
+            Some("/opt/subpane")
+        );
+    }
+
+    #[test]
+    fn adds_at_once_all_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().join("home"));
+        std::thread::scope(|s| {
+            for i in 0..8 {
+                let home = &home;
+                s.spawn(move || add(home, &format!("h{i}"), "ssh://h", None, None).unwrap());
+            }
+        });
+        assert_eq!(list(&home).unwrap().len(), 8);
+    }
+
+    #[test]
+    fn bad_input_is_invalid() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::at(dir.path().to_path_buf());
+        for e in [
+            add(&home, "-x", "ssh://h", None, None).unwrap_err(),
+            add(&home, "a", "h", None, None).unwrap_err(),
+            add(&home, "a", "ssh://h", Some(Path::new("rel")), None).unwrap_err(),
+        ] {
+            assert!(e.is_invalid(), "{e}");
+        }
+        assert!(list(&home).unwrap().is_empty(), "nothing was recorded");
+    }
+}
