@@ -214,6 +214,11 @@ pub trait Adapter: Sync {
     fn thinking_levels(&self) -> &'static [&'static str] {
         THINKING_LEVELS
     }
+    /// Why a cost budget (`--max-cost`) cannot hold for this CLI: `None` when its events
+    /// report the cost as they come, so the worker can stop it when the cost passes.
+    fn no_live_cost(&self) -> Option<&'static str> {
+        Some("its CLI reports no cost")
+    }
     /// What the CLI needs inside a sandbox besides [`BASE_ENV`].
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds::default()

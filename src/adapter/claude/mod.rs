@@ -88,6 +88,9 @@ impl Adapter for ClaudeAdapter {
     fn expects_terminal_event(&self) -> bool {
         true
     }
+    fn no_live_cost(&self) -> Option<&'static str> {
+        Some("Claude Code reports its cost only in its final result, too late to stop it")
+    }
     fn thinking_levels(&self) -> &'static [&'static str] {
         // Claude Code's own top effort too.
         &["off", "minimal", "low", "medium", "high", "xhigh", "max"]

@@ -126,6 +126,9 @@ impl Adapter for CodexAdapter {
     fn expects_terminal_event(&self) -> bool {
         true
     }
+    fn no_live_cost(&self) -> Option<&'static str> {
+        Some("Codex reports no cost in its events")
+    }
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             env: &["OPENAI_*", "CODEX_*"],

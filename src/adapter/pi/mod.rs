@@ -96,6 +96,9 @@ impl Adapter for PiAdapter {
     fn expects_terminal_event(&self) -> bool {
         true
     }
+    fn no_live_cost(&self) -> Option<&'static str> {
+        None
+    }
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             // pi talks to many providers; their keys and base URLs.

@@ -34,8 +34,8 @@ use crate::app::{Error, Invalid, RunRequest, worktree};
 use crate::git::{REPO_VARS, RepoDirs};
 use crate::spec::{
     AgentKind, AttemptRef, AttemptSpec, DEFAULT_MAX_DEPTH, EnvSpec, Limits, Lineage, Network,
-    RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis,
-    parse_duration, parse_positive_duration,
+    RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, Usd,
+    millis, parse_duration, parse_positive_duration,
 };
 use crate::store::Home;
 use crate::tmux;
@@ -118,12 +118,62 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
             .map(|v| v.unwrap_or(default))
     };
     let d = Limits::default();
+    let (max_turns, max_tokens, max_cost_usd) = budget(req)?;
     Ok(Limits {
         timeout_ms: positive("timeout", &req.timeout)?,
         idle_timeout_ms: positive("idle_timeout", &req.idle_timeout)?,
         linger_ms: any("linger", &req.linger, d.linger_ms)?,
         grace_ms: any("grace", &req.grace, d.grace_ms)?,
+        max_turns,
+        max_tokens,
+        max_cost_usd,
     })
+}
+
+/// The usage budget of a request: each limit above zero, none for a command (which reports
+/// no usage), and a cost only for an agent whose CLI reports its cost as it goes.
+fn budget(req: &RunRequest) -> Result<(Option<u64>, Option<u64>, Option<Usd>), Error> {
+    let agent = req.agent.unwrap_or(AgentKind::Command);
+    let count = |name: &str, v: Option<u32>| -> Result<Option<u64>, Error> {
+        match v {
+            Some(0) => Err(Invalid::new(name, "must be greater than zero").into()),
+            Some(_) if agent == AgentKind::Command => Err(Invalid::new(
+                name,
+                "is a budget of an agent's usage, and a command reports no usage; give {agent}",
+            )
+            .into()),
+            v => Ok(v.map(u64::from)),
+        }
+    };
+    let max_turns = count("max_turns", req.max_turns)?;
+    let max_tokens = count("max_tokens", req.max_tokens)?;
+    let max_cost = match req.max_cost {
+        Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
+            return Err(Invalid::new(
+                "max_cost",
+                format!(
+                    "must be an amount in US dollars greater than zero, not {}",
+                    c.0
+                ),
+            )
+            .into());
+        }
+        Some(_) => match adapter_for(agent).no_live_cost() {
+            Some(why) => {
+                return Err(Invalid::new(
+                    "max_cost",
+                    format!(
+                        "cannot be enforced for {}: {why}; use {{max_tokens}} or {{max_turns}}",
+                        agent.as_str()
+                    ),
+                )
+                .into());
+            }
+            None => req.max_cost,
+        },
+        None => None,
+    };
+    Ok((max_turns, max_tokens, max_cost))
 }
 
 /// What a further attempt of a run keeps from the attempt before it, as `retry` decided it
