@@ -33,9 +33,6 @@ impl Adapter for CommandAdapter {
     fn expects_terminal_event(&self) -> bool {
         false
     }
-    fn no_live_cost(&self) -> Option<&'static str> {
-        Some("a command reports no usage")
-    }
 }
 
 #[derive(Default)]

@@ -49,7 +49,7 @@ mod test_support;
 
 use std::path::Path;
 
-use crate::envelope::{Output, SoFar};
+use crate::envelope::{BudgetLimit, Output, SoFar};
 use crate::spec::{AgentKind, Stdin, TaskSpec};
 
 pub use claude::ClaudeAdapter;
@@ -214,10 +214,10 @@ pub trait Adapter: Sync {
     fn thinking_levels(&self) -> &'static [&'static str] {
         THINKING_LEVELS
     }
-    /// Why a cost budget (`--max-cost`) cannot hold for this CLI: `None` when its events
-    /// report the cost as they come, so the worker can stop it when the cost passes.
-    fn no_live_cost(&self) -> Option<&'static str> {
-        Some("its CLI reports no cost")
+    /// Why a limit of a budget cannot hold for this CLI: `None` when its events report that
+    /// figure as they come, so the worker can stop it once the figure passes the limit.
+    fn not_live(&self, _limit: BudgetLimit) -> Option<&'static str> {
+        Some("it reports no usage")
     }
     /// What the CLI needs inside a sandbox besides [`BASE_ENV`].
     fn sandbox_needs(&self) -> SandboxNeeds {

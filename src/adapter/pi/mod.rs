@@ -96,7 +96,8 @@ impl Adapter for PiAdapter {
     fn expects_terminal_event(&self) -> bool {
         true
     }
-    fn no_live_cost(&self) -> Option<&'static str> {
+    /// Each `turn_end` counts a turn; each assistant message carries its usage and cost.
+    fn not_live(&self, _limit: crate::envelope::BudgetLimit) -> Option<&'static str> {
         None
     }
     fn sandbox_needs(&self) -> SandboxNeeds {

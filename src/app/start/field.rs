@@ -484,12 +484,14 @@ request_fields! {
     }
     max_turns: Option<u32> {
         flag: Flag::Long("max-turns"), value_name: "N", min: Some(1),
-        help: "Stop the agent (failure budget) once it has done more turns than this",
+        help: "Stop the agent (failure budget) once it has done more turns than this; only for \
+               an agent whose CLI reports its turns as it goes (pi)",
     }
     max_tokens: Option<u32> {
         flag: Flag::Long("max-tokens"), value_name: "N", min: Some(1),
         help: "Stop the agent (failure budget) once its total tokens (input, output and \
-               cache, as its CLI counts them) pass this",
+               cache, as its CLI counts them) pass this; only for an agent whose CLI reports \
+               them as it goes (pi, claude)",
     }
     max_cost: Option<Usd> {
         flag: Flag::Long("max-cost"), value_name: "USD",

@@ -31,6 +31,7 @@ use std::time::SystemTime;
 
 use crate::adapter::{ArgvContext, BASE_ENV, adapter_for, env_allowed};
 use crate::app::{Error, Invalid, RunRequest, worktree};
+use crate::envelope::BudgetLimit;
 use crate::git::{REPO_VARS, RepoDirs};
 use crate::spec::{
     AgentKind, AttemptRef, AttemptSpec, DEFAULT_MAX_DEPTH, EnvSpec, Limits, Lineage, Network,
@@ -130,23 +131,41 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
     })
 }
 
-/// The usage budget of a request: each limit above zero, none for a command (which reports
-/// no usage), and a cost only for an agent whose CLI reports its cost as it goes.
+/// The usage budget of a request: each limit above zero, and only for a figure the agent's
+/// CLI reports as it goes (none for a command, which reports no usage).
 fn budget(req: &RunRequest) -> Result<(Option<u64>, Option<u64>, Option<Usd>), Error> {
     let agent = req.agent.unwrap_or(AgentKind::Command);
-    let count = |name: &str, v: Option<u32>| -> Result<Option<u64>, Error> {
-        match v {
-            Some(0) => Err(Invalid::new(name, "must be greater than zero").into()),
-            Some(_) if agent == AgentKind::Command => Err(Invalid::new(
-                name,
-                "is a budget of an agent's usage, and a command reports no usage; give {agent}",
-            )
-            .into()),
-            v => Ok(v.map(u64::from)),
+    let live = |limit: BudgetLimit| -> Result<(), Error> {
+        match adapter_for(agent).not_live(limit) {
+            None => Ok(()),
+            Some(why) => {
+                let other = match agent {
+                    AgentKind::Claude => "; Claude Code's tokens are: use {max_tokens}",
+                    AgentKind::Codex | AgentKind::Command | AgentKind::Pi => "",
+                };
+                Err(Invalid::new(
+                    limit.as_str(),
+                    format!(
+                        "cannot be enforced for {}: {why}{other}",
+                        match agent {
+                            AgentKind::Command => "a command",
+                            a => a.as_str(),
+                        }
+                    ),
+                )
+                .into())
+            }
         }
     };
-    let max_turns = count("max_turns", req.max_turns)?;
-    let max_tokens = count("max_tokens", req.max_tokens)?;
+    let count = |limit: BudgetLimit, v: Option<u32>| -> Result<Option<u64>, Error> {
+        match v {
+            Some(0) => Err(Invalid::new(limit.as_str(), "must be greater than zero").into()),
+            Some(n) => live(limit).map(|()| Some(u64::from(n))),
+            None => Ok(None),
+        }
+    };
+    let max_turns = count(BudgetLimit::MaxTurns, req.max_turns)?;
+    let max_tokens = count(BudgetLimit::MaxTokens, req.max_tokens)?;
     let max_cost = match req.max_cost {
         Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
             return Err(Invalid::new(
@@ -158,19 +177,7 @@ fn budget(req: &RunRequest) -> Result<(Option<u64>, Option<u64>, Option<Usd>), E
             )
             .into());
         }
-        Some(_) => match adapter_for(agent).no_live_cost() {
-            Some(why) => {
-                return Err(Invalid::new(
-                    "max_cost",
-                    format!(
-                        "cannot be enforced for {}: {why}; use {{max_tokens}} or {{max_turns}}",
-                        agent.as_str()
-                    ),
-                )
-                .into());
-            }
-            None => req.max_cost,
-        },
+        Some(c) => live(BudgetLimit::MaxCost).map(|()| Some(c))?,
         None => None,
     };
     Ok((max_turns, max_tokens, max_cost))

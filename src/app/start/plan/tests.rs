@@ -709,27 +709,41 @@ fn budgets_are_an_agents_and_a_cost_only_where_the_cli_reports_it() {
     let v = serde_json::to_value(plan(&cmd(&["make"]), &home(), &sys).unwrap().spec.limits);
     assert!(v.unwrap().get("max_turns").is_none());
 
-    for (kind, says) in [
+    // What a CLI reports only at its end cannot stop it: refused, saying why.
+    let cost = |r: &mut RunRequest| r.max_cost = Some(crate::spec::Usd(1.0));
+    let turns = |r: &mut RunRequest| r.max_turns = Some(1);
+    let tokens = |r: &mut RunRequest| r.max_tokens = Some(10);
+    let at_end = "Codex reports its usage only when its one turn ends";
+    for (kind, set, flag, says) in [
         (
             AgentKind::Claude,
+            cost as fn(&mut RunRequest),
+            "--max-cost",
             "Claude Code reports its cost only in its final result",
         ),
-        (AgentKind::Codex, "Codex reports no cost"),
+        (
+            AgentKind::Claude,
+            turns,
+            "--max-turns",
+            "Claude Code reports its turns only in its final result",
+        ),
+        (
+            AgentKind::Codex,
+            cost,
+            "--max-cost",
+            "Codex reports no cost",
+        ),
+        (AgentKind::Codex, tokens, "--max-tokens", at_end),
+        (AgentKind::Codex, turns, "--max-turns", at_end),
     ] {
-        let req = RunRequest {
-            max_cost: Some(crate::spec::Usd(1.0)),
-            ..agent(kind)
-        };
+        let mut req = agent(kind);
+        set(&mut req);
         let m = refused(&req, &sys);
-        assert!(m.contains("--max-cost") && m.contains(says), "{m}");
-        // Tokens and turns are fine for every agent.
-        let req = RunRequest {
-            max_tokens: Some(10),
-            max_turns: Some(1),
-            ..agent(kind)
-        };
-        assert!(plan(&req, &home(), &sys).is_ok());
+        assert!(m.contains(flag) && m.contains(says), "{m}");
     }
+    let mut req = agent(AgentKind::Claude);
+    tokens(&mut req);
+    assert!(plan(&req, &home(), &sys).is_ok());
     for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
         let req = RunRequest {
             max_cost: Some(crate::spec::Usd(bad)),
@@ -744,14 +758,11 @@ fn budgets_are_an_agents_and_a_cost_only_where_the_cli_reports_it() {
     };
     let m = command(|r| r.max_cost = Some(crate::spec::Usd(1.0)));
     assert!(
-        m.contains("--max-cost") && m.contains("a command reports no usage"),
+        m.contains("--max-cost cannot be enforced for a command: it reports no usage"),
         "{m}"
     );
     let m = command(|r| r.max_turns = Some(2));
-    assert!(
-        m.contains("--max-turns") && m.contains("a command reports no usage"),
-        "{m}"
-    );
+    assert!(m.contains("--max-turns") && m.contains("no usage"), "{m}");
     let m = command(|r| r.max_tokens = Some(2));
     assert!(m.contains("--max-tokens"), "{m}");
 }
