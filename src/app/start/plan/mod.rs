@@ -35,8 +35,8 @@ use crate::envelope::BudgetLimit;
 use crate::git::{REPO_VARS, RepoDirs};
 use crate::spec::{
     AgentKind, AttemptRef, AttemptSpec, DEFAULT_MAX_DEPTH, EnvSpec, Limits, Lineage, Network,
-    RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, Usd,
-    millis, parse_duration, parse_positive_duration,
+    RUN_SCHEMA, RunId, RunRecord, SPEC_SCHEMA, SandboxSpec, Stdin, TaskSpec, TmuxTarget, millis,
+    parse_duration, parse_positive_duration,
 };
 use crate::store::Home;
 use crate::tmux;
@@ -119,21 +119,20 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
             .map(|v| v.unwrap_or(default))
     };
     let d = Limits::default();
-    let (max_turns, max_tokens, max_cost_usd) = budget(req)?;
-    Ok(Limits {
+    let mut limits = Limits {
         timeout_ms: positive("timeout", &req.timeout)?,
         idle_timeout_ms: positive("idle_timeout", &req.idle_timeout)?,
         linger_ms: any("linger", &req.linger, d.linger_ms)?,
         grace_ms: any("grace", &req.grace, d.grace_ms)?,
-        max_turns,
-        max_tokens,
-        max_cost_usd,
-    })
+        ..d
+    };
+    budget(req, &mut limits)?;
+    Ok(limits)
 }
 
 /// The usage budget of a request: each limit above zero, and only for a figure the agent's
 /// CLI reports as it goes (none for a command, which reports no usage).
-fn budget(req: &RunRequest) -> Result<(Option<u64>, Option<u64>, Option<Usd>), Error> {
+fn budget(req: &RunRequest, limits: &mut Limits) -> Result<(), Error> {
     let agent = req.agent.unwrap_or(AgentKind::Command);
     let live = |limit: BudgetLimit| -> Result<(), Error> {
         match adapter_for(agent).not_live(limit) {
@@ -164,9 +163,9 @@ fn budget(req: &RunRequest) -> Result<(Option<u64>, Option<u64>, Option<Usd>), E
             None => Ok(None),
         }
     };
-    let max_turns = count(BudgetLimit::MaxTurns, req.max_turns)?;
-    let max_tokens = count(BudgetLimit::MaxTokens, req.max_tokens)?;
-    let max_cost = match req.max_cost {
+    limits.max_turns = count(BudgetLimit::MaxTurns, req.max_turns)?;
+    limits.max_tokens = count(BudgetLimit::MaxTokens, req.max_tokens)?;
+    limits.max_cost_usd = match req.max_cost {
         Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
             return Err(Invalid::new(
                 "max_cost",
@@ -180,7 +179,7 @@ fn budget(req: &RunRequest) -> Result<(Option<u64>, Option<u64>, Option<Usd>), E
         Some(c) => live(BudgetLimit::MaxCost).map(|()| Some(c))?,
         None => None,
     };
-    Ok((max_turns, max_tokens, max_cost))
+    Ok(())
 }
 
 /// What a further attempt of a run keeps from the attempt before it, as `retry` decided it
