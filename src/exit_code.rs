@@ -2,7 +2,7 @@
 
 /// The attempt completed.
 pub const COMPLETED: i32 = 0;
-/// The agent or command failed, or the attempt was lost.
+/// The agent or command failed, its budget stopped it, or the attempt was lost.
 pub const FAILED: i32 = 1;
 /// Invalid input: nothing was started.
 pub const INVALID: i32 = 2;

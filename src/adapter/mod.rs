@@ -49,7 +49,7 @@ mod test_support;
 
 use std::path::Path;
 
-use crate::envelope::{Output, SoFar};
+use crate::envelope::{BudgetLimit, Output, SoFar};
 use crate::spec::{AgentKind, Stdin, TaskSpec};
 
 pub use claude::ClaudeAdapter;
@@ -213,6 +213,11 @@ pub trait Adapter: Sync {
     /// The levels `--thinking` may name for this CLI.
     fn thinking_levels(&self) -> &'static [&'static str] {
         THINKING_LEVELS
+    }
+    /// Why a limit of a budget cannot hold for this CLI: `None` when its events report that
+    /// figure as they come, so the worker can stop it once the figure passes the limit.
+    fn not_live(&self, _limit: BudgetLimit) -> Option<&'static str> {
+        Some("it reports no usage")
     }
     /// What the CLI needs inside a sandbox besides [`BASE_ENV`].
     fn sandbox_needs(&self) -> SandboxNeeds {

@@ -93,28 +93,11 @@ pub fn cost(usd: f64) -> String {
     }
 }
 
-/// The total tokens of a usage (its own total, or the sum of its parts).
-pub fn total_tokens(so_far: &SoFar) -> Option<u64> {
-    let u = so_far.usage.as_ref()?;
-    u.total_tokens.or_else(|| {
-        let parts = [
-            u.input_tokens,
-            u.output_tokens,
-            u.cache_read_tokens,
-            u.cache_write_tokens,
-        ];
-        parts
-            .iter()
-            .any(Option::is_some)
-            .then(|| parts.iter().flatten().sum())
-    })
-}
-
 /// Usage so far in a few words: `12.3k tokens · $0.0123 · 3 tool calls`; empty when the
 /// agent reported nothing yet.
 pub fn so_far(s: &SoFar) -> String {
     let mut parts = Vec::new();
-    if let Some(t) = total_tokens(s) {
+    if let Some(t) = s.total_tokens() {
         parts.push(format!("{} tokens", tokens(t)));
     }
     if let Some(c) = s.cost_usd {

@@ -149,7 +149,7 @@ fn agent_lines(env: &Envelope) -> String {
         tool_calls: o.tool_calls,
     };
     let mut usage = Vec::new();
-    if let Some(t) = human::total_tokens(&so_far) {
+    if let Some(t) = so_far.total_tokens() {
         let mut words = format!("{} tokens", human::tokens(t));
         if let Some(u) = &o.usage {
             let part =

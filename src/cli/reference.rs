@@ -21,7 +21,7 @@ pub const EXIT_STATUS: &[(i32, &str)] = &[
     (exit_code::COMPLETED, "completed"),
     (
         exit_code::FAILED,
-        "failed: the agent or command failed, or the attempt was lost",
+        "failed: the agent or command failed, its budget stopped it, or the attempt was lost",
     ),
     (
         exit_code::INVALID,

@@ -72,6 +72,7 @@ pub fn build(
         cancelled_by: facts.cancelled_by,
         worktree: facts.worktree.clone(),
         git: facts.git.clone(),
+        budget: facts.budget.clone(),
     }
 }
 

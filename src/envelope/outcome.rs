@@ -10,6 +10,7 @@
 //! | subpane stopped it for a cancel         | cancelled | cancelled      |
 //! | subpane stopped it for the deadline     | failed    | timeout        |
 //! | subpane stopped it for silence          | failed    | idle_timeout   |
+//! | subpane stopped it for its budget       | failed    | budget         |
 //! | a sandbox limit was reached, not exit 0 | failed    | resource_limit |
 //! | the agent reported an error             | failed    | model          |
 //! | stopped for lingering after its answer  | completed | —              |
@@ -29,6 +30,8 @@ pub enum KillReason {
     Linger,
     /// The pane closed under the worker (SIGHUP: tmux server or session killed).
     PaneClosed,
+    /// The agent's usage crossed a limit of its budget (`max_turns`, `max_tokens`, `max_cost`).
+    Budget,
 }
 
 /// How far the attempt got before anything ran: the three ends that leave nothing to look
@@ -103,6 +106,7 @@ pub fn decide(f: &Facts) -> Outcome {
         }
         Some(KillReason::Timeout) => return Outcome::failed(FailureKind::Timeout),
         Some(KillReason::IdleTimeout) => return Outcome::failed(FailureKind::IdleTimeout),
+        Some(KillReason::Budget) => return Outcome::failed(FailureKind::Budget),
         _ => {}
     }
     let clean_exit = f.exit_code == Some(0) && f.signal.is_none();
@@ -159,6 +163,8 @@ mod tests {
         assert_eq!(decide(&f), Outcome::failed(FailureKind::Timeout));
         f.kill_reason = Some(KillReason::IdleTimeout);
         assert_eq!(decide(&f), Outcome::failed(FailureKind::IdleTimeout));
+        f.kill_reason = Some(KillReason::Budget);
+        assert_eq!(decide(&f), Outcome::failed(FailureKind::Budget));
         f.kill_reason = Some(KillReason::Cancel);
         assert_eq!(decide(&f).status, Status::Cancelled);
         f.kill_reason = Some(KillReason::PaneClosed);

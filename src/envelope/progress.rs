@@ -40,6 +40,26 @@ pub struct SoFar {
     pub tool_calls: Option<u64>,
 }
 
+impl SoFar {
+    /// The total tokens (the usage's own total, or the sum of its parts: input, output and
+    /// cache); `None` before the agent reported any.
+    pub fn total_tokens(&self) -> Option<u64> {
+        let u = self.usage.as_ref()?;
+        u.total_tokens.or_else(|| {
+            let parts = [
+                u.input_tokens,
+                u.output_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+            ];
+            parts
+                .iter()
+                .any(Option::is_some)
+                .then(|| parts.iter().flatten().sum())
+        })
+    }
+}
+
 /// What the last thing the program did was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -96,6 +96,9 @@ pub struct WorkerFacts {
     /// What came back of the program's branch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<super::GitCarry>,
+    /// The limit of its budget that stopped the agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::BudgetHit>,
 }
 
 /// `cancel.json`: a cancel request. Written before the worker is signalled, so a worker that

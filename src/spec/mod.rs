@@ -3,6 +3,7 @@
 //! A [`AttemptSpec`] is fully resolved and immutable once written to `spec.json`: the worker
 //! reads it and nothing else (plus the one-shot environment file, see [`crate::store`]).
 
+mod budget;
 mod duration;
 mod run_id;
 mod sandbox;
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use budget::Usd;
 pub use duration::{DurationError, duration_text, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError};
 pub use sandbox::{
@@ -52,10 +54,12 @@ impl AgentKind {
     }
 }
 
-/// Time limits of an attempt, enforced by the worker (so they hold with `--detach`).
+/// Limits of an attempt, enforced by the worker (so they hold with `--detach`): time, and
+/// the budget of an agent's usage (absent when not set).
 ///
 /// ```json
-/// {"timeout_ms": 600000, "idle_timeout_ms": null, "linger_ms": 5000, "grace_ms": 3000}
+/// {"timeout_ms": 600000, "idle_timeout_ms": null, "linger_ms": 5000, "grace_ms": 3000,
+///  "max_turns": 10, "max_tokens": 200000, "max_cost_usd": 0.5}
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
@@ -67,6 +71,15 @@ pub struct Limits {
     pub linger_ms: u64,
     /// Time between SIGTERM and SIGKILL when stopping the process group.
     pub grace_ms: u64,
+    /// The agent is stopped once it has done more turns than this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u64>,
+    /// The agent is stopped once its total tokens (input, output, cache) pass this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// The agent is stopped once the cost its CLI reports passes this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<Usd>,
 }
 
 /// How long an agent may stay alive after its terminal event when nobody said (`--linger`).
@@ -81,6 +94,9 @@ impl Default for Limits {
             idle_timeout_ms: None,
             linger_ms: millis(DEFAULT_LINGER),
             grace_ms: millis(DEFAULT_GRACE),
+            max_turns: None,
+            max_tokens: None,
+            max_cost_usd: None,
         }
     }
 }

@@ -60,6 +60,9 @@ impl Worker {
             f.kill_reason = Some(stop.reason);
             f.lingered = stop.reason == KillReason::Linger;
             f.signals_sent = stop.signals_sent();
+            if stop.reason == KillReason::Budget {
+                f.budget = self.stream.budget_hit().cloned();
+            }
         }
         f.cleanup.output_held_open = self.life.output_held_open();
         // A sandbox helper that did not get as far as the program: its own exit says nothing
@@ -150,6 +153,14 @@ impl Worker {
             }
             _ => None,
         };
+        if let Some(b) = self
+            .facts
+            .budget
+            .as_ref()
+            .filter(|_| outcome.failure_kind == Some(envelope::FailureKind::Budget))
+        {
+            output.push_error(format!("stopped: {}", b.words()));
+        }
         if self.facts.kill_reason == Some(KillReason::PaneClosed) {
             output.push_error("the pane closed under the worker (its tmux session or server was killed); the program was stopped");
         }

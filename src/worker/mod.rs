@@ -11,6 +11,7 @@
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
 //!                  │    stderr ─► stderr.log, pane        (logs: logfile.rs, losses counted)
 //!                  │    usage, last event ─► progress.json, at most twice a second    progress.rs
+//!                  │    usage past a budget limit ─► stop (failure budget)           budget.rs
 //!                  │    SIGCHLD ─► reap;  SIGUSR1/TERM/INT ─► cancel;  SIGHUP ─► pane closed
 //!                  │    a run from a sandbox: the parent's worker exited ─► cancel    within.rs
 //!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants  stop/
@@ -39,6 +40,7 @@
 //!   `store::open_read`, atomic renames), since the program may have planted one there.
 
 mod bench;
+mod budget;
 mod digest;
 mod finish;
 mod lines;

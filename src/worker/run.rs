@@ -117,6 +117,8 @@ pub(crate) struct Worker {
     pub(crate) spare: Option<store::Spare>,
 }
 
+use super::budget::Budget;
+
 impl Worker {
     fn new(spec: AttemptSpec, paths: AttemptPaths, sfd: SignalFd) -> Self {
         let facts = WorkerFacts {
@@ -132,6 +134,7 @@ impl Worker {
             stream: Stream::new(
                 adapter_for(spec.agent).parser(),
                 spec.agent == crate::spec::AgentKind::Command,
+                Budget::new(&spec.limits),
             ),
             cancels_seen: Vec::new(),
             cancelled_by: None,

@@ -24,6 +24,7 @@ use std::time::Instant;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 
+use super::budget::Budget;
 use super::lines::{LineSplitter, MAX_LINE, Piece};
 use super::logfile::{LogFile, Lost};
 use super::pane::{Pane, Style};
@@ -57,6 +58,10 @@ struct Filter {
     stdout_log: Option<LogFile>,
     /// What `progress.json` says.
     live: Tracker,
+    /// The usage budget, checked after each event the adapter read.
+    budget: Budget,
+    /// The first limit the usage crossed.
+    budget_hit: Option<crate::envelope::BudgetHit>,
 }
 
 /// What one poll(2) found ready: the program's stdout and stderr, the signalfd, the request
@@ -75,11 +80,13 @@ struct Ready {
 struct Seen {
     output: bool,
     terminal: bool,
+    /// The usage crossed a limit of the budget (the first time).
+    budget: bool,
 }
 
 impl Stream {
     /// `stderr_events`: the program's stderr lines count as its last event (a command's).
-    pub(crate) fn new(parser: Box<dyn StreamParser>, stderr_events: bool) -> Self {
+    pub(crate) fn new(parser: Box<dyn StreamParser>, stderr_events: bool, budget: Budget) -> Self {
         Self {
             out: None,
             err: None,
@@ -90,6 +97,8 @@ impl Stream {
                 events: None,
                 stdout_log: None,
                 live: Tracker::new(stderr_events),
+                budget,
+                budget_hit: None,
             },
             stderr_log: None,
             stderr_tail: Vec::new(),
@@ -133,6 +142,11 @@ impl Stream {
     pub(crate) fn close(&mut self) {
         self.out = None;
         self.err = None;
+    }
+
+    /// The limit of the budget the agent's usage crossed, if it did.
+    pub(crate) fn budget_hit(&self) -> Option<&crate::envelope::BudgetHit> {
+        self.filter.budget_hit.as_ref()
     }
 
     /// The adapter's report, once the agent is gone.
@@ -226,7 +240,8 @@ impl Stream {
                 Ok(n) => {
                     seen.output = true;
                     self.splitter.feed(&buf[..n], &mut |p| {
-                        seen.terminal |= self.filter.on_piece(p, pane, counts)
+                        seen.terminal |= self.filter.on_piece(p, pane, counts);
+                        seen.budget |= self.filter.check_budget();
                     });
                     budget = budget.saturating_sub(n);
                     if budget == 0 {
@@ -240,8 +255,10 @@ impl Stream {
         };
         if eof {
             // The last line may lack its newline.
-            self.splitter
-                .finish(&mut |p| seen.terminal |= self.filter.on_piece(p, pane, counts));
+            self.splitter.finish(&mut |p| {
+                seen.terminal |= self.filter.on_piece(p, pane, counts);
+                seen.budget |= self.filter.check_budget();
+            });
             self.out = None;
         }
     }
@@ -292,6 +309,16 @@ impl Stream {
 }
 
 impl Filter {
+    /// After an event: `true` when the usage crossed a limit of the budget for the first
+    /// time (then [`Filter::budget_hit`] says which). No budget: one comparison.
+    fn check_budget(&mut self) -> bool {
+        if !self.budget.any() || self.budget_hit.is_some() {
+            return false;
+        }
+        self.budget_hit = self.budget.crossed(&self.parser.so_far());
+        self.budget_hit.is_some()
+    }
+
     /// One stdout line through the adapter; `true` when it was the agent's terminal event.
     fn on_piece(&mut self, p: Piece<'_>, pane: &mut Pane, f: &mut FilterCounts) -> bool {
         match p {
@@ -390,6 +417,9 @@ impl Worker {
             if seen.output || s.closed() {
                 if seen.output {
                     self.feed(Event::Output, now);
+                }
+                if seen.budget {
+                    self.feed(Event::BudgetCrossed, now);
                 }
                 if seen.terminal {
                     self.feed(Event::TerminalSeen, now);

@@ -529,6 +529,65 @@ fn codex_stalled_stream_hits_the_idle_timeout() {
     stall(Agent::Codex);
 }
 
+/// A task that works on for many turns (`many_turns`: a shell call on every model call) under
+/// a budget: the worker stops the agent within one turn of the limit, through the stop
+/// ladder, and the envelope says which limit, its value and the usage at the stop.
+fn budget_stops(agent: Agent, limit: &str, value: u64, per_turn: u64) {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let flag = format!("--{}", limit.replace('_', "-"));
+    let value_text = value.to_string();
+    let args = [
+        agent.tools_args(),
+        &[
+            flag.as_str(),
+            value_text.as_str(),
+            "--task",
+            "SCENARIO:many_turns Keep going.",
+        ],
+    ]
+    .concat();
+    let (code, v) = run_agent(&env, &mock, None, "budget", agent, &args);
+    assert_eq!(code, 1, "{v:#}");
+    assert_eq!(v["status"], "failed", "{v:#}");
+    assert_eq!(v["failure_kind"], "budget", "{v:#}");
+    let b = &v["budget"];
+    assert_eq!(b["limit"], limit, "{v:#}");
+    assert_eq!(b["value"], value, "{v:#}");
+    let reached = b["reached"].as_u64().expect("the figure at the stop");
+    // Crossed, and by no more than one turn's worth.
+    assert!(
+        reached > value && reached <= value + per_turn,
+        "reached {reached}: {v:#}"
+    );
+    assert_eq!(v["signals_sent"][0], "SIGTERM", "{v:#}");
+    let words = format!("stopped: budget {limit} {value} crossed at {reached}");
+    let errors = v["output"]["errors"].to_string();
+    assert!(errors.contains(&words), "{errors}");
+    // The model was asked a few times, far from the scenario's 30 turns.
+    let asked = mock
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("scenario=many_turns"))
+        .count();
+    assert!(asked <= 4, "{asked} model requests:\n{}", mock.log_text());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn pi_max_turns_stops_a_many_turn_task_within_a_turn() {
+    budget_stops(Agent::Pi, "max_turns", 1, 1);
+}
+#[test]
+fn pi_max_tokens_stops_a_many_turn_task_within_a_turn() {
+    // The mock's usage: 148 tokens a call.
+    budget_stops(Agent::Pi, "max_tokens", 200, 148);
+}
+#[test]
+fn claude_max_tokens_stops_a_many_turn_task_within_a_turn() {
+    budget_stops(Agent::Claude, "max_tokens", 200, 148);
+}
+
 /// Every string inside a JSON value, recursively.
 fn strings(v: &Value, out: &mut Vec<String>) {
     match v {

@@ -340,3 +340,37 @@ fn a_bad_max_wait_is_refused() {
     );
     refused(&["mcp", "--max-wait", "45"], &["--max-wait", "unit"]);
 }
+
+/// A budget holds only where the CLI reports the figure as it goes: on a command (which
+/// reports no usage), or a cost for an agent whose CLI never reports it while running, it is
+/// refused before anything starts; so is a limit of zero.
+#[test]
+fn budgets_that_cannot_hold_are_refused() {
+    refused(
+        &["run", "--max-cost", "0.50", "--", "true"],
+        &["--max-cost cannot be enforced for a command: it reports no usage"],
+    );
+    refused(
+        &["run", "--max-turns", "3", "--", "true"],
+        &["--max-turns cannot be enforced for a command"],
+    );
+    refused(
+        &["run", "--agent", "codex", "--task", "t", "--max-cost", "1"],
+        &["--max-cost", "Codex reports no cost"],
+    );
+    refused(
+        &["run", "--agent", "claude", "--task", "t", "--max-cost", "1"],
+        &[
+            "--max-cost",
+            "Claude Code reports its cost only in its final result",
+        ],
+    );
+    refused(
+        &["run", "--agent", "pi", "--task", "t", "--max-tokens", "0"],
+        &["--max-tokens", "greater than zero"],
+    );
+    refused(
+        &["run", "--agent", "pi", "--task", "t", "--max-cost", "cheap"],
+        &["--max-cost", "`cheap` is not an amount in US dollars"],
+    );
+}

@@ -19,6 +19,9 @@ never counts, whatever it holds):
   tool_write_outside  like tool_write, and the same command also tries to write the path
                     given as `OUTSIDE:<path>` in the marker's text (`escaped.txt` there),
                     ignoring failure: for sandboxes, where that write must fail
+  many_turns        a shell tool call (`echo turn N`) on every call until MANY_TURNS tool
+                    results are in the request, then MOCK_TEXT: an agent that works on
+                    for many turns, with the fixed usage per call (for budgets)
   model_error       HTTP 500 (an api_error); the CLIs retry, so configure them to fail fast
   context_overflow  the provider's context-length error (HTTP 400)
   flaky             the first call of each conversation fails with HTTP 500, the next succeeds
@@ -60,6 +63,7 @@ MOCK_TEXT = "Hello from the mock model."
 TOOL_DONE_TEXT = "I wrote made_by_agent.txt."
 TOOL_COMMAND = "echo hi > made_by_agent.txt"
 MODEL_NAME = "mock-model"
+MANY_TURNS = 30
 
 # Fixed usage so tests can assert exact numbers.
 USAGE = {"input": 120, "output": 8, "cache_read": 20, "cache_write": 0}
@@ -467,6 +471,9 @@ class Handler(BaseHTTPRequestHandler):
             else None
         )
         final = TOOL_DONE_TEXT if writes else MOCK_TEXT
+        if scenario == "many_turns":
+            done = sum(1 for i in after if i.kind == "tool_result")
+            call = shell_call(api, body, f"echo turn {done + 1}") if done < MANY_TURNS else None
         if scenario == "mcp_call":
             final, call = mcp_step(api, body, text, after)
             log(f"mcp_call: {'call ' + call.name if call else 'final ' + repr(final[:200])}")

@@ -88,6 +88,19 @@ impl Adapter for ClaudeAdapter {
     fn expects_terminal_event(&self) -> bool {
         true
     }
+    /// Each message carries its tokens; turns and cost come only with the `result`.
+    fn not_live(&self, limit: crate::envelope::BudgetLimit) -> Option<&'static str> {
+        use crate::envelope::BudgetLimit::*;
+        match limit {
+            MaxTokens => None,
+            MaxTurns => {
+                Some("Claude Code reports its turns only in its final result, too late to stop it")
+            }
+            MaxCost => {
+                Some("Claude Code reports its cost only in its final result, too late to stop it")
+            }
+        }
+    }
     fn thinking_levels(&self) -> &'static [&'static str] {
         // Claude Code's own top effort too.
         &["off", "minimal", "low", "medium", "high", "xhigh", "max"]

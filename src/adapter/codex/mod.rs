@@ -126,6 +126,13 @@ impl Adapter for CodexAdapter {
     fn expects_terminal_event(&self) -> bool {
         true
     }
+    /// `exec` runs one turn, whose usage comes with its end; no cost at all.
+    fn not_live(&self, limit: crate::envelope::BudgetLimit) -> Option<&'static str> {
+        Some(match limit {
+            crate::envelope::BudgetLimit::MaxCost => "Codex reports no cost in its events",
+            _ => "Codex reports its usage only when its one turn ends, too late to stop it",
+        })
+    }
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             env: &["OPENAI_*", "CODEX_*"],

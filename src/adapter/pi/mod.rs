@@ -96,6 +96,10 @@ impl Adapter for PiAdapter {
     fn expects_terminal_event(&self) -> bool {
         true
     }
+    /// Each `turn_end` counts a turn; each assistant message carries its usage and cost.
+    fn not_live(&self, _limit: crate::envelope::BudgetLimit) -> Option<&'static str> {
+        None
+    }
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             // pi talks to many providers; their keys and base URLs.

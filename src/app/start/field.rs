@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::app::invalid::{Invalid, Spell};
-use crate::spec::{AgentKind, DEFAULT_GRACE, DEFAULT_LINGER, DEFAULT_MAX_DEPTH, SandboxLimits};
+use crate::spec::{
+    AgentKind, DEFAULT_GRACE, DEFAULT_LINGER, DEFAULT_MAX_DEPTH, SandboxLimits, Usd,
+};
 
 /// How the command line takes a field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +80,8 @@ pub enum Kind {
     Count,
     Map,
     Agent,
+    /// An amount in US dollars (a JSON number).
+    Money,
 }
 
 /// One field of a run request.
@@ -148,6 +152,7 @@ impl Field {
             Kind::Count => json!({"type": "integer"}),
             Kind::Map => json!({"type": "object", "additionalProperties": {"type": "string"}}),
             Kind::Agent => json!({"type": "string", "enum": AGENT_NAMES}),
+            Kind::Money => json!({"type": "number", "exclusiveMinimum": 0}),
         };
         let o = s.as_object_mut().expect("an object");
         o.insert("description".into(), json!(self.describe(Spell::Field)));
@@ -200,6 +205,9 @@ impl Field {
             Kind::Agent => a
                 .action(ArgAction::Set)
                 .value_parser(["pi", "claude", "codex"]),
+            Kind::Money => a
+                .action(ArgAction::Set)
+                .value_parser(|s: &str| s.parse::<Usd>()),
         };
         let a = if self.comma_separated {
             a.value_delimiter(',')
@@ -244,6 +252,11 @@ impl FromMatches for Option<PathBuf> {
 impl FromMatches for Option<u32> {
     fn from_matches(m: &ArgMatches, f: &Field) -> Result<Self, Invalid> {
         Ok(m.try_get_one::<u32>(f.name).ok().flatten().copied())
+    }
+}
+impl FromMatches for Option<Usd> {
+    fn from_matches(m: &ArgMatches, f: &Field) -> Result<Self, Invalid> {
+        Ok(m.try_get_one::<Usd>(f.name).ok().flatten().copied())
     }
 }
 impl FromMatches for bool {
@@ -318,6 +331,9 @@ impl KindOf for Option<PathBuf> {
 }
 impl KindOf for Option<u32> {
     const KIND: Kind = Kind::Count;
+}
+impl KindOf for Option<Usd> {
+    const KIND: Kind = Kind::Money;
 }
 impl KindOf for bool {
     const KIND: Kind = Kind::Switch;
@@ -465,6 +481,22 @@ request_fields! {
     grace: Option<String> {
         flag: Flag::Long("grace"), value_name: "DUR", default: secs(DEFAULT_GRACE),
         help: "Time between the polite stop signal (SIGTERM) and the kill, when a run is stopped",
+    }
+    max_turns: Option<u32> {
+        flag: Flag::Long("max-turns"), value_name: "N", min: Some(1),
+        help: "Stop the agent (failure budget) once it has done more turns than this; only for \
+               an agent whose CLI reports its turns as it goes (pi)",
+    }
+    max_tokens: Option<u32> {
+        flag: Flag::Long("max-tokens"), value_name: "N", min: Some(1),
+        help: "Stop the agent (failure budget) once its total tokens (input, output and \
+               cache, as its CLI counts them) pass this; only for an agent whose CLI reports \
+               them as it goes (pi, claude)",
+    }
+    max_cost: Option<Usd> {
+        flag: Flag::Long("max-cost"), value_name: "USD",
+        help: "Stop the agent (failure budget) once the cost its CLI reports passes this many \
+               US dollars; only for an agent whose CLI reports its cost as it goes (pi)",
     }
     env: BTreeMap<String, String> {
         flag: Flag::Long("env"), value_name: "K=V",

@@ -249,7 +249,7 @@ fn columns(width: u16, rows: &[&BoardRun]) -> Columns {
         agent: width >= 100,
         group: width >= 120,
         labels: width >= 150,
-        tokens: figures(|s| human::total_tokens(s).is_some()),
+        tokens: figures(|s| s.total_tokens().is_some()),
         cost: figures(|s| s.cost_usd.is_some()),
         short_ids: width < 120,
     }
@@ -404,7 +404,7 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
             if cols.tokens {
                 cells.push(Cell::from(
                     so_far
-                        .and_then(human::total_tokens)
+                        .and_then(|s| s.total_tokens())
                         .map(human::tokens)
                         .unwrap_or_default(),
                 ));

@@ -34,6 +34,7 @@ impl Worker {
                     KillReason::Linger => {
                         "subpane: the agent did not exit after its final event; stopping"
                     }
+                    KillReason::Budget => "subpane: budget crossed; stopping",
                     // Nobody is left to read it.
                     KillReason::PaneClosed => return,
                 };

@@ -3,7 +3,7 @@
 //! ```text
 //!  Starting ──Spawned──► Running { started, last_output, linger_at }
 //!     │                     │ Tick past the timeout │ idle timeout │ linger (first in that order),
-//!     │ CancelRequested     │ CancelRequested { grace }, PaneClosed
+//!     │ CancelRequested     │ CancelRequested { grace }, PaneClosed, BudgetCrossed
 //!     ▼                     ▼
 //!  never starts        Stopping { stop, kill_at } ─ Tick past kill_at, or a 2nd cancel ─► Kill
 //!  (no signal)              │                      (grace 0: Kill at once, no Term)
@@ -122,6 +122,8 @@ pub enum Event {
     CancelRequested { grace: Duration },
     /// The pane hung up under the worker (its tmux session or server was killed).
     PaneClosed,
+    /// The agent's usage crossed a limit of its budget (`worker::budget`).
+    BudgetCrossed,
     /// Both stdout and stderr reached EOF.
     PipesClosed,
     /// A wake-up: act on every deadline that passed.
@@ -197,6 +199,9 @@ impl Life {
             }
             (Event::PaneClosed, State::Running { .. }) => {
                 self.begin(KillReason::PaneClosed, self.grace, now, &mut acts);
+            }
+            (Event::BudgetCrossed, State::Running { .. }) => {
+                self.begin(KillReason::Budget, self.grace, now, &mut acts);
             }
             (Event::PipesClosed, _) => {
                 self.pipes_open = false;

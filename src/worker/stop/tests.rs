@@ -24,6 +24,7 @@ fn limits(timeout: Option<u64>, idle: Option<u64>) -> Limits {
         idle_timeout_ms: idle,
         linger_ms: 5_000,
         grace_ms: GRACE,
+        ..Limits::default()
     }
 }
 
@@ -393,4 +394,28 @@ fn next_deadline_is_the_earliest_of_the_running_limits() {
     assert_eq!(life.next_deadline(), Some(t0 + ms(5_000)));
     life.on(Event::Output, t0 + ms(4_000));
     assert_eq!(life.next_deadline(), Some(t0 + ms(6_000)));
+}
+
+/// A budget crossed stops a running agent through the grace ladder like a timeout, and is
+/// the reason reported; it starts no second stop, and none before the spawn or after the exit.
+#[test]
+fn a_budget_crossed_stops_through_the_ladder_once() {
+    let (mut life, t0) = running(limits(None, None));
+    assert_eq!(
+        life.on(Event::BudgetCrossed, t0 + ms(10)),
+        [Action::Announce(Budget), Action::Term]
+    );
+    assert_eq!(life.stop().unwrap().reason, Budget);
+    assert!(life.on(Event::BudgetCrossed, t0 + ms(20)).is_empty());
+    assert_eq!(life.next_deadline(), Some(t0 + ms(10 + GRACE)));
+    assert_eq!(life.on(Event::Tick, t0 + ms(10 + GRACE)), [Action::Kill]);
+
+    let mut fresh = Life::new(&limits(None, None));
+    assert!(fresh.on(Event::BudgetCrossed, t0).is_empty());
+    assert_eq!(fresh.stop(), None);
+
+    let (mut ended, t0) = running(limits(None, None));
+    ended.on(Event::AgentExited(Exit::Code(0)), t0 + ms(5));
+    assert!(ended.on(Event::BudgetCrossed, t0 + ms(6)).is_empty());
+    assert_eq!(ended.stop(), None);
 }

@@ -31,6 +31,7 @@ use std::time::SystemTime;
 
 use crate::adapter::{ArgvContext, BASE_ENV, adapter_for, env_allowed};
 use crate::app::{Error, Invalid, RunRequest, worktree};
+use crate::envelope::BudgetLimit;
 use crate::git::{REPO_VARS, RepoDirs};
 use crate::spec::{
     AgentKind, AttemptRef, AttemptSpec, DEFAULT_MAX_DEPTH, EnvSpec, Limits, Lineage, Network,
@@ -118,12 +119,67 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
             .map(|v| v.unwrap_or(default))
     };
     let d = Limits::default();
-    Ok(Limits {
+    let mut limits = Limits {
         timeout_ms: positive("timeout", &req.timeout)?,
         idle_timeout_ms: positive("idle_timeout", &req.idle_timeout)?,
         linger_ms: any("linger", &req.linger, d.linger_ms)?,
         grace_ms: any("grace", &req.grace, d.grace_ms)?,
-    })
+        ..d
+    };
+    budget(req, &mut limits)?;
+    Ok(limits)
+}
+
+/// The usage budget of a request: each limit above zero, and only for a figure the agent's
+/// CLI reports as it goes (none for a command, which reports no usage).
+fn budget(req: &RunRequest, limits: &mut Limits) -> Result<(), Error> {
+    let agent = req.agent.unwrap_or(AgentKind::Command);
+    let live = |limit: BudgetLimit| -> Result<(), Error> {
+        match adapter_for(agent).not_live(limit) {
+            None => Ok(()),
+            Some(why) => {
+                let other = match agent {
+                    AgentKind::Claude => "; Claude Code's tokens are: use {max_tokens}",
+                    AgentKind::Codex | AgentKind::Command | AgentKind::Pi => "",
+                };
+                Err(Invalid::new(
+                    limit.as_str(),
+                    format!(
+                        "cannot be enforced for {}: {why}{other}",
+                        match agent {
+                            AgentKind::Command => "a command",
+                            a => a.as_str(),
+                        }
+                    ),
+                )
+                .into())
+            }
+        }
+    };
+    let count = |limit: BudgetLimit, v: Option<u32>| -> Result<Option<u64>, Error> {
+        match v {
+            Some(0) => Err(Invalid::new(limit.as_str(), "must be greater than zero").into()),
+            Some(n) => live(limit).map(|()| Some(u64::from(n))),
+            None => Ok(None),
+        }
+    };
+    limits.max_turns = count(BudgetLimit::MaxTurns, req.max_turns)?;
+    limits.max_tokens = count(BudgetLimit::MaxTokens, req.max_tokens)?;
+    limits.max_cost_usd = match req.max_cost {
+        Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
+            return Err(Invalid::new(
+                "max_cost",
+                format!(
+                    "must be an amount in US dollars greater than zero, not {}",
+                    c.0
+                ),
+            )
+            .into());
+        }
+        Some(c) => live(BudgetLimit::MaxCost).map(|()| Some(c))?,
+        None => None,
+    };
+    Ok(())
 }
 
 /// What a further attempt of a run keeps from the attempt before it, as `retry` decided it
