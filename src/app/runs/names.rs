@@ -38,7 +38,11 @@ pub fn resolve_run(home: &Home, name: &str) -> Result<String, Error> {
     // A whole id is that run: one look, not a listing of every run (find_run is called once
     // per task by a fan-out's driver and its waits).
     if let Ok(id) = crate::spec::RunId::parse(name) {
-        if home.run_dir(&id).symlink_metadata().is_ok_and(|m| m.is_dir()) {
+        if home
+            .run_dir(&id)
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_dir())
+        {
             return Ok(name.to_owned());
         }
     }
