@@ -41,7 +41,8 @@ pub struct AddArgs {
     #[arg(long, value_name = "DIR")]
     pub remote_home: Option<PathBuf>,
     /// The subpane binary on the host (an absolute path) [default: `subpane` on the remote
-    /// PATH; copying this binary there is not done yet]
+    /// PATH, else this binary, copied once by `hosts check` to
+    /// REMOTE_HOME/bin/subpane-VERSION-HASH and checked by its SHA-256]
     #[arg(long, value_name = "PATH")]
     pub bin: Option<PathBuf>,
 }
@@ -67,8 +68,8 @@ pub struct CheckArgs {
     /// How long ssh may take to connect (e.g. 5s)
     #[arg(long, value_name = "DUR", default_value = "10s")]
     pub connect_timeout: String,
-    /// Print a JSON object: host (as recorded), local_version, and facts (version, home,
-    /// kernel, tmux, landlock_abi, landlock_problem)
+    /// Print a JSON object: host (as recorded), local_version, facts (version, home,
+    /// kernel, tmux, landlock_abi, landlock_problem) and bin (path, source, copied)
     #[arg(long)]
     pub json: bool,
 }
@@ -138,21 +139,24 @@ struct CheckReport<'a> {
     host: &'a Host,
     local_version: &'static str,
     facts: &'a HostFacts,
+    /// The remote subpane that answered: path, source (given, path, copied), copied.
+    bin: &'a hosts::ssh::RemoteBin,
 }
 
 fn check(home: &Home, a: CheckArgs) -> Result<i32, CliError> {
     let timeout = parse_duration("--connect-timeout", &a.connect_timeout)?;
     let host = hosts::get(home, &a.name)?;
-    let facts = hosts::ssh::facts(home, &host, timeout)?;
+    let (facts, bin) = hosts::ssh::facts(home, &host, timeout)?;
     let local_version = env!("CARGO_PKG_VERSION");
     if a.json {
         print_json(&CheckReport {
             host: &host,
             local_version,
             facts: &facts,
+            bin: &bin,
         });
     } else {
-        print(&check_text(&host, &facts));
+        print(&check_text(&host, &facts, &bin));
     }
     if facts.version != local_version {
         return Err(hosts::HostsError::Check {
@@ -185,18 +189,25 @@ fn ls_text(list: &[Host]) -> String {
     s
 }
 
-fn check_text(host: &Host, f: &HostFacts) -> String {
+fn check_text(host: &Host, f: &HostFacts, bin: &hosts::ssh::RemoteBin) -> String {
     let clean = |s: &str| crate::term::sanitize(s.as_bytes(), 200);
     let sandbox = match (f.landlock_abi, &f.landlock_problem) {
         (Some(abi), _) => format!("Landlock ABI {abi}"),
         (None, Some(why)) => format!("no Landlock: {}", clean(why)),
         (None, None) => "no Landlock".into(),
     };
+    let from = match (bin.source, bin.copied) {
+        ("copied", true) => " (this binary, copied there now)",
+        ("copied", false) => " (this binary, copied there earlier)",
+        ("given", _) => " (--bin)",
+        _ => " (on its PATH)",
+    };
     format!(
-        "host {} ({}) answers\n  subpane {}\n  home    {}\n  kernel  {}\n  tmux    {}\n  sandbox {}\n",
+        "host {} ({}) answers\n  subpane {} at {}{from}\n  home    {}\n  kernel  {}\n  tmux    {}\n  sandbox {}\n",
         host.name,
         host.url,
         clean(&f.version),
+        clean(&bin.path),
         clean(&f.home),
         clean(&f.kernel),
         f.tmux

@@ -189,24 +189,65 @@ fn started_under(dir: &std::path::Path) -> Vec<(i32, String)> {
 }
 
 /// A URL with user and port (no alias), and a host without `--bin` whose PATH has no
-/// subpane: said so, exit 1.
+/// subpane: this binary is copied under the remote home once, by hash; a copy someone
+/// altered there is replaced, never run.
 #[test]
-fn check_without_a_remote_subpane_says_so() {
+fn check_without_a_remote_subpane_copies_this_binary_once() {
+    use sha2::Digest;
     let env = TestEnv::new();
     let sshd = SshServer::start(env.root.path());
     sshd.forget_masters_in(env.home.join("ssh"));
-    assert_eq!(env.sp(["hosts", "add", "bare", &sshd.url()]).code, 0);
-    let r: Ran = env
-        .cmd()
-        .env("PATH", sshd.path_env())
-        .args(["hosts", "check", "bare"])
-        .output()
+    let remote_home = env.root.path().join("remote-home");
+    let add = env.sp([
+        "hosts",
+        "add",
+        "bare",
+        &sshd.url(),
+        "--remote-home",
+        remote_home.to_str().unwrap(),
+    ]);
+    assert_eq!(add.code, 0, "{add:?}");
+    let check = || -> Ran {
+        env.cmd()
+            .env("PATH", sshd.path_env())
+            .args(["hosts", "check", "bare", "--json"])
+            .output()
+            .unwrap()
+            .into()
+    };
+    let r = check();
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    let hash = format!("{:x}", sha2::Sha256::digest(std::fs::read(BIN).unwrap()));
+    let want = remote_home.join(format!(
+        "bin/subpane-{}-{}",
+        v["local_version"].as_str().unwrap(),
+        &hash[..16]
+    ));
+    assert_eq!(v["bin"]["path"], want.to_str().unwrap(), "{v}");
+    assert_eq!(v["bin"]["source"], "copied", "{v}");
+    assert_eq!(v["bin"]["copied"], true, "{v}");
+    assert_eq!(v["facts"]["version"], v["local_version"], "{v}");
+    assert_eq!(v["facts"]["home"], remote_home.to_str().unwrap(), "{v}");
+    let bins: Vec<_> = std::fs::read_dir(remote_home.join("bin"))
         .unwrap()
-        .into();
-    assert_eq!(r.code, 1, "{r:?}");
-    assert!(
-        r.stderr.contains("subpane is not on the remote PATH") && r.stderr.contains("--bin"),
-        "{r:?}"
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(bins.len(), 1, "only the copy, no part left: {bins:?}");
+    // The second check finds the copy by its hash.
+    let r = check();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json()["bin"]["copied"], false, "{r:?}");
+    // A copy altered there is not run: it is replaced by this binary again.
+    std::fs::write(&want, "#!/bin/sh\necho '{\"version\":\"evil\"}'\n").unwrap();
+    let r = check();
+    assert_eq!(r.code, 0, "{r:?}");
+    let v = r.json();
+    assert_eq!(v["bin"]["copied"], true, "{v}");
+    assert_eq!(v["facts"]["version"], v["local_version"], "{v}");
+    assert_eq!(
+        format!("{:x}", sha2::Sha256::digest(std::fs::read(&want).unwrap())),
+        hash
     );
 }
 
