@@ -190,10 +190,10 @@ pub(crate) fn content_text(content: &Value) -> String {
         Value::Array(blocks) => {
             let mut out = String::new();
             for b in blocks {
-                if b.get("type").and_then(Value::as_str) == Some("text") {
-                    if let Some(t) = b.get("text").and_then(Value::as_str) {
-                        out.push_str(t);
-                    }
+                if b.get("type").and_then(Value::as_str) == Some("text")
+                    && let Some(t) = b.get("text").and_then(Value::as_str)
+                {
+                    out.push_str(t);
                 }
             }
             out
@@ -279,13 +279,11 @@ pub(crate) fn finish_common(out: &mut Output, stderr_tail: &[u8], terminal_seen:
     {
         out.context_length_exceeded = true;
     }
-    if !terminal_seen {
-        if let Some(e) = stderr_error(stderr_tail) {
-            if out.context_length_exceeded || super::mentions_context_overflow(&e) {
-                out.context_length_exceeded = true;
-            }
-            out.push_error(e);
+    if !terminal_seen && let Some(e) = stderr_error(stderr_tail) {
+        if out.context_length_exceeded || super::mentions_context_overflow(&e) {
+            out.context_length_exceeded = true;
         }
+        out.push_error(e);
     }
 }
 

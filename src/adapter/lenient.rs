@@ -374,13 +374,13 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
             fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Content<'a>, A::Error> {
                 let mut out: Cow<'a, str> = Cow::Borrowed("");
                 while let Some(b) = a.next_element::<TextBlock<'a>>()? {
-                    if b.kind.get() == Some("text") {
-                        if let Some(t) = b.text.0 {
-                            if out.is_empty() {
-                                out = t;
-                            } else {
-                                out.to_mut().push_str(&t);
-                            }
+                    if b.kind.get() == Some("text")
+                        && let Some(t) = b.text.0
+                    {
+                        if out.is_empty() {
+                            out = t;
+                        } else {
+                            out.to_mut().push_str(&t);
                         }
                     }
                 }

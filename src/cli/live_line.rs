@@ -180,11 +180,11 @@ impl LiveLines {
     pub fn seen(&mut self, p: &WaitProgress<'_>) {
         let mut urgent = false;
         let row_of = |rows: &[LineRow], i: usize| rows.iter().position(|r| r.target == Some(i));
-        if let Some(i) = p.finished {
-            if let (Some(r), Some(Some(env))) = (row_of(&self.rows, i), p.results.get(i)) {
-                self.rows[r].state = ended(env);
-                urgent = true;
-            }
+        if let Some(i) = p.finished
+            && let (Some(r), Some(Some(env))) = (row_of(&self.rows, i), p.results.get(i))
+        {
+            self.rows[r].state = ended(env);
+            urgent = true;
         }
         if let Some(r) = p.changed.and_then(|i| row_of(&self.rows, i)) {
             let row = &mut self.rows[r];
@@ -200,10 +200,10 @@ impl LiveLines {
                 if row.target.is_none() {
                     row.look_for_end();
                 }
-                if let LineState::Live(l) = &mut row.state {
-                    if row.target.is_none() || l.started_at.is_none() || l.progress.is_none() {
-                        l.look(&row.paths);
-                    }
+                if let LineState::Live(l) = &mut row.state
+                    && (row.target.is_none() || l.started_at.is_none() || l.progress.is_none())
+                {
+                    l.look(&row.paths);
                 }
             }
             urgent = true;

@@ -260,16 +260,16 @@ fn new_gitlinks(
         ])
         .read_bytes()?;
     let mut found = gitlinks_of_diff(&diffs);
-    if !found.is_empty() {
-        if let Some(o) = old {
-            let tree = Cmd::on_git_dir(common_dir)
-                .args(["ls-tree", "-r", "-z", o])
-                .read_bytes()?;
-            let had: Vec<String> = super::gitlinks_of_listing(&tree)
-                .map(|p| String::from_utf8_lossy(p).into_owned())
-                .collect();
-            found.retain(|p| !had.contains(p));
-        }
+    if !found.is_empty()
+        && let Some(o) = old
+    {
+        let tree = Cmd::on_git_dir(common_dir)
+            .args(["ls-tree", "-r", "-z", o])
+            .read_bytes()?;
+        let had: Vec<String> = super::gitlinks_of_listing(&tree)
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .collect();
+        found.retain(|p| !had.contains(p));
     }
     Ok(found)
 }

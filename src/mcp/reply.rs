@@ -65,19 +65,20 @@ fn finished_parts(env: &Envelope, paths: &AttemptPaths, detail: bool) -> (String
     } else {
         answer::brief_doc(env, paths.dir())
     };
-    if let Some(o) = doc.as_object_mut() {
-        if stdout.is_some() || stderr.is_some() {
-            o.insert(
-                "tails".into(),
-                json!({"stdout": stdout.clone(), "stderr": stderr.clone()}),
-            );
-        }
+    if let Some(o) = doc.as_object_mut()
+        && (stdout.is_some() || stderr.is_some())
+    {
+        o.insert(
+            "tails".into(),
+            json!({"stdout": stdout.clone(), "stderr": stderr.clone()}),
+        );
     }
     let mut doc = answer::lead(&summary, None, doc);
-    if !detail && answer::squeeze(&mut doc, MAX_BRIEF) {
-        if let Some(o) = doc.as_object_mut() {
-            o.insert("truncated".into(), true.into());
-        }
+    if !detail
+        && answer::squeeze(&mut doc, MAX_BRIEF)
+        && let Some(o) = doc.as_object_mut()
+    {
+        o.insert("truncated".into(), true.into());
     }
     let text = finished_text(&summary, env, paths, stdout, stderr);
     (summary, doc, text)
@@ -356,12 +357,12 @@ pub(super) fn bounded(mut r: CallToolResult) -> CallToolResult {
             keep = keep.saturating_sub(over.max(keep / 4));
         }
     }
-    if over > 0 {
-        if let Some(doc) = r.structured_content.as_mut() {
-            shrink(doc, MAX_DOC / 2);
-            if let Some(o) = doc.as_object_mut() {
-                o.insert("truncated".into(), true.into());
-            }
+    if over > 0
+        && let Some(doc) = r.structured_content.as_mut()
+    {
+        shrink(doc, MAX_DOC / 2);
+        if let Some(o) = doc.as_object_mut() {
+            o.insert("truncated".into(), true.into());
         }
     }
     r

@@ -40,7 +40,7 @@ pub fn parse_size(flag: &str, input: &str) -> Result<u64, String> {
 /// A size as people read it: `2G`, `512M`, `1500K`, `100` (bytes), exact.
 pub fn format_size(bytes: u64) -> String {
     for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
-        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }

@@ -94,10 +94,10 @@ impl RunningHash {
 
     /// Waits until the helper has hashed everything it was sent.
     fn sync(&self) {
-        if let Some(h) = &self.helper {
-            if h.to.send(Vec::new()).is_ok() {
-                let _ = h.acks.recv();
-            }
+        if let Some(h) = &self.helper
+            && h.to.send(Vec::new()).is_ok()
+        {
+            let _ = h.acks.recv();
         }
     }
 

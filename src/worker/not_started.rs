@@ -9,12 +9,12 @@ use std::path::Path;
 
 /// The spawn error of `program`: the missing interpreter named as such, else the OS's words.
 pub(crate) fn why_not_started(program: &str, err: &std::io::Error) -> String {
-    if err.kind() == std::io::ErrorKind::NotFound {
-        if let Some(interp) = missing_interpreter(Path::new(program)) {
-            return format!(
-                "cannot start {program}: its interpreter {interp} (named on its first line, `#!{interp}`) does not exist"
-            );
-        }
+    if err.kind() == std::io::ErrorKind::NotFound
+        && let Some(interp) = missing_interpreter(Path::new(program))
+    {
+        return format!(
+            "cannot start {program}: its interpreter {interp} (named on its first line, `#!{interp}`) does not exist"
+        );
     }
     format!("cannot start {program}: {err}")
 }

@@ -168,11 +168,10 @@ impl Worker {
         let info = match crate::git::carry::carry_branch(&repo, self.paths.dir(), &keep_at) {
             Ok(Some(c)) => {
                 let info = git_carry(&c, self.paths.dir());
-                if let Outcome::Refused(r) = &c.outcome {
-                    if let Some(e) = &r.keep_error {
-                        output
-                            .push_error(format!("git: the refused commits could not be kept: {e}"));
-                    }
+                if let Outcome::Refused(r) = &c.outcome
+                    && let Some(e) = &r.keep_error
+                {
+                    output.push_error(format!("git: the refused commits could not be kept: {e}"));
                 }
                 if let Some(line) = pane_line(&info) {
                     self.pane.line(super::pane::Style::Dim, &line);
@@ -203,10 +202,10 @@ impl Worker {
     /// Removes the program's view of the git directory (what it changed there is carried
     /// back or meant to stay behind).
     pub(crate) fn drop_git_view(&self) {
-        if let Some(repo) = &self.spec.sandbox.git {
-            if let Some(dir) = repo.upper.parent() {
-                let _ = std::fs::remove_dir_all(dir);
-            }
+        if let Some(repo) = &self.spec.sandbox.git
+            && let Some(dir) = repo.upper.parent()
+        {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 

@@ -156,10 +156,10 @@ impl Drop for Origin {
         unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
         if let Some(t) = self.thread.take() {
             // A failed assertion in the origin fails the test, unless it is failing already.
-            if let Err(e) = t.join() {
-                if !std::thread::panicking() {
-                    std::panic::resume_unwind(e);
-                }
+            if let Err(e) = t.join()
+                && !std::thread::panicking()
+            {
+                std::panic::resume_unwind(e);
             }
         }
     }

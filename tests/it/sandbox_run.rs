@@ -346,7 +346,7 @@ fn sandbox_settings_are_checked_before_anything_starts() {
                 .is_none()
     );
     // At its default, a sandbox setting without --sandbox is taken, with a warning naming it.
-    let r = env.sp(&["run", "--network", "none", "--max-tmp", "2G", "--", "true"]);
+    let r = env.sp(["run", "--network", "none", "--max-tmp", "2G", "--", "true"]);
     assert_eq!(r.code, 0, "{r:?}");
     for flag in ["--network", "--max-tmp"] {
         let said = format!("warning: {flag} is a sandbox setting and is ignored without --sandbox");

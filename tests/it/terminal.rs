@@ -152,11 +152,12 @@ impl<'a> Terminal<'a> {
             // runs (when another pane closes): a pane that exits then is never reaped and its
             // status never set, until the next SIGCHLD. Give the server that one.
             let since = *dead_since.get_or_insert_with(Instant::now);
-            if status.is_none() && since.elapsed() > Duration::from_millis(500) {
-                if let Ok(server) = self.format("#{pid}").parse::<i32>() {
-                    // SAFETY: plain kill(2); SIGCHLD only makes tmux reap its children.
-                    unsafe { libc::kill(server, libc::SIGCHLD) };
-                }
+            if status.is_none()
+                && since.elapsed() > Duration::from_millis(500)
+                && let Ok(server) = self.format("#{pid}").parse::<i32>()
+            {
+                // SAFETY: plain kill(2); SIGCHLD only makes tmux reap its children.
+                unsafe { libc::kill(server, libc::SIGCHLD) };
             }
             status
         })

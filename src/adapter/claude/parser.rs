@@ -170,13 +170,12 @@ impl ClaudeParser {
                     kind: Some(k),
                     text: Some(t),
                 }) = ev.delta
+                    && k == "text_delta"
                 {
-                    if k == "text_delta" {
-                        self.streaming_text = true;
-                        // Nobody can see the text now: it is not copied out.
-                        if !self.c.pane_full {
-                            r.pane.push(PaneItem::Text(t.into_owned()));
-                        }
+                    self.streaming_text = true;
+                    // Nobody can see the text now: it is not copied out.
+                    if !self.c.pane_full {
+                        r.pane.push(PaneItem::Text(t.into_owned()));
                     }
                 }
             }
@@ -307,10 +306,8 @@ impl ClaudeParser {
             out.context_length_exceeded = true;
         }
         self.is_error |= is_error;
-        if is_error {
-            if let Some(e) = out.errors.last() {
-                r.pane.push(PaneItem::Error(one_line(e, 500)));
-            }
+        if is_error && let Some(e) = out.errors.last() {
+            r.pane.push(PaneItem::Error(one_line(e, 500)));
         }
         if self.c.terminal.is_none() {
             // The `result` reports the API errors before it its own way.

@@ -37,14 +37,13 @@ pub fn resolve_run(home: &Home, name: &str) -> Result<String, Error> {
     }
     // A whole id is that run: one look, not a listing of every run (find_run is called once
     // per task by a fan-out's driver and its waits).
-    if let Ok(id) = crate::spec::RunId::parse(name) {
-        if home
+    if let Ok(id) = crate::spec::RunId::parse(name)
+        && home
             .run_dir(&id)
             .symlink_metadata()
             .is_ok_and(|m| m.is_dir())
-        {
-            return Ok(name.to_owned());
-        }
+    {
+        return Ok(name.to_owned());
     }
     let ids = names_in(&home.runs_dir());
     pick(&ids, name, "run").map_err(|m| {

@@ -132,14 +132,14 @@ pub(in crate::app) fn worker_command(exe: &Path, paths: &AttemptPaths) -> Vec<Os
 
 /// tmux creates the directory of a `-L` socket but not of a `-S` one; we always use `-S`.
 pub(in crate::app) fn ensure_socket_dir(socket: &Path) {
-    if let Some(dir) = socket.parent() {
-        if !dir.exists() {
-            use std::os::unix::fs::DirBuilderExt;
-            let _ = std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir);
-        }
+    if let Some(dir) = socket.parent()
+        && !dir.exists()
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
     }
 }
 
@@ -174,10 +174,10 @@ pub(in crate::app) fn record_launch(
 pub(in crate::app) fn prepare_sandbox(spec: &AttemptSpec, warnings: &mut Vec<String>) {
     warnings.extend(crate::app::seed::seed_agent_state(spec));
     for dir in &spec.sandbox.writable {
-        if !dir.exists() {
-            if let Err(e) = std::fs::create_dir_all(dir) {
-                warnings.push(format!("cannot create {}: {e}", dir.display()));
-            }
+        if !dir.exists()
+            && let Err(e) = std::fs::create_dir_all(dir)
+        {
+            warnings.push(format!("cannot create {}: {e}", dir.display()));
         }
     }
 }

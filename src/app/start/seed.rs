@@ -193,10 +193,10 @@ pub(in crate::app) fn seed_agent_state(spec: &AttemptSpec) -> Vec<String> {
         };
         if !view.allows(&src, &real) {
             withheld.push(src);
-        } else if real.is_dir() {
-            if let Err(e) = std::os::unix::fs::symlink(&src, state.dir.join(name)) {
-                note(&src, e);
-            }
+        } else if real.is_dir()
+            && let Err(e) = std::os::unix::fs::symlink(&src, state.dir.join(name))
+        {
+            note(&src, e);
         }
     }
     if !withheld.is_empty() {

@@ -72,12 +72,12 @@ fn clean(v: &mut Value) {
             for key in ["anyOf", "oneOf"] {
                 if let Some(Value::Array(alts)) = o.get_mut(key) {
                     alts.retain(|a| a.get("type").is_none_or(|t| t != "null"));
-                    if alts.len() == 1 {
-                        if let Value::Object(only) = alts.remove(0) {
-                            o.remove(key);
-                            for (k, x) in only {
-                                o.entry(k).or_insert(x);
-                            }
+                    if alts.len() == 1
+                        && let Value::Object(only) = alts.remove(0)
+                    {
+                        o.remove(key);
+                        for (k, x) in only {
+                            o.entry(k).or_insert(x);
                         }
                     }
                 }

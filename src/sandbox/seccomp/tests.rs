@@ -22,7 +22,7 @@ fn run(prog: &[sock_filter], nr: u32, arch: u32, args: [u64; 6]) -> u32 {
             4 => arch,
             16..=63 => {
                 let a = args[((off - 16) / 8) as usize];
-                if off % 8 == 0 {
+                if off.is_multiple_of(8) {
                     a as u32
                 } else {
                     (a >> 32) as u32

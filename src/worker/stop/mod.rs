@@ -205,11 +205,11 @@ impl Life {
             }
             (Event::PipesClosed, _) => {
                 self.pipes_open = false;
-                if let State::Exited { pipes, .. } = &mut self.state {
-                    if let Pipes::Open | Pipes::Draining { .. } = *pipes {
-                        let held_open = matches!(pipes, Pipes::Draining { .. });
-                        *pipes = Pipes::Closed { held_open };
-                    }
+                if let State::Exited { pipes, .. } = &mut self.state
+                    && let Pipes::Open | Pipes::Draining { .. } = *pipes
+                {
+                    let held_open = matches!(pipes, Pipes::Draining { .. });
+                    *pipes = Pipes::Closed { held_open };
                 }
             }
             (Event::Tick, _) => self.tick(now, &mut acts),

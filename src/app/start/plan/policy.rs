@@ -231,10 +231,10 @@ pub(in crate::app) fn sandbox_policy(
     // Sockets that would act outside the sandbox for whoever connects (Landlock cannot refuse
     // connecting to a pathname Unix socket): see [`escape_sockets`].
     for p in ctx.escape_sockets {
-        if let Ok(p) = sys.canonicalize(p) {
-            if !hidden.contains(&p) {
-                hidden.push(p);
-            }
+        if let Ok(p) = sys.canonicalize(p)
+            && !hidden.contains(&p)
+        {
+            hidden.push(p);
         }
     }
     // What names resolve with stays readable when it lives in a hidden runtime directory.
@@ -251,10 +251,11 @@ pub(in crate::app) fn sandbox_policy(
     // So is subpane itself: a program that starts nested runs (through its worker) runs it.
     let subpane = sys.subpane_exe();
     for program in [ctx.program, subpane.as_deref()].into_iter().flatten() {
-        if let Some(tree) = program_tree(sys, program) {
-            if !writable.iter().any(|w| tree.starts_with(w)) && !read_only.contains(&tree) {
-                read_only.push(tree);
-            }
+        if let Some(tree) = program_tree(sys, program)
+            && !writable.iter().any(|w| tree.starts_with(w))
+            && !read_only.contains(&tree)
+        {
+            read_only.push(tree);
         }
     }
     // The relay inside the sandbox reaches the egress proxy through its socket, which lives

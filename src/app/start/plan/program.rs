@@ -146,16 +146,16 @@ pub(in crate::app) fn program(
                 req.system_prompt.as_deref(),
                 req.system_prompt_file.as_deref(),
             )?;
-            if let Some(s) = &system_prompt {
-                if s.len() > MAX_ARG_BYTES {
-                    return Err(Error::about(
-                        "{system_prompt}",
-                        format!(
-                            "is {} KiB; it is passed as one argument, and Linux allows at most 128 KiB in one: shorten it, or move the long part into {{task}}",
-                            s.len() / 1024
-                        ),
-                    ));
-                }
+            if let Some(s) = &system_prompt
+                && s.len() > MAX_ARG_BYTES
+            {
+                return Err(Error::about(
+                    "{system_prompt}",
+                    format!(
+                        "is {} KiB; it is passed as one argument, and Linux allows at most 128 KiB in one: shorten it, or move the long part into {{task}}",
+                        s.len() / 1024
+                    ),
+                ));
             }
             let binary = adapter.binary().unwrap_or("?");
             let program = match kept.and_then(|k| k.agent_cli.as_deref()) {

@@ -225,10 +225,10 @@ fn walk_to_attempt_ancestor() -> Vec<(OsString, OsString)> {
         if pid < 1 {
             break;
         }
-        if let Some(vars) = crate::procs::environ(pid) {
-            if vars.iter().any(|(k, _)| k == "SUBPANE_RUN_ID") {
-                return vars;
-            }
+        if let Some(vars) = crate::procs::environ(pid)
+            && vars.iter().any(|(k, _)| k == "SUBPANE_RUN_ID")
+        {
+            return vars;
         }
         // The worker itself (`env -i subpane run …` as the attempt's program has it for its
         // parent): what it gives its program, from the attempt's spec.

@@ -26,10 +26,10 @@ impl Filter {
         if self.status.is_some_and(|s| s != r.status) {
             return false;
         }
-        if let Some(g) = &self.group {
-            if r.group.as_deref() != Some(g.as_str()) {
-                return false;
-            }
+        if let Some(g) = &self.group
+            && r.group.as_deref() != Some(g.as_str())
+        {
+            return false;
         }
         if let Some(l) = &self.label {
             let ok = match l.split_once('=') {

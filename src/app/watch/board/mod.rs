@@ -73,16 +73,16 @@ impl BoardRun {
         if run.row.status != RunState::Damaged {
             run.live.look(&run.paths);
         }
-        if is_ended(run.row.status) {
-            if let Ok(Some(e)) = store::read_json::<Envelope>(&run.paths.result()) {
-                run.ended = ended::final_event(&e, &run.paths);
-                run.done = Some(SoFar {
-                    usage: e.output.usage,
-                    cost_usd: e.output.cost_usd,
-                    turns: e.output.turns,
-                    tool_calls: e.output.tool_calls,
-                });
-            }
+        if is_ended(run.row.status)
+            && let Ok(Some(e)) = store::read_json::<Envelope>(&run.paths.result())
+        {
+            run.ended = ended::final_event(&e, &run.paths);
+            run.done = Some(SoFar {
+                usage: e.output.usage,
+                cost_usd: e.output.cost_usd,
+                turns: e.output.turns,
+                tool_calls: e.output.tool_calls,
+            });
         }
         run
     }
