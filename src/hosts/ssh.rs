@@ -130,7 +130,7 @@ pub fn facts(
         bin = ensure_copied(home, host, connect_timeout)?;
         out = ask_facts(home, host, &bin.path, connect_timeout)?;
     }
-    let stderr = crate::term::sanitize(String::from_utf8_lossy(&out.stderr).trim().as_bytes(), 600);
+    let stderr = said(&out);
     match out.status.code() {
         Some(0) => {}
         Some(127) => {
@@ -160,6 +160,11 @@ pub fn facts(
         ))
     })?;
     Ok((facts, bin))
+}
+
+/// What ssh or the remote command said on stderr, made safe to print (at most 600 bytes).
+fn said(out: &std::process::Output) -> String {
+    crate::term::sanitize(String::from_utf8_lossy(&out.stderr).trim().as_bytes(), 600)
 }
 
 /// `BIN [--home DIR] __host-facts` on the host.
@@ -268,7 +273,7 @@ pub fn ensure_copied(
             Some(255) => Err(fail(format!(
                 "cannot reach {} ({what}): {}",
                 host.url,
-                crate::term::sanitize(String::from_utf8_lossy(&out.stderr).trim().as_bytes(), 600)
+                said(&out)
             ))),
             _ => Ok(None),
         }
@@ -298,11 +303,10 @@ pub fn ensure_copied(
         connect_timeout + Duration::from_secs(600),
     )?;
     if !out.status.success() {
-        let said =
-            crate::term::sanitize(String::from_utf8_lossy(&out.stderr).trim().as_bytes(), 600);
         return Err(fail(format!(
-            "cannot copy this binary to {path} there ({}): {said}; pass --bin with the path of a subpane {} there to `hosts add`",
+            "cannot copy this binary to {path} there ({}): {}; pass --bin with the path of a subpane {} there to `hosts add`",
             out.status,
+            said(&out),
             env!("CARGO_PKG_VERSION")
         )));
     }
