@@ -28,6 +28,13 @@ const NESTED_NOTE: &str =
     "subpane: inside tmux, Ctrl-] detaches from this run (Ctrl-b d would detach your own session)";
 
 pub fn attach(home: &Home, a: AttachArgs) -> Result<i32, CliError> {
+    if let Some(r) = super::remote::of(home, &a.run)? {
+        let mut words = vec!["attach", r.run_id.as_str()];
+        if a.read_only {
+            words.push("--read-only");
+        }
+        return super::remote::pass_through(home, &r, &words, true);
+    }
     let f = app::find_run(home, &a.run, None)?;
     let status = attach_to(home, &f, a.read_only, false)?;
     println!("{}", after_attach(&f)?);

@@ -28,6 +28,12 @@ pub struct CancelArgs {
 }
 
 pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError> {
+    if let Some(r) = super::remote::of(home, &a.run)? {
+        if let Some(g) = &a.grace {
+            parse_duration("--grace", g)?;
+        }
+        return super::remote::cancel(home, &r, a.grace.as_deref(), a.no_wait, a.json);
+    }
     let grace = a
         .grace
         .as_deref()

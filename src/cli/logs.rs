@@ -118,6 +118,27 @@ fn copy_from(
 }
 
 pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
+    if let Some(r) = super::remote::of(home, &a.run)? {
+        let n = a.attempt.map(|n| n.to_string());
+        let mut words = vec!["logs", r.run_id.as_str()];
+        for (on, flag) in [
+            (a.events, "--events"),
+            (a.pretty, "--pretty"),
+            (a.stderr, "--stderr"),
+            (a.output, "--output"),
+            (a.stdout, "--stdout"),
+            (a.follow, "--follow"),
+            (a.raw, "--raw"),
+        ] {
+            if on {
+                words.push(flag);
+            }
+        }
+        if let Some(n) = &n {
+            words.extend(["--attempt", n.as_str()]);
+        }
+        return super::remote::pass_through(home, &r, &words, false);
+    }
     let f = app::find_run(home, &a.run, a.attempt)?;
     let file = [
         (a.events, LogFile::Events),

@@ -27,7 +27,8 @@ piped, it is whole. A failure shows its kind (timeout, …) or its exit code (fa
 pub struct LsArgs {
     /// Print a JSON array of rows: run_id, attempt, agent, status, failure_kind, exit_code,
     /// created_at, started_at, finished_at, duration_ms, labels, correlation_id, group,
-    /// parent_run, depth, what, problem (why a `damaged` run's records cannot be read)
+    /// parent_run, depth, what, problem (why a `damaged` run's records cannot be read), host
+    /// (null for a run of this machine)
     #[arg(long)]
     pub json: bool,
     /// Only runs in this state
@@ -57,7 +58,16 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         group: group.transpose()?,
         ..a
     };
-    let rows = app::list_group(home, a.status.map(RunState::from), a.group.as_deref())?;
+    let only = a.status.map(RunState::from);
+    let mut rows = app::list_group(home, only, a.group.as_deref())?;
+    // Runs on hosts (not in a group yet): asked there, newest first among the rest.
+    if a.group.is_none() {
+        let far = crate::hosts::remote::rows(home);
+        if !far.is_empty() {
+            rows.extend(far.into_iter().filter(|r| only.is_none_or(|s| s == r.status)));
+            rows.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        }
+    }
     if a.json {
         print_json(&rows);
         return Ok(0);
@@ -104,9 +114,26 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         let before = id_w + 2 + st_w + 2 + 7 + 2 + 19 + 2 + 9 + 2;
         cols.saturating_sub(before + 1).max(1)
     });
+    // A HOST column only when a run lives on one.
+    let host_w = rows
+        .iter()
+        .filter_map(|r| r.host.as_ref().map(|h| h.len()))
+        .max()
+        .map(|w| w.max(4));
+    let host_cell = |h: Option<&str>| match host_w {
+        Some(w) => format!("{:w$}  ", h.unwrap_or("-")),
+        None => String::new(),
+    };
+    let what_w = what_w.map(|w| w.saturating_sub(host_w.map_or(0, |h| h + 2)).max(1));
     let mut out = format!(
-        "{:id_w$}  {:st_w$}  {:7}  {:19}  {:>9}  {}\n",
-        "RUN", "STATUS", "AGENT", "STARTED (UTC)", "DURATION", "WHAT"
+        "{:id_w$}  {:st_w$}  {:7}  {:19}  {:>9}  {}{}\n",
+        "RUN",
+        "STATUS",
+        "AGENT",
+        "STARTED (UTC)",
+        "DURATION",
+        host_cell(Some("HOST")),
+        "WHAT"
     );
     for r in &rows {
         let status = status_of(r);
@@ -136,11 +163,12 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
             .map(|d| format!("{:.1}s", d as f64 / 1000.0))
             .unwrap_or_else(|| "-".into());
         out.push_str(&format!(
-            "{:id_w$}  {painted}  {:7}  {:19}  {:>9}  {}\n",
+            "{:id_w$}  {painted}  {:7}  {:19}  {:>9}  {}{}\n",
             format!("{}{}", "  ".repeat(r.depth.min(8) as usize), r.run_id),
             r.agent.as_str(),
             started,
             dur,
+            host_cell(r.host.as_deref()),
             {
                 let what = match &r.problem {
                     Some(p) => crate::term::sanitize(p.as_bytes(), 200),

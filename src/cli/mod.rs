@@ -22,6 +22,7 @@ mod mcp;
 mod nested;
 mod output;
 mod reference;
+mod remote;
 mod retry;
 mod run;
 mod status;
@@ -158,6 +159,10 @@ pub enum Command {
     /// check` runs it on the host)
     #[command(name = "__host-facts", hide = true)]
     HostFacts,
+    /// Plan and start, detached, the run request read as JSON on stdin (internal; `run
+    /// --host` runs it on the host)
+    #[command(name = "__run-request", hide = true)]
+    RunRequest,
     /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
     #[command(name = "__nest", hide = true)]
     Nest {
@@ -250,6 +255,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Top(a) => top::top(&home, a),
         Command::Gc(a) => gc::gc(&home, a),
         Command::Hosts(a) => hosts::hosts(&home, a),
+        Command::RunRequest => run::run_request(&home),
         Command::HostFacts => {
             common::print_json(&crate::hosts::local_facts(&home));
             Ok(0)

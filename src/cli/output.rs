@@ -30,6 +30,10 @@ pub fn human_summary(env: &Envelope, dir: &Path, ends: app::Ends) -> String {
         env.run_id, env.attempt
     ));
     s.push_str(&format!("status    {}\n", env.outcome_words()));
+    if let Some(h) = &env.host {
+        let job = h.job_id.as_deref().map(|j| format!(", job {j}")).unwrap_or_default();
+        s.push_str(&format!("host      {} ({}{job})\n", h.name, h.kind));
+    }
     if let Some(d) = env.duration_ms {
         s.push_str(&format!("duration  {:.3}s\n", d as f64 / 1000.0));
     }

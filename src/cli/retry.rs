@@ -67,6 +67,31 @@ pub struct RetryArgs {
 }
 
 pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
+    if let Some(r) = super::remote::of(home, &a.run)? {
+        if !a.envs.is_empty() {
+            return Err(CliError::Flag(format!(
+                "--env cannot be given to a retry of run {} on host {} yet: its values would be on the host's command line; give them to a new `run --host` instead",
+                r.run_id, r.host.name
+            )));
+        }
+        let mut task = a.task.clone();
+        if let Some(path) = app::at_file(&mut task) {
+            task = Some(std::fs::read_to_string(&path).map_err(|source| CliError::ReadTasks {
+                what: path.display().to_string(),
+                source,
+            })?);
+        }
+        let mut words = vec!["retry", r.run_id.as_str()];
+        for (on, flag) in [(a.resume, "--resume"), (a.detach, "--detach"), (a.json, "--json")] {
+            if on {
+                words.push(flag);
+            }
+        }
+        if let Some(t) = &task {
+            words.extend(["--task", t.as_str()]);
+        }
+        return super::remote::pass_through(home, &r, &words, false);
+    }
     let mut env = std::collections::BTreeMap::new();
     for e in &a.envs {
         let (k, v) = parse_kv("env", e)?;

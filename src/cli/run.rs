@@ -85,8 +85,38 @@ impl RunArgs {
 }
 
 pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
-    let plan = app::plan(&a.to_request()?, home, &RealSystem)?;
+    let req = a.to_request()?;
+    if req.host.is_some() {
+        return super::remote::run(home, req, a.detach, a.json);
+    }
+    let plan = app::plan(&req, home, &RealSystem)?;
     start_and_report(home, plan, a.detach, a.json)
+}
+
+/// `__run-request`: what `run --host` runs on the host. Reads one request (with the
+/// caller's version) from stdin, and plans and starts it detached, answering as
+/// `run --detach --json` does.
+pub(super) fn run_request(home: &Home) -> Result<i32, CliError> {
+    use std::io::Read;
+    let mut body = Vec::new();
+    std::io::stdin()
+        .take(crate::store::RECORD_LIMIT + 1)
+        .read_to_end(&mut body)
+        .map_err(|source| CliError::ReadTasks {
+            what: "the run request on stdin".into(),
+            source,
+        })?;
+    let r: crate::hosts::remote::RemoteRequest = serde_json::from_slice(&body)
+        .map_err(|e| CliError::Flag(format!("the run request on stdin cannot be read: {e}")))?;
+    let mine = env!("CARGO_PKG_VERSION");
+    if r.version != mine {
+        return Err(CliError::Flag(format!(
+            "this host runs subpane {mine} and the caller is subpane {}: install the caller's version here, or give `hosts add` the --bin of one",
+            r.version
+        )));
+    }
+    let plan = app::plan(&r.request, home, &RealSystem)?;
+    start_and_report(home, plan, true, true)
 }
 
 /// Starts a planned attempt (of `run` or `retry`) and, unless `detach`, waits for it like

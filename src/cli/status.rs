@@ -25,6 +25,9 @@ pub struct StatusArgs {
 }
 
 pub fn status(home: &crate::store::Home, a: StatusArgs) -> Result<i32, CliError> {
+    if let Some(r) = super::remote::of(home, &a.run)? {
+        return super::remote::status(home, &r, a.attempt, a.json);
+    }
     let f = app::find_run(home, &a.run, a.attempt)?;
     match app::attempt_status(&f.paths, &f.spec)? {
         AttemptStatus::Finished(env) => {

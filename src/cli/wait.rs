@@ -58,6 +58,24 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
         .as_deref()
         .map(|t| parse_positive_duration("--timeout", t))
         .transpose()?;
+    let mut on_hosts = Vec::new();
+    for r in &a.runs {
+        if let Some(remote) = super::remote::of(home, r)? {
+            on_hosts.push(remote);
+        }
+    }
+    if let [remote] = on_hosts.as_slice()
+        && a.runs.len() == 1
+        && a.group.is_none()
+    {
+        return super::remote::wait(home, remote, a.attempt, timeout, a.json);
+    }
+    if let Some(remote) = on_hosts.first() {
+        return Err(CliError::Flag(format!(
+            "run {} is on host {}: a wait for it cannot include other runs or a group yet; wait for it on its own",
+            remote.run_id, remote.host.name
+        )));
+    }
     let group = a.group.as_deref().map(|g| app::resolve_group(home, g));
     let a = WaitArgs {
         group: group.transpose()?,

@@ -181,6 +181,9 @@ pub struct RunRow {
     /// Why the run is `damaged`: the record that cannot be read, and why (`null` otherwise).
     #[serde(default)]
     pub problem: Option<String>,
+    /// The host the run lives on (`run --host`); `null` for a run of this machine.
+    #[serde(default)]
+    pub host: Option<String>,
 }
 
 /// `gc --json`: what was (or, with `dry_run`, would be) cleaned up.

@@ -66,6 +66,7 @@ pub fn build(
         },
         artifacts,
         group: spec.group.clone(),
+        host: None,
         parent_run: spec.lineage.as_ref().map(|l| l.parent_run.clone()),
         depth: spec.lineage.as_ref().map(|l| l.depth),
         resumed_from: spec.resumed_from,

@@ -11,6 +11,7 @@ mod hints;
 mod outcome;
 mod progress;
 mod records;
+mod remote;
 
 use std::collections::BTreeMap;
 
@@ -28,6 +29,7 @@ pub use progress::{
     EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_FIRST, PROGRESS_SCHEMA,
     Progress, SoFar,
 };
+pub use remote::{Untrusted, from_remote};
 pub use records::{
     CancelRequest, LaunchRecord, NetworkEntry, ProcRef, Verdict, WORKER_SCHEMA, WorkerFacts,
     WorkerState,
@@ -485,6 +487,9 @@ pub struct Envelope {
     /// The fan-out group of the run (absent outside a fan-out).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// The host the attempt ran on (absent for this machine).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostRef>,
     /// The run whose program started this one (absent for a top-level run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_run: Option<String>,
@@ -506,6 +511,21 @@ pub struct Envelope {
     /// The limit of its budget that stopped the agent (`failure_kind: "budget"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetHit>,
+}
+
+/// Where an attempt ran, when not on this machine (`host` in the envelope).
+///
+/// ```json
+/// {"name": "gpu-1", "kind": "ssh", "job_id": null}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostRef {
+    /// The host's name (`subpane hosts add NAME`).
+    pub name: String,
+    /// `ssh` (or `slurm`).
+    pub kind: String,
+    /// The scheduler's job id (null over ssh).
+    pub job_id: Option<String>,
 }
 
 /// The git worktree an attempt ran in, and what became of it.

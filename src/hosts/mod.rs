@@ -20,6 +20,7 @@
 //! * What goes to the remote shell is quoted once, in [`ssh::remote_command`]: a home or
 //!   binary path with spaces or `$()` stays data.
 
+pub mod remote;
 pub mod ssh;
 pub mod url;
 
@@ -87,6 +88,15 @@ pub enum HostsError {
     Store(#[from] StoreError),
     #[error("{path} has schema `{found}`, not {HOSTS_SCHEMA}", path = .path.display())]
     Schema { path: PathBuf, found: String },
+    /// A run id given for a run on a host is in use here already.
+    #[error("run id `{0}` is in use here already; give another --run-id, or leave it out")]
+    RunIdInUse(String),
+    /// What was asked cannot be sent to the host as it is.
+    #[error("{0}")]
+    Input(String),
+    /// The remote subpane refused or failed (exit `code`, 2: bad input), in its words.
+    #[error("host `{name}`: {why}")]
+    Refused { name: String, code: i32, why: String },
     /// The host could not be reached or did not answer as subpane does.
     #[error("host `{name}`: {why}")]
     Check { name: String, why: String },
@@ -102,6 +112,9 @@ impl HostsError {
                 | HostsError::NotAbsolute { .. }
                 | HostsError::Exists(_)
                 | HostsError::Unknown(_)
+                | HostsError::RunIdInUse(_)
+                | HostsError::Input(_)
+                | HostsError::Refused { code: 2, .. }
         )
     }
 }

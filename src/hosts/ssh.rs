@@ -163,7 +163,7 @@ pub fn facts(
 }
 
 /// What ssh or the remote command said on stderr, made safe to print (at most 600 bytes).
-fn said(out: &std::process::Output) -> String {
+pub(crate) fn said(out: &std::process::Output) -> String {
     crate::term::sanitize(String::from_utf8_lossy(&out.stderr).trim().as_bytes(), 600)
 }
 
@@ -203,7 +203,12 @@ fn remote(
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    crate::command::output(&mut cmd, "ssh", limit).map_err(|e| HostsError::Check {
+    crate::command::output(&mut cmd, "ssh", limit).map_err(|e| run_error(host, e))
+}
+
+/// Why ssh could not be run for `host`, or did not end in time.
+pub(crate) fn run_error(host: &Host, e: crate::command::Error) -> HostsError {
+    HostsError::Check {
         name: host.name.clone(),
         why: match e {
             crate::command::Error::Io(io) if io.kind() == std::io::ErrorKind::NotFound => {
@@ -211,7 +216,7 @@ fn remote(
             }
             e => format!("ssh {}: {e}", host.url),
         },
-    })
+    }
 }
 
 /// The directory on the host where copies of this binary go: `bin/` under the host's
@@ -325,7 +330,7 @@ pub fn ensure_copied(
 
 /// Makes `dir` (and its parents) with mode 0700: the control socket gives a shell on the
 /// host to whoever can connect to it.
-fn make_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+pub(crate) fn make_private_dir(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -248,6 +248,10 @@ pub struct DamagedEntry {
 
 /// All runs, newest first, and the run directories whose `run.json` cannot be read (by id).
 /// Names that are not run ids are not runs (temp files, a stray directory).
+/// The file that makes a run directory a run on a host (`crate::hosts::remote`): it has
+/// no `run.json` here, and the runs of this machine are listed without it.
+pub const REMOTE_MARKER: &str = "host.json";
+
 pub fn list_runs(home: &Home) -> (Vec<RunEntry>, Vec<DamagedEntry>) {
     let Ok(rd) = std::fs::read_dir(home.runs_dir()) else {
         return (Vec::new(), Vec::new());
@@ -259,6 +263,10 @@ pub fn list_runs(home: &Home) -> (Vec<RunEntry>, Vec<DamagedEntry>) {
             continue;
         };
         if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        // A run on a host: its records are there (crate::hosts::remote).
+        if e.path().join(REMOTE_MARKER).exists() {
             continue;
         }
         let path = home.run_json(&id);

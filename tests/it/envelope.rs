@@ -130,6 +130,7 @@ fn schema_requires_every_field_the_code_writes() {
         "depth",
         "git",
         "group",
+        "host",
         "parent_run",
         "resumed_from",
         "tails",

@@ -143,10 +143,11 @@ impl SshServer {
                 "ListenAddress 127.0.0.1\nPort {port}\nHostKey {}\nAuthorizedKeysFile {}\n\
                  UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\n\
                  PasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 PidFile {}\nLogLevel ERROR\n",
+                 PidFile {}\nLogLevel ERROR\nSetEnv SUBPANE_TMUX_SOCKET={}\n",
                 host_key.display(),
                 authorized.display(),
-                dir.join("sshd.pid").display()
+                dir.join("sshd.pid").display(),
+                dir.join("tmux.sock").display()
             ),
         )
         .unwrap();
@@ -199,6 +200,36 @@ impl SshServer {
         let mut dirs = vec![self.bin_dir.clone()];
         dirs.extend(std::env::split_paths(&rest));
         std::env::join_paths(dirs).unwrap()
+    }
+
+    /// The tmux socket of the subpane reached through this sshd (`SetEnv` in its config):
+    /// each test's "host" has a private tmux server, as a real host's home would.
+    pub fn tmux_socket(&self) -> PathBuf {
+        self.dir.join("tmux.sock")
+    }
+
+    /// The pid of the control master for this host whose socket is in `dir`, if one runs.
+    pub fn master_pid(&self, dir: &Path) -> Option<i32> {
+        for e in std::fs::read_dir(dir).ok()?.flatten() {
+            let out = Command::new(self.bin_dir.join("ssh"))
+                .arg("-S")
+                .arg(e.path())
+                .args(["-O", "check", &self.alias])
+                .stdin(Stdio::null())
+                .output()
+                .ok()?;
+            // "Master running (pid=1234)" on stderr.
+            let said = String::from_utf8_lossy(&out.stderr).into_owned();
+            if let Some(pid) = said
+                .split("pid=")
+                .nth(1)
+                .and_then(|r| r.split(')').next())
+                .and_then(|p| p.parse().ok())
+            {
+                return Some(pid);
+            }
+        }
+        None
     }
 
     /// `ssh://root@127.0.0.1:PORT`.
@@ -256,6 +287,15 @@ impl SshServer {
 impl Drop for SshServer {
     fn drop(&mut self) {
         self.end_masters();
+        // The host's private tmux server (its attempts' panes), if a run started one.
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(self.tmux_socket())
+            .arg("kill-server")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         for pid in self.sessions() {
             // SAFETY: plain kill(2) on one pid, a child of our sshd (gone already is fine).
             unsafe { libc::kill(pid, libc::SIGKILL) };

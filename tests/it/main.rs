@@ -15,6 +15,7 @@ mod fanout;
 mod faults;
 mod filter;
 mod hosts;
+mod hosts_run;
 mod interrupt;
 mod lifecycle;
 mod live_line;

@@ -305,6 +305,7 @@ fn run_row(home: &Home, run: &store::RunEntry) -> Result<RunRow, String> {
         depth: run.record.lineage.as_ref().map_or(0, |l| l.depth),
         what: what(&spec),
         problem: None,
+        host: None,
     };
     match attempt_status(&paths, &spec).map_err(|e| e.to_string())? {
         AttemptStatus::Finished(env) => {
@@ -355,6 +356,7 @@ fn damaged_row(id: &str, record: Option<&RunRecord>, problem: String) -> RunRow 
             .map_or(0, |l| l.depth),
         what: String::new(),
         problem: Some(problem),
+        host: None,
     }
 }
 

@@ -427,6 +427,13 @@ request_fields! {
         help: "The run id (letters, digits, \".\", \"_\", \"-\"); generated when left out, \
                e.g. 20261130-033943-a1b2c3. Must be new",
     }
+    host: Option<String> {
+        flag: Flag::Long("host"), value_name: "NAME",
+        help: "Run the attempt on this host (one recorded by `subpane hosts add`) instead of \
+               this machine: the host's own subpane runs and supervises it under its home, \
+               {cwd} is a directory there (its login directory when left out), and the \
+               envelope is copied back here when it ends",
+    }
     cwd: Option<PathBuf> {
         flag: Flag::Long("cwd"), value_name: "DIR",
         help: "The directory the program runs in; the caller's own directory when left out",

@@ -247,6 +247,15 @@ pub(in crate::app) fn plan_attempt(
     home: &Home,
     sys: &dyn System,
 ) -> Result<Plan, Error> {
+    if let Some(h) = &req.host {
+        // A request for a host is sent there (crate::hosts::remote); one that reaches this
+        // planner came through a front end that cannot send it, and must not run here.
+        return Err(Invalid::new(
+            "host",
+            format!("`{h}`: this way of starting runs cannot run them on a host yet; use `subpane run --host {h}`"),
+        )
+        .into());
+    }
     let run_id = match &req.run_id {
         Some(r) => RunId::parse(r)?,
         None => sys.new_run_id(),

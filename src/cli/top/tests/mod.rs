@@ -54,6 +54,7 @@ fn run(id: &str, agent: AgentKind, status: RunState, age: u64) -> BoardRun {
             depth: 0,
             what: format!("the task of {id}"),
             problem: None,
+            host: None,
         },
         paths: AttemptPaths::new(format!("/h/runs/{id}/attempts/1").into()),
         created: Some(ago(age)),

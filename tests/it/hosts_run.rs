@@ -1,0 +1,299 @@
+//! Runs on a host (`run --host`) against the test's own sshd, where the remote subpane is
+//! this build's binary with a home of its own: the same contract as a run here, faults of
+//! the connection and of the remote worker, and an envelope the host altered.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::harness::{BIN, Ran, TestEnv, assert_valid_envelope, wait_until};
+use crate::harness_ssh::{ALIAS, SshServer};
+
+/// A test with its sshd and the host `loop` recorded, whose home is `remote_home`.
+struct Host {
+    env: TestEnv,
+    sshd: SshServer,
+    remote_home: PathBuf,
+}
+
+impl Host {
+    fn new() -> Self {
+        let env = TestEnv::new();
+        let sshd = SshServer::start(env.root.path());
+        sshd.forget_masters_in(env.home.join("ssh"));
+        let remote_home = env.root.path().join("remote-home");
+        let add = env.sp([
+            "hosts",
+            "add",
+            "loop",
+            &format!("ssh://{ALIAS}"),
+            "--remote-home",
+            remote_home.to_str().unwrap(),
+            "--bin",
+            BIN,
+        ]);
+        assert_eq!(add.code, 0, "{add:?}");
+        Host {
+            env,
+            sshd,
+            remote_home,
+        }
+    }
+
+    /// `subpane ARGS` here, with the ssh wrapper first on PATH.
+    fn sp<const N: usize>(&self, args: [&str; N]) -> Ran {
+        self.cmd().args(args).output().unwrap().into()
+    }
+
+    fn cmd(&self) -> std::process::Command {
+        let mut c = self.env.cmd();
+        c.env("PATH", self.sshd.path_env());
+        c
+    }
+
+    /// The attempt directory of `run` on the host.
+    fn remote_attempt(&self, run: &str) -> PathBuf {
+        self.remote_home.join("runs").join(run).join("attempts/1")
+    }
+
+    fn local_runs(&self) -> Vec<String> {
+        std::fs::read_dir(self.env.home.join("runs"))
+            .map(|rd| {
+                rd.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+fn json(r: &Ran) -> Value {
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {r:?}"))
+}
+
+#[test]
+fn a_run_on_a_host_answers_and_is_recorded_as_a_run_here() {
+    let h = Host::new();
+    let r = h.sp([
+        "run", "--host", "loop", "--run-id", "far-1", "--json", "--", "sh", "-c",
+        "echo hello from $(pwd); exit 3",
+    ]);
+    assert_eq!(r.code, 1, "a failed command is exit 1 there and here: {r:?}");
+    let env = json(&r);
+    assert_valid_envelope(&env);
+    assert_eq!(env["run_id"], "far-1");
+    assert_eq!(env["status"], "failed");
+    assert_eq!(env["failure_kind"], "exit");
+    assert_eq!(env["exit_code"], 3);
+    assert_eq!(
+        env["host"],
+        serde_json::json!({"name": "loop", "kind": "ssh", "job_id": null})
+    );
+    // The host's own record, and the copy here (with the host) that validates.
+    assert!(h.remote_attempt("far-1").join("result.json").is_file());
+    let here = h.env.result("far-1");
+    assert_valid_envelope(&here);
+    assert_eq!(here, env);
+    // The verbs work on it by its id, as on a run here.
+    let st = h.sp(["status", "far-1", "--json"]);
+    assert_eq!(st.code, 1, "{st:?}");
+    assert_eq!(json(&st), env);
+    let logs = h.sp(["logs", "far-1"]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert!(logs.stdout.starts_with("hello from /"), "{logs:?}");
+    let w = h.sp(["wait", "far-1"]);
+    assert_eq!(w.code, 1, "{w:?}");
+    assert!(w.stdout.contains("host      loop"), "{w:?}");
+    // `ls` shows it among the runs here, with its host.
+    let here_run = h.sp(["run", "--run-id", "near-1", "--", "true"]);
+    assert_eq!(here_run.code, 0, "{here_run:?}");
+    let ls = json(&h.sp(["ls", "--json"]));
+    let rows = ls.as_array().unwrap();
+    let row = |id: &str| rows.iter().find(|r| r["run_id"] == id).unwrap().clone();
+    assert_eq!(row("far-1")["host"], "loop", "{ls}");
+    assert_eq!(row("far-1")["status"], "failed", "{ls}");
+    assert_eq!(row("far-1")["exit_code"], 3, "{ls}");
+    assert_eq!(row("near-1")["host"], Value::Null, "{ls}");
+    assert_eq!(rows[0]["run_id"], "near-1", "newest first: {ls}");
+    let text = h.sp(["ls"]);
+    assert!(text.stdout.lines().next().unwrap().contains("HOST"), "{text:?}");
+    assert!(
+        text.stdout.lines().any(|l| l.starts_with("far-1") && l.contains(" loop ")),
+        "{text:?}"
+    );
+    // Run ids stay unique: the id is in use here now.
+    let again = h.sp(["run", "--host", "loop", "--run-id", "far-1", "--", "true"]);
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(again.stderr.contains("in use here"), "{again:?}");
+}
+
+#[test]
+fn a_detached_run_is_waited_for_cancelled_and_its_status_is_live_meanwhile() {
+    let h = Host::new();
+    let r = h.sp(["run", "--host", "loop", "--detach", "--", "sleep", "60"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.stdout.trim().to_owned();
+    assert!(h.env.run_dir(&id).join("host.json").is_file(), "{id}");
+    let st = h.sp(["status", &id, "--json"]);
+    assert_eq!(st.code, 3, "still running: {st:?}");
+    assert!(
+        ["starting", "running"].contains(&json(&st)["status"].as_str().unwrap()),
+        "{st:?}"
+    );
+    let w = h.sp(["wait", &id, "--timeout", "200ms"]);
+    assert_eq!(w.code, 3, "the wait's timeout passes first: {w:?}");
+    let c = h.sp(["cancel", &id, "--json"]);
+    assert_eq!(c.code, 0, "{c:?}");
+    let env = json(&c);
+    assert_eq!(env["status"], "cancelled", "{env}");
+    assert_eq!(env["host"]["name"], "loop");
+    let w = h.sp(["wait", &id, "--json"]);
+    assert_eq!(w.code, 130, "{w:?}");
+    assert_valid_envelope(&json(&w));
+}
+
+#[test]
+fn a_host_that_refuses_or_cannot_be_reached_leaves_nothing_behind() {
+    let h = Host::new();
+    // Refused there: a --cwd the host lacks (the host plans it; bad input is exit 2).
+    let r = h.sp([
+        "run", "--host", "loop", "--cwd", "/no/such/dir", "--run-id", "nope-1", "--", "true",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("host `loop`"), "{r:?}");
+    assert!(r.stderr.contains("/no/such/dir"), "{r:?}");
+    assert!(h.local_runs().is_empty(), "nothing here: {:?}", h.local_runs());
+    assert!(
+        !h.remote_home.join("runs/nope-1").exists(),
+        "nothing there"
+    );
+    // Unreachable: a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let add = h.sp(["hosts", "add", "gone", &format!("ssh://root@127.0.0.1:{port}")]);
+    assert_eq!(add.code, 0, "{add:?}");
+    let r = h.sp(["run", "--host", "gone", "--", "true"]);
+    assert_eq!(r.code, 1, "{r:?}");
+    assert!(r.stderr.contains("cannot reach"), "{r:?}");
+    assert!(h.local_runs().is_empty(), "nothing here: {:?}", h.local_runs());
+    // An unknown host is bad input.
+    let r = h.sp(["run", "--host", "nosuch", "--", "true"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("no host named `nosuch`"), "{r:?}");
+}
+
+/// The processes whose command line holds every one of `words`.
+fn processes_with(words: &[&str]) -> Vec<i32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if words.iter().all(|w| args.iter().any(|a| a == w)) {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_dropped_connection_is_made_again_and_the_true_outcome_answered() {
+    let h = Host::new();
+    let go = h.env.root.path().join("go");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo went",
+        go.display()
+    );
+    let r = h.sp(["run", "--host", "loop", "--detach", "--", "sh", "-c", &script]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.stdout.trim().to_owned();
+    let waiter = h
+        .cmd()
+        .args(["wait", &id, "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The host's `wait` runs (over the control connection); then the connection dies.
+    wait_until("the remote wait", || {
+        (!processes_with(&["wait", &id, "--json", "--home"]).is_empty()).then_some(())
+    });
+    let master = h
+        .sshd
+        .master_pid(&h.env.home.join("ssh"))
+        .expect("a control master");
+    // SAFETY: plain kill(2) of the test's own ssh master.
+    unsafe { libc::kill(master, libc::SIGKILL) };
+    wait_until("the connection to be made again", || {
+        h.sshd
+            .master_pid(&h.env.home.join("ssh"))
+            .filter(|p| *p != master)
+    });
+    std::fs::write(&go, "").unwrap();
+    let out: Ran = waiter.wait_with_output().unwrap().into();
+    assert_eq!(out.code, 0, "the run completed: {out:?}");
+    assert!(out.stderr.contains("reconnecting"), "{out:?}");
+    let env = json(&out);
+    assert_eq!(env["status"], "completed", "{env}");
+    assert_valid_envelope(&env);
+}
+
+#[test]
+fn a_remote_worker_killed_is_lost_from_the_hosts_records() {
+    let h = Host::new();
+    let r = h.sp(["run", "--host", "loop", "--detach", "--", "sleep", "60"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.stdout.trim().to_owned();
+    let worker = h.remote_attempt(&id).join("worker.json");
+    let pid = wait_until("the remote worker", || {
+        let v: Value = serde_json::from_slice(&std::fs::read(&worker).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()?;
+        v["worker"]["pid"].as_i64()
+    });
+    // SAFETY: plain kill(2) of the host's worker, a process of this test.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    let w = h.sp(["wait", &id, "--json"]);
+    assert_eq!(w.code, 1, "{w:?}");
+    let env = json(&w);
+    assert_eq!(env["failure_kind"], "lost", "{env}");
+    assert_eq!(env["host"]["name"], "loop");
+}
+
+#[test]
+fn an_envelope_the_host_altered_is_not_trusted() {
+    let h = Host::new();
+    let r = h.sp(["run", "--host", "loop", "--run-id", "alt-1", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // The host's record is altered in a way its own reader lets through but the schema does
+    // not: a pane id tmux never gives.
+    let remote = h.remote_attempt("alt-1").join("result.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&remote).unwrap()).unwrap();
+    v["tmux"]["pane_id"] = "not-a-pane".into();
+    std::fs::write(&remote, serde_json::to_vec(&v).unwrap()).unwrap();
+    let st = h.sp(["status", "alt-1", "--json"]);
+    assert_eq!(st.code, 1, "{st:?}");
+    let env = json(&st);
+    assert_valid_envelope(&env);
+    assert_eq!(env["status"], "failed", "{env}");
+    assert_eq!(env["failure_kind"], "lost", "{env}");
+    let errors = env["output"]["errors"].to_string();
+    assert!(errors.contains("not trusted"), "{errors}");
+    let kept = h
+        .env
+        .attempt_dir("alt-1", 1)
+        .join("result.untrusted.json");
+    assert!(
+        std::fs::read_to_string(&kept).unwrap().contains("not-a-pane"),
+        "the bytes are kept beside the record"
+    );
+    assert_eq!(h.env.result("alt-1"), env);
+}
