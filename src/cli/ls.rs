@@ -58,16 +58,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         group: group.transpose()?,
         ..a
     };
-    let only = a.status.map(RunState::from);
-    let mut rows = app::list_group(home, only, a.group.as_deref())?;
-    // Runs on hosts (not in a group yet): asked there, newest first among the rest.
-    if a.group.is_none() {
-        let far = crate::hosts::remote::rows(home);
-        if !far.is_empty() {
-            rows.extend(far.into_iter().filter(|r| only.is_none_or(|s| s == r.status)));
-            rows.sort_by(|a, b| b.created_at.cmp(&a.created_at));
-        }
-    }
+    let rows = app::list_group(home, a.status.map(RunState::from), a.group.as_deref())?;
     if a.json {
         print_json(&rows);
         return Ok(0);

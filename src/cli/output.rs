@@ -31,7 +31,11 @@ pub fn human_summary(env: &Envelope, dir: &Path, ends: app::Ends) -> String {
     ));
     s.push_str(&format!("status    {}\n", env.outcome_words()));
     if let Some(h) = &env.host {
-        let job = h.job_id.as_deref().map(|j| format!(", job {j}")).unwrap_or_default();
+        let job = h
+            .job_id
+            .as_deref()
+            .map(|j| format!(", job {j}"))
+            .unwrap_or_default();
         s.push_str(&format!("host      {} ({}{job})\n", h.name, h.kind));
     }
     if let Some(d) = env.duration_ms {

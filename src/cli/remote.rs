@@ -19,20 +19,13 @@ use super::output::{human_envelope, human_running};
 use crate::app::RunRequest;
 use crate::envelope::{Envelope, StatusDoc};
 use crate::exit_code;
-use crate::hosts::remote::{self, Answer, AskError, RemoteRun, StartAnswer};
+use crate::hosts::remote::{self, Answer, RemoteRun, StartAnswer};
 use crate::spec::RunId;
 use crate::store::Home;
 
 /// The run `name` stands for, when it lives on a host.
 pub(super) fn of(home: &Home, name: &str) -> Result<Option<RemoteRun>, CliError> {
-    let Ok(id) = crate::app::names::resolve_run(home, name) else {
-        // Not found (or ambiguous): the verb's own lookup says so in its words.
-        return Ok(None);
-    };
-    let Ok(id) = RunId::parse(&id) else {
-        return Ok(None);
-    };
-    remote::find(home, &id).map_err(CliError::Hosts)
+    remote::find_named(home, name).map_err(CliError::Hosts)
 }
 
 /// `run --host`: starts `req` there; unless `detach`, waits for its end there.
@@ -77,7 +70,11 @@ pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Res
             "subpane: cancelling run {} on host {}{}",
             r.run_id,
             r.host.name,
-            if n == 1 { " — Ctrl-C again to kill" } else { "" }
+            if n == 1 {
+                " — Ctrl-C again to kill"
+            } else {
+                ""
+            }
         );
         let mut words = vec!["cancel", r.run_id.as_str(), "--no-wait", "--json"];
         if n > 1 {
@@ -96,8 +93,7 @@ pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Res
             Err(e) => eprintln!("subpane: error: cannot run ssh to cancel: {e}"),
         }
     });
-    let id = run.run_id.clone();
-    match watch(home, &run, &["wait", &id, "--json"], None, true)? {
+    match remote::wait(home, &run, None, None, true, &mut say_lost).map_err(CliError::Hosts)? {
         Answer::Finished(env) => Ok(show(home, &env, json)),
         Answer::Live(v, code) => {
             print_json(&v);
@@ -106,36 +102,21 @@ pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Res
     }
 }
 
-/// `status` of a run on a host: asked there; when the host cannot be reached, the envelope
-/// recorded here if the attempt has ended, else the error.
+/// `status` of a run on a host ([`remote::status`]).
 pub(super) fn status(
     home: &Home,
     run: &RemoteRun,
     attempt: Option<u32>,
     json: bool,
 ) -> Result<i32, CliError> {
-    let n = attempt.map(|n| n.to_string());
-    let mut words = vec!["status", run.run_id.as_str(), "--json"];
-    if let Some(n) = &n {
-        words.extend(["--attempt", n.as_str()]);
+    let s = remote::status(home, run, attempt).map_err(CliError::Hosts)?;
+    if let Some(why) = &s.stale {
+        eprintln!(
+            "subpane: warning: host {} cannot be reached ({why}); this is the envelope recorded here",
+            run.host.name
+        );
     }
-    match remote::ask(home, run, &words, false) {
-        Ok(a) => Ok(answer(home, a, json)),
-        Err(AskError::Unreachable(why)) => match recorded(home, run, attempt) {
-            Some(env) => {
-                eprintln!(
-                    "subpane: warning: host {} cannot be reached ({why}); this is the envelope recorded here",
-                    run.host.name
-                );
-                Ok(show(home, &env, json))
-            }
-            None => Err(CliError::Hosts(crate::hosts::HostsError::Check {
-                name: run.host.name.clone(),
-                why: format!("cannot reach {}: {why}", run.host.url),
-            })),
-        },
-        Err(AskError::Failed(e)) => Err(CliError::Hosts(e)),
-    }
+    Ok(answer(home, s.answer, json))
 }
 
 /// `wait` for one run on a host (`timeout`: the wait's own limit, kept across reconnects).
@@ -146,13 +127,9 @@ pub(super) fn wait(
     timeout: Option<Duration>,
     json: bool,
 ) -> Result<i32, CliError> {
-    let n = attempt.map(|n| n.to_string());
-    let mut words = vec!["wait", run.run_id.as_str(), "--json"];
-    if let Some(n) = &n {
-        words.extend(["--attempt", n.as_str()]);
-    }
     let deadline = timeout.map(|t| Instant::now() + t);
-    let a = watch(home, run, &words, deadline, false)?;
+    let a = remote::wait(home, run, attempt, deadline, false, &mut say_lost)
+        .map_err(CliError::Hosts)?;
     Ok(answer(home, a, json))
 }
 
@@ -164,19 +141,12 @@ pub(super) fn cancel(
     no_wait: bool,
     json: bool,
 ) -> Result<i32, CliError> {
-    let mut words = vec!["cancel", run.run_id.as_str(), "--json"];
-    if let Some(g) = grace {
-        words.extend(["--grace", g]);
-    }
-    if no_wait {
-        words.push("--no-wait");
-    }
-    match remote::ask(home, run, &words, false) {
-        Ok(Answer::Finished(env)) => {
+    match remote::cancel(home, run, grace, no_wait).map_err(CliError::Hosts)? {
+        Answer::Finished(env) => {
             show(home, &env, json);
             Ok(exit_code::COMPLETED)
         }
-        Ok(Answer::Live(v, code)) => {
+        Answer::Live(v, code) => {
             if json {
                 print_json(&v);
             } else {
@@ -187,11 +157,6 @@ pub(super) fn cancel(
             }
             Ok(code)
         }
-        Err(AskError::Unreachable(why)) => Err(CliError::Hosts(crate::hosts::HostsError::Check {
-            name: run.host.name.clone(),
-            why: format!("cannot reach {} to cancel: {why}", run.host.url),
-        })),
-        Err(AskError::Failed(e)) => Err(CliError::Hosts(e)),
     }
 }
 
@@ -214,57 +179,22 @@ pub(super) fn pass_through(
     match status.code() {
         Some(255) => Err(CliError::Hosts(crate::hosts::HostsError::Check {
             name: run.host.name.clone(),
-            why: format!("the connection to {} failed (ssh's words are above)", run.host.url),
+            why: format!(
+                "the connection to {} failed (ssh's words are above)",
+                run.host.url
+            ),
         })),
         Some(c) => Ok(c),
         None => Ok(exit_code::CANCELLED),
     }
 }
 
-/// Asks until the host answers: a lost connection is made again, with a pause growing to
-/// 5 s, said once on stderr. `deadline`: the wait's own `--timeout` (exit 3 when it passes).
-fn watch(
-    home: &Home,
-    run: &RemoteRun,
-    words: &[&str],
-    deadline: Option<Instant>,
-    own_group: bool,
-) -> Result<Answer, CliError> {
-    let mut pause = Duration::from_millis(200);
-    let mut said = false;
-    loop {
-        let mut words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        if let Some(d) = deadline {
-            let left = d.saturating_duration_since(Instant::now()).as_millis().max(1);
-            words.extend(["--timeout".into(), format!("{left}ms")]);
-        }
-        let words: Vec<&str> = words.iter().map(String::as_str).collect();
-        match remote::ask(home, run, &words, own_group) {
-            Ok(a) => return Ok(a),
-            Err(AskError::Failed(e)) => return Err(CliError::Hosts(e)),
-            Err(AskError::Unreachable(why)) => {
-                if !said {
-                    eprintln!(
-                        "subpane: lost the connection to host {} ({why}); run {} goes on there, reconnecting",
-                        run.host.name, run.run_id
-                    );
-                    said = true;
-                }
-                if deadline.is_some_and(|d| Instant::now() + pause >= d) {
-                    eprintln!(
-                        "subpane: the wait's --timeout passed before host {} could be reached",
-                        run.host.name
-                    );
-                    return Ok(Answer::Live(
-                        serde_json::json!({"run_id": run.run_id, "status": "unknown", "host": run.host.name}),
-                        exit_code::STILL_RUNNING,
-                    ));
-                }
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_secs(5));
-            }
-        }
-    }
+/// Says on stderr that the connection to `run`'s host was lost and is being made again.
+fn say_lost(run: &RemoteRun, why: &str) {
+    eprintln!(
+        "subpane: lost the connection to host {} ({why}); run {} goes on there, reconnecting",
+        run.host.name, run.run_id
+    );
 }
 
 /// Prints an answer of the host's; returns its exit code.
@@ -293,18 +223,4 @@ fn show(home: &Home, env: &Envelope, json: bool) -> i32 {
         print(&human_envelope(env, &home.attempt(&id, env.attempt)));
     }
     env.exit_code()
-}
-
-/// The envelope recorded here for `attempt` (else the latest recorded) of `run`.
-fn recorded(home: &Home, run: &RemoteRun, attempt: Option<u32>) -> Option<Envelope> {
-    let id = RunId::parse(&run.run_id).ok()?;
-    let n = match attempt {
-        Some(n) => n,
-        None => std::fs::read_dir(home.run_dir(&id).join("attempts"))
-            .ok()?
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .max()?,
-    };
-    crate::store::read_json(&home.attempt(&id, n).result()).ok().flatten()
 }

@@ -76,13 +76,19 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
         }
         let mut task = a.task.clone();
         if let Some(path) = app::at_file(&mut task) {
-            task = Some(std::fs::read_to_string(&path).map_err(|source| CliError::ReadTasks {
-                what: path.display().to_string(),
-                source,
-            })?);
+            task = Some(
+                std::fs::read_to_string(&path).map_err(|source| CliError::ReadTasks {
+                    what: path.display().to_string(),
+                    source,
+                })?,
+            );
         }
         let mut words = vec!["retry", r.run_id.as_str()];
-        for (on, flag) in [(a.resume, "--resume"), (a.detach, "--detach"), (a.json, "--json")] {
+        for (on, flag) in [
+            (a.resume, "--resume"),
+            (a.detach, "--detach"),
+            (a.json, "--json"),
+        ] {
             if on {
                 words.push(flag);
             }

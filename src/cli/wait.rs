@@ -207,13 +207,13 @@ fn runs_table(shown: &[&RunAnswer], group: Option<&str>) -> String {
         .map(|r| {
             let mut t = FanoutTask {
                 line: 0,
-                run_id: Some(r.spec.run_id.to_string()),
+                run_id: Some(r.run_id.clone()),
                 status: TaskStatus::Running,
                 failure_kind: None,
                 exit_code: None,
                 duration_ms: None,
                 attempt_dir: Some(r.paths.dir().to_path_buf()),
-                what: app::what(&r.spec),
+                what: r.what.clone(),
                 error: None,
             };
             if let AttemptStatus::Finished(env) = &r.status {

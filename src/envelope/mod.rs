@@ -29,11 +29,11 @@ pub use progress::{
     EventKind, LAST_EVENT_CHARS, LastEvent, PROGRESS_EVERY, PROGRESS_FIRST, PROGRESS_SCHEMA,
     Progress, SoFar,
 };
-pub use remote::{Untrusted, from_remote};
 pub use records::{
     CancelRequest, LaunchRecord, NetworkEntry, ProcRef, Verdict, WORKER_SCHEMA, WorkerFacts,
     WorkerState,
 };
+pub use remote::{Untrusted, from_remote};
 
 use crate::exit_code;
 use crate::spec::AgentKind;

@@ -32,8 +32,8 @@ fn validator() -> &'static jsonschema::Validator {
 /// The envelope in `bytes` if it is a valid `subpane.result/v1` document for attempt
 /// `attempt` of run `run_id`.
 pub fn from_remote(bytes: &[u8], run_id: &str, attempt: u32) -> Result<Envelope, Untrusted> {
-    let value: serde_json::Value = serde_json::from_slice(bytes)
-        .map_err(|e| Untrusted(format!("it is not JSON ({e})")))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| Untrusted(format!("it is not JSON ({e})")))?;
     let errors: Vec<String> = validator()
         .iter_errors(&value)
         .take(3)
@@ -100,7 +100,10 @@ mod tests {
         let cases = [
             (b"{nope".to_vec(), "not JSON"),
             (b"[]".to_vec(), "does not validate"),
-            (serde_json::to_vec(&bad_status).unwrap(), "does not validate"),
+            (
+                serde_json::to_vec(&bad_status).unwrap(),
+                "does not validate",
+            ),
             (serde_json::to_vec(&extra).unwrap(), "does not validate"),
         ];
         for (bytes, says) in cases {

@@ -96,7 +96,11 @@ pub enum HostsError {
     Input(String),
     /// The remote subpane refused or failed (exit `code`, 2: bad input), in its words.
     #[error("host `{name}`: {why}")]
-    Refused { name: String, code: i32, why: String },
+    Refused {
+        name: String,
+        code: i32,
+        why: String,
+    },
     /// The host could not be reached or did not answer as subpane does.
     #[error("host `{name}`: {why}")]
     Check { name: String, why: String },

@@ -24,7 +24,7 @@
 
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -81,6 +81,19 @@ pub fn find(home: &Home, id: &RunId) -> Result<Option<RemoteRun>, HostsError> {
     Ok(Some(run))
 }
 
+/// The run a person or a model named (an id, a unique start of one, `@`), when it lives on
+/// a host; `None` for a run of this machine, and for a name that fits no run or several (the
+/// verb's own lookup says so in its words).
+pub fn find_named(home: &Home, name: &str) -> Result<Option<RemoteRun>, HostsError> {
+    let Some(id) = crate::app::names::resolve_run(home, name)
+        .ok()
+        .and_then(|id| RunId::parse(&id).ok())
+    else {
+        return Ok(None);
+    };
+    find(home, &id)
+}
+
 /// Every run here that lives on a host (unreadable markers are skipped).
 pub fn list(home: &Home) -> Vec<RemoteRun> {
     let Ok(rd) = std::fs::read_dir(home.runs_dir()) else {
@@ -114,10 +127,7 @@ fn command_on(home: &Home, host: &Host, bin: &str, words: &[&str], tty: bool) ->
     let mut cmd = Command::new("ssh");
     // SAFETY: the hook makes only async-signal-safe calls.
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(
-            &mut cmd,
-            crate::procs::reset_signals_in_child,
-        )
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, crate::procs::reset_signals_in_child)
     };
     if tty {
         cmd.arg("-t");
@@ -161,9 +171,9 @@ fn reserve(home: &Home, id: &RunId) -> Result<Reservation, HostsError> {
     let dir = home.run_dir(id);
     match std::fs::create_dir(&dir) {
         Ok(()) => Ok(Reservation { dir, keep: false }),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(HostsError::RunIdInUse(
-            id.to_string(),
-        )),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            Err(HostsError::RunIdInUse(id.to_string()))
+        }
         Err(source) => Err(StoreError::Write { path: dir, source }.into()),
     }
 }
@@ -177,13 +187,19 @@ pub fn start(home: &Home, mut req: RunRequest) -> Result<(RemoteRun, StartAnswer
     // The caller's files are read here: the host has its own file system.
     for (text, file, flag) in [
         (&mut req.task, &mut req.task_file, "--task"),
-        (&mut req.system_prompt, &mut req.system_prompt_file, "--system-prompt"),
+        (
+            &mut req.system_prompt,
+            &mut req.system_prompt_file,
+            "--system-prompt",
+        ),
     ] {
         if let Some(path) = file.take() {
-            let body = std::fs::read_to_string(&path).map_err(|e| HostsError::Input(format!(
-                "{flag} @{}: cannot read it here to send it to host `{name}`: {e}",
-                path.display()
-            )))?;
+            let body = std::fs::read_to_string(&path).map_err(|e| {
+                HostsError::Input(format!(
+                    "{flag} @{}: cannot read it here to send it to host `{name}`: {e}",
+                    path.display()
+                ))
+            })?;
             *text = Some(body);
         }
     }
@@ -215,7 +231,13 @@ pub fn start(home: &Home, mut req: RunRequest) -> Result<(RemoteRun, StartAnswer
     };
     match out.status.code() {
         Some(0) => {}
-        Some(255) => return Err(fail(format!("cannot reach {}: {}", host.url, ssh::said(&out)))),
+        Some(255) => {
+            return Err(fail(format!(
+                "cannot reach {}: {}",
+                host.url,
+                ssh::said(&out)
+            )));
+        }
         Some(127) => {
             return Err(fail(format!(
                 "`{bin}` cannot be run there: {}; `subpane hosts check {name}` says more",
@@ -317,11 +339,16 @@ pub fn record(home: &Home, run: &RemoteRun, bytes: &[u8]) -> Result<Envelope, Ho
         Err(why) => {
             let kept = paths.dir().join("result.untrusted.json");
             store::write_atomic(&kept, bytes)?;
-            untrusted(run, attempt, host, &format!(
-                "the envelope host `{}` sent is not trusted: {why}; its bytes are in {}",
-                run.host.name,
-                kept.display()
-            ))
+            untrusted(
+                run,
+                attempt,
+                host,
+                &format!(
+                    "the envelope host `{}` sent is not trusted: {why}; its bytes are in {}",
+                    run.host.name,
+                    kept.display()
+                ),
+            )
         }
     };
     store::write_json_atomic(&paths.result(), &env)?;
@@ -407,9 +434,9 @@ pub fn ask(
     if own_group {
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     }
-    let out = cmd.output().map_err(|e| {
-        AskError::Failed(ssh::run_error(&run.host, crate::command::Error::Io(e)))
-    })?;
+    let out = cmd
+        .output()
+        .map_err(|e| AskError::Failed(ssh::run_error(&run.host, crate::command::Error::Io(e))))?;
     let code = out.status.code();
     if code == Some(255) || code.is_none() {
         return Err(AskError::Unreachable(ssh::said(&out)));
@@ -452,36 +479,41 @@ pub fn rows(home: &Home) -> Vec<envelope::RunRow> {
     for r in &runs {
         by_host.entry(r.host.name.clone()).or_default().push(r);
     }
-    let answers: Vec<(Vec<&RemoteRun>, Result<Vec<envelope::RunRow>, String>)> =
-        std::thread::scope(|s| {
-            let asks: Vec<_> = by_host
-                .into_values()
-                .map(|runs| {
-                    let first = runs[0];
-                    (runs, s.spawn(move || host_rows(home, first)))
-                })
-                .collect();
-            asks.into_iter()
-                .map(|(runs, h)| {
-                    let got = h.join().unwrap_or_else(|_| Err("the ask failed".into()));
-                    (runs, got)
-                })
-                .collect()
-        });
+    /// A host's runs here, and its `ls` (or why it could not be asked).
+    type Asked<'a> = (Vec<&'a RemoteRun>, Result<Vec<envelope::RunRow>, String>);
+    let answers: Vec<Asked> = std::thread::scope(|s| {
+        let asks: Vec<_> = by_host
+            .into_values()
+            .map(|runs| {
+                let first = runs[0];
+                (runs, s.spawn(move || host_rows(home, first)))
+            })
+            .collect();
+        asks.into_iter()
+            .map(|(runs, h)| {
+                let got = h.join().unwrap_or_else(|_| Err("the ask failed".into()));
+                (runs, got)
+            })
+            .collect()
+    });
     let mut out = Vec::new();
     for (runs, got) in answers {
         for run in runs {
             let row = match &got {
-                Ok(rows) => rows.iter().find(|r| r.run_id == run.run_id).cloned().map_or_else(
-                    || unknown_row(home, run, "the host has no record of it".into()),
-                    |mut r| {
-                        r.host = Some(run.host.name.clone());
-                        // Ordered among the runs here by when it was started from here: the
-                        // host's clock is never compared with this one.
-                        r.created_at = run.created_at.clone();
-                        r
-                    },
-                ),
+                Ok(rows) => rows
+                    .iter()
+                    .find(|r| r.run_id == run.run_id)
+                    .cloned()
+                    .map_or_else(
+                        || unknown_row(home, run, "the host has no record of it".into()),
+                        |mut r| {
+                            r.host = Some(run.host.name.clone());
+                            // Ordered among the runs here by when it was started from here: the
+                            // host's clock is never compared with this one.
+                            r.created_at = run.created_at.clone();
+                            r
+                        },
+                    ),
                 Err(why) => unknown_row(home, run, why.clone()),
             };
             out.push(row);
@@ -499,25 +531,24 @@ fn host_rows(home: &Home, run: &RemoteRun) -> Result<Vec<envelope::RunRow>, Stri
     let out = crate::command::output(&mut cmd, "ssh", CONNECT_TIMEOUT + Duration::from_secs(20))
         .map_err(|e| e.to_string())?;
     if !out.status.success() {
-        return Err(format!("host `{}` cannot be asked: {}", run.host.name, ssh::said(&out)));
+        return Err(format!(
+            "host `{}` cannot be asked: {}",
+            run.host.name,
+            ssh::said(&out)
+        ));
     }
     serde_json::from_slice(&out.stdout).map_err(|e| {
-        format!("host `{}` answered `ls` with what cannot be read ({e})", run.host.name)
+        format!(
+            "host `{}` answered `ls` with what cannot be read ({e})",
+            run.host.name
+        )
     })
 }
 
 /// The row of a run whose host did not say: its recorded envelope, else `damaged`.
 fn unknown_row(home: &Home, run: &RemoteRun, why: String) -> envelope::RunRow {
     let what = crate::term::sanitize(run.argv.join(" ").as_bytes(), 200);
-    let recorded = RunId::parse(&run.run_id).ok().and_then(|id| {
-        let attempts = home.run_dir(&id).join("attempts");
-        let n = std::fs::read_dir(attempts)
-            .ok()?
-            .filter_map(Result::ok)
-            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-            .max()?;
-        store::read_json::<Envelope>(&home.attempt(&id, n).result()).ok().flatten()
-    });
+    let recorded = recorded(home, run, None);
     let mut row = envelope::RunRow {
         run_id: run.run_id.clone(),
         attempt: 1,
@@ -551,4 +582,166 @@ fn unknown_row(home: &Home, run: &RemoteRun, why: String) -> envelope::RunRow {
         row.problem = None;
     }
     row
+}
+
+/// Asks ([`ask`]) until the host answers: a lost connection is made again, with a pause
+/// growing to 5 s; `on_lost` is told the first time. `deadline`: the wait's own limit (its
+/// `--timeout`), passed on as what is left of it, and answered as still running (exit 3)
+/// when it passes before the host can be reached.
+pub fn watch(
+    home: &Home,
+    run: &RemoteRun,
+    words: &[&str],
+    deadline: Option<Instant>,
+    own_group: bool,
+    on_lost: &mut dyn FnMut(&RemoteRun, &str),
+) -> Result<Answer, HostsError> {
+    let mut pause = Duration::from_millis(200);
+    let mut said = false;
+    loop {
+        let mut words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        if let Some(d) = deadline {
+            let left = d
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .max(1);
+            words.extend(["--timeout".into(), format!("{left}ms")]);
+        }
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        match ask(home, run, &words, own_group) {
+            Ok(a) => return Ok(a),
+            Err(AskError::Failed(e)) => return Err(e),
+            Err(AskError::Unreachable(why)) => {
+                if !said {
+                    on_lost(run, &why);
+                    said = true;
+                }
+                if deadline.is_some_and(|d| Instant::now() + pause >= d) {
+                    return Ok(Answer::Live(
+                        serde_json::json!({"run_id": run.run_id, "status": "unknown",
+                                           "host": run.host.name, "unreachable": why}),
+                        crate::exit_code::STILL_RUNNING,
+                    ));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// `words` with `--attempt N` when one is given.
+fn with_attempt<'a>(mut words: Vec<&'a str>, n: &'a Option<String>) -> Vec<&'a str> {
+    if let Some(n) = n {
+        words.extend(["--attempt", n.as_str()]);
+    }
+    words
+}
+
+/// A remote run's state, and whether it came from the record here instead.
+pub struct StatusAnswer {
+    pub answer: Answer,
+    /// The host could not be reached (why): the answer is the envelope recorded here.
+    pub stale: Option<String>,
+}
+
+/// `status` of a run on a host: asked there; when the host cannot be reached, the envelope
+/// recorded here if that attempt's end was copied back, else the error.
+pub fn status(
+    home: &Home,
+    run: &RemoteRun,
+    attempt: Option<u32>,
+) -> Result<StatusAnswer, HostsError> {
+    let n = attempt.map(|n| n.to_string());
+    let words = with_attempt(vec!["status", run.run_id.as_str(), "--json"], &n);
+    match ask(home, run, &words, false) {
+        Ok(answer) => Ok(StatusAnswer {
+            answer,
+            stale: None,
+        }),
+        Err(AskError::Failed(e)) => Err(e),
+        Err(AskError::Unreachable(why)) => match recorded(home, run, attempt) {
+            Some(env) => Ok(StatusAnswer {
+                answer: Answer::Finished(Box::new(env)),
+                stale: Some(why),
+            }),
+            None => Err(HostsError::Check {
+                name: run.host.name.clone(),
+                why: format!("cannot reach {}: {why}", run.host.url),
+            }),
+        },
+    }
+}
+
+/// `wait` for attempt `attempt` (else the latest) of a run on a host, through lost
+/// connections ([`watch`]).
+pub fn wait(
+    home: &Home,
+    run: &RemoteRun,
+    attempt: Option<u32>,
+    deadline: Option<Instant>,
+    own_group: bool,
+    on_lost: &mut dyn FnMut(&RemoteRun, &str),
+) -> Result<Answer, HostsError> {
+    let n = attempt.map(|n| n.to_string());
+    let words = with_attempt(vec!["wait", run.run_id.as_str(), "--json"], &n);
+    watch(home, run, &words, deadline, own_group, on_lost)
+}
+
+/// `cancel` of a run on a host (`grace` as its flag takes it): the envelope once it ended,
+/// or (`no_wait`) the host's `cancel_requested` answer.
+pub fn cancel(
+    home: &Home,
+    run: &RemoteRun,
+    grace: Option<&str>,
+    no_wait: bool,
+) -> Result<Answer, HostsError> {
+    let mut words = vec!["cancel", run.run_id.as_str(), "--json"];
+    if let Some(g) = grace {
+        words.extend(["--grace", g]);
+    }
+    if no_wait {
+        words.push("--no-wait");
+    }
+    ask(home, run, &words, false).map_err(|e| match e {
+        AskError::Failed(e) => e,
+        AskError::Unreachable(why) => HostsError::Check {
+            name: run.host.name.clone(),
+            why: format!("cannot reach {} to cancel: {why}", run.host.url),
+        },
+    })
+}
+
+/// The stdout of `words` run there (a `logs`), or why not.
+pub fn read_out(home: &Home, run: &RemoteRun, words: &[&str]) -> Result<Vec<u8>, HostsError> {
+    let mut cmd = command(home, run, words, false);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = crate::command::output(&mut cmd, "ssh", CONNECT_TIMEOUT + Duration::from_secs(60))
+        .map_err(|e| ssh::run_error(&run.host, e))?;
+    match out.status.code() {
+        Some(0) => Ok(out.stdout),
+        Some(255) => Err(HostsError::Check {
+            name: run.host.name.clone(),
+            why: format!("cannot reach {}: {}", run.host.url, ssh::said(&out)),
+        }),
+        code => Err(refusal(&run.host.name, code.unwrap_or(1), &out)),
+    }
+}
+
+/// The envelope recorded here for `attempt` (else the latest recorded) of `run`.
+pub fn recorded(home: &Home, run: &RemoteRun, attempt: Option<u32>) -> Option<Envelope> {
+    let id = RunId::parse(&run.run_id).ok()?;
+    let n = match attempt {
+        Some(n) => n,
+        None => std::fs::read_dir(home.run_dir(&id).join("attempts"))
+            .ok()?
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .max()?,
+    };
+    store::read_json(&home.attempt(&id, n).result())
+        .ok()
+        .flatten()
 }

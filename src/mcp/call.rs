@@ -184,9 +184,16 @@ async fn forward(
 pub async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, crate::app::Error> + Send + 'static,
 ) -> Result<T, ToolError> {
-    Ok(tokio::task::spawn_blocking(f)
+    blocking_tool(move || Ok(f()?)).await
+}
+
+/// [`blocking`] of work whose errors are the tools' own (a run on a host).
+pub async fn blocking_tool<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ToolError> + Send + 'static,
+) -> Result<T, ToolError> {
+    tokio::task::spawn_blocking(f)
         .await
-        .map_err(ToolError::Thread)??)
+        .map_err(ToolError::Thread)?
 }
 
 #[cfg(test)]

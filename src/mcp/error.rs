@@ -33,6 +33,9 @@ pub enum ToolError {
     /// The client cancelled a `wait` call: the runs go on.
     #[error("cancelled by the client; the runs go on")]
     WaitCancelled,
+    /// A run on a host: the host could not be asked, or refused.
+    #[error(transparent)]
+    Host(#[from] crate::hosts::HostsError),
     /// The thread that did the call's work failed.
     #[error("the call's worker thread failed: {0}")]
     Thread(#[source] tokio::task::JoinError),

@@ -260,12 +260,12 @@ pub(super) fn wait_answer(
         json!({"group": g.group, "status": group_state(g), "counts": group_counts(g),
                "unstarted": unstarted})
     });
-    let first = a.first_finished.map(|i| a.runs[i].spec.run_id.as_str());
+    let first = a.first_finished.map(|i| a.runs[i].run_id.as_str());
     let going: Vec<&str> = a
         .runs
         .iter()
         .filter(|r| matches!(r.status, AttemptStatus::Live(_)))
-        .map(|r| r.spec.run_id.as_str())
+        .map(|r| r.run_id.as_str())
         .collect();
     let group_going = group.is_some_and(|g| g.summary.running + g.summary.queued > 0);
     let next = (!going.is_empty() || group_going)

@@ -44,9 +44,9 @@ pub use layout::{AttemptPaths, Home};
 pub use lock::Exclusive;
 pub use nofollow::{RECORD_LIMIT, create_new, open_read, read_bounded};
 pub use records::{
-    CreateError, DamagedEntry, REMOTE_MARKER, RunEntry, add_attempt, create_run, list_runs, make_done_fifo,
-    read_run, sync_end_records, sync_launch_records, take_env_file, write_attempt_files,
-    write_env_file, write_result,
+    CreateError, DamagedEntry, REMOTE_MARKER, RunEntry, add_attempt, create_run, list_runs,
+    make_done_fifo, read_run, sync_end_records, sync_launch_records, take_env_file,
+    write_attempt_files, write_env_file, write_result,
 };
 pub use tree::{Entry, Found, Kind, ProgramTree};
 

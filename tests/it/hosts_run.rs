@@ -11,14 +11,14 @@ use crate::harness::{BIN, Ran, TestEnv, assert_valid_envelope, wait_until};
 use crate::harness_ssh::{ALIAS, SshServer};
 
 /// A test with its sshd and the host `loop` recorded, whose home is `remote_home`.
-struct Host {
-    env: TestEnv,
-    sshd: SshServer,
-    remote_home: PathBuf,
+pub struct Host {
+    pub env: TestEnv,
+    pub sshd: SshServer,
+    pub remote_home: PathBuf,
 }
 
 impl Host {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let env = TestEnv::new();
         let sshd = SshServer::start(env.root.path());
         sshd.forget_masters_in(env.home.join("ssh"));
@@ -46,7 +46,7 @@ impl Host {
         self.cmd().args(args).output().unwrap().into()
     }
 
-    fn cmd(&self) -> std::process::Command {
+    pub fn cmd(&self) -> std::process::Command {
         let mut c = self.env.cmd();
         c.env("PATH", self.sshd.path_env());
         c
@@ -76,10 +76,21 @@ fn json(r: &Ran) -> Value {
 fn a_run_on_a_host_answers_and_is_recorded_as_a_run_here() {
     let h = Host::new();
     let r = h.sp([
-        "run", "--host", "loop", "--run-id", "far-1", "--json", "--", "sh", "-c",
+        "run",
+        "--host",
+        "loop",
+        "--run-id",
+        "far-1",
+        "--json",
+        "--",
+        "sh",
+        "-c",
         "echo hello from $(pwd); exit 3",
     ]);
-    assert_eq!(r.code, 1, "a failed command is exit 1 there and here: {r:?}");
+    assert_eq!(
+        r.code, 1,
+        "a failed command is exit 1 there and here: {r:?}"
+    );
     let env = json(&r);
     assert_valid_envelope(&env);
     assert_eq!(env["run_id"], "far-1");
@@ -117,9 +128,14 @@ fn a_run_on_a_host_answers_and_is_recorded_as_a_run_here() {
     assert_eq!(row("near-1")["host"], Value::Null, "{ls}");
     assert_eq!(rows[0]["run_id"], "near-1", "newest first: {ls}");
     let text = h.sp(["ls"]);
-    assert!(text.stdout.lines().next().unwrap().contains("HOST"), "{text:?}");
     assert!(
-        text.stdout.lines().any(|l| l.starts_with("far-1") && l.contains(" loop ")),
+        text.stdout.lines().next().unwrap().contains("HOST"),
+        "{text:?}"
+    );
+    assert!(
+        text.stdout
+            .lines()
+            .any(|l| l.starts_with("far-1") && l.contains(" loop ")),
         "{text:?}"
     );
     // Run ids stay unique: the id is in use here now.
@@ -158,28 +174,46 @@ fn a_host_that_refuses_or_cannot_be_reached_leaves_nothing_behind() {
     let h = Host::new();
     // Refused there: a --cwd the host lacks (the host plans it; bad input is exit 2).
     let r = h.sp([
-        "run", "--host", "loop", "--cwd", "/no/such/dir", "--run-id", "nope-1", "--", "true",
+        "run",
+        "--host",
+        "loop",
+        "--cwd",
+        "/no/such/dir",
+        "--run-id",
+        "nope-1",
+        "--",
+        "true",
     ]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("host `loop`"), "{r:?}");
     assert!(r.stderr.contains("/no/such/dir"), "{r:?}");
-    assert!(h.local_runs().is_empty(), "nothing here: {:?}", h.local_runs());
     assert!(
-        !h.remote_home.join("runs/nope-1").exists(),
-        "nothing there"
+        h.local_runs().is_empty(),
+        "nothing here: {:?}",
+        h.local_runs()
     );
+    assert!(!h.remote_home.join("runs/nope-1").exists(), "nothing there");
     // Unreachable: a port nobody listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port();
-    let add = h.sp(["hosts", "add", "gone", &format!("ssh://root@127.0.0.1:{port}")]);
+    let add = h.sp([
+        "hosts",
+        "add",
+        "gone",
+        &format!("ssh://root@127.0.0.1:{port}"),
+    ]);
     assert_eq!(add.code, 0, "{add:?}");
     let r = h.sp(["run", "--host", "gone", "--", "true"]);
     assert_eq!(r.code, 1, "{r:?}");
     assert!(r.stderr.contains("cannot reach"), "{r:?}");
-    assert!(h.local_runs().is_empty(), "nothing here: {:?}", h.local_runs());
+    assert!(
+        h.local_runs().is_empty(),
+        "nothing here: {:?}",
+        h.local_runs()
+    );
     // An unknown host is bad input.
     let r = h.sp(["run", "--host", "nosuch", "--", "true"]);
     assert_eq!(r.code, 2, "{r:?}");
@@ -213,7 +247,9 @@ fn a_dropped_connection_is_made_again_and_the_true_outcome_answered() {
         "while [ ! -e {} ]; do sleep 0.05; done; echo went",
         go.display()
     );
-    let r = h.sp(["run", "--host", "loop", "--detach", "--", "sh", "-c", &script]);
+    let r = h.sp([
+        "run", "--host", "loop", "--detach", "--", "sh", "-c", &script,
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let id = r.stdout.trim().to_owned();
     let waiter = h
@@ -287,12 +323,11 @@ fn an_envelope_the_host_altered_is_not_trusted() {
     assert_eq!(env["failure_kind"], "lost", "{env}");
     let errors = env["output"]["errors"].to_string();
     assert!(errors.contains("not trusted"), "{errors}");
-    let kept = h
-        .env
-        .attempt_dir("alt-1", 1)
-        .join("result.untrusted.json");
+    let kept = h.env.attempt_dir("alt-1", 1).join("result.untrusted.json");
     assert!(
-        std::fs::read_to_string(&kept).unwrap().contains("not-a-pane"),
+        std::fs::read_to_string(&kept)
+            .unwrap()
+            .contains("not-a-pane"),
         "the bytes are kept beside the record"
     );
     assert_eq!(h.env.result("alt-1"), env);

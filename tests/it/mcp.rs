@@ -1454,3 +1454,58 @@ async fn a_running_fanout_says_running_and_what_to_call_next() {
     c.close().await;
     env.assert_no_leftovers();
 }
+
+/// The tools on a run that lives on a host: `run` with `host` (waiting and not), `status`,
+/// `wait`, `logs`, `cancel` and `list`, answered as for a run here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tools_work_on_a_run_on_a_host() {
+    let h = tokio::task::spawn_blocking(crate::hosts_run::Host::new)
+        .await
+        .unwrap();
+    let path = h.sshd.path_env();
+    let c = connect_with(&h.env, |cmd| {
+        cmd.env("PATH", &path);
+    })
+    .await;
+    let r = c
+        .call(
+            "run",
+            json!({"host": "loop", "run_id": "m-far", "argv": ["sh", "-c", "echo far away"]}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(doc(&r)["status"], "completed", "{}", text(&r));
+    let env = h.env.result("m-far");
+    assert_valid_envelope(&env);
+    assert_eq!(env["host"]["name"], "loop");
+    let r = c.call("status", json!({"run_id": "m-far"})).await;
+    assert_eq!(doc(&r)["status"], "completed", "{}", text(&r));
+    let r = c.call("logs", json!({"run_id": "m-far"})).await;
+    assert!(text(&r).contains("far away"), "{}", text(&r));
+    let r = c.call("list", json!({})).await;
+    let runs = doc(&r)["runs"].clone();
+    assert!(
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["run_id"] == "m-far"),
+        "{runs}"
+    );
+    // Not waited for, then cancelled and waited for.
+    let r = c
+        .call(
+            "run",
+            json!({"host": "loop", "run_id": "m-long", "argv": ["sleep", "60"], "wait": false}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = c.call("cancel", json!({"run_id": "m-long"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = c.call("wait", json!({"run_ids": ["m-long"]})).await;
+    assert_eq!(doc(&r)["runs"][0]["status"], "cancelled", "{}", text(&r));
+    assert_eq!(
+        result_status(&h.env, "m-long").as_deref(),
+        Some("cancelled")
+    );
+    c.close().await;
+}

@@ -33,7 +33,8 @@ pub fn group_runs(home: &Home, group: &str) -> Result<Vec<Found>, Error> {
         .collect()
 }
 
-/// [`list`], keeping only the runs of `group` when one is given.
+/// [`list`], keeping only the runs of `group` when one is given; without one, with the
+/// runs on hosts too (each host asked once: `crate::hosts::remote::rows`).
 pub fn list_group(
     home: &Home,
     only: Option<RunState>,
@@ -42,6 +43,16 @@ pub fn list_group(
     let mut rows = list(home, only)?;
     if let Some(g) = group {
         rows.retain(|r| r.group.as_deref() == Some(g));
+        return Ok(rows);
+    }
+    // Runs on hosts (never in a group yet): asked there, newest first among the rest.
+    let far = crate::hosts::remote::rows(home);
+    if !far.is_empty() {
+        rows.extend(
+            far.into_iter()
+                .filter(|r| only.is_none_or(|s| s == r.status)),
+        );
+        rows.sort_by(|a, b| b.created_at.cmp(&a.created_at));
     }
     Ok(rows)
 }

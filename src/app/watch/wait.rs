@@ -315,7 +315,9 @@ impl Driver for Follow<'_> {
 #[derive(Clone, Debug)]
 pub struct RunAnswer {
     pub paths: AttemptPaths,
-    pub spec: AttemptSpec,
+    pub run_id: String,
+    /// What it runs, one line ([`crate::app::what`]).
+    pub what: String,
     pub status: AttemptStatus,
 }
 
@@ -352,7 +354,8 @@ pub fn wait_answers(
         };
         runs.push(RunAnswer {
             paths,
-            spec,
+            run_id: spec.run_id.to_string(),
+            what: crate::app::what(&spec),
             status,
         });
     }

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use super::ToolError;
 use super::answer::{self, MAX_DOC};
-use super::call::{Call, Cancels, Reporter, blocking};
+use super::call::{Call, Cancels, Reporter, blocking, blocking_tool};
 use super::reply::{self, bounded, finished, live, prepend, result, to_value};
 use super::tools::{
     self, CancelArgs, Detail, FanoutArgs, ListArgs, LogsArgs, Mode, Paging, RetryArgs, StatusArgs,
@@ -39,6 +39,7 @@ use crate::envelope::CancelOrigin;
 use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
 
+mod remote;
 mod runs;
 mod starts;
 

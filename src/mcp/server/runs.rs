@@ -8,7 +8,10 @@ impl Server {
         let Detail { detail } = split(tools::STATUS, &mut args)?;
         let a: StatusArgs = parse(tools::STATUS, args)?;
         let home = self.home.clone();
-        blocking(move || {
+        blocking_tool(move || {
+            if let Some(r) = remote::of(&home, &a.run_id)? {
+                return remote::status(&home, &r, a.attempt, detail);
+            }
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::attempt_status(&f.paths, &f.spec)? {
                 AttemptStatus::Finished(env) => finished(&env, &f.paths, detail),
@@ -25,7 +28,10 @@ impl Server {
             .unwrap_or(tools::LOGS_DEFAULT)
             .clamp(1, tools::LOGS_MAX);
         let home = self.home.clone();
-        blocking(move || {
+        blocking_tool(move || {
+            if let Some(r) = remote::of(&home, &a.run_id)? {
+                return remote::logs(&home, &r, a.file, a.attempt, max);
+            }
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             let path = f.log_path(a.file).ok_or_else(|| {
                 app::Error::invalid(format!(
@@ -67,7 +73,10 @@ impl Server {
             .map_err(app::Error::from)?
             .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let home = self.home.clone();
-        blocking(move || {
+        blocking_tool(move || {
+            if let Some(r) = remote::of(&home, &a.run_id)? {
+                return remote::cancel(&home, &r, a.grace.as_deref(), detail);
+            }
             let f = app::find_run(&home, &a.run_id, a.attempt)?;
             Ok(match app::cancel(&f, grace_ms)? {
                 CancelOutcome::AlreadyFinished(env) => {

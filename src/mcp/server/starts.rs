@@ -25,6 +25,10 @@ impl Server {
         let req: RunRequest = parse(tools::RUN, args)?;
         let max_wait = self.max_wait(w.max_wait.as_deref())?;
         let home = self.home.clone();
+        if req.host.is_some() {
+            let wait = w.wait.unwrap_or(true);
+            return blocking_tool(move || remote::run(&home, req, wait, max_wait, detail)).await;
+        }
         let plan = blocking(move || app::plan(&req, &home, &RealSystem)).await?;
         let how = Answering {
             wait: w.wait.unwrap_or(true),
@@ -205,6 +209,29 @@ impl Server {
             return Err(ToolError::Invalid(
                 "give `run_ids` (a list of run ids) or `group` (a fan-out group id)".into(),
             ));
+        }
+        if let ([one], None) = (a.run_ids.as_slice(), &a.group) {
+            let (home, one) = (self.home.clone(), one.clone());
+            let attempt = a.attempt;
+            let limit = timeout.map_or(max_wait, |t| t.min(max_wait));
+            let by_max_wait = timeout.is_none_or(|t| t > max_wait);
+            let far = blocking_tool(move || {
+                Ok(match remote::of(&home, &one)? {
+                    Some(r) => Some(remote::wait(
+                        &home,
+                        &r,
+                        attempt,
+                        limit,
+                        by_max_wait,
+                        detail,
+                    )?),
+                    None => None,
+                })
+            })
+            .await?;
+            if let Some(r) = far {
+                return Ok(r);
+            }
         }
         let home = self.home.clone();
         let (group, targets) = blocking(move || {
