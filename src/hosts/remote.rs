@@ -122,7 +122,21 @@ pub fn command(home: &Home, run: &RemoteRun, words: &[&str], tty: bool) -> Comma
 fn command_on(home: &Home, host: &Host, bin: &str, words: &[&str], tty: bool) -> Command {
     // Where the control socket goes; if it cannot be made, ssh says so.
     let _ = ssh::make_private_dir(&ssh::control_dir(home));
-    let mut all = ssh::remote_subpane(host, bin);
+    // A terminal's locale goes with it (sshd passes LANG only where it is configured to), so
+    // the host's tmux draws the pane's header and borders as this terminal can show them.
+    let locale = tty
+        .then(|| {
+            ["LC_ALL", "LC_CTYPE", "LANG"].iter().find_map(|k| {
+                let v = std::env::var(k).ok().filter(|v| !v.is_empty())?;
+                Some(format!("{k}={v}"))
+            })
+        })
+        .flatten();
+    let mut all = match &locale {
+        Some(l) => vec!["env", l.as_str()],
+        None => Vec::new(),
+    };
+    all.extend(ssh::remote_subpane(host, bin));
     all.extend_from_slice(words);
     let mut cmd = Command::new("ssh");
     // SAFETY: the hook makes only async-signal-safe calls.

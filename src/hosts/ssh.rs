@@ -77,6 +77,12 @@ pub fn ssh_args(home: &Home, host: &Host, connect_timeout: Duration) -> Vec<OsSt
         "ControlMaster=auto".into(),
         "-o".into(),
         format!("ControlPersist={PERSIST_SECS}").into(),
+        // A network that dies without a word ends the connection within 45 s (exit 255),
+        // and a wait makes it again, rather than hanging on a dead socket.
+        "-o".into(),
+        "ServerAliveInterval=15".into(),
+        "-o".into(),
+        "ServerAliveCountMax=3".into(),
         "-o".into(),
         path,
     ];
@@ -382,6 +388,7 @@ mod tests {
             "ConnectTimeout=10",
             "ControlMaster=auto",
             "ControlPath=/h/ssh/%C",
+            "ServerAliveInterval=15",
         ] {
             assert!(args.contains(&want), "{want} in {args:?}");
         }

@@ -332,3 +332,110 @@ fn an_envelope_the_host_altered_is_not_trusted() {
     );
     assert_eq!(h.env.result("alt-1"), env);
 }
+
+#[test]
+fn sandbox_and_worktree_are_the_hosts_to_enforce() {
+    let h = Host::new();
+    // A worktree of a directory that is no repository there: refused there, nothing made.
+    let plain = h.env.root.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let r = h.sp([
+        "run",
+        "--host",
+        "loop",
+        "--worktree",
+        "--cwd",
+        plain.to_str().unwrap(),
+        "--",
+        "true",
+    ]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("git"), "{r:?}");
+    assert!(h.local_runs().is_empty(), "{:?}", h.local_runs());
+    // A sandboxed run there cannot write outside its workspace.
+    let ws = h.env.root.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    // Outside /tmp: the sandbox's own /tmp is private anyway.
+    let elsewhere = crate::harness::outside_the_sandbox("sp-it-far-");
+    let outside = elsewhere.path().join("outside");
+    let script = format!("echo in > inside && echo out > {}", outside.display());
+    let r = h.sp([
+        "run",
+        "--host",
+        "loop",
+        "--sandbox",
+        "--json",
+        "--cwd",
+        ws.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let env = json(&r);
+    assert_eq!(env["sandbox"]["enabled"], true, "{env}");
+    assert_eq!(env["host"]["name"], "loop");
+    assert!(
+        ws.join("inside").is_file(),
+        "the workspace is writable there"
+    );
+    assert!(!outside.exists(), "nothing outside it was written");
+}
+
+#[test]
+fn attach_opens_the_hosts_pane_over_ssh_with_a_terminal() {
+    let h = Host::new();
+    let go = h.env.root.path().join("go");
+    let script = format!(
+        "echo waiting; while [ ! -e {} ]; do sleep 0.05; done",
+        go.display()
+    );
+    let r = h.sp([
+        "run", "--host", "loop", "--detach", "--", "sh", "-c", &script,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let id = r.stdout.trim().to_owned();
+    let path = h.sshd.path_env();
+    let t = crate::terminal::Terminal::subpane(
+        &h.env,
+        "attach-far",
+        (120, 30),
+        &[("PATH", path.to_str().unwrap())],
+        &["attach", &id],
+    );
+    t.wait_for(&format!("subpane ▸ run {id} · attempt 1"));
+    t.wait_for("waiting");
+    t.keys(&["C-b", "d"]);
+    assert_eq!(t.wait_exit(), 0);
+    t.wait_until("that the run goes on", |s| s.contains("detached; run"));
+    std::fs::write(&go, "").unwrap();
+    let w = h.sp(["wait", &id]);
+    assert_eq!(w.code, 0, "{w:?}");
+}
+
+#[test]
+fn ctrl_c_of_an_attached_run_on_a_host_cancels_it_there() {
+    let h = Host::new();
+    let path = h.sshd.path_env();
+    let t = crate::terminal::Terminal::subpane(
+        &h.env,
+        "run-far",
+        (120, 30),
+        &[("PATH", path.to_str().unwrap())],
+        &[
+            "run", "--host", "loop", "--run-id", "far-c", "--", "sleep", "60",
+        ],
+    );
+    t.wait_for("run far-c started on host loop");
+    wait_until("the remote worker", || {
+        let w = h.remote_attempt("far-c").join("worker.json");
+        let v: Value = serde_json::from_slice(&std::fs::read(w).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    });
+    t.keys(&["C-c"]);
+    assert_eq!(t.wait_exit(), 130);
+    t.wait_until("the summary", |s| s.contains("cancelled"));
+    assert_eq!(h.env.result("far-c")["status"], "cancelled");
+    assert_eq!(h.env.result("far-c")["host"]["name"], "loop");
+}

@@ -173,14 +173,8 @@ pub(super) fn logs(
     // Which attempt, and where its file is there: from the host's status (one more round
     // trip on the warm connection).
     let (n, dir) = match remote::status(home, run, attempt)?.answer {
-        HostAnswer::Finished(env) => {
-            let dir = env.artifacts.iter().find_map(|a| {
-                std::path::Path::new(&a.path)
-                    .parent()
-                    .map(|p| p.display().to_string())
-            });
-            (env.attempt, dir)
-        }
+        // An envelope names its files relative to the attempt directory.
+        HostAnswer::Finished(env) => (env.attempt, None),
         HostAnswer::Live(v, _) => (
             v["attempt"]
                 .as_u64()
@@ -200,7 +194,18 @@ pub(super) fn logs(
     let path = format!(
         "{}:{}/{file}",
         run.host.name,
-        dir.unwrap_or_else(|| format!("runs/{}/attempts/{n}", run.run_id))
+        dir.unwrap_or_else(|| {
+            let home = run
+                .host
+                .home
+                .as_deref()
+                .map(|h| format!("{}/", h.trim_end_matches('/')));
+            format!(
+                "{}runs/{}/attempts/{n}",
+                home.unwrap_or_default(),
+                run.run_id
+            )
+        })
     );
     let bytes = remote::read_out(home, run, &words)?;
     let size = bytes.len() as u64;
