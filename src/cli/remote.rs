@@ -28,35 +28,67 @@ pub(super) fn of(home: &Home, name: &str) -> Result<Option<RemoteRun>, CliError>
     remote::find_named(home, name).map_err(CliError::Hosts)
 }
 
-/// `run --host`: starts `req` there; unless `detach`, waits for its end there.
+/// `run --host`: starts `req` there; unless `detach`, waits for its end there in the same
+/// call, Ctrl-C cancelling it there.
 pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Result<i32, CliError> {
-    let (run, answer) = remote::start(home, req).map_err(CliError::Hosts)?;
-    let started = match answer {
-        StartAnswer::Finished(env) => {
-            eprintln!("subpane: error: {}", env.output.errors.join("; "));
-            return Ok(show(home, &env, json));
-        }
-        StartAnswer::Started(s) => s,
-    };
     if detach {
-        if json {
-            print_json(&started);
-        } else {
-            print(&format!("{}\n", started.run_id));
-        }
-        return Ok(exit_code::COMPLETED);
+        return match remote::start(home, req, None).map_err(CliError::Hosts)?.1 {
+            StartAnswer::Finished(env) => {
+                eprintln!("subpane: error: {}", env.output.errors.join("; "));
+                Ok(show(home, &env, json))
+            }
+            StartAnswer::Started(s) | StartAnswer::Dropped(s, _) => {
+                if json {
+                    print_json(&s);
+                } else {
+                    print(&format!("{}\n", s.run_id));
+                }
+                Ok(exit_code::COMPLETED)
+            }
+        };
     }
     use std::io::IsTerminal;
-    if !json && std::io::stderr().is_terminal() {
-        eprintln!(
-            "subpane: run {id} started on host {h}; watch it with `subpane attach {id}`",
-            id = run.run_id,
-            h = run.host.name
-        );
-    }
-    // Ctrl-C cancels the run there (the first with its grace, then at once); a third stops
-    // waiting here and leaves it to the host.
+    let hint = !json && std::io::stderr().is_terminal();
+    let home2 = home.clone();
+    let mut on_started = move |run: &RemoteRun, _: &crate::envelope::Started| {
+        if hint {
+            eprintln!(
+                "subpane: run {id} started on host {h}; watch it with `subpane attach {id}`",
+                id = run.run_id,
+                h = run.host.name
+            );
+        }
+        cancel_on_interrupt(&home2, run);
+    };
+    // Before the start: a Ctrl-C while the request is on its way is counted, not fatal.
     interrupt::block();
+    let (run, answer) = remote::start(home, req, Some(&mut on_started)).map_err(CliError::Hosts)?;
+    let answer = match answer {
+        StartAnswer::Finished(env) => Answer::Finished(env),
+        StartAnswer::Started(_) | StartAnswer::Dropped(..) => {
+            if let StartAnswer::Dropped(_, why) = &answer {
+                say_lost(&run, why);
+            }
+            remote::wait(home, &run, None, None, true, &mut |_, _| {}).map_err(CliError::Hosts)?
+        }
+    };
+    match answer {
+        Answer::Finished(env) => {
+            if env.failure_kind == Some(crate::envelope::FailureKind::Spawn) {
+                eprintln!("subpane: error: {}", env.output.errors.join("; "));
+            }
+            Ok(show(home, &env, json))
+        }
+        Answer::Live(v, code) => {
+            print_json(&v);
+            Ok(code)
+        }
+    }
+}
+
+/// Ctrl-C of a waited-for run on a host cancels it there: the first with its grace, the
+/// second at once; a third stops waiting here and leaves it to the host.
+fn cancel_on_interrupt(home: &Home, run: &RemoteRun) {
     let (h, r) = (home.clone(), run.clone());
     interrupt::on_interrupt(move |n| {
         if n >= 3 {
@@ -76,30 +108,14 @@ pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Res
                 ""
             }
         );
-        let mut words = vec!["cancel", r.run_id.as_str(), "--no-wait", "--json"];
-        if n > 1 {
-            words.extend(["--grace", "0s"]);
-        }
-        let out = remote::command(&h, &r, &words, false)
-            .stdin(std::process::Stdio::null())
-            .output();
-        match out {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => eprintln!(
-                "subpane: error: the cancel did not reach host {}: {}",
-                r.host.name,
-                crate::hosts::ssh::said(&o)
-            ),
-            Err(e) => eprintln!("subpane: error: cannot run ssh to cancel: {e}"),
+        let grace = (n > 1).then_some("0s");
+        if let Err(e) = remote::cancel(&h, &r, grace, true) {
+            eprintln!(
+                "subpane: error: the cancel did not reach host {}: {e}",
+                r.host.name
+            );
         }
     });
-    match remote::wait(home, &run, None, None, true, &mut say_lost).map_err(CliError::Hosts)? {
-        Answer::Finished(env) => Ok(show(home, &env, json)),
-        Answer::Live(v, code) => {
-            print_json(&v);
-            Ok(code)
-        }
-    }
 }
 
 /// `status` of a run on a host ([`remote::status`]).

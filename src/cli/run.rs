@@ -116,7 +116,55 @@ pub(super) fn run_request(home: &Home) -> Result<i32, CliError> {
         )));
     }
     let plan = app::plan(&r.request, home, &RealSystem)?;
-    start_and_report(home, plan, true, true)
+    if !r.wait {
+        return start_and_report(home, plan, true, true);
+    }
+    // The start's answer as one line at once (the caller keeps its record by it), then the
+    // envelope as another once the run ends. A lost connection ends this process (SIGHUP),
+    // never the run: its worker is in its own pane.
+    let line = |v: &dyn erased::Line| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(v.line().as_bytes());
+        let _ = out.flush();
+    };
+    let mut wl = app::WaitLoop::new()?;
+    let mut on_started = |s: &Started| match &s.spawn_failed {
+        Some(env) => line(&**env),
+        None => line(&s.answer()),
+    };
+    let opts = app::RunOptions {
+        detach: false,
+        on_interrupt: app::OnInterrupt::CancelAndWait,
+        heartbeat: None,
+        on_started: Some(&mut on_started),
+        on_progress: None,
+        max_wait: None,
+        cancel_by: None,
+    };
+    match app::run(home, plan, &mut wl, opts)? {
+        RunOutcome::Finished { started, envelope } => {
+            if started.spawn_failed.is_none() {
+                line(&*envelope);
+            }
+            Ok(envelope.exit_code())
+        }
+        _ => Ok(crate::exit_code::FAILED),
+    }
+}
+
+/// One JSON document as one line (what `__run-request` answers with).
+mod erased {
+    pub trait Line {
+        fn line(&self) -> String;
+    }
+    impl<T: serde::Serialize> Line for T {
+        fn line(&self) -> String {
+            let mut s = serde_json::to_string(self).unwrap_or_else(|_| "null".into());
+            s.push('\n');
+            s
+        }
+    }
 }
 
 /// Starts a planned attempt (of `run` or `retry`) and, unless `detach`, waits for it like

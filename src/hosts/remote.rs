@@ -22,7 +22,7 @@
 //!   ([`crate::envelope::from_remote`]); otherwise the local record says it was not, and
 //!   keeps the bytes beside it.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,9 @@ pub struct RemoteRequest {
     /// The caller's subpane version: the host refuses a request from another version.
     pub version: String,
     pub request: RunRequest,
+    /// Wait for the run's end and answer with its envelope too (after the start's line).
+    #[serde(default)]
+    pub wait: bool,
 }
 
 /// The run `id` here is on a host: its record, or `None` for a run of this machine.
@@ -155,10 +158,14 @@ fn command_on(home: &Home, host: &Host, bin: &str, words: &[&str], tty: bool) ->
 /// How a start on a host went.
 #[derive(Debug)]
 pub enum StartAnswer {
-    /// It runs there: the host's `run --detach --json` answer.
+    /// It runs there (detached): the host's `run --detach --json` answer.
     Started(envelope::Started),
-    /// Its pane could not start there: the envelope, recorded here.
+    /// It ended (its pane could not start there, or, waited for, it finished): the
+    /// envelope, recorded here.
     Finished(Box<Envelope>),
+    /// Waited for, it started, and then the connection was lost (what ssh said): it goes on
+    /// there, and [`wait`] finds its end.
+    Dropped(envelope::Started, String),
 }
 
 /// A run directory reserved here for a run about to start on a host: removed on drop
@@ -192,10 +199,16 @@ fn reserve(home: &Home, id: &RunId) -> Result<Reservation, HostsError> {
     }
 }
 
-/// Starts `req` on the host named `req.host`: reserves its id here, sends the request, and
-/// records where it runs. Nothing is left here (or, as far as the host said, there) when it
-/// is refused or the host cannot be reached.
-pub fn start(home: &Home, mut req: RunRequest) -> Result<(RemoteRun, StartAnswer), HostsError> {
+/// Starts `req` on the host named `req.host`: reserves its id here, records where it runs,
+/// and sends the request. Nothing is left here (or, as far as the host said, there) when it
+/// is refused or the host cannot be reached. With `on_started`, the same call waits for the
+/// run's end there (one round trip in all), telling `on_started` once it runs; ssh then has
+/// a process group of its own, so a Ctrl-C at the terminal is the caller's to handle.
+pub fn start(
+    home: &Home,
+    mut req: RunRequest,
+    on_started: Option<&mut dyn FnMut(&RemoteRun, &envelope::Started)>,
+) -> Result<(RemoteRun, StartAnswer), HostsError> {
     let name = req.host.take().unwrap_or_default();
     let host = super::get(home, &name)?;
     // The caller's files are read here: the host has its own file system.
@@ -228,62 +241,73 @@ pub fn start(home: &Home, mut req: RunRequest) -> Result<(RemoteRun, StartAnswer
         a => vec![a.as_str().to_owned()],
     };
     let mut reservation = reserve(home, &id)?;
+    let wait = on_started.is_some();
     let body = serde_json::to_vec(&RemoteRequest {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         request: req,
+        wait,
     })
     .expect("a request serializes");
-    let mut bin = remembered_bin(&host);
-    let mut out = send(home, &host, &bin, &body)?;
-    if out.status.code() == Some(127) && host.bin.is_none() {
-        bin = ssh::ensure_copied(home, &host, CONNECT_TIMEOUT)?.path;
-        out = send(home, &host, &bin, &body)?;
+    let mut run = RemoteRun {
+        schema: REMOTE_SCHEMA.to_owned(),
+        run_id: id.to_string(),
+        host: host.clone(),
+        bin: remembered_bin(&host),
+        created_at: crate::fresh::now_rfc3339(),
+        agent,
+        argv,
+    };
+    // Recorded before the request leaves: a caller killed meanwhile leaves a run that asks
+    // its host, not a directory nothing knows.
+    store::write_json_atomic(&reservation.dir.join(MARKER), &run)?;
+    let mut sent = Sent::spawn(home, &run, &body, wait)?;
+    let mut first = sent.first(wait);
+    if first.is_none() && sent.finish().0 == Some(127) && host.bin.is_none() {
+        run.bin = ssh::ensure_copied(home, &host, CONNECT_TIMEOUT)?.path;
+        store::write_json_atomic(&reservation.dir.join(MARKER), &run)?;
+        sent = Sent::spawn(home, &run, &body, wait)?;
+        first = sent.first(wait);
     }
     let fail = |why: String| HostsError::Check {
         name: name.clone(),
         why,
     };
-    match out.status.code() {
-        Some(0) => {}
-        Some(255) => {
-            return Err(fail(format!(
-                "cannot reach {}: {}",
-                host.url,
-                ssh::said(&out)
-            )));
-        }
-        Some(127) => {
-            return Err(fail(format!(
-                "`{bin}` cannot be run there: {}; `subpane hosts check {name}` says more",
-                ssh::said(&out)
-            )));
-        }
-        Some(code) => return Err(refusal(&name, code, &out)),
-        None => return Err(fail(format!("ssh was killed ({})", out.status))),
-    }
-    let run = RemoteRun {
-        schema: REMOTE_SCHEMA.to_owned(),
-        run_id: id.to_string(),
-        host: host.clone(),
-        bin: bin.clone(),
-        created_at: crate::fresh::now_rfc3339(),
-        agent,
-        argv,
-    };
-    store::write_json_atomic(&reservation.dir.join(MARKER), &run)?;
-    let answer = if is_envelope(&out.stdout) {
-        StartAnswer::Finished(Box::new(record(home, &run, &out.stdout)?))
-    } else {
-        let started = serde_json::from_slice::<envelope::Started>(&out.stdout).map_err(|e| {
-            fail(format!(
-                "its answer to the start cannot be read ({e}): {}",
-                crate::term::sanitize(&out.stdout, 200)
-            ))
-        })?;
-        StartAnswer::Started(started)
+    let Some(first) = first else {
+        let (code, said) = sent.finish();
+        return Err(match code {
+            Some(255) => fail(format!("cannot reach {}: {said}", host.url)),
+            Some(127) => fail(format!(
+                "`{}` cannot be run there: {said}; `subpane hosts check {name}` says more",
+                run.bin
+            )),
+            Some(code) => refused(&name, code, &said),
+            None => fail(format!("ssh was killed before the host answered: {said}")),
+        });
     };
     reservation.keep = true;
-    Ok((run, answer))
+    if is_envelope(&first) {
+        let env = record(home, &run, &first)?;
+        sent.finish();
+        return Ok((run, StartAnswer::Finished(Box::new(env))));
+    }
+    let started = serde_json::from_slice::<envelope::Started>(&first).map_err(|e| {
+        fail(format!(
+            "its answer to the start cannot be read ({e}): {}",
+            crate::term::sanitize(&first, 200)
+        ))
+    })?;
+    let Some(on_started) = on_started else {
+        sent.finish();
+        return Ok((run, StartAnswer::Started(started)));
+    };
+    on_started(&run, &started);
+    let rest = sent.rest();
+    let (code, said) = sent.finish();
+    if code == Some(255) || code.is_none() || !is_envelope(&rest) {
+        return Ok((run, StartAnswer::Dropped(started, said)));
+    }
+    let env = record(home, &run, &rest)?;
+    Ok((run, StartAnswer::Finished(Box::new(env))))
 }
 
 /// The remote subpane to run: `--bin`, else `subpane` on the remote PATH.
@@ -291,31 +315,103 @@ fn remembered_bin(host: &Host) -> String {
     host.bin.clone().unwrap_or_else(|| "subpane".into())
 }
 
-/// `BIN __run-request` on `host` with `body` on its stdin.
-fn send(
-    home: &Home,
-    host: &Host,
-    bin: &str,
-    body: &[u8],
-) -> Result<std::process::Output, HostsError> {
-    let (reader, mut writer) = std::io::pipe().map_err(|e| HostsError::Check {
-        name: host.name.clone(),
-        why: format!("cannot make a pipe for the request: {e}"),
-    })?;
-    let body = body.to_vec();
-    // The request may outgrow a pipe's buffer: written beside the wait for ssh.
-    let feeder = std::thread::spawn(move || {
-        let _ = writer.write_all(&body);
-    });
-    let mut cmd = command_on(home, host, bin, &["__run-request"], false);
-    cmd.stdin(Stdio::from(reader))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let out = crate::command::output(&mut cmd, "ssh", CONNECT_TIMEOUT + Duration::from_secs(60))
-        .map_err(|e| ssh::run_error(host, e));
-    drop(cmd);
-    let _ = feeder.join();
-    out
+/// `BIN __run-request` on the host, its request on stdin, its answers read line by line.
+struct Sent {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+    feeder: Option<std::thread::JoinHandle<()>>,
+    err: Option<std::thread::JoinHandle<Vec<u8>>>,
+    finished: Option<(Option<i32>, String)>,
+}
+
+impl Sent {
+    fn spawn(
+        home: &Home,
+        run: &RemoteRun,
+        body: &[u8],
+        own_group: bool,
+    ) -> Result<Sent, HostsError> {
+        let mut cmd = command(home, run, &["__run-request"], false);
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if own_group {
+            std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| ssh::run_error(&run.host, crate::command::Error::Io(e)))?;
+        // The request may outgrow a pipe's buffer: written beside the reading.
+        let mut stdin = child.stdin.take().expect("piped");
+        let body = body.to_vec();
+        let feeder = std::thread::spawn(move || {
+            let _ = stdin.write_all(&body);
+        });
+        let mut stderr = child.stderr.take().expect("piped");
+        let err = std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = (&mut stderr).take(64 * 1024).read_to_end(&mut v);
+            v
+        });
+        let out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        Ok(Sent {
+            child,
+            out,
+            feeder: Some(feeder),
+            err: Some(err),
+            finished: None,
+        })
+    }
+
+    /// The host's first answer: a line when more is to come (`wait`), else all it wrote;
+    /// `None` when it wrote nothing.
+    fn first(&mut self, wait: bool) -> Option<Vec<u8>> {
+        if wait {
+            return self.line();
+        }
+        Some(self.rest()).filter(|v| !v.is_empty())
+    }
+
+    /// The next line the host wrote, or `None` at the end.
+    fn line(&mut self) -> Option<Vec<u8>> {
+        use std::io::BufRead;
+        let mut line = Vec::new();
+        match (&mut self.out)
+            .take(store::RECORD_LIMIT)
+            .read_until(b'\n', &mut line)
+        {
+            Ok(n) if n > 0 => Some(line),
+            _ => None,
+        }
+    }
+
+    /// Everything else the host wrote.
+    fn rest(&mut self) -> Vec<u8> {
+        let mut v = Vec::new();
+        let _ = (&mut self.out)
+            .take(store::RECORD_LIMIT)
+            .read_to_end(&mut v);
+        v
+    }
+
+    /// Waits for ssh: its exit code and what it (or the host) said on stderr.
+    fn finish(&mut self) -> (Option<i32>, String) {
+        if let Some(f) = &self.finished {
+            return f.clone();
+        }
+        let status = self.child.wait().ok().and_then(|s| s.code());
+        if let Some(f) = self.feeder.take() {
+            let _ = f.join();
+        }
+        let err = self
+            .err
+            .take()
+            .and_then(|e| e.join().ok())
+            .unwrap_or_default();
+        let said = crate::term::sanitize(String::from_utf8_lossy(&err).trim().as_bytes(), 600);
+        self.finished = Some((status, said.clone()));
+        (status, said)
+    }
 }
 
 fn is_envelope(bytes: &[u8]) -> bool {
@@ -472,13 +568,17 @@ pub fn ask(
 
 /// The remote subpane's refusal (exit `code`), in its own words.
 fn refusal(name: &str, code: i32, out: &std::process::Output) -> HostsError {
-    let said = ssh::said(out);
+    refused(name, code, &ssh::said(out))
+}
+
+/// [`refusal`] of what was said on stderr.
+fn refused(name: &str, code: i32, said: &str) -> HostsError {
     HostsError::Refused {
         name: name.to_owned(),
         code,
         why: said
             .strip_prefix("subpane: error: ")
-            .unwrap_or(&said)
+            .unwrap_or(said)
             .to_owned(),
     }
 }

@@ -439,3 +439,57 @@ fn ctrl_c_of_an_attached_run_on_a_host_cancels_it_there() {
     assert_eq!(h.env.result("far-c")["status"], "cancelled");
     assert_eq!(h.env.result("far-c")["host"]["name"], "loop");
 }
+
+/// An attached `run --host` whose connection drops after the start, and one killed
+/// outright: the run goes on there, and its true end is answered.
+#[test]
+fn an_attached_run_outlives_its_connection_and_its_caller() {
+    let h = Host::new();
+    let go = h.env.root.path().join("go");
+    let script = format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo went",
+        go.display()
+    );
+    let spawn = |id: &str| {
+        h.cmd()
+            .args([
+                "run", "--host", "loop", "--run-id", id, "--json", "--", "sh", "-c", &script,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The control connection first, so both calls share it.
+    let check = h.sp(["hosts", "check", "loop"]);
+    assert_eq!(check.code, 0, "{check:?}");
+    let dropped = spawn("far-d");
+    let killed = spawn("far-k");
+    for id in ["far-d", "far-k"] {
+        wait_until("the host's side of the start", || {
+            let w = h.remote_attempt(id).join("worker.json");
+            let v: Value = serde_json::from_slice(&std::fs::read(w).ok()?).ok()?;
+            v["agent"]["pid"].as_i64()
+        });
+    }
+    // The caller of far-k is killed; the connection of both dies.
+    // SAFETY: plain kill(2) of this test's own child.
+    unsafe { libc::kill(killed.id() as i32, libc::SIGKILL) };
+    let master = h
+        .sshd
+        .master_pid(&h.env.home.join("ssh"))
+        .expect("a control master");
+    // SAFETY: plain kill(2) of the test's own ssh master.
+    unsafe { libc::kill(master, libc::SIGKILL) };
+    std::fs::write(&go, "").unwrap();
+    let out: Ran = dropped.wait_with_output().unwrap().into();
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(out.stderr.contains("reconnecting"), "{out:?}");
+    assert_eq!(json(&out)["status"], "completed");
+    let _ = killed.wait_with_output();
+    // Any later command finds the killed caller's run and its end.
+    let w = h.sp(["wait", "far-k", "--json"]);
+    assert_eq!(w.code, 0, "{w:?}");
+    assert_eq!(json(&w)["status"], "completed");
+    assert_eq!(h.env.result("far-k")["host"]["name"], "loop");
+}

@@ -239,9 +239,11 @@ pub(super) fn run(
     max_wait: Duration,
     detail: bool,
 ) -> Answer {
-    let (run, started) = remote::start(home, req)?;
+    // Started, then waited for in a call of its own: that one is bounded by max_wait.
+    let (run, started) = remote::start(home, req, None)?;
     match started {
         StartAnswer::Finished(env) => Ok(answer(home, HostAnswer::Finished(env), detail)),
+        StartAnswer::Dropped(..) => unreachable!("only a start that waits is dropped"),
         StartAnswer::Started(s) if !wait => {
             let text = format!("run {} started on host {}", s.run_id, run.host.name);
             let next = answer::next_wait(&[s.run_id.as_str()], None);
