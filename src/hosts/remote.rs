@@ -199,6 +199,9 @@ fn reserve(home: &Home, id: &RunId) -> Result<Reservation, HostsError> {
     }
 }
 
+/// What a start that waits tells its caller once the run runs there.
+pub type OnStarted<'a> = &'a mut dyn FnMut(&RemoteRun, &envelope::Started);
+
 /// Starts `req` on the host named `req.host`: reserves its id here, records where it runs,
 /// and sends the request. Nothing is left here (or, as far as the host said, there) when it
 /// is refused or the host cannot be reached. With `on_started`, the same call waits for the
@@ -207,7 +210,7 @@ fn reserve(home: &Home, id: &RunId) -> Result<Reservation, HostsError> {
 pub fn start(
     home: &Home,
     mut req: RunRequest,
-    on_started: Option<&mut dyn FnMut(&RemoteRun, &envelope::Started)>,
+    on_started: Option<OnStarted<'_>>,
 ) -> Result<(RemoteRun, StartAnswer), HostsError> {
     let name = req.host.take().unwrap_or_default();
     let host = super::get(home, &name)?;
