@@ -138,6 +138,13 @@ pub enum Command {
         /// The stream: a file of the agent's stdout lines
         file: PathBuf,
     },
+    /// Time the check of an envelope from a host: compiling schema/result.v1.json, then
+    /// checking FILE against it (internal; scripts/bench runs it)
+    #[command(name = "__bench-check", hide = true)]
+    BenchCheck {
+        /// An envelope (result.json)
+        file: PathBuf,
+    },
     /// Change the process and /tmp limits of a running sandbox (internal; the server of
     /// nested runs runs it)
     #[command(name = "__resize", hide = true)]
@@ -262,6 +269,14 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         }
         Command::Mcp(a) => mcp::mcp(&home, a),
         Command::BenchTop { redraws } => top::bench(&home, redraws),
+        Command::BenchCheck { file } => {
+            let bytes = std::fs::read(&file).map_err(|source| CliError::ReadTasks {
+                what: file.display().to_string(),
+                source,
+            })?;
+            println!("{}", crate::envelope::bench_check(&bytes));
+            Ok(0)
+        }
         Command::BenchFilter { agent, file } => {
             let stream = std::fs::read(&file).map_err(|source| CliError::ReadTasks {
                 what: file.display().to_string(),

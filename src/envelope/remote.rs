@@ -29,6 +29,21 @@ fn validator() -> &'static jsonschema::Validator {
     })
 }
 
+/// `__bench-check`: how long compiling the schema and then checking `bytes` take, as JSON
+/// (`compile_ms`, `check_ms`, `valid`).
+pub fn bench_check(bytes: &[u8]) -> String {
+    let t = std::time::Instant::now();
+    validator();
+    let compile = t.elapsed();
+    let t = std::time::Instant::now();
+    let valid =
+        serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| validator().is_valid(&v));
+    let check = t.elapsed();
+    serde_json::json!({"compile_ms": compile.as_secs_f64() * 1000.0,
+                       "check_ms": check.as_secs_f64() * 1000.0, "valid": valid})
+    .to_string()
+}
+
 /// The envelope in `bytes` if it is a valid `subpane.result/v1` document for attempt
 /// `attempt` of run `run_id`.
 pub fn from_remote(bytes: &[u8], run_id: &str, attempt: u32) -> Result<Envelope, Untrusted> {
@@ -37,7 +52,7 @@ pub fn from_remote(bytes: &[u8], run_id: &str, attempt: u32) -> Result<Envelope,
     let errors: Vec<String> = validator()
         .iter_errors(&value)
         .take(3)
-        .map(|e| format!("{} at `{}`", e, e.instance_path))
+        .map(|e| format!("{} at `{}`", e, e.instance_path()))
         .collect();
     if !errors.is_empty() {
         let said = crate::term::sanitize(errors.join("; ").as_bytes(), 400);

@@ -145,7 +145,7 @@ impl Conn {
         let v = jsonschema::validator_for(schema).expect("the output schema compiles");
         let errors: Vec<String> = v
             .iter_errors(doc)
-            .map(|e| format!("{e} at {}", e.instance_path))
+            .map(|e| format!("{e} at {}", e.instance_path()))
             .collect();
         assert!(
             errors.is_empty(),
