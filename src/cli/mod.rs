@@ -274,7 +274,17 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
                 what: file.display().to_string(),
                 source,
             })?;
-            println!("{}", crate::envelope::bench_check(&bytes));
+            let t = std::time::Instant::now();
+            crate::envelope::compile_schema();
+            let compile = t.elapsed();
+            let t = std::time::Instant::now();
+            let id = serde_json::from_slice::<serde_json::Value>(&bytes).unwrap_or_default();
+            let (run, n) = (id["run_id"].as_str().unwrap_or(""), id["attempt"].as_u64());
+            let valid = crate::envelope::from_remote(&bytes, run, n.unwrap_or(1) as u32).is_ok();
+            let check = t.elapsed();
+            let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+            let doc = serde_json::json!({"compile_ms": ms(compile), "check_ms": ms(check), "valid": valid});
+            println!("{doc}");
             Ok(0)
         }
         Command::BenchFilter { agent, file } => {

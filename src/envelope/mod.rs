@@ -33,7 +33,7 @@ pub use records::{
     CancelRequest, LaunchRecord, NetworkEntry, ProcRef, Verdict, WORKER_SCHEMA, WorkerFacts,
     WorkerState,
 };
-pub use remote::{Untrusted, bench_check, from_remote};
+pub use remote::{Untrusted, compile_schema, from_remote};
 
 use crate::exit_code;
 use crate::spec::AgentKind;

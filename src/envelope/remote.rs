@@ -29,19 +29,10 @@ fn validator() -> &'static jsonschema::Validator {
     })
 }
 
-/// `__bench-check`: how long compiling the schema and then checking `bytes` take, as JSON
-/// (`compile_ms`, `check_ms`, `valid`).
-pub fn bench_check(bytes: &[u8]) -> String {
-    let t = std::time::Instant::now();
+/// Compiles the schema now (it is compiled once per process, on first use): for
+/// `__bench-check`, which times this and then [`from_remote`].
+pub fn compile_schema() {
     validator();
-    let compile = t.elapsed();
-    let t = std::time::Instant::now();
-    let valid =
-        serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| validator().is_valid(&v));
-    let check = t.elapsed();
-    serde_json::json!({"compile_ms": compile.as_secs_f64() * 1000.0,
-                       "check_ms": check.as_secs_f64() * 1000.0, "valid": valid})
-    .to_string()
 }
 
 /// The envelope in `bytes` if it is a valid `subpane.result/v1` document for attempt
