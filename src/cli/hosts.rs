@@ -34,7 +34,8 @@ pub enum HostsCommand {
 pub struct AddArgs {
     /// The host's name here: letters, digits, `.`, `_` and `-`, starting with a letter or digit
     pub name: String,
-    /// ssh://[user@]host[:port]; host may be an alias of your ~/.ssh/config
+    /// ssh://[user@]host[:port] (host may be an alias of your ~/.ssh/config), or
+    /// slurm://PARTITION (jobs through Slurm's own sbatch and srun; needs --remote-home)
     pub url: String,
     /// The subpane home on the host (an absolute path) [default: the host's own default].
     /// (`--home` is this machine's home, wherever it is written, so it is refused after `add`)
@@ -45,6 +46,20 @@ pub struct AddArgs {
     /// REMOTE_HOME/bin/subpane-VERSION-HASH and checked by its SHA-256]
     #[arg(long, value_name = "PATH")]
     pub bin: Option<PathBuf>,
+    /// A Slurm host's jobs are charged to this account (sbatch --account)
+    #[arg(long, value_name = "A")]
+    pub account: Option<String>,
+    /// A Slurm host's jobs run with this quality of service (sbatch --qos)
+    #[arg(long, value_name = "Q")]
+    pub qos: Option<String>,
+    /// A Slurm host's job time limit for runs without --timeout, as Slurm writes it (30,
+    /// 2:00:00, 1-00:00:00)
+    #[arg(long, value_name = "T")]
+    pub time_limit: Option<String>,
+    /// More sbatch arguments for a Slurm host's jobs, one word each (repeatable), e.g.
+    /// --sbatch-arg=--gres=gpu:1
+    #[arg(long = "sbatch-arg", value_name = "ARG", allow_hyphen_values = true)]
+    pub sbatch_args: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -84,12 +99,23 @@ pub fn hosts(home: &Home, a: HostsArgs) -> Result<i32, CliError> {
     match a.command {
         HostsCommand::Add(a) => {
             refuse_home_after_add(std::env::args_os())?;
+            let slurm = (a.account.is_some()
+                || a.qos.is_some()
+                || a.time_limit.is_some()
+                || !a.sbatch_args.is_empty())
+            .then(|| hosts::SlurmOptions {
+                account: a.account.clone(),
+                qos: a.qos.clone(),
+                time_limit: a.time_limit.clone(),
+                sbatch_args: a.sbatch_args.clone(),
+            });
             let h = hosts::add(
                 home,
                 &a.name,
                 &a.url,
                 a.remote_home.as_deref(),
                 a.bin.as_deref(),
+                slurm,
             )?;
             print(&format!("added host {} ({})\n", h.name, h.url));
             Ok(0)
@@ -146,6 +172,9 @@ struct CheckReport<'a> {
 fn check(home: &Home, a: CheckArgs) -> Result<i32, CliError> {
     let timeout = parse_duration("--connect-timeout", &a.connect_timeout)?;
     let host = hosts::get(home, &a.name)?;
+    if let hosts::HostUrl::Slurm(_) = host.url {
+        return check_slurm(&host, a.json);
+    }
     let (facts, bin) = hosts::ssh::facts(home, &host, timeout)?;
     let local_version = env!("CARGO_PKG_VERSION");
     if a.json {
@@ -164,6 +193,59 @@ fn check(home: &Home, a: CheckArgs) -> Result<i32, CliError> {
             why: format!(
                 "its subpane is version {}, this one is {local_version}; runs there would be refused",
                 facts.version
+            ),
+        }
+        .into());
+    }
+    Ok(0)
+}
+
+/// What `hosts check --json` prints for a Slurm host.
+#[derive(Serialize)]
+struct SlurmReport<'a> {
+    host: &'a Host,
+    local_version: &'static str,
+    slurm: &'a hosts::slurm::SlurmCheck,
+}
+
+/// `hosts check` of a Slurm host: its partition, and a node running the worker's binary.
+fn check_slurm(host: &Host, json: bool) -> Result<i32, CliError> {
+    let c = hosts::slurm::check(host)?;
+    let local_version = env!("CARGO_PKG_VERSION");
+    if json {
+        print_json(&SlurmReport {
+            host,
+            local_version,
+            slurm: &c,
+        });
+    } else {
+        let p = &c.partition;
+        let states: Vec<String> = p.states.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        print(&format!(
+            "host {} ({}) answers
+  partition {} ({}), time limit {}
+  nodes     {} ({}): {}
+  on a node {} at {}
+",
+            host.name,
+            host.url,
+            p.partition,
+            p.avail,
+            p.time_limit,
+            p.nodes,
+            states.join(", "),
+            p.nodelist.join(","),
+            c.node_version,
+            c.bin
+        ));
+    }
+    let want = format!("subpane {local_version}");
+    if c.node_version != want {
+        return Err(hosts::HostsError::Check {
+            name: host.name.clone(),
+            why: format!(
+                "a node runs `{}` as `{}`, not {want}: give `hosts add` the --bin of this version on storage the nodes see",
+                c.bin, c.node_version
             ),
         }
         .into());

@@ -21,6 +21,7 @@
 //!   binary path with spaces or `$()` stays data.
 
 pub mod remote;
+pub mod slurm;
 pub mod ssh;
 pub mod url;
 
@@ -28,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use url::{SshUrl, UrlError};
+pub use url::{HostUrl, SlurmUrl, SshUrl, UrlError};
 
 use crate::spec::RunId;
 use crate::store::{Home, StoreError};
@@ -40,11 +41,51 @@ pub const HOSTS_SCHEMA: &str = "subpane.hosts/v1";
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Host {
     pub name: String,
-    pub url: SshUrl,
+    pub url: HostUrl,
     /// The subpane home on the host; its own default when absent.
     pub home: Option<String>,
-    /// The `subpane` binary on the host; `subpane` on its PATH when absent.
+    /// The `subpane` binary on the host; `subpane` on its PATH when absent (on a Slurm
+    /// host: this binary's own path, which the nodes must see too).
     pub bin: Option<String>,
+    /// How a Slurm host's jobs are submitted (absent for an ssh host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmOptions>,
+}
+
+/// What every job of a Slurm host is submitted with.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SlurmOptions {
+    /// `--account`.
+    pub account: Option<String>,
+    /// `--qos`.
+    pub qos: Option<String>,
+    /// `--time` of a job whose run has no `--timeout`, as Slurm writes it (`30`, `2:00:00`,
+    /// `1-00:00:00`).
+    pub time_limit: Option<String>,
+    /// More `sbatch` arguments, each one word (`--gres=gpu:1`, `--mem=8G`).
+    pub sbatch_args: Vec<String>,
+}
+
+impl Host {
+    /// Its ssh URL. Only ssh hosts are reached through [`ssh`]: every caller there checks
+    /// the kind first ([`Host::require_ssh`]).
+    pub fn ssh_url(&self) -> &SshUrl {
+        match &self.url {
+            HostUrl::Ssh(u) => u,
+            HostUrl::Slurm(_) => unreachable!("an ssh host: callers check the kind first"),
+        }
+    }
+
+    /// Refuses what only an ssh host does yet (`what`), on a Slurm host.
+    pub fn require_ssh(&self, what: &str) -> Result<(), HostsError> {
+        match &self.url {
+            HostUrl::Ssh(_) => Ok(()),
+            HostUrl::Slurm(_) => Err(HostsError::NotYet(format!(
+                "host `{}` is a Slurm partition ({}): {what} on a Slurm host is not supported yet; `subpane hosts check {}` shows what it has",
+                self.name, self.url, self.name
+            ))),
+        }
+    }
 }
 
 /// `hosts.json`.
@@ -88,6 +129,12 @@ pub enum HostsError {
     Store(#[from] StoreError),
     #[error("{path} has schema `{found}`, not {HOSTS_SCHEMA}", path = .path.display())]
     Schema { path: PathBuf, found: String },
+    /// What was asked is not supported on this kind of host yet.
+    #[error("{0}")]
+    NotYet(String),
+    /// A value given to `hosts add` that the host's kind does not take, or lacks.
+    #[error("{0}")]
+    Option(String),
     /// A run id given for a run on a host is in use here already.
     #[error("run id `{0}` is in use here already; give another --run-id, or leave it out")]
     RunIdInUse(String),
@@ -117,6 +164,8 @@ impl HostsError {
                 | HostsError::Exists(_)
                 | HostsError::Unknown(_)
                 | HostsError::RunIdInUse(_)
+                | HostsError::NotYet(_)
+                | HostsError::Option(_)
                 | HostsError::Input(_)
                 | HostsError::Refused { code: 2, .. }
         )
@@ -189,21 +238,50 @@ fn absolute(what: &'static str, p: Option<&Path>) -> Result<Option<String>, Host
     }
 }
 
-/// Records a new host; a name in use is refused.
+/// Records a new host; a name in use is refused. `slurm`: the options of a Slurm host's
+/// jobs (refused for an ssh host); a Slurm host needs `remote_home`, the storage its nodes
+/// share with this machine.
 pub fn add(
     home: &Home,
     name: &str,
     url: &str,
     remote_home: Option<&Path>,
     bin: Option<&Path>,
+    slurm: Option<SlurmOptions>,
 ) -> Result<Host, HostsError> {
     check_name(name)?;
-    let url = SshUrl::parse(url)?;
+    let url = HostUrl::parse(url)?;
+    let remote_home = absolute("--remote-home", remote_home)?;
+    let slurm = match (&url, slurm) {
+        (HostUrl::Ssh(_), Some(_)) => {
+            return Err(HostsError::Option(format!(
+                "--account, --qos, --time-limit and --sbatch-arg are for a Slurm host (slurm://PARTITION), not {url}"
+            )));
+        }
+        (HostUrl::Ssh(_), None) => None,
+        (HostUrl::Slurm(_), _) if remote_home.is_none() => {
+            return Err(HostsError::Option(format!(
+                "a Slurm host needs --remote-home DIR: a directory this machine and the nodes of {url} share (where the attempts' records are written)"
+            )));
+        }
+        (HostUrl::Slurm(_), s) => {
+            let s = s.unwrap_or_default();
+            for a in &s.sbatch_args {
+                if !a.starts_with('-') || a.len() < 2 {
+                    return Err(HostsError::Option(format!(
+                        "--sbatch-arg `{a}` is not an option of sbatch: give one word each, like --sbatch-arg=--gres=gpu:1"
+                    )));
+                }
+            }
+            Some(s)
+        }
+    };
     let host = Host {
         name: name.to_owned(),
         url,
-        home: absolute("--remote-home", remote_home)?,
+        home: remote_home,
         bin: absolute("--bin", bin)?,
+        slurm,
     };
     let _lock = lock(home)?;
     let mut hosts = list(home)?;
@@ -292,6 +370,7 @@ mod tests {
             "ssh://me@h:22",
             Some(Path::new("/srv/sp")),
             None,
+            None,
         )
         .unwrap();
         add(
@@ -300,12 +379,13 @@ mod tests {
             "ssh://h2",
             None,
             Some(Path::new("/opt/subpane")),
+            None,
         )
         .unwrap();
         let names: Vec<_> = list(&home).unwrap().into_iter().map(|h| h.name).collect();
         assert_eq!(names, ["a", "b"]);
         assert!(matches!(
-            add(&home, "a", "ssh://x", None, None),
+            add(&home, "a", "ssh://x", None, None, None),
             Err(HostsError::Exists(_))
         ));
         remove(&home, "a").unwrap();
@@ -323,7 +403,7 @@ mod tests {
         std::thread::scope(|s| {
             for i in 0..8 {
                 let home = &home;
-                s.spawn(move || add(home, &format!("h{i}"), "ssh://h", None, None).unwrap());
+                s.spawn(move || add(home, &format!("h{i}"), "ssh://h", None, None, None).unwrap());
             }
         });
         assert_eq!(list(&home).unwrap().len(), 8);
@@ -334,12 +414,42 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let home = Home::at(dir.path().to_path_buf());
         for e in [
-            add(&home, "-x", "ssh://h", None, None).unwrap_err(),
-            add(&home, "a", "h", None, None).unwrap_err(),
-            add(&home, "a", "ssh://h", Some(Path::new("rel")), None).unwrap_err(),
+            add(&home, "-x", "ssh://h", None, None, None).unwrap_err(),
+            add(&home, "a", "h", None, None, None).unwrap_err(),
+            add(&home, "a", "ssh://h", Some(Path::new("rel")), None, None).unwrap_err(),
+        ] {
+            assert!(e.is_invalid(), "{e}");
+        }
+        let slurm = SlurmOptions {
+            sbatch_args: vec!["gpu:1".into()],
+            ..SlurmOptions::default()
+        };
+        for e in [
+            add(&home, "s", "slurm://p", None, None, None).unwrap_err(),
+            add(
+                &home,
+                "s",
+                "ssh://h",
+                None,
+                None,
+                Some(SlurmOptions::default()),
+            )
+            .unwrap_err(),
+            add(
+                &home,
+                "s",
+                "slurm://p",
+                Some(Path::new("/srv")),
+                None,
+                Some(slurm),
+            )
+            .unwrap_err(),
         ] {
             assert!(e.is_invalid(), "{e}");
         }
         assert!(list(&home).unwrap().is_empty(), "nothing was recorded");
+        let h = add(&home, "s", "slurm://p", Some(Path::new("/srv")), None, None).unwrap();
+        assert_eq!(h.url.kind(), "slurm");
+        assert!(h.require_ssh("run --host").is_err());
     }
 }

@@ -214,6 +214,7 @@ pub fn start(
 ) -> Result<(RemoteRun, StartAnswer), HostsError> {
     let name = req.host.take().unwrap_or_default();
     let host = super::get(home, &name)?;
+    host.require_ssh("a run")?;
     // The caller's files are read here: the host has its own file system.
     for (text, file, flag) in [
         (&mut req.task, &mut req.task_file, "--task"),

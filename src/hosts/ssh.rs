@@ -86,10 +86,11 @@ pub fn ssh_args(home: &Home, host: &Host, connect_timeout: Duration) -> Vec<OsSt
         "-o".into(),
         path,
     ];
-    if let Some(p) = host.url.port {
+    let url = host.ssh_url();
+    if let Some(p) = url.port {
         args.extend(["-p".into(), p.to_string().into()]);
     }
-    args.push(host.url.destination().into());
+    args.push(url.destination().into());
     args
 }
 
@@ -113,6 +114,7 @@ pub fn facts(
     host: &Host,
     connect_timeout: Duration,
 ) -> Result<(HostFacts, RemoteBin), HostsError> {
+    host.require_ssh("an ssh check")?;
     let fail = |why: String| HostsError::Check {
         name: host.name.clone(),
         why,
@@ -353,7 +355,8 @@ mod tests {
     fn host(url: &str, home: Option<&str>, bin: Option<&str>) -> Host {
         Host {
             name: "h".into(),
-            url: SshUrl::parse(url).unwrap(),
+            url: crate::hosts::HostUrl::Ssh(SshUrl::parse(url).unwrap()),
+            slurm: None,
             home: home.map(str::to_owned),
             bin: bin.map(str::to_owned),
         }

@@ -1,5 +1,6 @@
-//! `ssh://[user@]host[:port]`, parsed strictly: what is not one of these parts is refused,
-//! never passed on to ssh, where a leading `-` would be read as an option.
+//! A host's URL, parsed strictly: `ssh://[user@]host[:port]` or `slurm://PARTITION`. What is
+//! not one of these parts is refused, never passed on to ssh or Slurm's commands, where a
+//! leading `-` would be read as an option.
 
 use std::fmt;
 
@@ -17,8 +18,14 @@ pub struct SshUrl {
 /// Why a URL was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum UrlError {
-    #[error("host URL `{0}` does not start with ssh://; give one like ssh://user@host:2222")]
+    #[error(
+        "host URL `{0}` does not start with ssh:// or slurm://; give one like ssh://user@host:2222 or slurm://PARTITION"
+    )]
     Scheme(String),
+    #[error(
+        "host URL `{url}` has a bad partition `{value}`: give slurm://PARTITION, the partition's name (letters, digits, `.`, `_` and `-`)"
+    )]
+    BadPartition { url: String, value: String },
     #[error("host URL `{0}` has no host; give one like ssh://user@host:2222")]
     NoHost(String),
     #[error(
@@ -133,9 +140,103 @@ impl<'de> Deserialize<'de> for SshUrl {
     }
 }
 
+/// A Slurm partition: attempts on it are batch jobs submitted there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlurmUrl {
+    pub partition: String,
+}
+
+impl SlurmUrl {
+    pub fn parse(url: &str) -> Result<Self, UrlError> {
+        let rest = url
+            .strip_prefix("slurm://")
+            .ok_or_else(|| UrlError::Scheme(url.to_owned()))?;
+        let partition = rest.strip_suffix('/').unwrap_or(rest);
+        if !name_ok(partition) {
+            return Err(UrlError::BadPartition {
+                url: url.to_owned(),
+                value: partition.to_owned(),
+            });
+        }
+        Ok(Self {
+            partition: partition.to_owned(),
+        })
+    }
+}
+
+/// Where a host's attempts run: over ssh, or as jobs of a Slurm partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HostUrl {
+    Ssh(SshUrl),
+    Slurm(SlurmUrl),
+}
+
+impl HostUrl {
+    pub fn parse(url: &str) -> Result<Self, UrlError> {
+        if url.starts_with("slurm://") {
+            return SlurmUrl::parse(url).map(HostUrl::Slurm);
+        }
+        SshUrl::parse(url).map(HostUrl::Ssh)
+    }
+
+    /// `ssh` or `slurm` (the envelope's `host.kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HostUrl::Ssh(_) => "ssh",
+            HostUrl::Slurm(_) => "slurm",
+        }
+    }
+}
+
+impl fmt::Display for HostUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostUrl::Ssh(u) => u.fmt(f),
+            HostUrl::Slurm(u) => write!(f, "slurm://{}", u.partition),
+        }
+    }
+}
+
+impl Serialize for HostUrl {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for HostUrl {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slurm_url_names_a_partition() {
+        let u = HostUrl::parse("slurm://gpu-a100").unwrap();
+        assert_eq!(
+            u,
+            HostUrl::Slurm(SlurmUrl {
+                partition: "gpu-a100".into()
+            })
+        );
+        assert_eq!(u.to_string(), "slurm://gpu-a100");
+        assert_eq!(u.kind(), "slurm");
+        for bad in [
+            "slurm://",
+            "slurm://-p",
+            "slurm://a/b",
+            "slurm://a b",
+            "slurm://a:1",
+        ] {
+            let e = HostUrl::parse(bad).unwrap_err();
+            assert!(matches!(e, UrlError::BadPartition { .. }), "{bad}: {e}");
+        }
+        assert_eq!(HostUrl::parse("ssh://h").unwrap().kind(), "ssh");
+    }
 
     #[test]
     fn the_three_parts_are_read() {

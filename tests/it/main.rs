@@ -1,6 +1,7 @@
 //! Integration tests: the real binary, real tmux, a private socket and home per test.
 
 mod harness;
+mod harness_slurm;
 mod harness_ssh;
 
 mod agents;
@@ -35,6 +36,7 @@ mod retry;
 mod run;
 mod sandbox_exec;
 mod sandbox_run;
+mod slurm;
 mod snap;
 mod snap_cli;
 mod terminal;
