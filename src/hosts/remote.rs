@@ -163,8 +163,8 @@ pub enum StartAnswer {
     /// It ended (its pane could not start there, or, waited for, it finished): the
     /// envelope, recorded here.
     Finished(Box<Envelope>),
-    /// Waited for, it started, and then the connection was lost (what ssh said): it goes on
-    /// there, and [`wait`] finds its end.
+    /// It started, and then the connection was lost before its answer came (what ssh said):
+    /// it goes on there, and [`wait`] finds its end.
     Dropped(envelope::Started, String),
 }
 
@@ -278,6 +278,20 @@ pub fn start(
     };
     let Some(first) = first else {
         let (code, said) = sent.finish();
+        // A connection lost after the request went out may have started the run there:
+        // asked once, a run the host knows is kept (and waited for), never forgotten here.
+        if code == Some(255) && !never_connected(&said) {
+            if let Ok(answer) = ask(
+                home,
+                &run,
+                &["status", run.run_id.as_str(), "--json"],
+                false,
+            ) {
+                reservation.keep = true;
+                let answer = lost_after_start(home, &run, answer, &said)?;
+                return Ok((run, answer));
+            }
+        }
         return Err(match code {
             Some(255) => fail(format!("cannot reach {}: {said}", host.url)),
             Some(127) => fail(format!(
@@ -312,6 +326,60 @@ pub fn start(
     }
     let env = record(home, &run, &rest)?;
     Ok((run, StartAnswer::Finished(Box::new(env))))
+}
+
+/// Whether ssh's words say it never reached the host (so nothing was sent there).
+fn never_connected(said: &str) -> bool {
+    [
+        "ssh: connect to host",
+        "Could not resolve hostname",
+        "Connection refused",
+        "Connection timed out",
+        "No route to host",
+        "Permission denied",
+        "Host key verification failed",
+    ]
+    .iter()
+    .any(|w| said.contains(w))
+}
+
+/// What a start whose connection was lost answers once the host says it has the run: it
+/// started (and may have ended since: [`wait`] answers that).
+fn lost_after_start(
+    home: &Home,
+    run: &RemoteRun,
+    answer: Answer,
+    said: &str,
+) -> Result<StartAnswer, HostsError> {
+    let started = match answer {
+        Answer::Finished(env) => envelope::Started {
+            run_id: env.run_id.clone(),
+            attempt: env.attempt,
+            status: envelope::LiveStatus::Starting,
+            attempt_dir: RunId::parse(&run.run_id)
+                .map(|id| home.attempt(&id, env.attempt).dir().to_path_buf())
+                .unwrap_or_default(),
+            tmux: crate::spec::TmuxTarget {
+                socket: env.tmux.socket.clone().unwrap_or_default().into(),
+                session: env.tmux.session.clone().unwrap_or_default(),
+            },
+        },
+        Answer::Live(v, _) => {
+            let doc: crate::envelope::StatusDoc =
+                serde_json::from_value(v).map_err(|e| HostsError::Input(e.to_string()))?;
+            envelope::Started {
+                run_id: doc.run_id,
+                attempt: doc.attempt,
+                status: doc.status,
+                attempt_dir: doc.attempt_dir,
+                tmux: crate::spec::TmuxTarget {
+                    socket: doc.tmux.socket.unwrap_or_default().into(),
+                    session: doc.tmux.session.unwrap_or_default(),
+                },
+            }
+        }
+    };
+    Ok(StartAnswer::Dropped(started, said.to_owned()))
 }
 
 /// The remote subpane to run: `--bin`, else `subpane` on the remote PATH.

@@ -493,3 +493,41 @@ fn an_attached_run_outlives_its_connection_and_its_caller() {
     assert_eq!(json(&w)["status"], "completed");
     assert_eq!(h.env.result("far-k")["host"]["name"], "loop");
 }
+
+/// The connection is lost after the host started the run and before its answer came: the
+/// run is asked for once, found, and kept, not forgotten here.
+#[test]
+fn a_start_whose_answer_is_lost_keeps_the_run_the_host_started() {
+    let h = Host::new();
+    // A remote subpane that starts the run, says nothing, and kills its ssh session.
+    let bin = h.env.root.path().join("drops-its-answer");
+    std::fs::write(
+        &bin,
+        format!(
+            "#!/bin/sh\ncase \" $* \" in\n  *\" __run-request \"*) {BIN} \"$@\" > /dev/null; kill -9 $PPID ;;\n  *) exec {BIN} \"$@\" ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let add = h.sp([
+        "hosts",
+        "add",
+        "lossy",
+        &format!("ssh://{ALIAS}"),
+        "--remote-home",
+        h.remote_home.to_str().unwrap(),
+        "--bin",
+        bin.to_str().unwrap(),
+    ]);
+    assert_eq!(add.code, 0, "{add:?}");
+    let r = h.sp([
+        "run", "--host", "lossy", "--detach", "--run-id", "lost-1", "--", "true",
+    ]);
+    assert_eq!(r.code, 0, "the host has it: {r:?}");
+    assert_eq!(r.stdout.trim(), "lost-1");
+    assert!(h.env.run_dir("lost-1").join("host.json").is_file());
+    let w = h.sp(["wait", "lost-1", "--json"]);
+    assert_eq!(w.code, 0, "{w:?}");
+    assert_eq!(json(&w)["status"], "completed");
+}

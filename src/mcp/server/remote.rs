@@ -243,8 +243,7 @@ pub(super) fn run(
     let (run, started) = remote::start(home, req, None)?;
     match started {
         StartAnswer::Finished(env) => Ok(answer(home, HostAnswer::Finished(env), detail)),
-        StartAnswer::Dropped(..) => unreachable!("only a start that waits is dropped"),
-        StartAnswer::Started(s) if !wait => {
+        StartAnswer::Started(s) | StartAnswer::Dropped(s, _) if !wait => {
             let text = format!("run {} started on host {}", s.run_id, run.host.name);
             let next = answer::next_wait(&[s.run_id.as_str()], None);
             let mut doc = to_value(&s);
@@ -253,7 +252,7 @@ pub(super) fn run(
             }
             Ok(result(text.clone(), answer::lead(&text, Some(next), doc)))
         }
-        StartAnswer::Started(_) => {
+        StartAnswer::Started(_) | StartAnswer::Dropped(..) => {
             let a = remote::wait(
                 home,
                 &run,
