@@ -280,17 +280,18 @@ pub fn start(
         let (code, said) = sent.finish();
         // A connection lost after the request went out may have started the run there:
         // asked once, a run the host knows is kept (and waited for), never forgotten here.
-        if code == Some(255) && !never_connected(&said) {
-            if let Ok(answer) = ask(
+        if code == Some(255)
+            && !never_connected(&said)
+            && let Ok(answer) = ask(
                 home,
                 &run,
                 &["status", run.run_id.as_str(), "--json"],
                 false,
-            ) {
-                reservation.keep = true;
-                let answer = lost_after_start(home, &run, answer, &said)?;
-                return Ok((run, answer));
-            }
+            )
+        {
+            reservation.keep = true;
+            let answer = lost_after_start(home, &run, answer, &said)?;
+            return Ok((run, answer));
         }
         return Err(match code {
             Some(255) => fail(format!("cannot reach {}: {said}", host.url)),
