@@ -186,6 +186,18 @@ pub struct RunRow {
     pub host: Option<String>,
 }
 
+impl RunRow {
+    /// The row of a run whose latest attempt ended with `env`.
+    pub fn ended(&mut self, env: &super::Envelope) {
+        self.status = env.status.into();
+        self.failure_kind = env.failure_kind;
+        self.exit_code = env.exit_code;
+        self.started_at = env.started_at.clone();
+        self.finished_at = env.finished_at.clone();
+        self.duration_ms = env.duration_ms;
+    }
+}
+
 /// `gc --json`: what was (or, with `dry_run`, would be) cleaned up.
 ///
 /// ```json

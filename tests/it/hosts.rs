@@ -105,21 +105,8 @@ fn bad_urls_names_duplicates_and_unknown_hosts_are_refused() {
 /// `hosts check` through a `~/.ssh/config`-style alias, as people use it.
 #[test]
 fn check_reaches_the_host_and_shows_its_facts() {
-    let env = TestEnv::new();
-    let sshd = SshServer::start(env.root.path());
-    sshd.forget_masters_in(env.home.join("ssh"));
-    let remote_home = env.root.path().join("remote-home");
-    let add = env.sp([
-        "hosts",
-        "add",
-        "loop",
-        &format!("ssh://{ALIAS}"),
-        "--remote-home",
-        remote_home.to_str().unwrap(),
-        "--bin",
-        BIN,
-    ]);
-    assert_eq!(add.code, 0, "{add:?}");
+    let h = crate::hosts_run::Host::new();
+    let (env, sshd, remote_home) = (&h.env, &h.sshd, &h.remote_home);
     let r: Ran = env
         .cmd()
         .env("PATH", sshd.path_env())
@@ -164,8 +151,9 @@ fn check_reaches_the_host_and_shows_its_facts() {
         !started_under(env.root.path()).is_empty(),
         "the control master and sshd run under the test's dir"
     );
-    drop(sshd);
-    let left = started_under(env.root.path());
+    let root = env.root.path().to_path_buf();
+    drop(h.sshd);
+    let left = started_under(&root);
     assert!(left.is_empty(), "left running: {left:?}");
 }
 

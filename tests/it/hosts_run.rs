@@ -11,9 +11,11 @@ use crate::harness::{BIN, Ran, TestEnv, assert_valid_envelope, wait_until};
 use crate::harness_ssh::{ALIAS, SshServer};
 
 /// A test with its sshd and the host `loop` recorded, whose home is `remote_home`.
+/// Dropped in this order: the sshd (its sessions and control masters) before the test's
+/// directory they live in.
 pub struct Host {
-    pub env: TestEnv,
     pub sshd: SshServer,
+    pub env: TestEnv,
     pub remote_home: PathBuf,
 }
 
@@ -66,6 +68,11 @@ impl Host {
             })
             .unwrap_or_default()
     }
+}
+
+/// A shell line that says `went` once `flag` exists: a run that ends when the test says.
+fn waits_for(flag: &std::path::Path) -> String {
+    format!("while [ ! -e {} ]; do sleep 0.05; done; echo went", flag.display())
 }
 
 fn json(r: &Ran) -> Value {
@@ -243,10 +250,7 @@ fn processes_with(words: &[&str]) -> Vec<i32> {
 fn a_dropped_connection_is_made_again_and_the_true_outcome_answered() {
     let h = Host::new();
     let go = h.env.root.path().join("go");
-    let script = format!(
-        "while [ ! -e {} ]; do sleep 0.05; done; echo went",
-        go.display()
-    );
+    let script = waits_for(&go);
     let r = h.sp([
         "run", "--host", "loop", "--detach", "--", "sh", "-c", &script,
     ]);
@@ -387,10 +391,7 @@ fn sandbox_and_worktree_are_the_hosts_to_enforce() {
 fn attach_opens_the_hosts_pane_over_ssh_with_a_terminal() {
     let h = Host::new();
     let go = h.env.root.path().join("go");
-    let script = format!(
-        "echo waiting; while [ ! -e {} ]; do sleep 0.05; done",
-        go.display()
-    );
+    let script = format!("echo waiting; {}", waits_for(&go));
     let r = h.sp([
         "run", "--host", "loop", "--detach", "--", "sh", "-c", &script,
     ]);
@@ -446,10 +447,7 @@ fn ctrl_c_of_an_attached_run_on_a_host_cancels_it_there() {
 fn an_attached_run_outlives_its_connection_and_its_caller() {
     let h = Host::new();
     let go = h.env.root.path().join("go");
-    let script = format!(
-        "while [ ! -e {} ]; do sleep 0.05; done; echo went",
-        go.display()
-    );
+    let script = waits_for(&go);
     let spawn = |id: &str| {
         h.cmd()
             .args([

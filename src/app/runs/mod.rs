@@ -308,14 +308,7 @@ fn run_row(home: &Home, run: &store::RunEntry) -> Result<RunRow, String> {
         host: None,
     };
     match attempt_status(&paths, &spec).map_err(|e| e.to_string())? {
-        AttemptStatus::Finished(env) => {
-            row.status = env.status.into();
-            row.failure_kind = env.failure_kind;
-            row.exit_code = env.exit_code;
-            row.started_at = env.started_at;
-            row.finished_at = env.finished_at;
-            row.duration_ms = env.duration_ms;
-        }
+        AttemptStatus::Finished(env) => row.ended(&env),
         AttemptStatus::Live(doc) => {
             row.status = doc.status.into();
             row.started_at = doc.started_at;

@@ -1,0 +1,206 @@
+//! Asking a host about a run: `status`, `wait` (through lost connections) and `cancel`
+//! there with `--json`, and what a verb prints there.
+
+use super::*;
+
+/// What a remote `status` or `wait` answered.
+#[derive(Debug)]
+pub enum Answer {
+    /// The run ended: its envelope, recorded here.
+    Finished(Box<Envelope>),
+    /// Not ended (a status document, or wait's `--timeout`): the host's JSON as it is.
+    Live(serde_json::Value, i32),
+}
+
+/// Why [`ask`] has no answer.
+#[derive(Debug)]
+pub enum AskError {
+    /// ssh could not reach the host, or lost it (exit 255): worth asking again. What ssh said.
+    Unreachable(String),
+    /// The host answered with a refusal or a failure.
+    Failed(HostsError),
+}
+
+/// Runs `words` (a `status`, `wait` or `cancel` of `run`, with `--json`) on the host and
+/// reads its answer; an envelope is recorded here ([`record`]). `own_group`: ssh gets a process
+/// group of its own, so a Ctrl-C at the terminal is this process's alone to handle.
+pub fn ask(
+    home: &Home,
+    run: &RemoteRun,
+    words: &[&str],
+    own_group: bool,
+) -> Result<Answer, AskError> {
+    let mut cmd = command(home, run, words, false);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if own_group {
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    }
+    let out = cmd
+        .output()
+        .map_err(|e| AskError::Failed(ssh::run_error(&run.host, crate::command::Error::Io(e))))?;
+    let code = out.status.code();
+    if code == Some(255) || code.is_none() {
+        return Err(AskError::Unreachable(ssh::said(&out)));
+    }
+    if is_envelope(&out.stdout) {
+        return record(home, run, &out.stdout)
+            .map(|e| Answer::Finished(Box::new(e)))
+            .map_err(AskError::Failed);
+    }
+    match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+        Ok(v) if code != Some(2) => Ok(Answer::Live(v, code.unwrap_or(1))),
+        _ => Err(AskError::Failed(refusal(
+            &run.host.name,
+            code.unwrap_or(1),
+            &out,
+        ))),
+    }
+}
+
+/// Asks ([`ask`]) until the host answers: a lost connection is made again, with a pause
+/// growing to 5 s; `on_lost` is told the first time. `deadline`: the wait's own limit (its
+/// `--timeout`), passed on as what is left of it, and answered as still running (exit 3)
+/// when it passes before the host can be reached.
+pub fn watch(
+    home: &Home,
+    run: &RemoteRun,
+    words: &[&str],
+    deadline: Option<Instant>,
+    own_group: bool,
+    on_lost: &mut dyn FnMut(&RemoteRun, &str),
+) -> Result<Answer, HostsError> {
+    let mut pause = Duration::from_millis(200);
+    let mut said = false;
+    loop {
+        let mut words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        if let Some(d) = deadline {
+            let left = d
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .max(1);
+            words.extend(["--timeout".into(), format!("{left}ms")]);
+        }
+        let words: Vec<&str> = words.iter().map(String::as_str).collect();
+        match ask(home, run, &words, own_group) {
+            Ok(a) => return Ok(a),
+            Err(AskError::Failed(e)) => return Err(e),
+            Err(AskError::Unreachable(why)) => {
+                if !said {
+                    on_lost(run, &why);
+                    said = true;
+                }
+                if deadline.is_some_and(|d| Instant::now() + pause >= d) {
+                    return Ok(Answer::Live(
+                        serde_json::json!({"run_id": run.run_id, "status": "unknown",
+                                           "host": run.host.name, "unreachable": why}),
+                        crate::exit_code::STILL_RUNNING,
+                    ));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// `words` with `--attempt N` when one is given.
+fn with_attempt<'a>(mut words: Vec<&'a str>, n: &'a Option<String>) -> Vec<&'a str> {
+    if let Some(n) = n {
+        words.extend(["--attempt", n.as_str()]);
+    }
+    words
+}
+
+/// A remote run's state, and whether it came from the record here instead.
+pub struct StatusAnswer {
+    pub answer: Answer,
+    /// The host could not be reached (why): the answer is the envelope recorded here.
+    pub stale: Option<String>,
+}
+
+/// `status` of a run on a host: asked there; when the host cannot be reached, the envelope
+/// recorded here if that attempt's end was copied back, else the error.
+pub fn status(
+    home: &Home,
+    run: &RemoteRun,
+    attempt: Option<u32>,
+) -> Result<StatusAnswer, HostsError> {
+    let n = attempt.map(|n| n.to_string());
+    let words = with_attempt(vec!["status", run.run_id.as_str(), "--json"], &n);
+    match ask(home, run, &words, false) {
+        Ok(answer) => Ok(StatusAnswer {
+            answer,
+            stale: None,
+        }),
+        Err(AskError::Failed(e)) => Err(e),
+        Err(AskError::Unreachable(why)) => match recorded(home, run, attempt) {
+            Some(env) => Ok(StatusAnswer {
+                answer: Answer::Finished(Box::new(env)),
+                stale: Some(why),
+            }),
+            None => Err(HostsError::Check {
+                name: run.host.name.clone(),
+                why: format!("cannot reach {}: {why}", run.host.url),
+            }),
+        },
+    }
+}
+
+/// `wait` for attempt `attempt` (else the latest) of a run on a host, through lost
+/// connections ([`watch`]).
+pub fn wait(
+    home: &Home,
+    run: &RemoteRun,
+    attempt: Option<u32>,
+    deadline: Option<Instant>,
+    own_group: bool,
+    on_lost: &mut dyn FnMut(&RemoteRun, &str),
+) -> Result<Answer, HostsError> {
+    let n = attempt.map(|n| n.to_string());
+    let words = with_attempt(vec!["wait", run.run_id.as_str(), "--json"], &n);
+    watch(home, run, &words, deadline, own_group, on_lost)
+}
+
+/// `cancel` of a run on a host (`grace` as its flag takes it): the envelope once it ended,
+/// or (`no_wait`) the host's `cancel_requested` answer.
+pub fn cancel(
+    home: &Home,
+    run: &RemoteRun,
+    grace: Option<&str>,
+    no_wait: bool,
+) -> Result<Answer, HostsError> {
+    let mut words = vec!["cancel", run.run_id.as_str(), "--json"];
+    if let Some(g) = grace {
+        words.extend(["--grace", g]);
+    }
+    if no_wait {
+        words.push("--no-wait");
+    }
+    ask(home, run, &words, false).map_err(|e| match e {
+        AskError::Failed(e) => e,
+        AskError::Unreachable(why) => HostsError::Check {
+            name: run.host.name.clone(),
+            why: format!("cannot reach {} to cancel: {why}", run.host.url),
+        },
+    })
+}
+
+/// The stdout of `words` run there (a `logs`), or why not.
+pub fn read_out(home: &Home, run: &RemoteRun, words: &[&str]) -> Result<Vec<u8>, HostsError> {
+    let mut cmd = command(home, run, words, false);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = crate::command::output(&mut cmd, "ssh", CONNECT_TIMEOUT + Duration::from_secs(60))
+        .map_err(|e| ssh::run_error(&run.host, e))?;
+    match out.status.code() {
+        Some(0) => Ok(out.stdout),
+        Some(255) => Err(HostsError::Check {
+            name: run.host.name.clone(),
+            why: format!("cannot reach {}: {}", run.host.url, ssh::said(&out)),
+        }),
+        code => Err(refusal(&run.host.name, code.unwrap_or(1), &out)),
+    }
+}
