@@ -16,7 +16,7 @@ use super::CliError;
 use super::common::{print, print_json};
 use super::interrupt;
 use super::output::{human_envelope, human_running};
-use crate::app::RunRequest;
+use crate::app::{self, RunRequest};
 use crate::envelope::{Envelope, StatusDoc};
 use crate::exit_code;
 use crate::hosts::remote::{self, Answer, RemoteRun, StartAnswer};
@@ -239,4 +239,210 @@ fn show(home: &Home, env: &Envelope, json: bool) -> i32 {
         print(&human_envelope(env, &home.attempt(&id, env.attempt)));
     }
     env.exit_code()
+}
+
+/// What the threads of a wait across hosts tell the one that answers.
+enum Seen {
+    /// A run on a host ended, or the wait for it did (index into the far runs).
+    Far(usize, Result<Answer, crate::hosts::HostsError>),
+    /// The runs here: the wait for them returned.
+    Near(Result<app::WaitResult, crate::app::Error>),
+    /// Ctrl-C: stop waiting; the runs go on.
+    Stop,
+}
+
+/// `wait` for runs of which some are on hosts (`far`, with their places among the names
+/// given) and some here (`near`, and `a.group`'s): one thread waits there per run, one
+/// here for the rest; `--any` returns with the first end, wherever it is.
+pub(super) fn wait_many(
+    home: &Home,
+    a: &super::wait::WaitArgs,
+    far: Vec<(usize, RemoteRun)>,
+    near: &[String],
+    mode: app::WaitMode,
+    timeout: Option<Duration>,
+) -> Result<app::WaitAnswers, CliError> {
+    let targets = if near.is_empty() && a.group.is_none() {
+        Vec::new()
+    } else {
+        app::wait_targets(home, near, a.group.as_deref(), a.attempt)?
+    };
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "subpane: waiting for {} run{} ({} on hosts) (Ctrl-C stops waiting; the runs go on)",
+            targets.len() + far.len(),
+            if targets.len() + far.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            far.len()
+        );
+    }
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let (tx, rx) = std::sync::mpsc::channel();
+    for (k, (_, run)) in far.iter().enumerate() {
+        let (tx, home, run, attempt) = (tx.clone(), home.clone(), run.clone(), a.attempt);
+        std::thread::spawn(move || {
+            let got = remote::wait(&home, &run, attempt, deadline, false, &mut say_lost);
+            let _ = tx.send(Seen::Far(k, got));
+        });
+    }
+    let mut wl = app::WaitLoop::new()?;
+    let stop_near = wl.interrupter();
+    interrupt::block();
+    {
+        let (tx, stop) = (tx.clone(), stop_near.clone());
+        interrupt::on_interrupt(move |_| {
+            stop.interrupt();
+            let _ = tx.send(Seen::Stop);
+        });
+    }
+    let near_running = !targets.is_empty();
+    if near_running {
+        let (tx, targets) = (tx.clone(), targets.clone());
+        std::thread::spawn(move || {
+            let opts = app::WaitOptions {
+                heartbeat: None,
+                on_progress: None,
+                on_interrupt: None,
+            };
+            let _ = tx.send(Seen::Near(app::wait_with(
+                &mut wl, &targets, mode, timeout, opts,
+            )));
+        });
+    }
+    drop(tx);
+    let mut far_answers: Vec<Option<Answer>> = far.iter().map(|_| None).collect();
+    let mut ended_far = Vec::new();
+    let mut near_result = None;
+    let (mut far_left, mut near_left) = (far.len(), near_running);
+    while far_left > 0 || near_left {
+        match rx.recv() {
+            Ok(Seen::Far(k, got)) => {
+                far_left -= 1;
+                let got = got.map_err(CliError::Hosts)?;
+                if matches!(got, Answer::Finished(_)) {
+                    ended_far.push(k);
+                }
+                let ended = matches!(got, Answer::Finished(_));
+                far_answers[k] = Some(got);
+                if mode == app::WaitMode::Any && ended {
+                    stop_near.interrupt();
+                    break;
+                }
+            }
+            Ok(Seen::Near(res)) => {
+                near_left = false;
+                let res = res?;
+                let any_ended = res.first_finished.is_some();
+                near_result = Some(res);
+                if mode == app::WaitMode::Any && any_ended {
+                    break;
+                }
+            }
+            Ok(Seen::Stop) | Err(_) => break,
+        }
+    }
+    // The runs here as the wait left them (a fresh look at the ones it did not see end).
+    let near_answers = match near_result {
+        Some(res) => app::wait_answers(targets, res)?,
+        None => app::wait_answers(
+            targets.clone(),
+            app::WaitResult {
+                results: targets.iter().map(|_| None).collect(),
+                timed_out: false,
+                stopped: true,
+                first_finished: None,
+            },
+        )?,
+    };
+    // The runs on hosts not heard from: where they are now, from the records here.
+    let mut runs: Vec<Option<app::RunAnswer>> = Vec::new();
+    let total = near_answers.runs.len() + far.len();
+    runs.resize_with(total, || None);
+    let far_at: Vec<usize> = far.iter().map(|(i, _)| *i).collect();
+    let mut near_iter = near_answers.runs.into_iter();
+    let mut near_index = Vec::new();
+    for (slot, place) in runs.iter_mut().enumerate() {
+        if let Some(k) = far_at.iter().position(|i| *i == slot) {
+            let (_, run) = &far[k];
+            *place = Some(far_answer(home, run, far_answers[k].take())?);
+        } else if let Some(r) = near_iter.next() {
+            near_index.push(slot);
+            *place = Some(r);
+        }
+    }
+    let runs: Vec<app::RunAnswer> = runs.into_iter().flatten().collect();
+    let mut order: Vec<usize> = near_answers
+        .order
+        .iter()
+        .filter_map(|i| near_index.get(*i).copied())
+        .filter(|i| matches!(runs[*i].status, app::AttemptStatus::Finished(_)))
+        .collect();
+    order.extend(ended_far.iter().map(|k| far_at[*k]));
+    let rest: Vec<usize> = (0..runs.len()).filter(|i| !order.contains(i)).collect();
+    order.extend(rest);
+    let first_finished = order
+        .first()
+        .copied()
+        .filter(|i| matches!(runs[*i].status, app::AttemptStatus::Finished(_)));
+    let timed_out = deadline.is_some_and(|d| Instant::now() >= d)
+        && runs
+            .iter()
+            .any(|r| matches!(r.status, app::AttemptStatus::Live(_)));
+    Ok(app::WaitAnswers {
+        runs,
+        timed_out,
+        first_finished,
+        order,
+    })
+}
+
+/// A run on a host as a wait's answer: its envelope, or (not heard from) where it is now.
+fn far_answer(
+    home: &Home,
+    run: &RemoteRun,
+    got: Option<Answer>,
+) -> Result<app::RunAnswer, CliError> {
+    let got = match got {
+        Some(g) => g,
+        None => match remote::recorded(home, run, None) {
+            Some(env) => Answer::Finished(Box::new(env)),
+            None => {
+                remote::status(home, run, None)
+                    .map_err(CliError::Hosts)?
+                    .answer
+            }
+        },
+    };
+    let status = match got {
+        Answer::Finished(env) => app::AttemptStatus::Finished(env),
+        Answer::Live(v, _) => match serde_json::from_value::<StatusDoc>(v) {
+            Ok(doc) => app::AttemptStatus::Live(doc),
+            Err(_) => {
+                return Err(CliError::Hosts(crate::hosts::HostsError::Check {
+                    name: run.host.name.clone(),
+                    why: format!(
+                        "run {} could not be asked about: its host is not reachable",
+                        run.run_id
+                    ),
+                }));
+            }
+        },
+    };
+    let n = match &status {
+        app::AttemptStatus::Finished(e) => e.attempt,
+        app::AttemptStatus::Live(d) => d.attempt,
+    };
+    let paths = RunId::parse(&run.run_id)
+        .map(|id| home.attempt(&id, n))
+        .map_err(|e| CliError::Flag(e.to_string()))?;
+    Ok(app::RunAnswer {
+        paths,
+        run_id: run.run_id.clone(),
+        what: run.argv.join(" "),
+        status,
+    })
 }

@@ -50,31 +50,46 @@ pub struct WaitArgs {
     /// Wait for attempt N of each run instead of its latest
     #[arg(long, value_name = "N")]
     pub attempt: Option<u32>,
+    /// Stop waiting (exit 3) once stdin is closed: how a host's wait ends with the
+    /// connection of the machine that asked for it (internal)
+    #[arg(long, hide = true)]
+    pub until_stdin_closes: bool,
 }
 
 pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
+    if a.until_stdin_closes {
+        // Nothing is written to it: its end is the asker's (or the connection's).
+        std::thread::spawn(|| {
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            std::process::exit(exit_code::STILL_RUNNING);
+        });
+    }
     let timeout = a
         .timeout
         .as_deref()
         .map(|t| parse_positive_duration("--timeout", t))
         .transpose()?;
-    let mut on_hosts = Vec::new();
-    for r in &a.runs {
-        if let Some(remote) = super::remote::of(home, r)? {
-            on_hosts.push(remote);
+    // Runs on hosts are waited for there (cli/remote.rs), beside the ones here.
+    let mut far = Vec::new();
+    let mut near = Vec::new();
+    for (i, r) in a.runs.iter().enumerate() {
+        match super::remote::of(home, r)? {
+            Some(remote) => far.push((i, remote)),
+            None => near.push(r.clone()),
         }
     }
-    if let [remote] = on_hosts.as_slice()
-        && a.runs.len() == 1
-        && a.group.is_none()
-    {
+    if let ([(_, remote)], true, None) = (far.as_slice(), near.is_empty(), &a.group) {
         return super::remote::wait(home, remote, a.attempt, timeout, a.json);
     }
-    if let Some(remote) = on_hosts.first() {
-        return Err(CliError::Flag(format!(
-            "run {} is on host {}: a wait for it cannot include other runs or a group yet; wait for it on its own",
-            remote.run_id, remote.host.name
-        )));
+    if !far.is_empty() {
+        let mode = if a.any { WaitMode::Any } else { WaitMode::All };
+        let group = a.group.as_deref().map(|g| app::resolve_group(home, g));
+        let a = WaitArgs {
+            group: group.transpose()?,
+            ..a
+        };
+        let answers = super::remote::wait_many(home, &a, far, &near, mode, timeout)?;
+        return report(home, &a, mode, answers);
     }
     let group = a.group.as_deref().map(|g| app::resolve_group(home, g));
     let a = WaitArgs {
@@ -132,6 +147,17 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     let mut targets = targets;
     app::regroup(home, a.group.as_deref(), &mut targets, &mut out)?;
     let answers = app::wait_answers(targets, out)?;
+    report(home, &a, mode, answers)
+}
+
+/// Prints what a wait found (the run that finished with --any, else every run in the
+/// order given) and returns its exit code.
+pub(super) fn report(
+    home: &crate::store::Home,
+    a: &WaitArgs,
+    mode: WaitMode,
+    answers: app::WaitAnswers,
+) -> Result<i32, CliError> {
     // --any prints the run that finished; otherwise every run, in the order given.
     let shown: Vec<&RunAnswer> = match answers.first_finished {
         Some(i) if mode == WaitMode::Any && !answers.timed_out => vec![&answers.runs[i]],

@@ -72,7 +72,10 @@ impl Host {
 
 /// A shell line that says `went` once `flag` exists: a run that ends when the test says.
 fn waits_for(flag: &std::path::Path) -> String {
-    format!("while [ ! -e {} ]; do sleep 0.05; done; echo went", flag.display())
+    format!(
+        "while [ ! -e {} ]; do sleep 0.05; done; echo went",
+        flag.display()
+    )
 }
 
 fn json(r: &Ran) -> Value {
@@ -528,4 +531,86 @@ fn a_start_whose_answer_is_lost_keeps_the_run_the_host_started() {
     let w = h.sp(["wait", "lost-1", "--json"]);
     assert_eq!(w.code, 0, "{w:?}");
     assert_eq!(json(&w)["status"], "completed");
+}
+
+/// One `wait` for runs here and on a host: every one's end (--all), or the first (--any)
+/// wherever it is.
+#[test]
+fn a_wait_covers_runs_here_and_on_a_host_together() {
+    let h = Host::new();
+    let go = h.env.root.path().join("go");
+    for (id, host) in [("mix-far", Some("loop")), ("mix-here", None)] {
+        let mut args = vec!["run", "--detach", "--run-id", id];
+        if let Some(host) = host {
+            args.extend(["--host", host]);
+        }
+        let script = waits_for(&go);
+        args.extend(["--", "sh", "-c", &script]);
+        let r: Ran = h.cmd().args(&args).output().unwrap().into();
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    let quick = h.sp([
+        "run",
+        "--host",
+        "loop",
+        "--detach",
+        "--run-id",
+        "mix-quick",
+        "--",
+        "sh",
+        "-c",
+        "exit 4",
+    ]);
+    assert_eq!(quick.code, 0, "{quick:?}");
+    // --any: the run on the host that ends first, while the others wait for the flag.
+    let any = h.sp([
+        "wait",
+        "--any",
+        "mix-far",
+        "mix-here",
+        "mix-quick",
+        "--json",
+    ]);
+    assert_eq!(any.code, 1, "{any:?}");
+    assert_eq!(json(&any)["run_id"], "mix-quick", "{any:?}");
+    // Its watch of the others there ended with it.
+    wait_until("the host's waits to end with the wait here", || {
+        processes_with(&["wait", "mix-far", "--json"])
+            .is_empty()
+            .then_some(())
+    });
+    // --timeout holds for all of them.
+    let t = h.sp([
+        "wait",
+        "mix-far",
+        "mix-here",
+        "--timeout",
+        "300ms",
+        "--json",
+    ]);
+    assert_eq!(t.code, 3, "{t:?}");
+    std::fs::write(&go, "").unwrap();
+    let all = h.sp(["wait", "mix-here", "mix-far", "mix-quick", "--json"]);
+    assert_eq!(all.code, 1, "the worst of them: {all:?}");
+    let v = json(&all);
+    let ids: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        ["mix-here", "mix-far", "mix-quick"],
+        "in the order given: {v}"
+    );
+    assert_eq!(v[1]["status"], "completed");
+    assert_eq!(v[1]["host"]["name"], "loop");
+    assert_eq!(v[0]["status"], "completed");
+    let text = h.sp(["wait", "mix-here", "mix-far"]);
+    assert_eq!(text.code, 0, "{text:?}");
+    assert!(
+        text.stdout.contains("mix-far") && text.stdout.contains("mix-here"),
+        "{text:?}"
+    );
 }

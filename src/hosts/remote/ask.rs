@@ -31,15 +31,19 @@ pub fn ask(
     own_group: bool,
 ) -> Result<Answer, AskError> {
     let mut cmd = command(home, run, words, false);
-    cmd.stdin(Stdio::null())
+    // stdin stays open, and unwritten, while this waits: when this side goes (or the
+    // connection does), the host's side reads its end and stops (`wait --until-stdin-closes`).
+    cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     if own_group {
         std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     }
-    let out = cmd
-        .output()
-        .map_err(|e| AskError::Failed(ssh::run_error(&run.host, crate::command::Error::Io(e))))?;
+    let failed = |e| AskError::Failed(ssh::run_error(&run.host, crate::command::Error::Io(e)));
+    let mut child = cmd.spawn().map_err(failed)?;
+    let held = child.stdin.take();
+    let out = child.wait_with_output().map_err(failed)?;
+    drop(held);
     let code = out.status.code();
     if code == Some(255) || code.is_none() {
         return Err(AskError::Unreachable(ssh::said(&out)));
@@ -159,7 +163,15 @@ pub fn wait(
     on_lost: &mut dyn FnMut(&RemoteRun, &str),
 ) -> Result<Answer, HostsError> {
     let n = attempt.map(|n| n.to_string());
-    let words = with_attempt(vec!["wait", run.run_id.as_str(), "--json"], &n);
+    let words = with_attempt(
+        vec![
+            "wait",
+            run.run_id.as_str(),
+            "--json",
+            "--until-stdin-closes",
+        ],
+        &n,
+    );
     watch(home, run, &words, deadline, own_group, on_lost)
 }
 

@@ -155,9 +155,17 @@ fn command_on(home: &Home, host: &Host, bin: &str, words: &[&str], tty: bool) ->
     all.extend(ssh::remote_subpane(host, bin));
     all.extend_from_slice(words);
     let mut cmd = Command::new("ssh");
-    // SAFETY: the hook makes only async-signal-safe calls.
+    // SAFETY: the hook makes only async-signal-safe calls (sigprocmask, signal, prctl).
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, crate::procs::reset_signals_in_child)
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            crate::procs::reset_signals_in_child()?;
+            // ssh ends with the thread that waits for it: a wait that returns (or a caller
+            // killed) leaves no ssh behind watching a run nobody waits for.
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
     };
     if tty {
         cmd.arg("-t");
@@ -189,4 +197,3 @@ fn refused(name: &str, code: i32, said: &str) -> HostsError {
             .to_owned(),
     }
 }
-
