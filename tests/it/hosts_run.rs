@@ -161,8 +161,13 @@ fn a_detached_run_is_waited_for_cancelled_and_its_status_is_live_meanwhile() {
     assert_eq!(r.code, 0, "{r:?}");
     let id = r.stdout.trim().to_owned();
     assert!(h.env.run_dir(&id).join("host.json").is_file(), "{id}");
-    let st = h.sp(["status", &id, "--json"]);
+    let st = h.sp(["status", "@", "--json"]);
     assert_eq!(st.code, 3, "still running: {st:?}");
+    assert_eq!(
+        json(&st)["run_id"],
+        id.as_str(),
+        "`@` is the newest run, here or on a host"
+    );
     assert!(
         ["starting", "running"].contains(&json(&st)["status"].as_str().unwrap()),
         "{st:?}"

@@ -24,10 +24,21 @@ const SHOWN: usize = 8;
 /// The run id `name` stands for (see the module's rules).
 pub fn resolve_run(home: &Home, name: &str) -> Result<String, Error> {
     if name == NEWEST {
-        return store::list_runs(home)
+        // The newest here, or on a host (its record here says when it was started).
+        let here = store::list_runs(home)
             .0
-            .first()
-            .map(|r| r.id.to_string())
+            .into_iter()
+            .next()
+            .map(|r| (r.record.created_at, r.id.to_string()));
+        let far = crate::hosts::remote::list(home)
+            .into_iter()
+            .next()
+            .map(|r| (r.created_at, r.run_id));
+        return here
+            .into_iter()
+            .chain(far)
+            .max()
+            .map(|(_, id)| id)
             .ok_or_else(|| {
                 Error::invalid(format!(
                     "there is no run yet in {} for `{NEWEST}` (the newest run) to name",
