@@ -97,15 +97,18 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
 /// caller's version) from stdin, and plans and starts it detached, answering as
 /// `run --detach --json` does.
 pub(super) fn run_request(home: &Home) -> Result<i32, CliError> {
-    use std::io::Read;
+    use std::io::{BufRead, Read};
+    // One line; the rest of stdin is the caller's connection: it only ever closes.
+    let mut stdin = std::io::stdin().lock();
     let mut body = Vec::new();
-    std::io::stdin()
+    (&mut stdin)
         .take(crate::store::RECORD_LIMIT + 1)
-        .read_to_end(&mut body)
+        .read_until(b'\n', &mut body)
         .map_err(|source| CliError::ReadTasks {
             what: "the run request on stdin".into(),
             source,
         })?;
+    drop(stdin);
     let r: crate::hosts::remote::RemoteRequest = serde_json::from_slice(&body)
         .map_err(|e| CliError::Flag(format!("the run request on stdin cannot be read: {e}")))?;
     let mine = env!("CARGO_PKG_VERSION");
@@ -119,6 +122,7 @@ pub(super) fn run_request(home: &Home) -> Result<i32, CliError> {
     if !r.wait {
         return start_and_report(home, plan, true, true);
     }
+
     // The start's answer as one line at once (the caller keeps its record by it), then the
     // envelope as another once the run ends. A lost connection ends this process (SIGHUP),
     // never the run: its worker is in its own pane.
@@ -131,7 +135,15 @@ pub(super) fn run_request(home: &Home) -> Result<i32, CliError> {
     let mut wl = app::WaitLoop::new()?;
     let mut on_started = |s: &Started| match &s.spawn_failed {
         Some(env) => line(&**env),
-        None => line(&s.answer()),
+        None => {
+            line(&s.answer());
+            // Once it runs: the caller gone (its stdin closed), nobody waits for the
+            // answer, and this ends; the run goes on.
+            std::thread::spawn(|| {
+                let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+                std::process::exit(crate::exit_code::STILL_RUNNING);
+            });
+        }
     };
     let opts = app::RunOptions {
         detach: false,

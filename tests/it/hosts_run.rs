@@ -487,6 +487,16 @@ fn an_attached_run_outlives_its_connection_and_its_caller() {
         .expect("a control master");
     // SAFETY: plain kill(2) of the test's own ssh master.
     unsafe { libc::kill(master, libc::SIGKILL) };
+    // The host's side of both starts ends with its connection; the runs go on.
+    let rh = h.remote_home.to_str().unwrap().to_owned();
+    wait_until(
+        "the host's __run-request to end with its connection",
+        || {
+            processes_with(&["__run-request", &rh])
+                .is_empty()
+                .then_some(())
+        },
+    );
     std::fs::write(&go, "").unwrap();
     let out: Ran = dropped.wait_with_output().unwrap().into();
     assert_eq!(out.code, 0, "{out:?}");

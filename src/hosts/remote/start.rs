@@ -240,7 +240,8 @@ fn remembered_bin(host: &Host) -> String {
 struct Sent {
     child: std::process::Child,
     out: std::io::BufReader<std::process::ChildStdout>,
-    feeder: Option<std::thread::JoinHandle<()>>,
+    /// Writes the request, then holds stdin open (returned when joined) until ssh ends.
+    feeder: Option<std::thread::JoinHandle<Option<std::process::ChildStdin>>>,
     err: Option<std::thread::JoinHandle<Vec<u8>>>,
     finished: Option<(Option<i32>, String)>,
 }
@@ -262,12 +263,13 @@ impl Sent {
         let mut child = cmd
             .spawn()
             .map_err(|e| ssh::run_error(&run.host, crate::command::Error::Io(e)))?;
-        // The request may outgrow a pipe's buffer: written beside the reading.
+        // The request, one line (it may outgrow a pipe's buffer: written beside the
+        // reading). stdin then stays open, never written again, until ssh ends: the host's
+        // side stops waiting when it closes (this side, or the connection, gone).
         let mut stdin = child.stdin.take().expect("piped");
-        let body = body.to_vec();
-        let feeder = std::thread::spawn(move || {
-            let _ = stdin.write_all(&body);
-        });
+        let mut body = body.to_vec();
+        body.push(b'\n');
+        let feeder = std::thread::spawn(move || stdin.write_all(&body).ok().map(|()| stdin));
         let mut stderr = child.stderr.take().expect("piped");
         let err = std::thread::spawn(move || {
             let mut v = Vec::new();
