@@ -50,6 +50,10 @@ pub struct Host {
     /// How a Slurm host's jobs are submitted (absent for an ssh host).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmOptions>,
+    /// Where this binary was last copied to on the host (no `--bin`, no `subpane` on its
+    /// PATH): the next run there starts it without looking again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied: Option<String>,
 }
 
 /// What every job of a Slurm host is submitted with.
@@ -282,6 +286,7 @@ pub fn add(
         home: remote_home,
         bin: absolute("--bin", bin)?,
         slurm,
+        copied: None,
     };
     let _lock = lock(home)?;
     let mut hosts = list(home)?;
@@ -291,6 +296,21 @@ pub fn add(
     hosts.push(host.clone());
     save(home, hosts)?;
     Ok(host)
+}
+
+/// Remembers where this binary was copied to on host `name` (see [`Host::copied`]); a host
+/// removed meanwhile is left alone.
+pub fn remember_copy(home: &Home, name: &str, path: &str) -> Result<(), HostsError> {
+    let _lock = lock(home)?;
+    let mut hosts = list(home)?;
+    let Some(h) = hosts.iter_mut().find(|h| h.name == name) else {
+        return Ok(());
+    };
+    if h.copied.as_deref() == Some(path) {
+        return Ok(());
+    }
+    h.copied = Some(path.to_owned());
+    save(home, hosts)
 }
 
 /// Forgets a host.

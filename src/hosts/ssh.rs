@@ -136,6 +136,7 @@ pub fn facts(
     let mut out = ask_facts(home, host, &bin.path, connect_timeout)?;
     if out.status.code() == Some(127) && host.bin.is_none() {
         bin = ensure_copied(home, host, connect_timeout)?;
+        super::remember_copy(home, &host.name, &bin.path)?;
         out = ask_facts(home, host, &bin.path, connect_timeout)?;
     }
     let stderr = said(&out);
@@ -357,6 +358,7 @@ mod tests {
             name: "h".into(),
             url: crate::hosts::HostUrl::Ssh(SshUrl::parse(url).unwrap()),
             slurm: None,
+            copied: None,
             home: home.map(str::to_owned),
             bin: bin.map(str::to_owned),
         }

@@ -629,3 +629,47 @@ fn a_wait_covers_runs_here_and_on_a_host_together() {
         "{text:?}"
     );
 }
+
+/// A host without subpane: the first run copies this binary there (as `hosts check` does)
+/// and the host's record remembers where, for the next runs to start it at once.
+#[test]
+fn a_run_on_a_host_without_subpane_copies_this_binary_and_remembers_it() {
+    let h = Host::new();
+    let rh = h.env.root.path().join("bare-home");
+    let add = h.sp([
+        "hosts",
+        "add",
+        "bare",
+        &h.sshd.url(),
+        "--remote-home",
+        rh.to_str().unwrap(),
+    ]);
+    assert_eq!(add.code, 0, "{add:?}");
+    let r = h.sp(["run", "--host", "bare", "--json", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(json(&r)["host"]["name"], "bare");
+    let hosts = json(&h.sp(["hosts", "ls", "--json"]));
+    let bare = hosts
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "bare")
+        .unwrap()
+        .clone();
+    let copied = bare["copied"]
+        .as_str()
+        .expect("the copy is remembered")
+        .to_owned();
+    assert!(
+        copied.starts_with(rh.join("bin/subpane-").to_str().unwrap()),
+        "{bare}"
+    );
+    assert!(std::path::Path::new(&copied).is_file(), "{copied}");
+    // The next run starts that copy; one whose copy went is copied again.
+    let r = h.sp(["run", "--host", "bare", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    std::fs::remove_file(&copied).unwrap();
+    let r = h.sp(["run", "--host", "bare", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(std::path::Path::new(&copied).is_file(), "copied again");
+}

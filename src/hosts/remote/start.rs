@@ -116,6 +116,7 @@ pub fn start(
     let mut first = sent.first(wait);
     if first.is_none() && sent.finish().0 == Some(127) && host.bin.is_none() {
         run.bin = ssh::ensure_copied(home, &host, CONNECT_TIMEOUT)?.path;
+        crate::hosts::remember_copy(home, &host.name, &run.bin)?;
         store::write_json_atomic(&reservation.dir.join(MARKER), &run)?;
         sent = Sent::spawn(home, &run, &body, wait)?;
         first = sent.first(wait);
@@ -231,9 +232,14 @@ fn lost_after_start(
     Ok(StartAnswer::Dropped(started, said.to_owned()))
 }
 
-/// The remote subpane to run: `--bin`, else `subpane` on the remote PATH.
+/// The remote subpane to run: `--bin`, else the copy of this version made there earlier,
+/// else `subpane` on the remote PATH.
 fn remembered_bin(host: &Host) -> String {
-    host.bin.clone().unwrap_or_else(|| "subpane".into())
+    let this_version = format!("/subpane-{}-", env!("CARGO_PKG_VERSION"));
+    host.bin
+        .clone()
+        .or_else(|| host.copied.clone().filter(|c| c.contains(&this_version)))
+        .unwrap_or_else(|| "subpane".into())
 }
 
 /// `BIN __run-request` on the host, its request on stdin, its answers read line by line.
