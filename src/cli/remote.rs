@@ -176,6 +176,34 @@ pub(super) fn cancel(
     }
 }
 
+/// `retry` of a run on a host: the next attempt starts there; unless `detach`, it is waited
+/// for here as `wait` does (its envelope recorded here).
+pub(super) fn retry(
+    home: &Home,
+    run: &RemoteRun,
+    resume: bool,
+    task: Option<&str>,
+    detach: bool,
+    json: bool,
+) -> Result<i32, CliError> {
+    let started = remote::retry(home, run, resume, task).map_err(CliError::Hosts)?;
+    if detach {
+        if json {
+            print_json(&started);
+        } else {
+            eprintln!(
+                "subpane: run {} attempt {} started on host {}; `subpane wait {}` waits for it",
+                started.run_id, started.attempt, run.host.name, started.run_id
+            );
+            print(&format!("{}\n", started.run_id));
+        }
+        return Ok(exit_code::COMPLETED);
+    }
+    let a = remote::wait(home, run, Some(started.attempt), None, false, &mut say_lost)
+        .map_err(CliError::Hosts)?;
+    Ok(answer(home, a, json))
+}
+
 /// A verb whose answer is the host's as it is (`logs`, `attach`, `retry`): run there with
 /// this terminal's stdin, stdout and stderr (`tty`: ssh -t, for `attach`).
 pub(super) fn pass_through(

@@ -83,20 +83,7 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
                 })?,
             );
         }
-        let mut words = vec!["retry", r.run_id.as_str()];
-        for (on, flag) in [
-            (a.resume, "--resume"),
-            (a.detach, "--detach"),
-            (a.json, "--json"),
-        ] {
-            if on {
-                words.push(flag);
-            }
-        }
-        if let Some(t) = &task {
-            words.extend(["--task", t.as_str()]);
-        }
-        return super::remote::pass_through(home, &r, &words, false);
+        return super::remote::retry(home, &r, a.resume, task.as_deref(), a.detach, a.json);
     }
     let mut env = std::collections::BTreeMap::new();
     for e in &a.envs {

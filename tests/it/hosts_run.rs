@@ -148,6 +148,17 @@ fn a_run_on_a_host_answers_and_is_recorded_as_a_run_here() {
             .any(|l| l.starts_with("far-1") && l.contains(" loop ")),
         "{text:?}"
     );
+    // A retry is the host's next attempt, waited for and recorded here.
+    let re = h.sp(["retry", "far-1", "--json"]);
+    assert_eq!(re.code, 1, "{re:?}");
+    assert_eq!(json(&re)["attempt"], 2, "{re:?}");
+    let second = h
+        .env
+        .read_json(&h.env.attempt_dir("far-1", 2).join("result.json"));
+    assert_valid_envelope(&second);
+    assert_eq!(second["host"]["name"], "loop");
+    let st = h.sp(["status", "far-1", "--json"]);
+    assert_eq!(json(&st)["attempt"], 2, "the latest attempt: {st:?}");
     // Run ids stay unique: the id is in use here now.
     let again = h.sp(["run", "--host", "loop", "--run-id", "far-1", "--", "true"]);
     assert_eq!(again.code, 2, "{again:?}");

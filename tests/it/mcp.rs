@@ -1482,6 +1482,10 @@ async fn the_tools_work_on_a_run_on_a_host() {
     assert_eq!(doc(&r)["status"], "completed", "{}", text(&r));
     let r = c.call("logs", json!({"run_id": "m-far"})).await;
     assert!(text(&r).contains("far away"), "{}", text(&r));
+    let r = c.call("retry", json!({"run_id": "m-far"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(doc(&r)["attempt"], 2, "{}", text(&r));
+    assert_eq!(doc(&r)["status"], "completed", "{}", text(&r));
     let r = c.call("list", json!({})).await;
     let runs = doc(&r)["runs"].clone();
     assert!(

@@ -216,3 +216,42 @@ pub fn read_out(home: &Home, run: &RemoteRun, words: &[&str]) -> Result<Vec<u8>,
         code => Err(refusal(&run.host.name, code.unwrap_or(1), &out)),
     }
 }
+
+/// `retry` of a run on a host: the next attempt is started there (`retry --detach --json`),
+/// and its start answered; the caller waits for it with [`wait`] (recording its envelope
+/// here). `task` is the new task's text (read here from its file by the caller). The
+/// variables of a retry (`--env`) are refused: they would be on the host's command line.
+pub fn retry(
+    home: &Home,
+    run: &RemoteRun,
+    resume: bool,
+    task: Option<&str>,
+) -> Result<envelope::Started, HostsError> {
+    let mut words = vec!["retry", run.run_id.as_str(), "--detach", "--json"];
+    if resume {
+        words.push("--resume");
+    }
+    if let Some(t) = task {
+        words.extend(["--task", t]);
+    }
+    let bytes = read_out(home, run, &words)?;
+    if is_envelope(&bytes) {
+        // Its pane could not start there: recorded as any end is.
+        let env = record(home, run, &bytes)?;
+        return Err(HostsError::Check {
+            name: run.host.name.clone(),
+            why: format!(
+                "the retry's attempt {} could not start there: {}",
+                env.attempt,
+                env.output.errors.join("; ")
+            ),
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|e| HostsError::Check {
+        name: run.host.name.clone(),
+        why: format!(
+            "its answer to the retry cannot be read ({e}): {}",
+            crate::term::sanitize(&bytes, 200)
+        ),
+    })
+}

@@ -43,7 +43,7 @@ mod record;
 mod rows;
 mod start;
 
-pub use ask::{Answer, AskError, StatusAnswer, ask, cancel, read_out, status, wait, watch};
+pub use ask::{Answer, AskError, StatusAnswer, ask, cancel, read_out, retry, status, wait, watch};
 pub use record::{record, recorded};
 pub use rows::rows;
 pub use start::{OnStarted, StartAnswer, start};

@@ -243,38 +243,79 @@ pub(super) fn run(
     let (run, started) = remote::start(home, req, None)?;
     match started {
         StartAnswer::Finished(env) => Ok(answer(home, HostAnswer::Finished(env), detail)),
-        StartAnswer::Started(s) | StartAnswer::Dropped(s, _) if !wait => {
-            let text = format!("run {} started on host {}", s.run_id, run.host.name);
-            let next = answer::next_wait(&[s.run_id.as_str()], None);
-            let mut doc = to_value(&s);
-            if let Some(o) = doc.as_object_mut() {
-                o.insert("host".into(), run.host.name.clone().into());
-            }
-            Ok(result(text.clone(), answer::lead(&text, Some(next), doc)))
-        }
-        StartAnswer::Started(_) | StartAnswer::Dropped(..) => {
-            let a = remote::wait(
-                home,
-                &run,
-                None,
-                Some(Instant::now() + max_wait),
-                false,
-                &mut say_lost,
-            )?;
-            let still = matches!(a, HostAnswer::Live(..));
-            let mut r = answer(home, a, detail);
-            if still {
-                prepend(
-                    &mut r,
-                    &format!(
-                        "max_wait ({}) passed; run {} goes on on host {}: call `wait` with its run_id\n",
-                        humantime::format_duration(max_wait),
-                        run.run_id,
-                        run.host.name
-                    ),
-                );
-            }
-            Ok(r)
+        StartAnswer::Started(s) | StartAnswer::Dropped(s, _) => {
+            started_answer(home, &run, s, wait, max_wait, detail)
         }
     }
+}
+
+/// `retry` of a run on a host: its next attempt started there, answered as `run` answers.
+pub(super) fn retry(
+    home: &Home,
+    run: &RemoteRun,
+    a: &super::tools::RetryArgs,
+    max_wait: Duration,
+    detail: bool,
+) -> Answer {
+    if !a.env.is_empty() {
+        return Err(ToolError::Invalid(format!(
+            "`env` cannot be given to a retry of run {} on host {} yet: its values would be on the host's command line; start a new `run` with `host` instead",
+            run.run_id, run.host.name
+        )));
+    }
+    let task = match (&a.task, &a.task_file) {
+        (_, Some(f)) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| ToolError::Invalid(format!("`task_file` {}: {e}", f.display())))?,
+        ),
+        (t, None) => t.clone(),
+    };
+    let s = remote::retry(home, run, a.resume, task.as_deref())?;
+    started_answer(home, run, s, a.wait.unwrap_or(true), max_wait, detail)
+}
+
+/// The answer once an attempt runs on a host: with `wait`, its end there (at most
+/// `max_wait`), else its start.
+fn started_answer(
+    home: &Home,
+    run: &RemoteRun,
+    s: crate::envelope::Started,
+    wait: bool,
+    max_wait: Duration,
+    detail: bool,
+) -> Answer {
+    if !wait {
+        let text = format!(
+            "run {} (attempt {}) started on host {}",
+            s.run_id, s.attempt, run.host.name
+        );
+        let next = answer::next_wait(&[s.run_id.as_str()], None);
+        let mut doc = to_value(&s);
+        if let Some(o) = doc.as_object_mut() {
+            o.insert("host".into(), run.host.name.clone().into());
+        }
+        return Ok(result(text.clone(), answer::lead(&text, Some(next), doc)));
+    }
+    let a = remote::wait(
+        home,
+        run,
+        Some(s.attempt),
+        Some(Instant::now() + max_wait),
+        false,
+        &mut say_lost,
+    )?;
+    let still = matches!(a, HostAnswer::Live(..));
+    let mut r = answer(home, a, detail);
+    if still {
+        prepend(
+            &mut r,
+            &format!(
+                "max_wait ({}) passed; run {} goes on on host {}: call `wait` with its run_id\n",
+                humantime::format_duration(max_wait),
+                run.run_id,
+                run.host.name
+            ),
+        );
+    }
+    Ok(r)
 }

@@ -47,6 +47,11 @@ impl Server {
             ));
         }
         let max_wait = self.max_wait(a.max_wait.as_deref())?;
+        let (home, id) = (self.home.clone(), a.run_id.clone());
+        if let Some(far) = blocking_tool(move || remote::of(&home, &id)).await? {
+            let home = self.home.clone();
+            return blocking_tool(move || remote::retry(&home, &far, &a, max_wait, detail)).await;
+        }
         let home = self.home.clone();
         let opts = a.options();
         let run_id = a.run_id.clone();
