@@ -684,3 +684,59 @@ fn a_run_on_a_host_without_subpane_copies_this_binary_and_remembers_it() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(std::path::Path::new(&copied).is_file(), "copied again");
 }
+
+/// `gc` removes the record here of a run on a host once its end came back, and leaves one
+/// whose end has not (its latest attempt, a retry's too, may still run there).
+#[test]
+fn gc_removes_the_record_of_an_ended_run_on_a_host_and_keeps_a_running_one() {
+    let h = Host::new();
+    let done = h.sp(["run", "--host", "loop", "--run-id", "gc-done", "--", "true"]);
+    assert_eq!(done.code, 0, "{done:?}");
+    let live = h.sp([
+        "run", "--host", "loop", "--detach", "--run-id", "gc-live", "--", "sleep", "60",
+    ]);
+    assert_eq!(live.code, 0, "{live:?}");
+    let retried = h.sp([
+        "run",
+        "--host",
+        "loop",
+        "--run-id",
+        "gc-retried",
+        "--",
+        "true",
+    ]);
+    assert_eq!(retried.code, 0, "{retried:?}");
+    let r = h.sp(["retry", "gc-retried", "--detach"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let dry = json(&h.sp(["gc", "--older-than", "0s", "--dry-run", "--json"]));
+    assert!(
+        dry["removed_runs"]
+            .as_array()
+            .unwrap()
+            .contains(&"gc-done".into()),
+        "{dry}"
+    );
+    assert!(
+        h.env.run_dir("gc-done").exists(),
+        "a dry run removes nothing"
+    );
+    let gc = json(&h.sp(["gc", "--older-than", "0s", "--json"]));
+    let running: Vec<&str> = gc["running"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(
+        running.contains(&"gc-live") && running.contains(&"gc-retried"),
+        "{gc}"
+    );
+    assert!(!h.env.run_dir("gc-done").exists(), "{gc}");
+    assert!(h.env.run_dir("gc-live").join("host.json").is_file());
+    assert!(
+        h.remote_home.join("runs/gc-done").exists(),
+        "the host's records are its own"
+    );
+    let c = h.sp(["cancel", "gc-live"]);
+    assert_eq!(c.code, 0, "{c:?}");
+}

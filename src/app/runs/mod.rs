@@ -452,6 +452,31 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
             report.removed_runs.push(run.id.to_string());
         }
     }
+    // Runs on hosts: their record here goes once its end came back longer ago than the
+    // cutoff (by this machine's clock: when the envelope was written here); the host's own
+    // records are its own `gc`'s.
+    for far in crate::hosts::remote::list(home) {
+        let Ok(id) = RunId::parse(&far.run_id) else {
+            continue;
+        };
+        let ended = crate::hosts::remote::recorded(home, &far, None).and_then(|env| {
+            std::fs::metadata(home.attempt(&id, env.attempt).result())
+                .and_then(|m| m.modified())
+                .ok()
+        });
+        match ended {
+            None => report.running.push(far.run_id.clone()),
+            Some(t) if t <= cutoff || older_than.is_zero() => {
+                let dir = home.run_dir(&id);
+                if !dry_run {
+                    std::fs::remove_dir_all(&dir)
+                        .map_err(|source| Error::Remove { path: dir, source })?;
+                }
+                report.removed_runs.push(far.run_id);
+            }
+            Some(_) => {}
+        }
+    }
     if !dry_run {
         worktree::prune_all(home, &repos);
     }

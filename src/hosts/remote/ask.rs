@@ -247,11 +247,18 @@ pub fn retry(
             ),
         });
     }
-    serde_json::from_slice(&bytes).map_err(|e| HostsError::Check {
-        name: run.host.name.clone(),
-        why: format!(
-            "its answer to the retry cannot be read ({e}): {}",
-            crate::term::sanitize(&bytes, 200)
-        ),
-    })
+    let started: envelope::Started =
+        serde_json::from_slice(&bytes).map_err(|e| HostsError::Check {
+            name: run.host.name.clone(),
+            why: format!(
+                "its answer to the retry cannot be read ({e}): {}",
+                crate::term::sanitize(&bytes, 200)
+            ),
+        })?;
+    // The new attempt's directory here, empty until its envelope comes back: what is
+    // recorded here then says that the run's latest attempt has not ended (`gc`, `ls`).
+    let id = RunId::parse(&run.run_id).map_err(|e| HostsError::Input(e.to_string()))?;
+    let dir = home.attempt(&id, started.attempt).dir().to_path_buf();
+    std::fs::create_dir_all(&dir).map_err(|source| StoreError::Write { path: dir, source })?;
+    Ok(started)
 }
