@@ -5,6 +5,7 @@
 //! against it so the two cannot drift.
 
 mod answers;
+mod budget;
 mod build;
 mod git;
 mod hints;
@@ -12,6 +13,7 @@ mod outcome;
 mod progress;
 mod records;
 mod remote;
+mod sandbox;
 
 use std::collections::BTreeMap;
 
@@ -21,6 +23,7 @@ pub use answers::{
     CancelRequested, DamagedRun, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus,
     RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus,
 };
+pub use budget::{BudgetHit, BudgetLimit, BudgetUsage};
 pub use build::{build, duration_between};
 pub use git::{CarryResult, GitCarry, MAX_SUBMODULES, RefusalReason, bounded_paths};
 pub use hints::{network_hint, says_connection_failed};
@@ -34,6 +37,7 @@ pub use records::{
     WorkerState,
 };
 pub use remote::{Untrusted, compile_schema, from_remote};
+pub use sandbox::{Enforced, EnforcedLimit, EnforcedLimits, LimitKind, SandboxInfo};
 
 use crate::exit_code;
 use crate::spec::AgentKind;
@@ -169,66 +173,6 @@ impl CancelOrigin {
     }
 }
 
-/// The limit of a budget that stopped an agent: the envelope's `budget`.
-///
-/// ```json
-/// {"limit": "max_tokens", "value": 1000, "reached": 1234,
-///  "usage": {"total_tokens": 1234, "turns": 2, "cost_usd": null}}
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetHit {
-    /// The field: `max_turns`, `max_tokens` or `max_cost`.
-    pub limit: BudgetLimit,
-    /// Its value (turns, tokens, or US dollars).
-    pub value: serde_json::Number,
-    /// The figure that crossed it, when the agent was stopped.
-    pub reached: serde_json::Number,
-    /// The agent's usage when it was stopped.
-    pub usage: BudgetUsage,
-}
-
-/// A limit of a budget, named as its field.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BudgetLimit {
-    MaxTurns,
-    MaxTokens,
-    MaxCost,
-}
-
-impl BudgetLimit {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BudgetLimit::MaxTurns => "max_turns",
-            BudgetLimit::MaxTokens => "max_tokens",
-            BudgetLimit::MaxCost => "max_cost",
-        }
-    }
-}
-
-/// An agent's usage when its budget stopped it (what its CLI had reported by then).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetUsage {
-    pub total_tokens: Option<u64>,
-    pub turns: Option<u64>,
-    pub cost_usd: Option<serde_json::Number>,
-}
-
-impl BudgetHit {
-    /// For people: `budget max_tokens 1000 crossed at 1234 tokens`.
-    pub fn words(&self) -> String {
-        let (value, reached) = match self.limit {
-            BudgetLimit::MaxTurns => (self.value.to_string(), format!("{} turns", self.reached)),
-            BudgetLimit::MaxTokens => (self.value.to_string(), format!("{} tokens", self.reached)),
-            BudgetLimit::MaxCost => (format!("${}", self.value), format!("${}", self.reached)),
-        };
-        format!(
-            "budget {} {value} crossed at {reached}",
-            self.limit.as_str()
-        )
-    }
-}
-
 /// Token counts, summed over the attempt.
 ///
 /// ```json
@@ -316,100 +260,6 @@ pub struct TmuxInfo {
     pub socket: Option<String>,
     pub session: Option<String>,
     pub pane_id: Option<String>,
-}
-
-/// The sandbox in force: off, or the policy and what the kernel enforced. `policy` and
-/// `enforced` are present only when the sandbox was asked for (`enforced` is absent when it
-/// could not be set up, with `failure_kind: "sandbox"`).
-///
-/// ```json
-/// {"enabled": false}
-/// ```
-/// ```json
-/// {"enabled": true,
-///  "policy": {"enabled": true, "network": "none", "writable": ["/src/app"], "read_only": [],
-///             "hidden": [], "env_pass": []},
-///  "enforced": {"landlock_abi": 7, "namespaces": ["user", "mount", "net"], "seccomp": true,
-///               "no_new_privs": true, "partial": []}}
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SandboxInfo {
-    pub enabled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub policy: Option<crate::spec::SandboxSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub enforced: Option<Enforced>,
-    /// The limit the sandbox found reached when the program ended (absent when none was).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit_hit: Option<LimitKind>,
-}
-
-/// A limit of the sandbox (`SandboxLimits`).
-///
-/// ```json
-/// "processes"
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LimitKind {
-    /// The PID namespace had no room for more processes.
-    Processes,
-    /// A process was refused memory (not detected: see the README).
-    Memory,
-    /// The private `/tmp` was full.
-    Tmp,
-    /// A process was killed for writing past the file size limit (`SIGXFSZ`).
-    FileSize,
-}
-
-/// The limits of a sandbox, each as the kernel enforced it (`null`: not enforced).
-///
-/// ```json
-/// {"processes": {"max": 4096, "by": "pid_namespace"},
-///  "memory_bytes": {"max": 8589934592, "by": "rlimit_data"},
-///  "tmp_bytes": {"max": 2147483648, "by": "tmpfs"},
-///  "file_size_bytes": {"max": 8589934592, "by": "rlimit_fsize"}}
-/// ```
-///
-/// `by`: `pid_namespace` (the namespace's `pid_max`: processes and threads of the whole
-/// sandbox), `rlimit_data` (`RLIMIT_DATA`: per process), `tmpfs` (the size of the private
-/// `/tmp`), `rlimit_fsize` (`RLIMIT_FSIZE`: per file).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnforcedLimits {
-    pub processes: Option<EnforcedLimit>,
-    pub memory_bytes: Option<EnforcedLimit>,
-    pub tmp_bytes: Option<EnforcedLimit>,
-    pub file_size_bytes: Option<EnforcedLimit>,
-}
-
-/// One limit and the mechanism that enforced it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnforcedLimit {
-    pub max: u64,
-    pub by: String,
-}
-
-/// What the kernel enforced for a sandboxed program, reported by the process that entered
-/// the sandbox just before it ran the program.
-///
-/// ```json
-/// {"landlock_abi": 7, "namespaces": ["user", "mount", "net", "pid"], "seccomp": true,
-///  "no_new_privs": true, "partial": [], "limits": {…}}
-/// ```
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Enforced {
-    /// The Landlock ABI version the rules were enforced with.
-    pub landlock_abi: Option<u32>,
-    /// Namespaces the program runs in: `user`, `mount`, `net`, `pid`.
-    pub namespaces: Vec<String>,
-    /// A seccomp filter is installed.
-    pub seccomp: bool,
-    pub no_new_privs: bool,
-    /// Rules that were only partly enforced, each with why (empty when all held).
-    pub partial: Vec<String>,
-    /// The limits and how each was enforced.
-    #[serde(default)]
-    pub limits: EnforcedLimits,
 }
 
 /// One file of the attempt directory. `sha256` is of the whole file unless `hashed_bytes`
