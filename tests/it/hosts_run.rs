@@ -148,6 +148,11 @@ fn a_run_on_a_host_answers_and_is_recorded_as_a_run_here() {
             .any(|l| l.starts_with("far-1") && l.contains(" loop ")),
         "{text:?}"
     );
+    // A task that starts with `-` reaches the host as the value it is (so the host's own
+    // rule answers: a command takes no task).
+    let dash = h.sp(["retry", "far-1", "--task=-n"]);
+    assert_eq!(dash.code, 2, "{dash:?}");
+    assert!(dash.stderr.contains("--task is for agents"), "{dash:?}");
     // A retry is the host's next attempt, waited for and recorded here.
     let re = h.sp(["retry", "far-1", "--json"]);
     assert_eq!(re.code, 1, "{re:?}");
@@ -739,4 +744,33 @@ fn gc_removes_the_record_of_an_ended_run_on_a_host_and_keeps_a_running_one() {
     );
     let c = h.sp(["cancel", "gc-live"]);
     assert_eq!(c.code, 0, "{c:?}");
+}
+
+/// What a host's `ls` answers is another machine's text: made safe for this terminal too.
+#[test]
+fn a_hosts_ls_rows_are_made_safe_for_the_terminal_here() {
+    let h = Host::new();
+    let r = h.sp(["run", "--host", "loop", "--run-id", "esc-1", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    // A host whose `ls` puts terminal escapes in a row's text.
+    let bin = h.env.root.path().join("escaping-ls");
+    let row = r#"[{"run_id":"esc-1","attempt":1,"agent":"command","status":"completed","failure_kind":null,"exit_code":0,"created_at":"2026-01-01T00:00:00.000Z","started_at":null,"finished_at":null,"duration_ms":1,"labels":{},"correlation_id":null,"group":null,"parent_run":null,"depth":0,"what":"\u001b]0;owned\u0007\u001b[2J","problem":null}]"#;
+    std::fs::write(
+        &bin,
+        format!("#!/bin/sh\ncase \" $* \" in\n  *\" ls \"*) printf '%s' '{row}' ;;\n  *) exec {BIN} \"$@\" ;;\nesac\n"),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let marker = h.env.run_dir("esc-1").join("host.json");
+    let mut v: Value = serde_json::from_slice(&std::fs::read(&marker).unwrap()).unwrap();
+    v["bin"] = bin.to_str().unwrap().into();
+    std::fs::write(&marker, serde_json::to_vec(&v).unwrap()).unwrap();
+    let ls = h.sp(["ls"]);
+    assert_eq!(ls.code, 0, "{ls:?}");
+    assert!(ls.stdout.contains("esc-1"), "{ls:?}");
+    assert!(
+        !ls.stdout.contains('\u{1b}') && !ls.stdout.contains('\u{7}'),
+        "{ls:?}"
+    );
 }

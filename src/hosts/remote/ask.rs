@@ -227,12 +227,14 @@ pub fn retry(
     resume: bool,
     task: Option<&str>,
 ) -> Result<envelope::Started, HostsError> {
+    // The task as `--task=TEXT`, one word: a text that starts with `-` stays a value.
+    let task = task.map(|t| format!("--task={t}"));
     let mut words = vec!["retry", run.run_id.as_str(), "--detach", "--json"];
     if resume {
         words.push("--resume");
     }
-    if let Some(t) = task {
-        words.extend(["--task", t]);
+    if let Some(t) = &task {
+        words.push(t);
     }
     let bytes = read_out(home, run, &words)?;
     if is_envelope(&bytes) {

@@ -41,6 +41,9 @@ pub fn rows(home: &Home) -> Vec<envelope::RunRow> {
                         || unknown_row(home, run, "the host has no record of it".into()),
                         |mut r| {
                             r.host = Some(run.host.name.clone());
+                            // Another machine's text, made safe for a terminal here too.
+                            r.what = crate::term::sanitize(r.what.as_bytes(), 200);
+                            r.problem = r.problem.map(|p| crate::term::sanitize(p.as_bytes(), 300));
                             // Ordered among the runs here by when it was started from here: the
                             // host's clock is never compared with this one.
                             r.created_at = run.created_at.clone();
