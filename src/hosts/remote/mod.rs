@@ -124,11 +124,6 @@ pub fn list(home: &Home) -> Vec<RemoteRun> {
     runs
 }
 
-/// Whether `dir` (a run directory here) is a run on a host.
-pub fn is_remote_dir(dir: &std::path::Path) -> bool {
-    dir.join(MARKER).exists()
-}
-
 /// The ssh command that runs `words` (the remote subpane's arguments after its home) for
 /// `run`; `tty`: with `-t`, for a terminal (`attach`).
 pub fn command(home: &Home, run: &RemoteRun, words: &[&str], tty: bool) -> Command {
