@@ -11,7 +11,13 @@
 //!
 //!  Interrupter::interrupt (any thread) ─► the loop: 1st stops and cancels, 2nd kills
 //!  Options::tick ─► the loop's heartbeat ─► Event::Tick (a clock to redraw; no other timer)
+//!
+//!  a task for a host ─► a thread: start there and wait there, one ssh session (far.rs)
+//!                        ─► News (started, ended) ─► waker ─► Driver::settled takes it
 //! ```
+//!
+//! The concurrency holds for each place: here, and each host (a task of `--hosts` goes to
+//! the one of them with the most room, so a slow host gets fewer).
 //!
 //! Every run carries the fan-out's group id (`run.json`, `spec.json`, the envelope), so a
 //! fan-out that is killed loses nothing: the started runs go on, and `wait --group` finds them.
@@ -26,6 +32,7 @@
 
 mod detached;
 mod events;
+mod far;
 mod tasks;
 
 pub use detached::{
@@ -33,14 +40,14 @@ pub use detached::{
     is_driver, read_driver_input,
 };
 pub use events::{Event, Progress, StopReason};
-pub use tasks::{Task, new_group_id, plan_lines, plan_requests, plan_tasks};
+pub use tasks::{Place, Task, new_group_id, plan_lines, plan_requests, plan_tasks};
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use super::wait_loop::{Driver, Interrupter, Seen, WaitLoop, done_when};
-use super::{Error, Found, Plan, Started, cancel_by, start_many};
+use super::{Error, Found, Plan, RunRequest, Started, cancel_by, start_many};
 use crate::envelope::{CancelOrigin, Envelope, FanoutReport, FanoutTask, TaskStatus};
 use crate::spec::RunRecord;
 use crate::store::Home;
@@ -60,15 +67,23 @@ pub struct Options {
     pub cancel_siblings: bool,
     /// Report [`Event::Tick`] this often (for a clock); `None`: only real events.
     pub tick: Option<Duration>,
+    /// The hosts a task of [`Place::AnyHost`] may go to (`--hosts`).
+    pub hosts: Vec<String>,
 }
 
 enum Phase {
     Queued(Box<Plan>),
+    /// For a host: the line's own (`Some`), or any of [`Options::hosts`].
+    QueuedThere(Box<RunRequest>, Option<String>),
     /// Between the queue and `start_many`.
     Starting,
     Running {
         record: Box<RunRecord>,
         started: Box<Started>,
+    },
+    /// Sent to a host ([`far::Far`] knows which); `run` once it runs there.
+    There {
+        run: Option<Box<crate::hosts::remote::RemoteRun>>,
     },
     Done(FanoutTask),
 }
@@ -95,6 +110,8 @@ struct State<'h> {
     slots: Vec<Slot>,
     queue: VecDeque<usize>,
     running: HashMap<Token, usize>,
+    /// The tasks sent to hosts and not ended, by slot.
+    far: far::Far,
     interrupts_seen: u32,
     stopping: bool,
     progress: Progress,
@@ -119,12 +136,17 @@ impl<'h> Fanout<'h> {
                 line: t.line,
                 run_id: t.run_id().to_owned(),
                 what: t.what(),
-                state: Phase::Queued(Box::new(t.plan)),
+                state: match t.place {
+                    Place::Here(p) => Phase::Queued(p),
+                    Place::Host(h) => Phase::QueuedThere(Box::new(t.request), Some(h)),
+                    Place::AnyHost => Phase::QueuedThere(Box::new(t.request), None),
+                },
             })
             .collect();
+        let wl = WaitLoop::new()?;
         Ok(Self {
-            wl: WaitLoop::new()?,
             state: State {
+                far: far::Far::new(home, wl.waker()),
                 home,
                 group,
                 queue: (0..slots.len()).collect(),
@@ -139,6 +161,7 @@ impl<'h> Fanout<'h> {
                 t0: Instant::now(),
                 opts,
             },
+            wl,
         })
     }
 
@@ -193,15 +216,14 @@ struct Drive<'a, 'h> {
 impl Driver for Drive<'_, '_> {
     fn settled(&mut self, wl: &mut WaitLoop) -> Result<ControlFlow<()>, Error> {
         let s = &mut *self.state;
+        s.take_far_news(self.on_event);
         s.take_interrupts(wl.interrupts(), self.on_event);
-        // Until something runs or nothing is left: a batch whose every start failed frees
-        // its slots at once, and no end would come to refill them.
-        while !s.stopping && !s.queue.is_empty() && s.running.len() < s.opts.concurrency {
-            s.fill(wl, self.on_event);
-        }
+        // Until nothing more can start: a batch whose every start failed frees its slots at
+        // once, and no end would come to refill them.
+        while !s.stopping && !s.queue.is_empty() && s.fill(wl, self.on_event) > 0 {}
         // Nothing runs, and nothing will start.
         Ok(done_when(
-            s.running.is_empty() && (s.stopping || s.queue.is_empty()),
+            s.running.is_empty() && s.far.is_empty() && (s.stopping || s.queue.is_empty()),
         ))
     }
 
@@ -226,14 +248,57 @@ impl State<'_> {
         on_event(ev, &self.progress);
     }
 
-    /// Starts queued tasks up to the concurrency, in one batch.
-    fn fill(&mut self, wl: &mut WaitLoop, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
-        let free = self.opts.concurrency.saturating_sub(self.running.len());
-        let take = free.min(self.queue.len());
-        if take == 0 {
-            return;
+    /// Starts queued tasks up to the concurrency of each place: here in one batch, on
+    /// hosts each in a thread of its own. How many it started.
+    fn fill(&mut self, wl: &mut WaitLoop, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) -> usize {
+        let mut here_free = self.opts.concurrency.saturating_sub(self.running.len());
+        let mut batch = Vec::new();
+        let mut there = Vec::new();
+        let mut left = VecDeque::with_capacity(self.queue.len());
+        while let Some(i) = self.queue.pop_front() {
+            let to = match &self.slots[i].state {
+                Phase::Queued(_) if here_free > 0 => {
+                    here_free -= 1;
+                    batch.push(i);
+                    continue;
+                }
+                Phase::QueuedThere(_, Some(h)) => {
+                    (self.far.running_on(h) < self.opts.concurrency).then(|| h.clone())
+                }
+                Phase::QueuedThere(_, None) => self
+                    .opts
+                    .hosts
+                    .iter()
+                    .map(|h| (self.far.running_on(h), h))
+                    .filter(|(n, _)| *n < self.opts.concurrency)
+                    .min_by_key(|(n, _)| *n)
+                    .map(|(_, h)| h.clone()),
+                _ => None,
+            };
+            match to {
+                Some(h) => {
+                    self.far.reserve(i, &h);
+                    there.push((i, h));
+                }
+                None => left.push_back(i),
+            }
         }
-        let batch: Vec<usize> = self.queue.drain(..take).collect();
+        self.queue = left;
+        let n = batch.len() + there.len();
+        for (i, host) in there {
+            let Phase::QueuedThere(req, _) =
+                std::mem::replace(&mut self.slots[i].state, Phase::There { run: None })
+            else {
+                continue;
+            };
+            self.progress.queued -= 1;
+            self.progress.running += 1;
+            let group = self.group.clone();
+            self.far.send(i, host, *req, group);
+        }
+        if batch.is_empty() {
+            return n;
+        }
         let mut plans = Vec::with_capacity(batch.len());
         let mut records = Vec::with_capacity(batch.len());
         for &i in &batch {
@@ -248,18 +313,67 @@ impl State<'_> {
             match res {
                 Ok(started) => self.started(wl, i, record, started, on_event),
                 Err(e) => {
-                    // The run was not created: the task never started.
-                    let (line, _, what) = self.ids(i);
-                    let t = FanoutTask {
-                        line,
-                        run_id: None,
-                        status: TaskStatus::Failed,
-                        failure_kind: Some(crate::envelope::FailureKind::Spawn),
-                        exit_code: None,
-                        duration_ms: None,
-                        attempt_dir: None,
-                        what,
-                        error: Some(e.to_string()),
+                    let t = self.not_started(i, e.to_string());
+                    self.finish(i, t, on_event);
+                }
+            }
+        }
+        n
+    }
+
+    /// A task whose run was not created (it never started), with why.
+    fn not_started(&self, i: usize, error: String) -> FanoutTask {
+        let (line, _, what) = self.ids(i);
+        FanoutTask {
+            line,
+            run_id: None,
+            status: TaskStatus::Failed,
+            failure_kind: Some(crate::envelope::FailureKind::Spawn),
+            exit_code: None,
+            duration_ms: None,
+            attempt_dir: None,
+            what,
+            error: Some(error),
+        }
+    }
+
+    /// What the hosts' threads said since the last look.
+    fn take_far_news(&mut self, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
+        while let Some(news) = self.far.next() {
+            match news {
+                far::News::Started(i, run) => {
+                    let run_id = run.run_id.clone();
+                    if let Phase::There { run: r, .. } = &mut self.slots[i].state {
+                        *r = Some(run.clone());
+                    }
+                    self.emit(&Event::Started { task: i, run_id: &run_id }, on_event);
+                    self.far.cancel_if_asked(&run);
+                }
+                far::News::Ended(i, end) => {
+                    self.far.ended(i);
+                    self.progress.running -= 1;
+                    let t = match end {
+                        far::End::NotStarted(why) => self.not_started(i, why),
+                        far::End::Finished(env) => {
+                            let dir = crate::spec::RunId::parse(&env.run_id)
+                                .map(|id| self.home.attempt(&id, env.attempt).dir().to_path_buf())
+                                .ok();
+                            self.outcome(i, &env, dir)
+                        }
+                        far::End::Unknown(why) => {
+                            let (line, run_id, what) = self.ids(i);
+                            FanoutTask {
+                                line,
+                                run_id: Some(run_id),
+                                status: TaskStatus::Failed,
+                                failure_kind: None,
+                                exit_code: None,
+                                duration_ms: None,
+                                attempt_dir: None,
+                                what,
+                                error: Some(why),
+                            }
+                        }
                     };
                     self.finish(i, t, on_event);
                 }
@@ -280,16 +394,11 @@ impl State<'_> {
             self.emit(&Event::Warning(format!("line {line}: {w}")), on_event);
         }
         self.progress.running += 1;
-        self.emit(
-            &Event::Started {
-                task: i,
-                started: &started,
-            },
-            on_event,
-        );
+        let run_id = started.spec.run_id.to_string();
+        self.emit(&Event::Started { task: i, run_id: &run_id }, on_event);
         if let Some(env) = &started.spawn_failed {
             self.progress.running -= 1;
-            let t = self.outcome(i, env, &started);
+            let t = self.outcome(i, env, Some(started.paths.dir().to_path_buf()));
             self.finish(i, t, on_event);
             return;
         }
@@ -332,7 +441,9 @@ impl State<'_> {
         };
         self.progress.running -= 1;
         let t = match &self.slots[i].state {
-            Phase::Running { started, .. } => self.outcome(i, envelope, started),
+            Phase::Running { started, .. } => {
+                self.outcome(i, envelope, Some(started.paths.dir().to_path_buf()))
+            }
             _ => return,
         };
         self.finish(i, t, on_event);
@@ -414,6 +525,15 @@ impl State<'_> {
         for w in warnings {
             self.emit(&Event::Warning(w), on_event);
         }
+        let there: Vec<_> = self
+            .slots
+            .iter()
+            .filter_map(|s| match &s.state {
+                Phase::There { run, .. } => Some(run.as_deref()),
+                _ => None,
+            })
+            .collect();
+        self.far.cancel(there, grace_ms, origin);
     }
 
     /// Task `i` ended (its run ended, or it could not start); with `fail_fast`, the first
@@ -446,25 +566,13 @@ impl State<'_> {
         }
     }
 
-    fn outcome(&self, i: usize, env: &Envelope, started: &Started) -> FanoutTask {
+    fn outcome(&self, i: usize, env: &Envelope, attempt_dir: Option<std::path::PathBuf>) -> FanoutTask {
         let s = &self.slots[i];
-        // Why it did not complete, in the envelope's words (for a program that failed, the
-        // end of its stderr).
-        let error = match env.status {
-            crate::envelope::Status::Completed => None,
-            _ => env.output.errors.first().cloned(),
-        };
-        FanoutTask {
-            line: s.line,
-            run_id: Some(env.run_id.clone()),
-            status: env.status.into(),
-            failure_kind: env.failure_kind,
-            exit_code: env.exit_code,
-            duration_ms: env.duration_ms,
-            attempt_dir: Some(started.paths.dir().to_path_buf()),
-            what: s.what.clone(),
-            error,
-        }
+        let mut t = skipped(s.line, String::new(), s.what.clone());
+        t.run_id = Some(env.run_id.clone());
+        t.attempt_dir = attempt_dir;
+        t.ended(env);
+        t
     }
 
     fn ids(&self, i: usize) -> (usize, String, String) {

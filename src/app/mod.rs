@@ -56,7 +56,7 @@ use start::{launch, plan, request, retry, run, seed, start_many};
 pub use watch::board;
 use watch::{output_end, pretty, progress, wait, wait_loop};
 
-pub use group::{group_runs, list_group};
+pub use group::{group_far, group_runs, list_group};
 pub use launch::{Started, start};
 pub use names::{
     NEWEST, completions as run_names, groups as group_names, random_part, resolve_group,

@@ -25,6 +25,15 @@ pub struct CancelArgs {
     /// Return once the request is delivered, without waiting for the attempt to end
     #[arg(long)]
     pub no_wait: bool,
+    /// Who asks, as the envelope's `cancelled_by` says it (internal: a fan-out here
+    /// cancelling its task on a host gives `sibling` or `fanout`)
+    #[arg(long, hide = true, value_name = "ORIGIN", value_parser = origin)]
+    pub by: Option<crate::envelope::CancelOrigin>,
+}
+
+fn origin(s: &str) -> Result<crate::envelope::CancelOrigin, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_owned()))
+        .map_err(|_| format!("`{s}` is not a cancel origin"))
 }
 
 pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError> {
@@ -32,7 +41,7 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
         if let Some(g) = &a.grace {
             parse_duration("--grace", g)?;
         }
-        return super::remote::cancel(home, &r, a.grace.as_deref(), a.no_wait, a.json);
+        return super::remote::cancel(home, &r, a.grace.as_deref(), a.no_wait, a.by, a.json);
     }
     let grace = a
         .grace
@@ -40,7 +49,8 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
         .map(|g| parse_duration("--grace", g))
         .transpose()?;
     let f = app::find_run(home, &a.run, None)?;
-    let requested = match app::cancel(&f, grace.map(millis))? {
+    let by = a.by.unwrap_or(crate::envelope::CancelOrigin::Cancel);
+    let requested = match app::cancel_by(&f, grace.map(millis), by)? {
         CancelOutcome::AlreadyFinished(env) => {
             eprintln!(
                 "subpane: run {} had already finished ({})",

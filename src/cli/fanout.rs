@@ -49,7 +49,9 @@ static AFTER_HELP: LazyLock<String> = LazyLock::new(|| {
 
 /// What follows the list of fields.
 const REST: &str = " Relative paths (cwd, @FILE, task_file) are relative
-to the current directory.
+to the current directory. A line with \"host\" (or any line, with --hosts) runs on that host:
+its @FILE and task_file are read here and sent, its cwd is the host's (relative: to its login
+directory), and the host plans it before anything starts.
 
   {\"argv\": [\"make\", \"test\"], \"cwd\": \"svc/api\", \"timeout\": \"10m\"}
   {\"agent\": \"claude\", \"task\": \"@tasks/review.md\", \"run_id\": \"review-1\"}
@@ -96,10 +98,15 @@ pub struct FanoutArgs {
     /// A file of tasks, one JSON object per line, or - to read them from stdin
     #[arg(value_name = "FILE|-", required_unless_present = "driver")]
     pub file: Option<PathBuf>,
-    /// Run at most N tasks at once
+    /// Run at most N tasks at once in each place: here, and on each host
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CONCURRENCY,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub concurrency: u32,
+    /// Run the tasks of lines without a "host" on these hosts (names from `subpane hosts
+    /// ls`), each task on the one with the most room when its turn comes; --concurrency
+    /// holds on each. Every host plans the lines before anything starts
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',', num_args = 1..)]
+    pub hosts: Vec<String>,
     /// Start no new task after the first one that does not complete (failed, timed out,
     /// cancelled); the running ones finish, the rest are skipped
     #[arg(long)]
@@ -128,12 +135,13 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
     let (group, tasks, name, mut opts) = match &a.driver {
         Some(dir) => {
             let (record, requests) = read_driver_input(dir)?;
-            let tasks = plan_lines(requests, home, &RealSystem, &record.group)?;
+            let tasks = plan_lines(requests, home, &RealSystem, &record.group, &record.hosts)?;
             let opts = Options {
                 concurrency: record.concurrency,
                 fail_fast: record.fail_fast,
                 cancel_siblings: record.cancel_siblings,
                 tick: None,
+                hosts: record.hosts.clone(),
             };
             (
                 record.group,
@@ -146,12 +154,13 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
             let file = a.file.as_deref().unwrap_or(std::path::Path::new("-"));
             let (text, name) = read_tasks(file)?;
             let group = new_group_id();
-            let tasks = plan_tasks(&text, home, &RealSystem, &group)?;
+            let tasks = plan_tasks(&text, home, &RealSystem, &group, &a.hosts)?;
             let opts = Options {
                 concurrency: a.concurrency as usize,
                 fail_fast: a.fail_fast,
                 cancel_siblings: a.cancel_siblings,
                 tick: None,
+                hosts: a.hosts.clone(),
             };
             (group, tasks, name, opts)
         }

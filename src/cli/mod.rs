@@ -170,6 +170,10 @@ pub enum Command {
     /// --host` runs it on the host)
     #[command(name = "__run-request", hide = true)]
     RunRequest,
+    /// Plan, starting nothing, a fan-out's lines read as JSON on stdin (internal; `fanout`
+    /// runs it on each host its lines go to)
+    #[command(name = "__check-requests", hide = true)]
+    CheckRequests,
     /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
     #[command(name = "__nest", hide = true)]
     Nest {
@@ -263,6 +267,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Gc(a) => gc::gc(&home, a),
         Command::Hosts(a) => hosts::hosts(&home, a),
         Command::RunRequest => run::run_request(&home),
+        Command::CheckRequests => run::check_requests(&home),
         Command::HostFacts => {
             common::print_json(&crate::hosts::local_facts(&home));
             Ok(0)

@@ -32,7 +32,7 @@ pub(super) fn of(home: &Home, name: &str) -> Result<Option<RemoteRun>, CliError>
 /// call, Ctrl-C cancelling it there.
 pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Result<i32, CliError> {
     if detach {
-        return match remote::start(home, req, None).map_err(CliError::Hosts)?.1 {
+        return match remote::start(home, req, None, None).map_err(CliError::Hosts)?.1 {
             StartAnswer::Finished(env) => {
                 eprintln!("subpane: error: {}", env.output.errors.join("; "));
                 Ok(show(home, &env, json))
@@ -62,7 +62,7 @@ pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Res
     };
     // Before the start: a Ctrl-C while the request is on its way is counted, not fatal.
     interrupt::block();
-    let (run, answer) = remote::start(home, req, Some(&mut on_started)).map_err(CliError::Hosts)?;
+    let (run, answer) = remote::start(home, req, None, Some(&mut on_started)).map_err(CliError::Hosts)?;
     let answer = match answer {
         StartAnswer::Finished(env) => Answer::Finished(env),
         StartAnswer::Started(_) | StartAnswer::Dropped(..) => {
@@ -109,7 +109,7 @@ fn cancel_on_interrupt(home: &Home, run: &RemoteRun) {
             }
         );
         let grace = (n > 1).then_some("0s");
-        if let Err(e) = remote::cancel(&h, &r, grace, true) {
+        if let Err(e) = remote::cancel(&h, &r, grace, true, Some(crate::envelope::CancelOrigin::Interrupt)) {
             eprintln!(
                 "subpane: error: the cancel did not reach host {}: {e}",
                 r.host.name
@@ -155,9 +155,10 @@ pub(super) fn cancel(
     run: &RemoteRun,
     grace: Option<&str>,
     no_wait: bool,
+    by: Option<crate::envelope::CancelOrigin>,
     json: bool,
 ) -> Result<i32, CliError> {
-    match remote::cancel(home, run, grace, no_wait).map_err(CliError::Hosts)? {
+    match remote::cancel(home, run, grace, no_wait, by).map_err(CliError::Hosts)? {
         Answer::Finished(env) => {
             show(home, &env, json);
             Ok(exit_code::COMPLETED)
@@ -375,7 +376,11 @@ pub(super) fn wait_many(
     }
     // The runs here as the wait left them (a fresh look at the ones it did not see end).
     let near_answers = match near_result {
-        Some(res) => app::wait_answers(targets, res)?,
+        Some(mut res) => {
+            let mut targets = targets;
+            app::regroup(home, a.group.as_deref(), &mut targets, &mut res)?;
+            app::wait_answers(targets, res)?
+        }
         None => app::wait_answers(
             targets.clone(),
             app::WaitResult {
@@ -402,7 +407,15 @@ pub(super) fn wait_many(
             *place = Some(r);
         }
     }
-    let runs: Vec<app::RunAnswer> = runs.into_iter().flatten().collect();
+    let mut runs: Vec<app::RunAnswer> = runs.into_iter().flatten().collect();
+    // A group's runs on hosts sent since the wait began (by its driver): as recorded here.
+    if let Some(g) = &a.group {
+        for r in app::group_far(home, g) {
+            if !far.iter().any(|(_, f)| f.run_id == r.run_id) {
+                runs.push(far_answer(home, &r, None)?);
+            }
+        }
+    }
     let mut order: Vec<usize> = near_answers
         .order
         .iter()

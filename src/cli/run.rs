@@ -97,28 +97,13 @@ pub fn run(home: &Home, a: RunArgs) -> Result<i32, CliError> {
 /// caller's version) from stdin, and plans and starts it detached, answering as
 /// `run --detach --json` does.
 pub(super) fn run_request(home: &Home) -> Result<i32, CliError> {
-    use std::io::{BufRead, Read};
-    // One line; the rest of stdin is the caller's connection: it only ever closes.
-    let mut stdin = std::io::stdin().lock();
-    let mut body = Vec::new();
-    (&mut stdin)
-        .take(crate::store::RECORD_LIMIT + 1)
-        .read_until(b'\n', &mut body)
-        .map_err(|source| CliError::ReadTasks {
-            what: "the run request on stdin".into(),
-            source,
-        })?;
-    drop(stdin);
-    let r: crate::hosts::remote::RemoteRequest = serde_json::from_slice(&body)
-        .map_err(|e| CliError::Flag(format!("the run request on stdin cannot be read: {e}")))?;
-    let mine = env!("CARGO_PKG_VERSION");
-    if r.version != mine {
-        return Err(CliError::Flag(format!(
-            "this host runs subpane {mine} and the caller is subpane {}: install the caller's version here, or give `hosts add` the --bin of one",
-            r.version
-        )));
+    let r: crate::hosts::remote::RemoteRequest = read_request("the run request")?;
+    same_version(&r.version)?;
+    let mut plan = app::plan(&r.request, home, &RealSystem)?;
+    if let Some(g) = &r.group {
+        plan.record.group = Some(g.clone());
+        plan.spec.group = Some(g.clone());
     }
-    let plan = app::plan(&r.request, home, &RealSystem)?;
     if !r.wait {
         return start_and_report(home, plan, true, true);
     }
@@ -163,6 +148,53 @@ pub(super) fn run_request(home: &Home) -> Result<i32, CliError> {
         }
         _ => Ok(crate::exit_code::FAILED),
     }
+}
+
+/// `__check-requests`: plans a fan-out's lines for this host as they would start here,
+/// starting nothing, and answers with the lines it refuses ([`crate::hosts::remote::check`]).
+pub(super) fn check_requests(home: &Home) -> Result<i32, CliError> {
+    let r: crate::hosts::remote::RemoteCheck = read_request("the fan-out's lines")?;
+    same_version(&r.version)?;
+    let errors = match app::fanout::plan_lines(r.requests, home, &RealSystem, &r.group, &[]) {
+        Ok(_) => Vec::new(),
+        Err(e) if e.nothing_started() => e
+            .to_string()
+            .lines()
+            .filter(|l| *l != "nothing was started")
+            .map(str::to_owned)
+            .collect(),
+        Err(e) => return Err(e.into()),
+    };
+    super::common::print_json(&crate::hosts::remote::CheckAnswer { errors });
+    Ok(crate::exit_code::COMPLETED)
+}
+
+/// The one JSON line on stdin a caller on another machine sent (`what` names it in errors);
+/// the rest of stdin is the caller's connection, left unread.
+fn read_request<T: serde::de::DeserializeOwned>(what: &str) -> Result<T, CliError> {
+    use std::io::{BufRead, Read};
+    let mut stdin = std::io::stdin().lock();
+    let mut body = Vec::new();
+    (&mut stdin)
+        .take(crate::store::RECORD_LIMIT + 1)
+        .read_until(b'\n', &mut body)
+        .map_err(|source| CliError::ReadTasks {
+            what: format!("{what} on stdin"),
+            source,
+        })?;
+    serde_json::from_slice(&body)
+        .map_err(|e| CliError::Flag(format!("{what} on stdin cannot be read: {e}")))
+}
+
+/// A request from a caller of another version is refused, naming both.
+fn same_version(theirs: &str) -> Result<(), CliError> {
+    let mine = env!("CARGO_PKG_VERSION");
+    if theirs == mine {
+        return Ok(());
+    }
+    Err(CliError::Flag(format!(
+        "this host runs subpane {mine} and the caller is subpane {theirs}: install the caller's version here, or give `hosts add` the --bin of one"
+    )))
 }
 
 /// One JSON document as one line (what `__run-request` answers with).

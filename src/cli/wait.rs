@@ -81,21 +81,28 @@ pub fn wait(home: &crate::store::Home, a: WaitArgs) -> Result<i32, CliError> {
     if let ([(_, remote)], true, None) = (far.as_slice(), near.is_empty(), &a.group) {
         return super::remote::wait(home, remote, a.attempt, timeout, a.json);
     }
-    if !far.is_empty() {
-        let mode = if a.any { WaitMode::Any } else { WaitMode::All };
-        let group = a.group.as_deref().map(|g| app::resolve_group(home, g));
-        let a = WaitArgs {
-            group: group.transpose()?,
-            ..a
-        };
-        let answers = super::remote::wait_many(home, &a, far, &near, mode, timeout)?;
-        return report(home, &a, mode, answers);
-    }
     let group = a.group.as_deref().map(|g| app::resolve_group(home, g));
     let a = WaitArgs {
         group: group.transpose()?,
         ..a
     };
+    // A group's runs on hosts, after the runs named (a detached group's driver may send
+    // more: those it ended with are found when the wait ends).
+    let far_tasks = a.group.as_deref().is_some_and(|g| {
+        app::fanout::group_record(home, g).is_some_and(|r| r.tasks.iter().any(|t| t.remote))
+    });
+    if let Some(g) = &a.group {
+        for r in app::group_far(home, g) {
+            if !far.iter().any(|(_, f)| f.run_id == r.run_id) {
+                far.push((a.runs.len() + far.len(), r));
+            }
+        }
+    }
+    if !far.is_empty() || far_tasks {
+        let mode = if a.any { WaitMode::Any } else { WaitMode::All };
+        let answers = super::remote::wait_many(home, &a, far, &near, mode, timeout)?;
+        return report(home, &a, mode, answers);
+    }
     let targets = app::wait_targets(home, &a.runs, a.group.as_deref(), a.attempt)?;
     let mode = if a.any { WaitMode::Any } else { WaitMode::All };
     use std::io::IsTerminal;

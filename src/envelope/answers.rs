@@ -311,6 +311,19 @@ pub struct FanoutTask {
 }
 
 impl FanoutTask {
+    /// The task as its run ended: the envelope's outcome, and (when it did not complete)
+    /// why in the envelope's words (for a program that failed, the end of its stderr).
+    pub fn ended(&mut self, env: &super::Envelope) {
+        self.status = env.status.into();
+        self.failure_kind = env.failure_kind;
+        self.exit_code = env.exit_code;
+        self.duration_ms = env.duration_ms;
+        self.error = match env.status {
+            Status::Completed => None,
+            _ => env.output.errors.first().cloned(),
+        };
+    }
+
     /// The task's share of the fan-out's exit code: its run's code, and `130` (cancelled)
     /// for a skipped task. A task is only ever skipped after a failure or an interrupt, so
     /// this never hides a worse code.

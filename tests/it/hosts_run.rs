@@ -44,7 +44,7 @@ impl Host {
     }
 
     /// `subpane ARGS` here, with the ssh wrapper first on PATH.
-    fn sp<const N: usize>(&self, args: [&str; N]) -> Ran {
+    pub fn sp<const N: usize>(&self, args: [&str; N]) -> Ran {
         self.cmd().args(args).output().unwrap().into()
     }
 
@@ -55,11 +55,11 @@ impl Host {
     }
 
     /// The attempt directory of `run` on the host.
-    fn remote_attempt(&self, run: &str) -> PathBuf {
+    pub fn remote_attempt(&self, run: &str) -> PathBuf {
         self.remote_home.join("runs").join(run).join("attempts/1")
     }
 
-    fn local_runs(&self) -> Vec<String> {
+    pub fn local_runs(&self) -> Vec<String> {
         std::fs::read_dir(self.env.home.join("runs"))
             .map(|rd| {
                 rd.flatten()
@@ -71,14 +71,14 @@ impl Host {
 }
 
 /// A shell line that says `went` once `flag` exists: a run that ends when the test says.
-fn waits_for(flag: &std::path::Path) -> String {
+pub fn waits_for(flag: &std::path::Path) -> String {
     format!(
         "while [ ! -e {} ]; do sleep 0.05; done; echo went",
         flag.display()
     )
 }
 
-fn json(r: &Ran) -> Value {
+pub fn json(r: &Ran) -> Value {
     serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {r:?}"))
 }
 
@@ -252,7 +252,7 @@ fn a_host_that_refuses_or_cannot_be_reached_leaves_nothing_behind() {
 }
 
 /// The processes whose command line holds every one of `words`.
-fn processes_with(words: &[&str]) -> Vec<i32> {
+pub fn processes_with(words: &[&str]) -> Vec<i32> {
     let mut found = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {

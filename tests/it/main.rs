@@ -16,6 +16,7 @@ mod fanout;
 mod faults;
 mod filter;
 mod hosts;
+mod hosts_fanout;
 mod hosts_run;
 mod interrupt;
 mod lifecycle;

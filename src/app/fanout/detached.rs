@@ -62,6 +62,9 @@ pub struct GroupRecord {
     pub concurrency: usize,
     pub fail_fast: bool,
     pub cancel_siblings: bool,
+    /// `--hosts`: where its tasks without a host of their own go.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     pub tasks: Vec<GroupTask>,
 }
 
@@ -71,6 +74,9 @@ pub struct GroupTask {
     pub line: usize,
     pub run_id: String,
     pub what: String,
+    /// It runs on a host (the line's own, or one of the group's `hosts`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub remote: bool,
 }
 
 /// One line of `requests.jsonl`.
@@ -98,12 +104,14 @@ pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Resul
         concurrency: opts.concurrency,
         fail_fast: opts.fail_fast,
         cancel_siblings: opts.cancel_siblings,
+        hosts: opts.hosts.clone(),
         tasks: tasks
             .iter()
             .map(|t| GroupTask {
                 line: t.line,
                 run_id: t.run_id().to_owned(),
                 what: t.what(),
+                remote: !matches!(t.place, super::Place::Here(_)),
             })
             .collect(),
     };
@@ -204,20 +212,28 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
             what: t.what.clone(),
             error: None,
         };
-        if exists {
+        let far = match RunId::parse(&t.run_id) {
+            Ok(id) if t.remote => crate::hosts::remote::find(home, &id).ok().flatten(),
+            _ => None,
+        };
+        if let Some(far) = far {
+            // Its end as recorded here; until then it runs there (the driver waits for it).
+            task.run_id = Some(t.run_id.clone());
+            match crate::hosts::remote::recorded(home, &far, None) {
+                Some(env) => {
+                    task.attempt_dir = RunId::parse(&t.run_id)
+                        .ok()
+                        .map(|id| home.attempt(&id, env.attempt).dir().to_path_buf());
+                    task.ended(&env);
+                }
+                None => task.status = TaskStatus::Running,
+            }
+        } else if exists {
             let f = find_run(home, &t.run_id, None)?;
             task.run_id = Some(t.run_id.clone());
             task.attempt_dir = Some(f.paths.dir().to_path_buf());
             match attempt_status(&f.paths, &f.spec)? {
-                AttemptStatus::Finished(env) => {
-                    task.status = env.status.into();
-                    task.failure_kind = env.failure_kind;
-                    task.exit_code = env.exit_code;
-                    task.duration_ms = env.duration_ms;
-                    if env.status != crate::envelope::Status::Completed {
-                        task.error = env.output.errors.first().cloned();
-                    }
-                }
+                AttemptStatus::Finished(env) => task.ended(&env),
                 AttemptStatus::Live(_) => task.status = TaskStatus::Running,
             }
         } else if let Some(env) = &driver_end {

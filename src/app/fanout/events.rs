@@ -2,14 +2,13 @@
 
 use std::time::Duration;
 
-use super::super::Started;
 use crate::envelope::FanoutTask;
 
 /// What happened, for a reporter.
 #[derive(Debug)]
 pub enum Event<'a> {
-    /// Task `task` (an index into the tasks given) runs.
-    Started { task: usize, started: &'a Started },
+    /// Task `task` (an index into the tasks given) runs, as run `run_id` (here or there).
+    Started { task: usize, run_id: &'a str },
     /// Task `task` ended (its run finished, or it could not start).
     Finished {
         task: usize,

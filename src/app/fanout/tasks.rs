@@ -2,9 +2,11 @@
 //! starts.
 //!
 //! ```text
-//!  text ─► lines (blank and `#` lines skipped) ─► serde RunRequest ─► plan ─► Task
+//!  text ─► lines (blank and `#` lines skipped) ─► serde RunRequest ─► plan ─► Task (here)
 //!                                                  run ids: unique in the file, new on disk
 //!                                                  group: set on run.json and spec.json
+//!          a line with `host`, or any line with --hosts ─► Task (there): an id drawn here,
+//!          its files read here, and each host's lines planned there (one round trip a host)
 //! ```
 //!
 //! Common pitfalls:
@@ -16,7 +18,8 @@
 
 use std::collections::HashMap;
 
-use super::super::{Error, Plan, RunRequest, System, plan, runs::what};
+use super::super::runs::{what, what_of};
+use super::super::{Error, Plan, RunRequest, System, plan};
 use crate::store::Home;
 
 /// One line of a fan-out file, planned.
@@ -24,19 +27,33 @@ use crate::store::Home;
 pub struct Task {
     /// The line of the file, 1-based.
     pub line: usize,
-    pub plan: Plan,
+    pub place: Place,
     /// The request it was planned from, with its run id (a generated one too): what a
     /// driver of its own plans again.
     pub request: RunRequest,
 }
 
+/// Where a task runs.
+#[derive(Debug)]
+pub enum Place {
+    /// Here, as planned.
+    Here(Box<Plan>),
+    /// On this host (the line's `host`), which planned it too.
+    Host(String),
+    /// On whichever of the fan-out's hosts (`--hosts`) has room first; each planned it.
+    AnyHost,
+}
+
 impl Task {
     pub fn run_id(&self) -> &str {
-        self.plan.spec.run_id.as_str()
+        self.request.run_id.as_deref().unwrap_or_default()
     }
     /// The command line or the start of the task, as `ls` shows it.
     pub fn what(&self) -> String {
-        what(&self.plan.spec)
+        match &self.place {
+            Place::Here(p) => what(&p.spec),
+            _ => what_of(self.request.task.as_deref(), &self.request.argv),
+        }
     }
 }
 
@@ -48,13 +65,15 @@ pub fn new_group_id() -> String {
 /// At most this many bad lines are named in the error.
 const MAX_REPORTED: usize = 20;
 
-/// Parses and plans every task of a fan-out file, setting `group` on each. Any bad line makes
-/// the whole file invalid (nothing may start): the error names each one as `line N: …`.
+/// Parses and plans every task of a fan-out file, setting `group` on each; `hosts` (may be
+/// empty): the hosts its lines without a `host` are spread over. Any bad line makes the
+/// whole file invalid (nothing may start): the error names each one as `line N: …`.
 pub fn plan_tasks(
     text: &str,
     home: &Home,
     sys: &dyn System,
     group: &str,
+    hosts: &[String],
 ) -> Result<Vec<Task>, Error> {
     let mut errors: Vec<String> = Vec::new();
     let mut requests: Vec<(usize, RunRequest)> = Vec::new();
@@ -83,7 +102,7 @@ pub fn plan_tasks(
             }
         }
     }
-    plan_numbered(requests, errors, home, sys, group, "line")
+    plan_numbered(requests, errors, home, sys, group, hosts, "line")
 }
 
 /// Like [`plan_tasks`], for requests given one by one (an MCP `fanout` call's `tasks`):
@@ -93,13 +112,14 @@ pub fn plan_requests(
     home: &Home,
     sys: &dyn System,
     group: &str,
+    hosts: &[String],
 ) -> Result<Vec<Task>, Error> {
     let numbered = requests
         .into_iter()
         .enumerate()
         .map(|(i, r)| (i + 1, r))
         .collect();
-    plan_numbered(numbered, Vec::new(), home, sys, group, "task")
+    plan_numbered(numbered, Vec::new(), home, sys, group, hosts, "task")
 }
 
 /// Like [`plan_tasks`], for requests already read with their line numbers (what a driver
@@ -109,8 +129,9 @@ pub fn plan_lines(
     home: &Home,
     sys: &dyn System,
     group: &str,
+    hosts: &[String],
 ) -> Result<Vec<Task>, Error> {
-    plan_numbered(requests, Vec::new(), home, sys, group, "line")
+    plan_numbered(requests, Vec::new(), home, sys, group, hosts, "line")
 }
 
 /// Plans numbered requests (`unit` N names each in errors), all or none.
@@ -120,8 +141,18 @@ fn plan_numbered(
     home: &Home,
     sys: &dyn System,
     group: &str,
+    hosts: &[String],
     unit: &str,
 ) -> Result<Vec<Task>, Error> {
+    // The hosts of --hosts that exist: only those are asked to plan (an unknown one is an
+    // error of its own).
+    let mut spread = Vec::new();
+    for h in hosts {
+        match crate::hosts::get(home, h) {
+            Ok(_) => spread.push(h.clone()),
+            Err(e) => errors.push(format!("hosts: {e}")),
+        }
+    }
     // Explicit ids first, so a generated one never takes an id a later line asks for.
     let mut taken: HashMap<String, usize> = HashMap::new();
     for (line, r) in &requests {
@@ -134,28 +165,42 @@ fn plan_numbered(
             taken.insert(id.clone(), *line);
         }
     }
+    let spell = |line: usize| {
+        if unit == "task" {
+            crate::app::Spell::Task(line)
+        } else {
+            crate::app::Spell::Line(line)
+        }
+    };
     let mut tasks = Vec::with_capacity(requests.len());
     for (line, r) in &requests {
-        match plan_one(r, home, sys, group, &taken) {
-            Ok(p) => {
-                if r.run_id.is_none() {
-                    taken.insert(p.spec.run_id.to_string(), *line);
-                }
-                let mut request = r.clone();
-                request.run_id = Some(p.spec.run_id.to_string());
+        let far = r.host.is_some() || !hosts.is_empty();
+        let planned = if far {
+            place_there(r, home, &taken, hosts).map_err(|e| format!("{unit} {line}: {e}"))
+        } else {
+            plan_one(r, home, sys, group, &taken)
+                .map(|p| {
+                    let mut request = r.clone();
+                    request.run_id = Some(p.spec.run_id.to_string());
+                    (Place::Here(Box::new(p)), request)
+                })
+                .map_err(|e| e.render(spell(*line)))
+        };
+        match planned {
+            Ok((place, request)) => {
+                let id = request.run_id.clone().unwrap_or_default();
+                taken.entry(id).or_insert(*line);
                 tasks.push(Task {
                     line: *line,
-                    plan: p,
+                    place,
                     request,
                 });
             }
-            Err(e) => errors.push(e.render(if unit == "task" {
-                crate::app::Spell::Task(*line)
-            } else {
-                crate::app::Spell::Line(*line)
-            })),
+            Err(e) => errors.push(e),
         }
     }
+    // Every line the hosts can plan is planned there, whatever was refused here.
+    errors.extend(check_there(&tasks, home, group, &spread));
     if errors.is_empty() {
         return Ok(tasks);
     }
@@ -169,6 +214,86 @@ fn plan_numbered(
         "{}\nnothing was started",
         errors.join("\n")
     )))
+}
+
+/// A task for a host: its id drawn here (new here, and not another line's), its files read
+/// here. The host plans the rest ([`check_there`]).
+fn place_there(
+    r: &RunRequest,
+    home: &Home,
+    taken: &HashMap<String, usize>,
+    hosts: &[String],
+) -> Result<(Place, RunRequest), String> {
+    let mut request = r.clone();
+    let place = match &request.host {
+        Some(h) => {
+            crate::hosts::get(home, h).map_err(|e| e.to_string())?;
+            Place::Host(h.clone())
+        }
+        None => Place::AnyHost,
+    };
+    let name = match &place {
+        Place::Host(h) => h.as_str(),
+        _ => hosts.first().map_or("", String::as_str),
+    };
+    crate::hosts::remote::inline_files(&mut request, name).map_err(|e| e.to_string())?;
+    let id = match &r.run_id {
+        Some(id) => crate::spec::RunId::parse(id).map_err(|e| e.to_string())?,
+        None => {
+            let mut tries = 0;
+            loop {
+                let id = crate::fresh::run_id();
+                tries += 1;
+                if !taken.contains_key(id.as_str()) || tries >= 8 {
+                    break id;
+                }
+            }
+        }
+    };
+    if home.run_dir(&id).exists() {
+        return Err(format!(
+            "run id `{id}` already exists; choose another run_id, or leave it out to get a fresh one"
+        ));
+    }
+    request.run_id = Some(id.to_string());
+    Ok((place, request))
+}
+
+/// Each host's lines planned there, the hosts at once: the lines they refuse.
+fn check_there(tasks: &[Task], home: &Home, group: &str, hosts: &[String]) -> Vec<String> {
+    let mut by_host: Vec<(String, Vec<(usize, RunRequest)>)> = Vec::new();
+    let mut add = |h: &str, t: &Task| {
+        // The host plans it as its own: `host` is this side's business.
+        let r = RunRequest {
+            host: None,
+            ..t.request.clone()
+        };
+        match by_host.iter_mut().find(|(n, _)| n == h) {
+            Some((_, v)) => v.push((t.line, r)),
+            None => by_host.push((h.to_owned(), vec![(t.line, r)])),
+        }
+    };
+    for t in tasks {
+        match &t.place {
+            Place::Here(_) => {}
+            Place::Host(h) => add(h, t),
+            Place::AnyHost => hosts.iter().for_each(|h| add(h, t)),
+        }
+    }
+    std::thread::scope(|s| {
+        let asks: Vec<_> = by_host
+            .iter()
+            .map(|(h, reqs)| {
+                s.spawn(move || {
+                    crate::hosts::remote::check(home, h, group, reqs)
+                        .unwrap_or_else(|e| vec![format!("host {h}: {e}")])
+                })
+            })
+            .collect();
+        asks.into_iter()
+            .flat_map(|a| a.join().unwrap_or_default())
+            .collect()
+    })
 }
 
 /// Plans one request with the group set; a generated id that clashes is drawn again.
@@ -238,13 +363,16 @@ mod tests {
     fn every_line_is_planned_with_the_group() {
         let (_d, h) = home();
         let text = "\u{feff}# a comment\r\n\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"]}\n";
-        let tasks = plan_tasks(text, &h, &RealSystem, "g-x").unwrap();
+        let tasks = plan_tasks(text, &h, &RealSystem, "g-x", &[]).unwrap();
         assert_eq!(tasks.len(), 2);
         assert_eq!((tasks[0].line, tasks[1].line), (3, 4));
         assert_eq!(tasks[0].run_id(), "a");
         for t in &tasks {
-            assert_eq!(t.plan.record.group.as_deref(), Some("g-x"));
-            assert_eq!(t.plan.spec.group.as_deref(), Some("g-x"));
+            let Place::Here(p) = &t.place else {
+                panic!("{t:?} runs here")
+            };
+            assert_eq!(p.record.group.as_deref(), Some("g-x"));
+            assert_eq!(p.spec.group.as_deref(), Some("g-x"));
         }
         assert_eq!(tasks[1].what(), "true");
     }
@@ -257,14 +385,14 @@ mod tests {
             req(serde_json::json!({"argv": ["true"], "run_id": "a"})),
             req(serde_json::json!({"argv": ["true"]})),
         ];
-        let tasks = plan_requests(ok, &h, &RealSystem, "g").unwrap();
+        let tasks = plan_requests(ok, &h, &RealSystem, "g", &[]).unwrap();
         assert_eq!((tasks[0].line, tasks[1].line), (1, 2));
         let bad = vec![
             req(serde_json::json!({"argv": ["true"], "run_id": "a"})),
             req(serde_json::json!({"argv": ["true"], "run_id": "a"})),
             req(serde_json::json!({"argv": ["true"], "timeout": "5"})),
         ];
-        let m = plan_requests(bad, &h, &RealSystem, "g")
+        let m = plan_requests(bad, &h, &RealSystem, "g", &[])
             .unwrap_err()
             .to_string();
         assert!(m.contains("task 2: run id `a` is also on task 1"), "{m}");
@@ -279,7 +407,7 @@ mod tests {
     fn bad_lines_are_named_and_nothing_is_planned() {
         let (_d, h) = home();
         let text = "{\"argv\": [\"true\"], \"run_id\": \"a\"}\n{\"argv\": [\"true\"], \"timeuot\": \"1s\"}\n{\"argv\": [\"true\"], \"run_id\": \"a\"}\nnot json\n{\"argv\": [\"true\"], \"timeout\": \"5\"}\n{\"argv\": \"true\"}\n";
-        let e = plan_tasks(text, &h, &RealSystem, "g").unwrap_err();
+        let e = plan_tasks(text, &h, &RealSystem, "g", &[]).unwrap_err();
         assert!(e.nothing_started());
         let m = e.to_string();
         assert!(m.contains("line 2: unknown field `timeuot`"), "{m}");
@@ -307,6 +435,7 @@ mod tests {
             &h,
             &RealSystem,
             "g",
+            &[],
         )
         .unwrap_err()
         .to_string();
@@ -317,7 +446,7 @@ mod tests {
     fn an_empty_file_has_no_tasks() {
         let (_d, h) = home();
         assert!(
-            plan_tasks("\n# nothing\n", &h, &RealSystem, "g")
+            plan_tasks("\n# nothing\n", &h, &RealSystem, "g", &[])
                 .unwrap()
                 .is_empty()
         );

@@ -33,6 +33,16 @@ pub fn group_runs(home: &Home, group: &str) -> Result<Vec<Found>, Error> {
         .collect()
 }
 
+/// The runs of `group` that live on hosts, oldest first (their records here say the group).
+pub fn group_far(home: &Home, group: &str) -> Vec<crate::hosts::remote::RemoteRun> {
+    let mut far: Vec<_> = crate::hosts::remote::list(home)
+        .into_iter()
+        .filter(|r| r.group.as_deref() == Some(group))
+        .collect();
+    far.reverse();
+    far
+}
+
 /// [`list`], keeping only the runs of `group` when one is given; without one, with the
 /// runs on hosts too (each host asked once: `crate::hosts::remote::rows`).
 pub fn list_group(
@@ -43,10 +53,15 @@ pub fn list_group(
     let mut rows = list(home, only)?;
     if let Some(g) = group {
         rows.retain(|r| r.group.as_deref() == Some(g));
-        return Ok(rows);
+        if group_far(home, g).is_empty() {
+            return Ok(rows);
+        }
     }
-    // Runs on hosts (never in a group yet): asked there, newest first among the rest.
-    let far = crate::hosts::remote::rows(home);
+    // Runs on hosts: asked there, newest first among the rest.
+    let far: Vec<RunRow> = crate::hosts::remote::rows(home)
+        .into_iter()
+        .filter(|r| group.is_none_or(|g| r.group.as_deref() == Some(g)))
+        .collect();
     if !far.is_empty() {
         rows.extend(
             far.into_iter()

@@ -212,10 +212,14 @@ pub fn cancel_by(
 
 /// The command line or the start of the task, as one line safe for a terminal.
 pub fn what(spec: &AttemptSpec) -> String {
-    let s = match &spec.task {
-        Some(t) => t.prompt.clone(),
-        None => spec
-            .argv
+    what_of(spec.task.as_ref().map(|t| t.prompt.as_str()), &spec.argv)
+}
+
+/// [`what`] of a task's text (an agent's) or else a program's argv.
+pub fn what_of(task: Option<&str>, argv: &[String]) -> String {
+    let s = match task {
+        Some(t) => t.to_owned(),
+        None => argv
             .iter()
             .enumerate()
             .map(|(i, a)| {

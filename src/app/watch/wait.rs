@@ -93,7 +93,10 @@ pub fn wait_targets(
             .map(|_| find_run(home, g, None))
             .transpose()?;
         let runs = match group_runs(home, g) {
-            Err(_) if driver.is_some() => Vec::new(),
+            // Its runs may all be on hosts (waited for there), or not started yet.
+            Err(_) if driver.is_some() || !crate::app::group_far(home, g).is_empty() => {
+                Vec::new()
+            }
             other => other?,
         };
         for f in runs.into_iter().chain(driver) {

@@ -136,6 +136,12 @@ impl WaitLoop {
         }
     }
 
+    /// Wakes the loop from another thread without an interrupt: the driver's
+    /// [`Driver::settled`] runs again (for a driver that other threads feed).
+    pub fn waker(&self) -> Waker {
+        self.waiter.waker()
+    }
+
     /// How many interrupts came so far.
     pub fn interrupts(&self) -> u32 {
         self.hits.load(Ordering::SeqCst)

@@ -175,17 +175,22 @@ pub fn wait(
     watch(home, run, &words, deadline, own_group, on_lost)
 }
 
-/// `cancel` of a run on a host (`grace` as its flag takes it): the envelope once it ended,
-/// or (`no_wait`) the host's `cancel_requested` answer.
+/// `cancel` of a run on a host (`grace` as its flag takes it; `by`: who asks, when not a
+/// cancel of the run): the envelope once it ended, or (`no_wait`) the host's
+/// `cancel_requested` answer.
 pub fn cancel(
     home: &Home,
     run: &RemoteRun,
     grace: Option<&str>,
     no_wait: bool,
+    by: Option<crate::envelope::CancelOrigin>,
 ) -> Result<Answer, HostsError> {
     let mut words = vec!["cancel", run.run_id.as_str(), "--json"];
     if let Some(g) = grace {
         words.extend(["--grace", g]);
+    }
+    if let Some(by) = by {
+        words.extend(["--by", by.as_str()]);
     }
     if no_wait {
         words.push("--no-wait");

@@ -8,6 +8,7 @@
 //!                    │   ─► the start's answer, one line [─► with wait: the envelope]
 //!                    ├─ refused, or ssh never connected ─► runs/ID removed: nothing half-made
 //!                    └─ lost after the request left ─► asked once: a run it has is kept
+//!  fanout ─► ssh H BIN __check-requests, each host's lines planned there first    check.rs
 //!  status|wait|cancel ─► ssh H BIN VERB ID --json (wait: through lost connections)  ask.rs
 //!                    ─► an envelope ─► from_remote (schema, run, attempt) + host
 //!                    ─► runs/ID/attempts/N/result.json here                      record.rs
@@ -39,14 +40,16 @@ use crate::spec::RunId;
 use crate::store::{self, Home, StoreError};
 
 mod ask;
+mod check;
 mod record;
 mod rows;
 mod start;
 
 pub use ask::{Answer, AskError, StatusAnswer, ask, cancel, read_out, retry, status, wait, watch};
+pub use check::check;
 pub use record::{record, recorded};
 pub use rows::rows;
-pub use start::{OnStarted, StartAnswer, start};
+pub use start::{OnStarted, StartAnswer, inline_files, start};
 
 /// The schema tag of `runs/ID/host.json`.
 pub const REMOTE_SCHEMA: &str = "subpane.remote-run/v1";
@@ -68,6 +71,9 @@ pub struct RemoteRun {
     /// agent's own is made there), for what is shown while the host cannot be asked.
     pub agent: crate::spec::AgentKind,
     pub argv: Vec<String>,
+    /// The fan-out group it belongs to (also recorded there), for `ls`/`wait --group` here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// What the remote `__run-request` reads on its stdin.
@@ -80,6 +86,26 @@ pub struct RemoteRequest {
     /// Wait for the run's end and answer with its envelope too (after the start's line).
     #[serde(default)]
     pub wait: bool,
+    /// The fan-out group the run is in, set on its records there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// What the remote `__check-requests` reads on its stdin: a fan-out's lines for the host,
+/// planned there (its paths, its runs, its sandbox) and started by nobody.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteCheck {
+    pub version: String,
+    pub group: String,
+    /// Each request with its line of the fan-out file.
+    pub requests: Vec<(usize, RunRequest)>,
+}
+
+/// The remote `__check-requests`'s answer: one `line N: …` for each line it refuses.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct CheckAnswer {
+    pub errors: Vec<String>,
 }
 
 /// The run `id` here is on a host: its record, or `None` for a run of this machine.

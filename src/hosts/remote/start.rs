@@ -47,23 +47,9 @@ fn reserve(home: &Home, id: &RunId) -> Result<Reservation, HostsError> {
     }
 }
 
-/// What a start that waits tells its caller once the run runs there.
-pub type OnStarted<'a> = &'a mut dyn FnMut(&RemoteRun, &envelope::Started);
-
-/// Starts `req` on the host named `req.host`: reserves its id here, records where it runs,
-/// and sends the request. Nothing is left here (or, as far as the host said, there) when it
-/// is refused or the host cannot be reached. With `on_started`, the same call waits for the
-/// run's end there (one round trip in all), telling `on_started` once it runs; ssh then has
-/// a process group of its own, so a Ctrl-C at the terminal is the caller's to handle.
-pub fn start(
-    home: &Home,
-    mut req: RunRequest,
-    on_started: Option<OnStarted<'_>>,
-) -> Result<(RemoteRun, StartAnswer), HostsError> {
-    let name = req.host.take().unwrap_or_default();
-    let host = crate::hosts::get(home, &name)?;
-    host.require_ssh("a run")?;
-    // The caller's files are read here: the host has its own file system.
+/// Reads the caller's files of `req` (`task_file`, `system_prompt_file`) into its text here,
+/// for host `name`: the host has its own file system.
+pub fn inline_files(req: &mut RunRequest, name: &str) -> Result<(), HostsError> {
     for (text, file, flag) in [
         (&mut req.task, &mut req.task_file, "--task"),
         (
@@ -82,6 +68,28 @@ pub fn start(
             *text = Some(body);
         }
     }
+    Ok(())
+}
+
+/// What a start that waits tells its caller once the run runs there.
+pub type OnStarted<'a> = &'a mut dyn FnMut(&RemoteRun, &envelope::Started);
+
+/// Starts `req` on the host named `req.host`: reserves its id here, records where it runs,
+/// and sends the request. Nothing is left here (or, as far as the host said, there) when it
+/// is refused or the host cannot be reached. With `on_started`, the same call waits for the
+/// run's end there (one round trip in all), telling `on_started` once it runs; ssh then has
+/// a process group of its own, so a Ctrl-C at the terminal is the caller's to handle.
+/// `group`: the fan-out group it is in (recorded here and there).
+pub fn start(
+    home: &Home,
+    mut req: RunRequest,
+    group: Option<&str>,
+    on_started: Option<OnStarted<'_>>,
+) -> Result<(RemoteRun, StartAnswer), HostsError> {
+    let name = req.host.take().unwrap_or_default();
+    let host = crate::hosts::get(home, &name)?;
+    host.require_ssh("a run")?;
+    inline_files(&mut req, &name)?;
     let id = match &req.run_id {
         Some(r) => RunId::parse(r).map_err(|e| HostsError::Input(e.to_string()))?,
         None => crate::fresh::run_id(),
@@ -98,6 +106,7 @@ pub fn start(
         version: env!("CARGO_PKG_VERSION").to_owned(),
         request: req,
         wait,
+        group: group.map(str::to_owned),
     })
     .expect("a request serializes");
     let mut run = RemoteRun {
@@ -108,6 +117,7 @@ pub fn start(
         created_at: crate::fresh::now_rfc3339(),
         agent,
         argv,
+        group: group.map(str::to_owned),
     };
     // Recorded before the request leaves: a caller killed meanwhile leaves a run that asks
     // its host, not a directory nothing knows.
@@ -234,7 +244,7 @@ fn lost_after_start(
 
 /// The remote subpane to run: `--bin`, else the copy of this version made there earlier,
 /// else `subpane` on the remote PATH.
-fn remembered_bin(host: &Host) -> String {
+pub(super) fn remembered_bin(host: &Host) -> String {
     let this_version = format!("/subpane-{}-", env!("CARGO_PKG_VERSION"));
     host.bin
         .clone()

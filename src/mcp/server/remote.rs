@@ -68,7 +68,7 @@ pub(super) fn status(home: &Home, run: &RemoteRun, attempt: Option<u32>, detail:
 }
 
 pub(super) fn cancel(home: &Home, run: &RemoteRun, grace: Option<&str>, detail: bool) -> Answer {
-    match remote::cancel(home, run, grace, true)? {
+    match remote::cancel(home, run, grace, true, None)? {
         HostAnswer::Finished(env) => {
             let mut r = answer(home, HostAnswer::Finished(env), detail);
             prepend(&mut r, "already finished; nothing to cancel\n");
@@ -240,7 +240,7 @@ pub(super) fn run(
     detail: bool,
 ) -> Answer {
     // Started, then waited for in a call of its own: that one is bounded by max_wait.
-    let (run, started) = remote::start(home, req, None)?;
+    let (run, started) = remote::start(home, req, None, None)?;
     match started {
         StartAnswer::Finished(env) => Ok(answer(home, HostAnswer::Finished(env), detail)),
         StartAnswer::Started(s) | StartAnswer::Dropped(s, _) => {

@@ -289,6 +289,7 @@ impl Server {
             fail_fast: a.fail_fast,
             cancel_siblings: a.cancel_siblings,
             tick: None,
+            hosts: a.hosts,
         };
         if opts.concurrency == 0 {
             return Err(ToolError::Invalid(
@@ -302,7 +303,7 @@ impl Server {
         let starting = self.starts.begin();
         let (group, total, driver) = blocking(move || {
             let group = new_group_id();
-            let tasks = plan_requests(requests, &home, &RealSystem, &group)?;
+            let tasks = plan_requests(requests, &home, &RealSystem, &group, &opts.hosts)?;
             let started = detach(&home, &group, &tasks, &opts)?;
             let driver = app::find_run(&home, &group, None)?;
             Ok((group, tasks.len(), (started, driver)))

@@ -154,6 +154,11 @@ pub struct FanoutArgs {
     /// running ones.
     #[serde(default)]
     pub cancel_siblings: bool,
+    /// Run the tasks without a `host` of their own on these hosts (names from `subpane hosts
+    /// ls`), each on the one with the most room when its turn comes; `concurrency` holds on
+    /// each.
+    #[serde(default)]
+    pub hosts: Vec<String>,
     /// Answer after this long at the latest, e.g. "45s" (the tasks go on; call `wait` with
     /// the group for the rest). The server's default is below the 60 s after which many
     /// clients give up on a call.
