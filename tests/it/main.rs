@@ -18,6 +18,7 @@ mod filter;
 mod hosts;
 mod hosts_fanout;
 mod hosts_run;
+mod hosts_top;
 mod interrupt;
 mod lifecycle;
 mod live_line;

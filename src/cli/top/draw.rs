@@ -233,6 +233,8 @@ fn last(r: &BoardRun, groups: &[GroupSummary]) -> String {
 /// Which optional columns fit a table `width` wide. TOKENS and COST only when a run shown
 /// has them: empty, they give their room to LAST EVENT.
 struct Columns {
+    /// Only when a run shown lives on a host.
+    host: bool,
     agent: bool,
     group: bool,
     labels: bool,
@@ -246,6 +248,7 @@ struct Columns {
 fn columns(width: u16, rows: &[&BoardRun]) -> Columns {
     let figures = |f: fn(&SoFar) -> bool| rows.iter().any(|r| r.so_far().is_some_and(f));
     Columns {
+        host: rows.iter().any(|r| r.row.host.is_some()),
         agent: width >= 100,
         group: width >= 120,
         labels: width >= 150,
@@ -321,6 +324,11 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
     let id_w = widest(&|r| ids.show(&r.row.run_id).chars().count(), 3, 24);
     let mut widths = vec![Constraint::Length(14), Constraint::Length(id_w)];
     let mut head = vec!["STATUS", "RUN"];
+    if cols.host {
+        let w = widest(&|r| r.row.host.as_deref().map_or(0, |h| h.chars().count()), 4, 16);
+        widths.push(Constraint::Length(w));
+        head.push("HOST");
+    }
     if cols.agent {
         widths.push(Constraint::Length(7));
         head.push("AGENT");
@@ -374,6 +382,9 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
                 Cell::from(status_text(r)).style(fg(ui, row_color(&r.row))),
                 Cell::from(ids.show(&r.row.run_id).to_owned()),
             ];
+            if cols.host {
+                cells.push(Cell::from(r.row.host.clone().unwrap_or_default()));
+            }
             if cols.agent {
                 cells.push(Cell::from(r.row.agent.as_str()));
             }

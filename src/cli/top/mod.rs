@@ -48,6 +48,7 @@ use super::ls::StatusFilter;
 use crate::app::board::{Board, Detail, Filter, detail};
 use crate::app::{self, Driver, RealSystem, RetryOptions, Seen, WaitLoop};
 use crate::envelope::RunState;
+use crate::hosts::remote;
 use crate::store::Home;
 use crate::supervisor::Token;
 
@@ -349,6 +350,11 @@ impl Top {
         let home = self.board.home().clone();
         self.dirty = true;
         self.detail_stale = true;
+        if let Some(far) = action_run(&a).and_then(|id| remote::find_named(&home, id).ok().flatten()) {
+            self.perform_far(a, &far);
+            self.board.refresh(wl, &far.run_id);
+            return;
+        }
         let ui = &mut self.ui;
         match a {
             Action::Quit => {}
@@ -425,6 +431,55 @@ impl Top {
     }
 }
 
+/// The run an action is on.
+fn action_run(a: &Action) -> Option<&str> {
+    match a {
+        Action::Quit => None,
+        Action::Attach(id) | Action::Cancel(id) => Some(id),
+        Action::Retry { run, .. } => Some(run),
+    }
+}
+
+impl Top {
+    /// An action on a run that lives on a host: the same verb there, over its connection.
+    fn perform_far(&mut self, a: Action, far: &remote::RemoteRun) {
+        let home = self.board.home().clone();
+        let id = far.run_id.clone();
+        match a {
+            Action::Quit => {}
+            Action::Attach(_) => {
+                self.screen.leave();
+                let attached = super::remote::pass_through(&home, far, &["attach", &id], true);
+                if let Err(e) = self.screen.resume() {
+                    self.ui
+                        .say_error(format!("cannot take the terminal back: {e}"));
+                }
+                match attached {
+                    Ok(_) => self.ui.say(format!("detached from {id} on host {}", far.host.name)),
+                    Err(e) => self.ui.say_error(e.to_string()),
+                }
+            }
+            Action::Cancel(_) => match remote::cancel(&home, far, None, true, None) {
+                Ok(remote::Answer::Finished(env)) => self
+                    .ui
+                    .say(format!("{id} had ended already ({})", env.outcome_words())),
+                Ok(remote::Answer::Live(..)) => self.ui.say(format!(
+                    "cancel requested for {id} on host {}: SIGTERM there, SIGKILL after its grace",
+                    far.host.name
+                )),
+                Err(e) => self.ui.say_error(format!("cannot cancel {id}: {e}")),
+            },
+            Action::Retry { resume, .. } => match remote::retry(&home, far, resume, None) {
+                Ok(s) => self.ui.say(format!(
+                    "retried {id} on host {}: attempt {} started (a attaches)",
+                    far.host.name, s.attempt
+                )),
+                Err(e) => self.ui.say_error(format!("cannot retry {id}: {e}")),
+            },
+        }
+    }
+}
+
 /// Whether the terminal (stdin) hung up.
 fn hung_up() -> bool {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -441,6 +496,11 @@ fn hung_up() -> bool {
 
 impl Driver for Top {
     fn settled(&mut self, _wl: &mut WaitLoop) -> Result<ControlFlow<()>, crate::app::Error> {
+        // What the hosts said (their threads wake the loop).
+        if self.board.take_far() {
+            self.dirty = true;
+            self.detail_stale = true;
+        }
         if self.action.is_some() {
             return Ok(ControlFlow::Break(()));
         }

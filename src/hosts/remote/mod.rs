@@ -48,8 +48,8 @@ mod start;
 pub use ask::{Answer, AskError, StatusAnswer, ask, cancel, read_out, retry, status, wait, watch};
 pub use check::check;
 pub use record::{record, recorded};
-pub use rows::rows;
-pub use start::{OnStarted, StartAnswer, inline_files, start};
+pub use rows::{pending_row, recorded_row, rows, rows_of};
+pub use start::{OnStarted, StartAnswer, has_started, inline_files, start};
 
 /// The schema tag of `runs/ID/host.json`.
 pub const REMOTE_SCHEMA: &str = "subpane.remote-run/v1";

@@ -1,15 +1,20 @@
 //! The rows of `ls` for the runs on hosts: each host asked once, at once.
 
 use super::*;
+use super::start::has_started;
 
 /// The rows of `subpane ls` for the runs here that live on hosts: one `ls --json` per host
 /// (the hosts asked at once), each row marked with its host. A host that cannot be asked
 /// gives rows from what is recorded here: the envelope if the run's end was copied back,
 /// else `damaged` with why.
 pub fn rows(home: &Home) -> Vec<envelope::RunRow> {
-    let runs = list(home);
+    rows_of(home, &list(home))
+}
+
+/// [`rows`] of these runs only.
+pub fn rows_of(home: &Home, runs: &[RemoteRun]) -> Vec<envelope::RunRow> {
     let mut by_host: std::collections::BTreeMap<String, Vec<&RemoteRun>> = Default::default();
-    for r in &runs {
+    for r in runs {
         by_host.entry(r.host.name.clone()).or_default().push(r);
     }
     /// A host's runs here, and its `ls` (or why it could not be asked).
@@ -38,7 +43,12 @@ pub fn rows(home: &Home) -> Vec<envelope::RunRow> {
                     .find(|r| r.run_id == run.run_id)
                     .cloned()
                     .map_or_else(
-                        || unknown_row(home, run, "the host has no record of it".into()),
+                        || match recorded_row(home, run) {
+                            Some(row) => row,
+                            // Its start has not reached the host yet.
+                            None if !has_started(home, run) => pending_row(run),
+                            None => unknown_row(home, run, "the host has no record of it".into()),
+                        },
                         |mut r| {
                             r.host = Some(run.host.name.clone());
                             // Another machine's text, made safe for a terminal here too.
@@ -81,11 +91,22 @@ fn host_rows(home: &Home, run: &RemoteRun) -> Result<Vec<envelope::RunRow>, Stri
     })
 }
 
-/// The row of a run whose host did not say: its recorded envelope, else `damaged`.
-fn unknown_row(home: &Home, run: &RemoteRun, why: String) -> envelope::RunRow {
-    let what = crate::term::sanitize(run.argv.join(" ").as_bytes(), 200);
-    let recorded = recorded(home, run, None);
-    let mut row = envelope::RunRow {
+/// The row of a run from what is recorded here alone: its envelope once its end came back
+/// (`None` until then).
+pub fn recorded_row(home: &Home, run: &RemoteRun) -> Option<envelope::RunRow> {
+    let row = unknown_row(home, run, String::new());
+    (row.status != envelope::RunState::Damaged).then_some(row)
+}
+
+/// The row of a run whose host has not said yet: `starting`, as started from here.
+pub fn pending_row(run: &RemoteRun) -> envelope::RunRow {
+    let mut row = bare_row(run);
+    row.status = envelope::RunState::Starting;
+    row
+}
+
+fn bare_row(run: &RemoteRun) -> envelope::RunRow {
+    envelope::RunRow {
         run_id: run.run_id.clone(),
         attempt: 1,
         agent: run.agent,
@@ -98,13 +119,20 @@ fn unknown_row(home: &Home, run: &RemoteRun, why: String) -> envelope::RunRow {
         duration_ms: None,
         labels: Default::default(),
         correlation_id: None,
-        group: None,
+        group: run.group.clone(),
         parent_run: None,
         depth: 0,
-        what,
-        problem: Some(why),
+        what: crate::term::sanitize(run.argv.join(" ").as_bytes(), 200),
+        problem: None,
         host: Some(run.host.name.clone()),
-    };
+    }
+}
+
+/// The row of a run whose host did not say: its recorded envelope, else `damaged`.
+fn unknown_row(home: &Home, run: &RemoteRun, why: String) -> envelope::RunRow {
+    let recorded = recorded(home, run, None);
+    let mut row = bare_row(run);
+    row.problem = Some(why);
     if let Some(env) = recorded {
         row.ended(&env);
         row.attempt = env.attempt;

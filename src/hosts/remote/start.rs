@@ -149,6 +149,7 @@ pub fn start(
             )
         {
             reservation.keep = true;
+            mark_started(&reservation.dir);
             let answer = lost_after_start(home, &run, answer, &said)?;
             return Ok((run, answer));
         }
@@ -163,6 +164,7 @@ pub fn start(
         });
     };
     reservation.keep = true;
+    mark_started(&reservation.dir);
     if is_envelope(&first) {
         let env = record(home, &run, &first)?;
         sent.finish();
@@ -187,6 +189,21 @@ pub fn start(
     let env = record(home, &run, &rest)?;
     Ok((run, StartAnswer::Finished(Box::new(env))))
 }
+
+/// Notes in the run's directory here that its host has it: until then a host with no
+/// record of it is one it has not reached yet (`ls`, `top`), not one that lost it. A hint,
+/// never synced: the marker is the record.
+fn mark_started(dir: &std::path::Path) {
+    let _ = std::fs::File::create(dir.join(STARTED));
+}
+
+/// Whether the host of `run` has answered its start (see [`mark_started`]).
+pub fn has_started(home: &Home, run: &RemoteRun) -> bool {
+    RunId::parse(&run.run_id).is_ok_and(|id| home.run_dir(&id).join(STARTED).exists())
+}
+
+/// The file of [`mark_started`].
+const STARTED: &str = "host.started";
 
 /// Whether ssh's words say it never reached the host (so nothing was sent there).
 fn never_connected(said: &str) -> bool {

@@ -12,6 +12,9 @@
 //!    finished ──────────► that run's row again, with the envelope's figures
 //! ```
 //!
+//! Runs on hosts are asked of their hosts, in threads (far.rs); their answers come back
+//! through the loop's waker ([`Board::take_far`]).
+//!
 //! Nothing is looked at on a timer: the cost of a change is the files of the one run it
 //! touched, and a board of many runs costs nothing while nothing changes.
 //!
@@ -23,6 +26,7 @@
 
 mod detail;
 mod ended;
+mod far;
 mod filter;
 mod groups;
 
@@ -140,6 +144,8 @@ pub struct Board {
     /// Run id ─► the token of its directory's watch and of its live attempt's.
     run_dirs: HashMap<String, Token>,
     attempts: HashMap<String, Token>,
+    /// Runs on hosts; `None` for a board that watches nothing.
+    far: Option<far::Far>,
 }
 
 impl Board {
@@ -147,6 +153,7 @@ impl Board {
     /// is left as it is: the nearest directory above it is watched, so the first run is seen.
     pub fn load(home: &Home, wl: &mut WaitLoop) -> Result<Self, Error> {
         let mut b = Self::from_runs(home.clone(), Vec::new());
+        b.far = Some(far::Far::new(home, wl.waker()));
         b.watch_runs_dir(wl)?;
         for row in list(home, None)? {
             let id = row.run_id.clone();
@@ -155,7 +162,94 @@ impl Board {
             b.watch_attempt(wl, &run);
             b.runs.push(run);
         }
+        let far = crate::hosts::remote::list(home);
+        for r in &far {
+            b.watch_run_dir(wl, &r.run_id);
+        }
+        b.add_far(far);
+        b.runs.sort_by(|a, b| b.row.created_at.cmp(&a.row.created_at));
         Ok(b)
+    }
+
+    /// Runs on hosts, new to the board: shown from their record here when their end came
+    /// back, else as starting until their hosts say (asked once for all of them).
+    fn add_far(&mut self, runs: Vec<crate::hosts::remote::RemoteRun>) {
+        let mut ask = Vec::new();
+        for r in runs {
+            let row = match crate::hosts::remote::recorded_row(&self.home, &r) {
+                Some(row) => row,
+                None => {
+                    let row = crate::hosts::remote::pending_row(&r);
+                    ask.push(r);
+                    row
+                }
+            };
+            self.put(BoardRun::new(&self.home, row));
+        }
+        if let Some(f) = &self.far {
+            f.ask(ask);
+        }
+    }
+
+    /// What the hosts said since the last look; `true` when a run changed.
+    pub fn take_far(&mut self) -> bool {
+        let mut changed = false;
+        while let Some(news) = self.far.as_ref().and_then(far::Far::next) {
+            let id = match &news {
+                far::News::Row(row) => row.run_id.clone(),
+                far::News::Ended(id) => id.clone(),
+            };
+            let Some(run) = RunId::parse(&id)
+                .ok()
+                .and_then(|rid| crate::hosts::remote::find(&self.home, &rid).ok().flatten())
+            else {
+                continue;
+            };
+            let row = match news {
+                far::News::Row(row) => row,
+                far::News::Ended(_) => {
+                    if let Some(f) = self.far.as_mut() {
+                        f.ended(&id);
+                    }
+                    match crate::hosts::remote::recorded_row(&self.home, &run) {
+                        Some(row) => row,
+                        None => continue,
+                    }
+                }
+            };
+            let b = BoardRun::new(&self.home, row);
+            // A run whose start has not reached its host has nothing to wait for there yet:
+            // its host's answer (`host.started`, seen in its directory) asks again.
+            if b.is_live()
+                && crate::hosts::remote::has_started(&self.home, &run)
+                && let Some(f) = self.far.as_mut()
+            {
+                f.wait(run);
+            }
+            changed |= self.put(b);
+        }
+        changed
+    }
+
+    /// Puts `run` in its place (newest first), replacing its old row; `true` if it changed.
+    fn put(&mut self, run: BoardRun) -> bool {
+        match self.index_of(&run.row.run_id) {
+            Some(i) if self.runs[i] == run => false,
+            Some(i) => {
+                self.runs[i] = run;
+                true
+            }
+            None => {
+                // Newest first (RFC 3339 times in UTC sort as text).
+                let at = self
+                    .runs
+                    .iter()
+                    .position(|r| r.row.created_at < run.row.created_at)
+                    .unwrap_or(self.runs.len());
+                self.runs.insert(at, run);
+                true
+            }
+        }
     }
 
     /// Watches the runs directory, or, while it does not exist, the nearest directory above
@@ -190,6 +284,7 @@ impl Board {
             watched: HashMap::new(),
             run_dirs: HashMap::new(),
             attempts: HashMap::new(),
+            far: None,
         }
     }
 
@@ -300,6 +395,21 @@ impl Board {
         let Ok(rid) = RunId::parse(id) else {
             return false;
         };
+        if let Ok(Some(far)) = crate::hosts::remote::find(&self.home, &rid) {
+            // Asked of its host again (a retry there, a cancel): its answer comes later.
+            let known = self.index_of(id).is_some();
+            if !known {
+                self.add_far(vec![far]);
+                return true;
+            }
+            if let Some(row) = crate::hosts::remote::recorded_row(&self.home, &far) {
+                return self.put(BoardRun::new(&self.home, row));
+            }
+            if let Some(f) = &self.far {
+                f.ask(vec![far]);
+            }
+            return false;
+        }
         let Some(row) = list_one(&self.home, &rid) else {
             return false;
         };
