@@ -11,6 +11,8 @@ use crate::store::Home;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum StatusFilter {
+    /// Waiting in a scheduler's queue (a Slurm job pending)
+    Queued,
     Starting,
     Running,
     Completed,
@@ -42,6 +44,7 @@ pub struct LsArgs {
 impl From<StatusFilter> for RunState {
     fn from(f: StatusFilter) -> Self {
         match f {
+            StatusFilter::Queued => RunState::Queued,
             StatusFilter::Starting => RunState::Starting,
             StatusFilter::Running => RunState::Running,
             StatusFilter::Completed => RunState::Completed,
@@ -91,6 +94,11 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
     let status_of = |r: &RunRow| match r.status {
         _ if app::fanout::is_driver(r) => "group".to_owned(),
         RunState::Failed => failure_words(r.failure_kind, r.exit_code),
+        // Slurm's reason for the wait (`Priority`, `Resources`).
+        RunState::Queued => match &r.slurm {
+            Some(j) => format!("queued ({})", crate::term::sanitize(j.reason.as_bytes(), 40)),
+            None => "queued".to_owned(),
+        },
         s => s.as_str().to_owned(),
     };
     let st_w = rows
@@ -135,7 +143,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
                 RunState::Completed => "32",
                 RunState::Failed => "31",
                 RunState::Cancelled => "33",
-                RunState::Starting | RunState::Running => "36",
+                RunState::Queued | RunState::Starting | RunState::Running => "36",
                 RunState::Damaged => "35",
             };
             format!("\x1b[{c}m{status:st_w$}\x1b[0m")

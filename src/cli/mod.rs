@@ -25,6 +25,7 @@ mod reference;
 mod remote;
 mod retry;
 mod run;
+mod slurm_job;
 mod status;
 mod table;
 mod top;
@@ -174,6 +175,13 @@ pub enum Command {
     /// runs it on each host its lines go to)
     #[command(name = "__check-requests", hide = true)]
     CheckRequests,
+    /// Run the attempt of a run on a Slurm host in this batch job (internal; the job's
+    /// script runs it on its node)
+    #[command(name = "__slurm-job", hide = true)]
+    SlurmJob {
+        /// The run id
+        id: String,
+    },
     /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
     #[command(name = "__nest", hide = true)]
     Nest {
@@ -268,6 +276,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Hosts(a) => hosts::hosts(&home, a),
         Command::RunRequest => run::run_request(&home),
         Command::CheckRequests => run::check_requests(&home),
+        Command::SlurmJob { id } => slurm_job::slurm_job(&home, &id),
         Command::HostFacts => {
             common::print_json(&crate::hosts::local_facts(&home));
             Ok(0)

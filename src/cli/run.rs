@@ -187,7 +187,7 @@ fn read_request<T: serde::de::DeserializeOwned>(what: &str) -> Result<T, CliErro
 }
 
 /// A request from a caller of another version is refused, naming both.
-fn same_version(theirs: &str) -> Result<(), CliError> {
+pub(super) fn same_version(theirs: &str) -> Result<(), CliError> {
     let mine = env!("CARGO_PKG_VERSION");
     if theirs == mine {
         return Ok(());

@@ -22,6 +22,9 @@ pub const STATUS_SCHEMA: &str = "subpane.status/v1";
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LiveStatus {
+    /// Waiting in a scheduler's queue (a Slurm job pending): nothing of it runs yet, and
+    /// `slurm.reason` says why it waits.
+    Queued,
     /// Created; no worker is known yet.
     Starting,
     /// The worker runs.
@@ -31,10 +34,25 @@ pub enum LiveStatus {
 impl LiveStatus {
     pub fn as_str(self) -> &'static str {
         match self {
+            LiveStatus::Queued => "queued",
             LiveStatus::Starting => "starting",
             LiveStatus::Running => "running",
         }
     }
+}
+
+/// A run's Slurm job as Slurm sees it, in a status document (and a row of `ls`).
+///
+/// ```json
+/// {"job_id": "1234", "state": "PENDING", "reason": "Priority"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SlurmJob {
+    pub job_id: String,
+    /// Slurm's state (`PENDING`, `RUNNING`, `TIMEOUT`, …).
+    pub state: String,
+    /// Slurm's reason (`Priority`, `Resources`, `None`).
+    pub reason: String,
 }
 
 /// `status --json` (and `wait --json` past its timeout) of an attempt that has not finished,
@@ -62,6 +80,9 @@ pub struct StatusDoc {
     pub labels: BTreeMap<String, String>,
     pub correlation_id: Option<String>,
     pub tmux: TmuxInfo,
+    /// Its Slurm job, for a run on a Slurm host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmJob>,
 }
 
 /// `run --detach --json`: the attempt's pane was started and it runs on.
@@ -102,6 +123,8 @@ pub struct CancelRequested {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
+    /// In a scheduler's queue (a Slurm job pending).
+    Queued,
     Starting,
     Running,
     Completed,
@@ -115,6 +138,7 @@ pub enum RunState {
 impl RunState {
     pub fn as_str(self) -> &'static str {
         match self {
+            RunState::Queued => "queued",
             RunState::Starting => "starting",
             RunState::Running => "running",
             RunState::Completed => "completed",
@@ -138,6 +162,7 @@ impl From<Status> for RunState {
 impl From<LiveStatus> for RunState {
     fn from(s: LiveStatus) -> Self {
         match s {
+            LiveStatus::Queued => RunState::Queued,
             LiveStatus::Starting => RunState::Starting,
             LiveStatus::Running => RunState::Running,
         }
@@ -184,6 +209,10 @@ pub struct RunRow {
     /// The host the run lives on (`run --host`); `null` for a run of this machine.
     #[serde(default)]
     pub host: Option<String>,
+    /// Its Slurm job (a run on a Slurm host that has not ended): the queue's state and
+    /// reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<SlurmJob>,
 }
 
 impl RunRow {

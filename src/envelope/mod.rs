@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use answers::{
     CancelRequested, DamagedRun, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus,
-    RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus,
+    RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus, SlurmJob,
 };
 pub use budget::{BudgetHit, BudgetLimit, BudgetUsage};
 pub use build::{build, duration_between};
@@ -376,6 +376,10 @@ pub struct HostRef {
     pub kind: String,
     /// The scheduler's job id (null over ssh).
     pub job_id: Option<String>,
+    /// Slurm's state of the job (`TIMEOUT`, `CANCELLED`, `NODE_FAIL`, …) when Slurm ended
+    /// it, or its signal stopped the attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 /// The git worktree an attempt ran in, and what became of it.

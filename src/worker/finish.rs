@@ -58,6 +58,13 @@ impl Worker {
         let f = &mut self.facts;
         if let Some(stop) = self.life.stop() {
             f.kill_reason = Some(stop.reason);
+            // A cancel asked as a timeout (a scheduler's time limit passed: Slurm's job
+            // ends as `subpane::hosts::slurm` says) ends as one.
+            if stop.reason == KillReason::Cancel
+                && matches!(self.cancelled_by, Some((CancelOrigin::Timeout, _)))
+            {
+                f.kill_reason = Some(KillReason::Timeout);
+            }
             f.lingered = stop.reason == KillReason::Linger;
             f.signals_sent = stop.signals_sent();
             if stop.reason == KillReason::Budget {

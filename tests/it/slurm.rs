@@ -60,20 +60,6 @@ fn a_slurm_host_is_recorded_and_checked_through_sinfo_and_srun() {
         text.stdout.contains(&format!("partition {PARTITION} (up)")),
         "{text:?}"
     );
-    // Runs there are not done yet: refused, nothing made.
-    let run = sp(&env, &cluster, &["run", "--host", "hpc", "--", "true"]);
-    assert_eq!(run.code, 2, "{run:?}");
-    assert!(
-        run.stderr.contains("Slurm host is not supported yet"),
-        "{run:?}"
-    );
-    assert!(
-        !env.home.join("runs").exists()
-            || std::fs::read_dir(env.home.join("runs"))
-                .unwrap()
-                .next()
-                .is_none()
-    );
 }
 
 #[test]
@@ -129,4 +115,150 @@ fn a_partition_slurm_lacks_and_bad_slurm_options_are_clear_errors() {
             "{args:?} should say {says:?}: {r:?}"
         );
     }
+}
+
+/// The test's cluster, and the host `hpc` on it whose shared home is `shared`. Dropped in
+/// this order: the cluster (its jobs cancelled, its daemons ended) before the test's
+/// directory that holds its state and munge socket.
+struct Cluster {
+    cluster: SlurmCluster,
+    env: TestEnv,
+    shared: std::path::PathBuf,
+}
+
+impl Cluster {
+    fn new() -> Self {
+        let env = TestEnv::new();
+        let cluster = SlurmCluster::start(env.root.path());
+        let shared = env.root.path().join("shared");
+        let c = Cluster {
+            env,
+            cluster,
+            shared,
+        };
+        c.add("hpc", &[]);
+        c
+    }
+
+    fn add(&self, name: &str, more: &[&str]) {
+        let url = format!("slurm://{PARTITION}");
+        let mut args = vec![
+            "hosts",
+            "add",
+            name,
+            &url,
+            "--remote-home",
+            self.shared.to_str().unwrap(),
+            "--bin",
+            BIN,
+        ];
+        args.extend_from_slice(more);
+        let r = self.sp(&args);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+
+    fn sp(&self, args: &[&str]) -> Ran {
+        sp(&self.env, &self.cluster, args)
+    }
+
+    fn json(&self, args: &[&str]) -> (i32, serde_json::Value) {
+        let r = self.sp(args);
+        let v = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {r:?}"));
+        (r.code, v)
+    }
+
+    /// `squeue`'s state of `job` (every state: a job that ended is known for a while).
+    fn job_state(&self, job: &str) -> String {
+        let out = self
+            .cluster
+            .cmd("squeue")
+            .args(["--noheader", "--states=all", "--format=%T", "--jobs", job])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    fn status(&self, run: &str) -> serde_json::Value {
+        self.json(&["status", run, "--json"]).1
+    }
+}
+
+#[test]
+fn a_run_on_a_slurm_host_is_one_batch_job_with_the_same_envelope() {
+    let c = Cluster::new();
+    let (code, env) = c.json(&[
+        "run", "--host", "hpc", "--run-id", "s-1", "--json", "--", "sh", "-c",
+        "echo hello from $SLURM_JOB_ID; exit 3",
+    ]);
+    assert_eq!(code, 1, "a failed command is exit 1, as here: {env}");
+    crate::harness::assert_valid_envelope(&env);
+    assert_eq!(env["status"], "failed", "{env}");
+    assert_eq!(env["exit_code"], 3, "{env}");
+    assert_eq!(env["host"]["name"], "hpc", "{env}");
+    assert_eq!(env["host"]["kind"], "slurm", "{env}");
+    let job = env["host"]["job_id"].as_str().unwrap().to_owned();
+    assert!(job.bytes().all(|b| b.is_ascii_digit()), "{env}");
+    // The job ended with its worker, and Slurm says it completed (its script's exit code
+    // is the envelope's).
+    crate::harness::wait_until("the job to leave the queue", || {
+        let s = c.job_state(&job);
+        (s != "RUNNING" && s != "COMPLETING" && s != "PENDING").then_some(s)
+    });
+    // The attempt ran on the node with the shared home, and saw its job.
+    let out = std::fs::read_to_string(c.shared.join("runs/s-1/attempts/1/stdout.log")).unwrap();
+    assert_eq!(out.trim(), format!("hello from {job}"));
+    // Recorded here as any run on a host; the request with its values is gone.
+    assert_eq!(c.env.result("s-1"), env);
+    assert!(!c.shared.join("slurm/s-1/request.json").exists());
+    // Verbs by the run id.
+    let st = c.status("s-1");
+    assert_eq!(st["status"], "failed", "{st}");
+    let logs = c.sp(&["logs", "s-1"]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert!(logs.stdout.contains("hello from"), "{logs:?}");
+    let (_, rows) = c.json(&["ls", "--json"]);
+    let row = rows.as_array().unwrap().iter().find(|r| r["run_id"] == "s-1").cloned().unwrap();
+    assert_eq!(row["host"], "hpc", "{row}");
+    assert_eq!(row["status"], "failed", "{row}");
+}
+
+#[test]
+fn a_job_slurm_refuses_starts_nothing() {
+    let c = Cluster::new();
+    let r = c.sp(&[
+        "hosts", "add", "bad", "slurm://nosuch", "--remote-home",
+        c.shared.to_str().unwrap(), "--bin", BIN,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = c.sp(&["run", "--host", "bad", "--run-id", "no-1", "--", "true"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("Slurm refused the job"), "{r:?}");
+    assert!(!c.env.home.join("runs/no-1").exists());
+    assert!(!c.shared.join("slurm/no-1").exists());
+}
+
+#[test]
+fn a_queued_job_says_why_and_a_cancel_takes_it_from_the_queue() {
+    let c = Cluster::new();
+    c.add("later", &["--sbatch-arg=--begin=now+3600"]);
+    let (code, started) = c.json(&["run", "--host", "later", "--detach", "--run-id", "q-1", "--json", "--", "true"]);
+    assert_eq!(code, 0, "{started}");
+    assert_eq!(started["status"], "queued", "{started}");
+    let st = c.status("q-1");
+    assert_eq!(st["status"], "queued", "{st}");
+    assert_eq!(st["slurm"]["state"], "PENDING", "{st}");
+    assert_eq!(st["slurm"]["reason"], "BeginTime", "{st}");
+    let job = st["slurm"]["job_id"].as_str().unwrap().to_owned();
+    let (_, rows) = c.json(&["ls", "--json"]);
+    assert_eq!(rows[0]["status"], "queued", "{rows}");
+    let w = c.sp(&["wait", "q-1", "--timeout", "300ms", "--json"]);
+    assert_eq!(w.code, 3, "still queued: {w:?}");
+    let (code, env) = c.json(&["cancel", "q-1", "--json"]);
+    assert_eq!(code, 0, "{env}");
+    assert_eq!(env["status"], "cancelled", "{env}");
+    assert_eq!(env["cancelled_by"], "cancel", "{env}");
+    assert_eq!(env["host"]["state"], "CANCELLED", "{env}");
+    crate::harness::assert_valid_envelope(&env);
+    assert_eq!(c.job_state(&job), "CANCELLED");
+    assert!(!c.shared.join("runs/q-1").exists(), "it never ran");
 }

@@ -151,6 +151,7 @@ pub fn attempt_status(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Attemp
         labels: spec.labels.clone(),
         correlation_id: spec.correlation_id.clone(),
         tmux,
+        slurm: None,
     }))
 }
 
@@ -310,6 +311,7 @@ fn run_row(home: &Home, run: &store::RunEntry) -> Result<RunRow, String> {
         what: what(&spec),
         problem: None,
         host: None,
+        slurm: None,
     };
     match attempt_status(&paths, &spec).map_err(|e| e.to_string())? {
         AttemptStatus::Finished(env) => row.ended(&env),
@@ -354,6 +356,7 @@ fn damaged_row(id: &str, record: Option<&RunRecord>, problem: String) -> RunRow 
         what: String::new(),
         problem: Some(problem),
         host: None,
+        slurm: None,
     }
 }
 

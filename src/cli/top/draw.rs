@@ -151,9 +151,10 @@ pub fn status_text(r: &BoardRun) -> String {
     let row = &r.row;
     match row.status {
         _ if app::fanout::is_driver(row) => match row.status {
-            RunState::Starting | RunState::Running => "▣ group".into(),
+            RunState::Queued | RunState::Starting | RunState::Running => "▣ group".into(),
             _ => "▣ group ended".into(),
         },
+        RunState::Queued => "◌ queued".into(),
         RunState::Starting => "◌ starting".into(),
         RunState::Running => "● running".into(),
         RunState::Completed => "✔ completed".into(),
@@ -178,7 +179,7 @@ fn row_color(row: &crate::envelope::RunRow) -> Color {
 
 fn status_color(s: RunState) -> Color {
     match s {
-        RunState::Starting | RunState::Running => Color::Cyan,
+        RunState::Queued | RunState::Starting | RunState::Running => Color::Cyan,
         RunState::Completed => Color::Green,
         RunState::Failed => Color::Red,
         RunState::Cancelled => Color::Yellow,
@@ -203,6 +204,9 @@ fn elapsed(r: &BoardRun, now: SystemTime) -> String {
 fn last(r: &BoardRun, groups: &[GroupSummary]) -> String {
     if let Some(p) = &r.row.problem {
         return p.clone();
+    }
+    if let (RunState::Queued, Some(j)) = (r.row.status, &r.row.slurm) {
+        return format!("Slurm job {} waits: {}", j.job_id, j.reason);
     }
     let group = r.row.labels.get(app::fanout::DRIVER_LABEL);
     if let Some(g) = group.and_then(|id| groups.iter().find(|g| &g.group == id)) {

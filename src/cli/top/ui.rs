@@ -445,6 +445,7 @@ fn next_state(s: Option<RunState>) -> Option<RunState> {
         Some(S::Failed) => Some(S::Completed),
         Some(S::Completed) => Some(S::Cancelled),
         Some(S::Cancelled) => Some(S::Starting),
-        Some(S::Starting) | Some(S::Damaged) => None,
+        Some(S::Starting) => Some(S::Queued),
+        Some(S::Queued) | Some(S::Damaged) => None,
     }
 }

@@ -131,6 +131,12 @@ pub fn status(
     run: &RemoteRun,
     attempt: Option<u32>,
 ) -> Result<StatusAnswer, HostsError> {
+    if run.is_slurm() {
+        return Ok(StatusAnswer {
+            answer: crate::hosts::slurm::run::status(home, run)?,
+            stale: None,
+        });
+    }
     let n = attempt.map(|n| n.to_string());
     let words = with_attempt(vec!["status", run.run_id.as_str(), "--json"], &n);
     match ask(home, run, &words, false) {
@@ -162,6 +168,9 @@ pub fn wait(
     own_group: bool,
     on_lost: &mut dyn FnMut(&RemoteRun, &str),
 ) -> Result<Answer, HostsError> {
+    if run.is_slurm() {
+        return crate::hosts::slurm::run::wait(home, run, deadline);
+    }
     let n = attempt.map(|n| n.to_string());
     let words = with_attempt(
         vec![
@@ -185,6 +194,9 @@ pub fn cancel(
     no_wait: bool,
     by: Option<crate::envelope::CancelOrigin>,
 ) -> Result<Answer, HostsError> {
+    if run.is_slurm() {
+        return crate::hosts::slurm::run::cancel(home, run, grace, no_wait, by);
+    }
     let mut words = vec!["cancel", run.run_id.as_str(), "--json"];
     if let Some(g) = grace {
         words.extend(["--grace", g]);

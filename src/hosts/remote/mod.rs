@@ -47,7 +47,7 @@ mod start;
 
 pub use ask::{Answer, AskError, StatusAnswer, ask, cancel, read_out, retry, status, wait, watch};
 pub use check::check;
-pub use record::{record, recorded};
+pub use record::{local_end, record, recorded};
 pub use rows::{pending_row, recorded_row, rows, rows_of};
 pub use start::{OnStarted, StartAnswer, has_started, inline_files, start};
 
@@ -74,6 +74,30 @@ pub struct RemoteRun {
     /// The fan-out group it belongs to (also recorded there), for `ls`/`wait --group` here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// On a Slurm host: its batch job, once `sbatch` took it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+}
+
+impl RemoteRun {
+    /// The envelope's `host` for this run.
+    pub fn host_ref(&self) -> HostRef {
+        HostRef {
+            name: self.host.name.clone(),
+            kind: match self.host.url {
+                super::HostUrl::Ssh(_) => "ssh",
+                super::HostUrl::Slurm(_) => "slurm",
+            }
+            .into(),
+            job_id: self.job_id.clone(),
+            state: None,
+        }
+    }
+
+    /// On a Slurm host.
+    pub fn is_slurm(&self) -> bool {
+        matches!(self.host.url, super::HostUrl::Slurm(_))
+    }
 }
 
 /// What the remote `__run-request` reads on its stdin.
@@ -153,6 +177,9 @@ pub fn list(home: &Home) -> Vec<RemoteRun> {
 /// The ssh command that runs `words` (the remote subpane's arguments after its home) for
 /// `run`; `tty`: with `-t`, for a terminal (`attach`).
 pub fn command(home: &Home, run: &RemoteRun, words: &[&str], tty: bool) -> Command {
+    if run.is_slurm() {
+        return super::slurm::run::command(run, words, tty);
+    }
     command_on(home, &run.host, &run.bin, words, tty)
 }
 

@@ -20,23 +20,19 @@ pub fn record(home: &Home, run: &RemoteRun, bytes: &[u8]) -> Result<Envelope, Ho
         path: paths.dir().to_path_buf(),
         source,
     })?;
-    let host = HostRef {
-        name: run.host.name.clone(),
-        kind: "ssh".into(),
-        job_id: None,
-    };
     let env = match envelope::from_remote(bytes, &run.run_id, attempt) {
         Ok(mut env) => {
-            env.host = Some(host);
+            env.host = Some(run.host_ref());
             env
         }
         Err(why) => {
             let kept = paths.dir().join("result.untrusted.json");
             store::write_atomic(&kept, bytes)?;
-            untrusted(
+            local_end(
                 run,
                 attempt,
-                host,
+                Status::Failed,
+                FailureKind::Lost,
                 &format!(
                     "the envelope host `{}` sent is not trusted: {why}; its bytes are in {}",
                     run.host.name,
@@ -49,8 +45,15 @@ pub fn record(home: &Home, run: &RemoteRun, bytes: &[u8]) -> Result<Envelope, Ho
     Ok(env)
 }
 
-/// The local envelope of an attempt whose remote envelope was not trusted.
-fn untrusted(run: &RemoteRun, attempt: u32, host: HostRef, why: &str) -> Envelope {
+/// An envelope made here for an attempt of `run` whose own is not known (not trusted, or
+/// never written), saying why.
+pub fn local_end(
+    run: &RemoteRun,
+    attempt: u32,
+    status: Status,
+    failure_kind: FailureKind,
+    why: &str,
+) -> Envelope {
     let mut output = envelope::Output::default();
     output.push_error(why);
     Envelope {
@@ -66,8 +69,8 @@ fn untrusted(run: &RemoteRun, attempt: u32, host: HostRef, why: &str) -> Envelop
         cwd: String::new(),
         labels: Default::default(),
         correlation_id: None,
-        status: Status::Failed,
-        failure_kind: Some(FailureKind::Lost),
+        status,
+        failure_kind: Some(failure_kind),
         exit_code: None,
         signal: None,
         signals_sent: Vec::new(),
@@ -82,8 +85,8 @@ fn untrusted(run: &RemoteRun, attempt: u32, host: HostRef, why: &str) -> Envelop
         tmux: Default::default(),
         sandbox: Default::default(),
         artifacts: Vec::new(),
-        group: None,
-        host: Some(host),
+        group: run.group.clone(),
+        host: Some(run.host_ref()),
         parent_run: None,
         depth: None,
         resumed_from: None,

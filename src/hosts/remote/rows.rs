@@ -14,6 +14,7 @@ pub fn rows(home: &Home) -> Vec<envelope::RunRow> {
 /// [`rows`] of these runs only.
 pub fn rows_of(home: &Home, runs: &[RemoteRun]) -> Vec<envelope::RunRow> {
     let mut by_host: std::collections::BTreeMap<String, Vec<&RemoteRun>> = Default::default();
+    let (slurm, runs): (Vec<&RemoteRun>, Vec<&RemoteRun>) = runs.iter().partition(|r| r.is_slurm());
     for r in runs {
         by_host.entry(r.host.name.clone()).or_default().push(r);
     }
@@ -34,7 +35,7 @@ pub fn rows_of(home: &Home, runs: &[RemoteRun]) -> Vec<envelope::RunRow> {
             })
             .collect()
     });
-    let mut out = Vec::new();
+    let mut out = crate::hosts::slurm::run::rows(home, &slurm);
     for (runs, got) in answers {
         for run in runs {
             let row = match &got {
@@ -125,6 +126,7 @@ fn bare_row(run: &RemoteRun) -> envelope::RunRow {
         what: crate::term::sanitize(run.argv.join(" ").as_bytes(), 200),
         problem: None,
         host: Some(run.host.name.clone()),
+        slurm: None,
     }
 }
 

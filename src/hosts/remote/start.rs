@@ -2,6 +2,7 @@
 //! host's answers read line by line (see the parent module's diagram).
 
 use super::*;
+use crate::hosts::slurm::run as slurm;
 
 /// How a start on a host went.
 #[derive(Debug)]
@@ -88,8 +89,11 @@ pub fn start(
 ) -> Result<(RemoteRun, StartAnswer), HostsError> {
     let name = req.host.take().unwrap_or_default();
     let host = crate::hosts::get(home, &name)?;
-    host.require_ssh("a run")?;
     inline_files(&mut req, &name)?;
+    let slurm_time = match &host.url {
+        crate::hosts::HostUrl::Slurm(_) => Some(slurm::time_limit(&req, &host)?),
+        crate::hosts::HostUrl::Ssh(_) => None,
+    };
     let id = match &req.run_id {
         Some(r) => RunId::parse(r).map_err(|e| HostsError::Input(e.to_string()))?,
         None => crate::fresh::run_id(),
@@ -113,15 +117,35 @@ pub fn start(
         schema: REMOTE_SCHEMA.to_owned(),
         run_id: id.to_string(),
         host: host.clone(),
-        bin: remembered_bin(&host),
+        bin: match slurm_time {
+            Some(_) => slurm::bin(&host)?,
+            None => remembered_bin(&host),
+        },
         created_at: crate::fresh::now_rfc3339(),
         agent,
         argv,
         group: group.map(str::to_owned),
+        job_id: None,
     };
     // Recorded before the request leaves: a caller killed meanwhile leaves a run that asks
     // its host, not a directory nothing knows.
     store::write_json_atomic(&reservation.dir.join(MARKER), &run)?;
+    if let Some(time) = slurm_time {
+        // One batch job: its id recorded before anything waits on it.
+        run.job_id = Some(slurm::submit(&host, &run, &body, time.as_deref())?);
+        store::write_json_atomic(&reservation.dir.join(MARKER), &run)?;
+        reservation.keep = true;
+        mark_started(&reservation.dir);
+        let started = slurm::started(&run);
+        let Some(on_started) = on_started else {
+            return Ok((run, StartAnswer::Started(started)));
+        };
+        on_started(&run, &started);
+        return match super::wait(home, &run, None, None, true, &mut |_, _| {})? {
+            Answer::Finished(env) => Ok((run, StartAnswer::Finished(env))),
+            Answer::Live(..) => Ok((run, StartAnswer::Started(started))),
+        };
+    }
     let mut sent = Sent::spawn(home, &run, &body, wait)?;
     let mut first = sent.first(wait);
     if first.is_none() && sent.finish().0 == Some(127) && host.bin.is_none() {

@@ -213,7 +213,8 @@ fn names(names: &[&str]) -> Schema {
 }
 
 const LOG_FILES: [&str; 4] = ["events", "stderr", "output", "stdout"];
-const RUN_STATES: [&str; 6] = [
+const RUN_STATES: [&str; 7] = [
+    "queued",
     "starting",
     "running",
     "completed",
@@ -274,7 +275,8 @@ mod tests {
         let states: Vec<RunState> = every(&RUN_STATES);
         for s in &states {
             match s {
-                RunState::Starting
+                RunState::Queued
+                | RunState::Starting
                 | RunState::Running
                 | RunState::Completed
                 | RunState::Failed

@@ -44,7 +44,7 @@ pub fn groups<'a>(runs: impl IntoIterator<Item = &'a BoardRun>) -> Vec<GroupSumm
         let s = &mut out[i];
         s.total += 1;
         match r.row.status {
-            RunState::Starting | RunState::Running => s.running += 1,
+            RunState::Queued | RunState::Starting | RunState::Running => s.running += 1,
             RunState::Completed => s.completed += 1,
             RunState::Failed | RunState::Damaged => s.failed += 1,
             RunState::Cancelled => s.cancelled += 1,

@@ -114,7 +114,10 @@ impl BoardRun {
 
     /// Starting or running.
     pub fn is_live(&self) -> bool {
-        matches!(self.row.status, RunState::Starting | RunState::Running)
+        matches!(
+            self.row.status,
+            RunState::Queued | RunState::Starting | RunState::Running
+        )
     }
 }
 

@@ -55,6 +55,7 @@ fn run(id: &str, agent: AgentKind, status: RunState, age: u64) -> BoardRun {
             what: format!("the task of {id}"),
             problem: None,
             host: None,
+            slurm: None,
         },
         paths: AttemptPaths::new(format!("/h/runs/{id}/attempts/1").into()),
         created: Some(ago(age)),

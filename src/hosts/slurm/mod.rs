@@ -15,6 +15,9 @@
 //! * `srun` waits for resources: `--immediate` bounds that, and the whole call has a time
 //!   limit besides, so a busy cluster is a clear error, not a hang.
 
+pub mod queue;
+pub mod run;
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -61,13 +64,7 @@ pub fn check(host: &Host) -> Result<SlurmCheck, HostsError> {
         return Err(fail("not a Slurm host".into()));
     };
     let partition = sinfo(host, &url.partition)?;
-    let bin = match &host.bin {
-        Some(b) => b.clone(),
-        None => std::env::current_exe()
-            .map_err(|e| fail(format!("cannot find this binary for the nodes to run: {e}")))?
-            .display()
-            .to_string(),
-    };
+    let bin = run::bin(host)?;
     let mut srun = Command::new("srun");
     srun.arg(format!("--partition={}", url.partition))
         .args([
@@ -150,7 +147,7 @@ fn parse_sinfo(text: &str, partition: &str) -> Option<PartitionFacts> {
 }
 
 /// Runs one of Slurm's commands for `host`, killed once `limit` has passed.
-fn run(
+pub(crate) fn run(
     host: &Host,
     cmd: &mut Command,
     limit: Duration,
@@ -170,7 +167,7 @@ fn run(
     })
 }
 
-fn said(out: &std::process::Output) -> String {
+pub(crate) fn said(out: &std::process::Output) -> String {
     crate::term::sanitize(String::from_utf8_lossy(&out.stderr).trim().as_bytes(), 600)
 }
 
