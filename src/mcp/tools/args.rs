@@ -284,7 +284,7 @@ mod tests {
                 | RunState::Damaged => {}
             }
         }
-        assert_eq!(states.len(), 6);
+        assert_eq!(states.len(), 7);
     }
 
     #[test]
