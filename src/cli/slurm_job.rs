@@ -55,9 +55,10 @@ pub(super) fn slurm_job(home: &Home, id: &str) -> Result<i32, CliError> {
         spec: started.spec.clone(),
     };
     interrupt::on_interrupt(move |n| {
-        let origin = match crate::hosts::slurm::queue::own_state(&job).as_deref() {
-            Some("TIMEOUT" | "DEADLINE") => CancelOrigin::Timeout,
-            _ => CancelOrigin::Signal,
+        let origin = if crate::hosts::slurm::queue::own_timeout(&job) {
+            CancelOrigin::Timeout
+        } else {
+            CancelOrigin::Signal
         };
         let grace = (n > 1).then_some(0);
         if let Err(e) = app::cancel_by(&found, grace, origin) {

@@ -262,3 +262,62 @@ fn a_queued_job_says_why_and_a_cancel_takes_it_from_the_queue() {
     assert_eq!(c.job_state(&job), "CANCELLED");
     assert!(!c.shared.join("runs/q-1").exists(), "it never ran");
 }
+
+/// Detaches `script` on `host` as `id`; waits until its attempt runs on the node.
+fn running(c: &Cluster, host: &str, id: &str, script: &str) -> String {
+    let r = c.sp(&["run", "--host", host, "--detach", "--run-id", id, "--", "sh", "-c", script]);
+    assert_eq!(r.code, 0, "{r:?}");
+    crate::harness::wait_until("the attempt running on the node", || {
+        let st = c.status(id);
+        (st["status"] == "running").then(|| st["slurm"]["job_id"].as_str().unwrap().to_owned())
+    })
+}
+
+fn waits_forever(c: &Cluster) -> String {
+    format!(
+        "echo waiting; while [ ! -e {} ]; do sleep 0.05; done",
+        c.env.root.path().join("never").display()
+    )
+}
+
+#[test]
+fn a_running_job_is_cancelled_through_its_worker() {
+    let c = Cluster::new();
+    let job = running(&c, "hpc", "c-1", &waits_forever(&c));
+    let (code, env) = c.json(&["cancel", "c-1", "--json"]);
+    assert_eq!(code, 0, "{env}");
+    assert_eq!(env["status"], "cancelled", "{env}");
+    assert_eq!(env["cancelled_by"], "cancel", "{env}");
+    assert_eq!(env["signals_sent"][0], "SIGTERM", "the worker's ladder: {env}");
+    // The job ends with its worker, with the envelope's exit code (130: Slurm says FAILED).
+    crate::harness::wait_until("the job to end with its worker", || {
+        (c.job_state(&job) == "FAILED").then_some(())
+    });
+}
+
+#[test]
+fn a_job_cancelled_by_scancel_outside_subpane_is_recorded_as_cancelled() {
+    let c = Cluster::new();
+    let job = running(&c, "hpc", "x-1", &waits_forever(&c));
+    let out = c.cluster.cmd("scancel").arg(&job).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let (code, env) = c.json(&["wait", "x-1", "--json"]);
+    assert_eq!(code, 130, "{env}");
+    assert_eq!(env["status"], "cancelled", "{env}");
+    assert_eq!(env["cancelled_by"], "signal", "{env}");
+    assert_eq!(env["host"]["state"], "CANCELLED", "{env}");
+    crate::harness::assert_valid_envelope(&env);
+}
+
+#[test]
+fn a_job_past_its_time_limit_is_a_timeout() {
+    let c = Cluster::new();
+    // Slurm's least limit is a minute, enforced at its next look (up to 30 s later).
+    c.add("short", &["--time-limit", "1"]);
+    let r = c.sp(&["run", "--host", "short", "--run-id", "t-1", "--json", "--", "sh", "-c", &waits_forever(&c)]);
+    let env: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    assert_eq!(r.code, 124, "{env}");
+    assert_eq!(env["status"], "failed", "{env}");
+    assert_eq!(env["failure_kind"], "timeout", "{env}");
+    assert_eq!(env["host"]["state"], "TIMEOUT", "{env}");
+}

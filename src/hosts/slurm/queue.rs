@@ -92,25 +92,79 @@ pub fn states(host: &Host, jobs: &[String]) -> Result<HashMap<String, JobState>,
     Ok(out)
 }
 
-/// Slurm's state of this process's own job (`SLURM_JOB_ID`), for the job itself: `None`
-/// when it cannot be asked.
-pub fn own_state(job: &str) -> Option<String> {
+/// Whether Slurm's signal to this process's own job (`SLURM_JOB_ID`) is its time limit,
+/// for the job itself. While it is signalled the job reads `COMPLETING`, so its run time is
+/// compared with its limit too (`scontrol show job`).
+pub fn own_timeout(job: &str) -> bool {
     if job.is_empty() {
-        return None;
+        return false;
     }
-    let out = crate::command::output(
-        Command::new("squeue")
-            .args(["--noheader", "--states=all", "--format=%T"])
-            .arg(format!("--jobs={job}"))
+    let Ok(out) = crate::command::output(
+        Command::new("scontrol")
+            .args(["show", "job", "--oneliner", job])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null()),
-        "squeue",
+        "scontrol",
         Duration::from_secs(10),
-    )
-    .ok()?;
-    let s = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (!s.is_empty()).then_some(s)
+    ) else {
+        return false;
+    };
+    past_its_limit(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Whether a `scontrol show job --oneliner` line says the job ended by its time limit.
+fn past_its_limit(line: &str) -> bool {
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
+    };
+    match field("JobState") {
+        Some("TIMEOUT" | "DEADLINE") => true,
+        Some("COMPLETING") => match (
+            field("RunTime").and_then(slurm_secs),
+            field("TimeLimit").and_then(slurm_secs),
+        ) {
+            (Some(run), Some(limit)) => run >= limit,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// Seconds of a Slurm duration (`[D-]HH:MM:SS`, `MM:SS`); `None` for `UNLIMITED` and the
+/// like.
+fn slurm_secs(s: &str) -> Option<u64> {
+    let (days, rest) = match s.split_once('-') {
+        Some((d, r)) => (d.parse::<u64>().ok()?, r),
+        None => (0, s),
+    };
+    let parts: Vec<u64> = rest
+        .split(':')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
+    let (h, m, sec) = match parts.as_slice() {
+        [h, m, s] => (*h, *m, *s),
+        [m, s] => (0, *m, *s),
+        [m] => (0, *m, 0),
+        _ => return None,
+    };
+    Some(days * 86_400 + h * 3600 + m * 60 + sec)
+}
+
+/// The state `job` ends in, once Slurm has finished ending it (a job that was just
+/// signalled reads `COMPLETING` for a moment): looked at every 250 ms, for at most `limit`.
+pub fn final_state(host: &Host, job: &str, limit: Duration) -> Option<JobState> {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        match state(host, job).ok()? {
+            JobState::Running if std::time::Instant::now() < end => {
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            JobState::Running => return None,
+            s => return Some(s),
+        }
+    }
 }
 
 /// The state of one job ([`states`]).
@@ -226,6 +280,22 @@ impl Watch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_past_its_limit_is_told_from_scontrol() {
+        assert!(past_its_limit("JobId=7 JobState=TIMEOUT Reason=TimeLimit"));
+        assert!(past_its_limit(
+            "JobId=7 JobState=COMPLETING Reason=None RunTime=00:01:02 TimeLimit=00:01:00"
+        ));
+        assert!(!past_its_limit(
+            "JobId=7 JobState=COMPLETING Reason=None RunTime=00:00:02 TimeLimit=00:01:00"
+        ));
+        assert!(!past_its_limit(
+            "JobId=7 JobState=COMPLETING RunTime=1-00:00:02 TimeLimit=UNLIMITED"
+        ));
+        assert_eq!(slurm_secs("1-02:03:04"), Some(93_784));
+        assert_eq!(slurm_secs("05:06"), Some(306));
+    }
 
     #[test]
     fn slurm_states_are_queued_running_or_ended() {

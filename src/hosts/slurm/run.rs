@@ -201,24 +201,36 @@ fn shared_envelope(run: &RemoteRun, attempt: u32) -> Option<Vec<u8>> {
         .flatten()
 }
 
-/// Records the shared envelope here (with Slurm's state when Slurm's signal stopped it).
+/// How long a job Slurm just signalled may read `COMPLETING` before its final state is
+/// taken as unknown.
+const ENDING: Duration = Duration::from_secs(10);
+
+/// Records the shared envelope here. An attempt that a signal stopped (Slurm's: `scancel`,
+/// the time limit, a preemption) gets Slurm's final state, and the outcome it means: a
+/// preempted job's attempt was lost, not cancelled by anyone.
 fn record_shared(home: &Home, run: &RemoteRun, bytes: &[u8]) -> Result<Envelope, HostsError> {
-    let env = remote::record(home, run, bytes)?;
+    let mut env = remote::record(home, run, bytes)?;
     let by_slurm = matches!(
         env.cancelled_by,
         Some(CancelOrigin::Signal | CancelOrigin::Timeout)
     );
-    if by_slurm
-        && let Some(job) = &run.job_id
-        && let Ok(JobState::Ended { state, .. }) = queue::state(&run.host, job)
-    {
-        let mut env = env;
-        if let Some(h) = env.host.as_mut() {
-            h.state = Some(state);
-        }
-        rewrite(home, run, &env)?;
+    let Some(job) = run.job_id.as_deref().filter(|_| by_slurm) else {
         return Ok(env);
+    };
+    let Some(JobState::Ended { state, .. }) = queue::final_state(&run.host, job, ENDING) else {
+        return Ok(env);
+    };
+    if !matches!(state.as_str(), "CANCELLED" | "TIMEOUT" | "DEADLINE" | "COMPLETED" | "FAILED") {
+        env.status = Status::Failed;
+        env.failure_kind = Some(FailureKind::Lost);
+        env.cancelled_by = None;
+        env.output
+            .push_error(format!("Slurm ended its job {job} ({state}): the attempt was lost"));
     }
+    if let Some(h) = env.host.as_mut() {
+        h.state = Some(state);
+    }
+    rewrite(home, run, &env)?;
     Ok(env)
 }
 
