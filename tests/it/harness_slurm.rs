@@ -160,6 +160,14 @@ impl SlurmCluster {
         cluster
     }
 
+    /// Stops the node's slurmd (SIGKILL, as a crashed daemon): the jobs' own processes run
+    /// on, and slurmctld finds the node gone only after `SlurmdTimeout`.
+    pub fn kill_slurmd(&mut self) {
+        let d = self.daemons.last_mut().expect("slurmd");
+        let _ = d.kill();
+        let _ = d.wait();
+    }
+
     /// `tool` with this cluster's `SLURM_CONF`.
     pub fn cmd(&self, tool: &str) -> Command {
         let mut c = Command::new(tool);

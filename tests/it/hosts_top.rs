@@ -62,7 +62,8 @@ fn top_shows_runs_on_a_host_and_follows_their_ends() {
         row(s, "far-c").is_some_and(|l| l.contains("■ cancelled"))
     });
     t.keys(&["q"]);
-    let env = h.env.result("far-c");
+    let w = h.sp(["wait", "far-c", "--json"]);
+    let env = crate::hosts_run::json(&w);
     assert_eq!(env["status"], "cancelled", "{env}");
 }
 

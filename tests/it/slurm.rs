@@ -321,3 +321,88 @@ fn a_job_past_its_time_limit_is_a_timeout() {
     assert_eq!(env["failure_kind"], "timeout", "{env}");
     assert_eq!(env["host"]["state"], "TIMEOUT", "{env}");
 }
+
+#[test]
+fn attach_reaches_the_jobs_pane_through_srun() {
+    let c = Cluster::new();
+    let go = c.env.root.path().join("go");
+    let script = format!(
+        "echo waiting; while [ ! -e {} ]; do sleep 0.05; done",
+        go.display()
+    );
+    running(&c, "hpc", "a-1", &script);
+    let conf = c.cluster.conf.display().to_string();
+    let t = crate::terminal::Terminal::subpane(
+        &c.env,
+        "attach-job",
+        (120, 30),
+        &[("SLURM_CONF", conf.as_str())],
+        &["attach", "a-1"],
+    );
+    t.wait_for("subpane ▸ run a-1 · attempt 1");
+    t.wait_for("waiting");
+    t.keys(&["C-]"]);
+    t.wait_until("that the run goes on", |s| s.contains("detached; run"));
+    assert_eq!(t.wait_exit(), 0);
+    std::fs::write(&go, "").unwrap();
+    let w = c.sp(&["wait", "a-1"]);
+    assert_eq!(w.code, 0, "{w:?}");
+}
+
+#[test]
+fn a_run_whose_slurmd_dies_ends_with_its_true_outcome() {
+    let mut c = Cluster::new();
+    let go = c.env.root.path().join("go");
+    let script = format!(
+        "echo waiting; while [ ! -e {} ]; do sleep 0.05; done; exit 4",
+        go.display()
+    );
+    running(&c, "hpc", "d-1", &script);
+    c.cluster.kill_slurmd();
+    // The job's own processes run on without their daemon; its records say how it ends.
+    std::fs::write(&go, "").unwrap();
+    let (code, env) = c.json(&["wait", "d-1", "--json"]);
+    assert_eq!(code, 1, "{env}");
+    assert_eq!(env["status"], "failed", "{env}");
+    assert_eq!(env["exit_code"], 4, "the program's own end, not a lost one: {env}");
+}
+
+#[test]
+fn a_fanout_submits_its_lines_for_the_cluster_as_jobs() {
+    let c = Cluster::new();
+    let mut lines = String::new();
+    for k in 0..12 {
+        let code = if k == 5 { 3 } else { 0 };
+        lines.push_str(&format!(
+            "{}\n",
+            serde_json::json!({"argv": ["sh", "-c", format!("echo task {k}; exit {code}")],
+                               "run_id": format!("f-{k}"), "host": "hpc"})
+        ));
+    }
+    lines.push_str("{\"argv\": [\"true\"], \"run_id\": \"f-here\"}\n");
+    let file = c.env.root.path().join("tasks.jsonl");
+    std::fs::write(&file, &lines).unwrap();
+    let r = c.sp(&["fanout", file.to_str().unwrap(), "--concurrency", "4", "--json"]);
+    assert_eq!(r.code, 1, "one task failed: {r:?}");
+    let report: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 13, "{report}");
+    for t in tasks {
+        let want = if t["run_id"] == "f-5" { "failed" } else { "completed" };
+        assert_eq!(t["status"], want, "{report}");
+    }
+    let mut jobs = std::collections::HashSet::new();
+    for k in 0..12 {
+        let env = c.env.result(&format!("f-{k}"));
+        assert_eq!(env["host"]["kind"], "slurm", "{env}");
+        assert_eq!(env["group"], report["group"], "{env}");
+        jobs.insert(env["host"]["job_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(jobs.len(), 12, "one job a task");
+    // A line the cluster's home cannot plan is refused before anything starts.
+    let bad = "{\"argv\": [\"true\"], \"host\": \"hpc\", \"cwd\": \"/nowhere/at/all\"}\n";
+    std::fs::write(&file, bad).unwrap();
+    let r = c.sp(&["fanout", file.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("line 1 (host hpc): "), "{r:?}");
+}

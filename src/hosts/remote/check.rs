@@ -15,16 +15,20 @@ pub fn check(
     requests: &[(usize, RunRequest)],
 ) -> Result<Vec<String>, HostsError> {
     let host = crate::hosts::get(home, name)?;
-    host.require_ssh("a fan-out's task")?;
     let body = serde_json::to_vec(&RemoteCheck {
         version: env!("CARGO_PKG_VERSION").to_owned(),
         group: group.to_owned(),
         requests: requests.to_vec(),
     })
     .expect("a check serializes");
-    let bin = start::remembered_bin(&host);
+    let slurm = matches!(host.url, crate::hosts::HostUrl::Slurm(_));
+    let bin = match slurm {
+        // The shared home is planned in from here, as the nodes will see it.
+        true => crate::hosts::slurm::run::bin(&host)?,
+        false => start::remembered_bin(&host),
+    };
     let mut out = ask_check(home, &host, &bin, &body)?;
-    if out.status.code() == Some(127) && host.bin.is_none() {
+    if !slurm && out.status.code() == Some(127) && host.bin.is_none() {
         let copied = ssh::ensure_copied(home, &host, CONNECT_TIMEOUT)?.path;
         crate::hosts::remember_copy(home, &host.name, &copied)?;
         out = ask_check(home, &host, &copied, &body)?;
@@ -71,7 +75,16 @@ fn ask_check(
     bin: &str,
     body: &[u8],
 ) -> Result<std::process::Output, HostsError> {
-    let mut cmd = command_on(home, host, bin, &["__check-requests"], false);
+    let mut cmd = match &host.url {
+        crate::hosts::HostUrl::Slurm(_) => {
+            let mut c = Command::new(bin);
+            c.arg("--home")
+                .arg(host.home.as_deref().unwrap_or_default())
+                .arg("__check-requests");
+            c
+        }
+        crate::hosts::HostUrl::Ssh(_) => command_on(home, host, bin, &["__check-requests"], false),
+    };
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

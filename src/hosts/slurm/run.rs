@@ -23,7 +23,7 @@
 //!   stops it itself, and a SIGTERM to the job cancels the attempt through its worker.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use super::queue::{self, JobState};
@@ -572,14 +572,17 @@ pub fn command(run: &RemoteRun, words: &[&str], tty: bool) -> Command {
             .arg(format!("--jobid={}", run.job_id.as_deref().unwrap_or("0")))
             .args(["--nodes=1", "--ntasks=1", "--quiet"]);
         if tty {
-            c.arg("--pty");
+            // A terminal there is a new one: not inside this side's tmux (srun passes this
+            // environment on), whatever this terminal is.
+            c.args(["--pty", "--", "env", "-u", "TMUX", "-u", "TMUX_PANE"]);
+        } else {
+            c.arg("--");
         }
-        c.arg("--").arg(&run.bin);
+        c.arg(&run.bin);
         c
     } else {
         Command::new(&run.bin)
     };
     cmd.arg("--home").arg(shared).args(words);
-    cmd.stdin(Stdio::null());
     cmd
 }
