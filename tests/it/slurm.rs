@@ -406,3 +406,42 @@ fn a_fanout_submits_its_lines_for_the_cluster_as_jobs() {
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("line 1 (host hpc): "), "{r:?}");
 }
+
+#[test]
+fn two_hundred_tasks_on_the_cluster_end_with_no_false_outcome() {
+    let c = Cluster::new();
+    let mut lines = String::new();
+    for k in 0..200 {
+        // Every seventh fails with its own code: each outcome is the task's own.
+        let code = if k % 7 == 0 { 1 + k % 5 } else { 0 };
+        lines.push_str(&format!(
+            "{}\n",
+            serde_json::json!({"argv": ["sh", "-c", format!("exit {code}")],
+                               "run_id": format!("m-{k}"), "host": "hpc"})
+        ));
+    }
+    let file = c.env.root.path().join("tasks.jsonl");
+    std::fs::write(&file, &lines).unwrap();
+    let r = c.sp(&["fanout", file.to_str().unwrap(), "--concurrency", "24", "--json"]);
+    let report: serde_json::Value =
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let tasks = report["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 200, "{report}");
+    let mut false_outcomes = Vec::new();
+    for t in tasks {
+        let k: usize = t["run_id"].as_str().unwrap()[2..].parse().unwrap();
+        let code = if k % 7 == 0 { 1 + k % 5 } else { 0 };
+        let (status, exit) = (t["status"].as_str().unwrap(), t["exit_code"].as_i64());
+        let right = match code {
+            0 => status == "completed" && exit == Some(0),
+            c => status == "failed" && exit == Some(c as i64),
+        };
+        if !right {
+            false_outcomes.push(t.clone());
+        }
+    }
+    assert!(false_outcomes.is_empty(), "false outcomes: {false_outcomes:?}");
+    let retry = c.sp(&["retry", "m-1"]);
+    assert_eq!(retry.code, 2, "{retry:?}");
+    assert!(retry.stderr.contains("not supported yet"), "{retry:?}");
+}

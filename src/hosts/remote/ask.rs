@@ -244,6 +244,12 @@ pub fn retry(
     resume: bool,
     task: Option<&str>,
 ) -> Result<envelope::Started, HostsError> {
+    if run.is_slurm() {
+        return Err(HostsError::NotYet(format!(
+            "retry of run {} on Slurm host `{}` is not supported yet; start it again with `subpane run --host {}`",
+            run.run_id, run.host.name, run.host.name
+        )));
+    }
     // The task as `--task=TEXT`, one word: a text that starts with `-` stays a value.
     let task = task.map(|t| format!("--task={t}"));
     let mut words = vec!["retry", run.run_id.as_str(), "--detach", "--json"];
