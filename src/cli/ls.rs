@@ -96,8 +96,10 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         RunState::Failed => failure_words(r.failure_kind, r.exit_code),
         // Slurm's reason for the wait (`Priority`, `Resources`).
         RunState::Queued => match &r.slurm {
-            Some(j) => format!("queued ({})", crate::term::sanitize(j.reason.as_bytes(), 40)),
-            None => "queued".to_owned(),
+            Some(crate::envelope::SlurmJob {
+                reason: Some(r), ..
+            }) => format!("queued ({})", crate::term::sanitize(r.as_bytes(), 40)),
+            _ => "queued".to_owned(),
         },
         s => s.as_str().to_owned(),
     };
@@ -116,7 +118,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
     // A HOST column only when a run lives on one.
     let host_w = rows
         .iter()
-        .filter_map(|r| r.host.as_ref().map(|h| h.len()))
+        .filter_map(|r| r.host_shown().map(|h| h.len()))
         .max()
         .map(|w| w.max(4));
     let host_cell = |h: Option<&str>| match host_w {
@@ -167,7 +169,7 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
             r.agent.as_str(),
             started,
             dur,
-            host_cell(r.host.as_deref()),
+            host_cell(r.host_shown().as_deref()),
             {
                 let what = match &r.problem {
                     Some(p) => crate::term::sanitize(p.as_bytes(), 200),

@@ -49,10 +49,23 @@ impl LiveStatus {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SlurmJob {
     pub job_id: String,
-    /// Slurm's state (`PENDING`, `RUNNING`, `TIMEOUT`, …).
-    pub state: String,
-    /// Slurm's reason (`Priority`, `Resources`, `None`).
-    pub reason: String,
+    /// Slurm's state (`PENDING`, `RUNNING`, `TIMEOUT`, …), when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Slurm's reason (`Priority`, `Resources`, `None`), when asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl RunRow {
+    /// Its host as a table shows it: the name, and a Slurm job's id (`hpc:1234`).
+    pub fn host_shown(&self) -> Option<String> {
+        let h = self.host.as_ref()?;
+        Some(match &self.slurm {
+            Some(j) => format!("{h}:{}", j.job_id),
+            None => h.clone(),
+        })
+    }
 }
 
 /// `status --json` (and `wait --json` past its timeout) of an attempt that has not finished,

@@ -220,6 +220,9 @@ fn a_run_on_a_slurm_host_is_one_batch_job_with_the_same_envelope() {
     let row = rows.as_array().unwrap().iter().find(|r| r["run_id"] == "s-1").cloned().unwrap();
     assert_eq!(row["host"], "hpc", "{row}");
     assert_eq!(row["status"], "failed", "{row}");
+    assert_eq!(row["slurm"]["job_id"], job.as_str(), "{row}");
+    let text = c.sp(&["ls"]);
+    assert!(text.stdout.contains(&format!("hpc:{job}")), "{text:?}");
 }
 
 #[test]
@@ -263,13 +266,17 @@ fn a_queued_job_says_why_and_a_cancel_takes_it_from_the_queue() {
     assert!(!c.shared.join("runs/q-1").exists(), "it never ran");
 }
 
-/// Detaches `script` on `host` as `id`; waits until its attempt runs on the node.
+/// Detaches `script` (which says `waiting` first) on `host` as `id`; waits until its
+/// attempt runs on the node and has said it.
 fn running(c: &Cluster, host: &str, id: &str, script: &str) -> String {
     let r = c.sp(&["run", "--host", host, "--detach", "--run-id", id, "--", "sh", "-c", script]);
     assert_eq!(r.code, 0, "{r:?}");
+    let out = c.shared.join("runs").join(id).join("attempts/1/stdout.log");
     crate::harness::wait_until("the attempt running on the node", || {
+        let said = std::fs::read_to_string(&out).is_ok_and(|s| s.contains("waiting"));
         let st = c.status(id);
-        (st["status"] == "running").then(|| st["slurm"]["job_id"].as_str().unwrap().to_owned())
+        (said && st["status"] == "running")
+            .then(|| st["slurm"]["job_id"].as_str().unwrap().to_owned())
     })
 }
 

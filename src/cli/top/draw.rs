@@ -206,7 +206,8 @@ fn last(r: &BoardRun, groups: &[GroupSummary]) -> String {
         return p.clone();
     }
     if let (RunState::Queued, Some(j)) = (r.row.status, &r.row.slurm) {
-        return format!("Slurm job {} waits: {}", j.job_id, j.reason);
+        let why = j.reason.as_deref().unwrap_or("?");
+        return format!("Slurm job {} waits: {why}", j.job_id);
     }
     let group = r.row.labels.get(app::fanout::DRIVER_LABEL);
     if let Some(g) = group.and_then(|id| groups.iter().find(|g| &g.group == id)) {
@@ -329,7 +330,7 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
     let mut widths = vec![Constraint::Length(14), Constraint::Length(id_w)];
     let mut head = vec!["STATUS", "RUN"];
     if cols.host {
-        let w = widest(&|r| r.row.host.as_deref().map_or(0, |h| h.chars().count()), 4, 16);
+        let w = widest(&|r| r.row.host_shown().map_or(0, |h| h.chars().count()), 4, 24);
         widths.push(Constraint::Length(w));
         head.push("HOST");
     }
@@ -387,7 +388,7 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
                 Cell::from(ids.show(&r.row.run_id).to_owned()),
             ];
             if cols.host {
-                cells.push(Cell::from(r.row.host.clone().unwrap_or_default()));
+                cells.push(Cell::from(r.row.host_shown().unwrap_or_default()));
             }
             if cols.agent {
                 cells.push(Cell::from(r.row.agent.as_str()));

@@ -126,7 +126,12 @@ fn bare_row(run: &RemoteRun) -> envelope::RunRow {
         what: crate::term::sanitize(run.argv.join(" ").as_bytes(), 200),
         problem: None,
         host: Some(run.host.name.clone()),
-        slurm: None,
+        // A Slurm job's id, whatever Slurm says of it now.
+        slurm: run.job_id.clone().map(|job_id| envelope::SlurmJob {
+            job_id,
+            state: None,
+            reason: None,
+        }),
     }
 }
 

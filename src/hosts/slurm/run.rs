@@ -286,12 +286,22 @@ fn ended_by_slurm(
 
 /// A status document of a run whose job is queued.
 fn queued_doc(run: &RemoteRun, reason: &str) -> serde_json::Value {
+    job_doc(run, LiveStatus::Queued, "PENDING", Some(reason))
+}
+
+/// A status document made from what Slurm says of the run's job alone.
+fn job_doc(
+    run: &RemoteRun,
+    status: LiveStatus,
+    state: &str,
+    reason: Option<&str>,
+) -> serde_json::Value {
     let doc = envelope::StatusDoc {
         schema: envelope::STATUS_SCHEMA.to_owned(),
         run_id: run.run_id.clone(),
         attempt: 1,
         agent: run.agent,
-        status: LiveStatus::Queued,
+        status,
         started_at: None,
         worker_pid: None,
         agent_pid: None,
@@ -301,8 +311,8 @@ fn queued_doc(run: &RemoteRun, reason: &str) -> serde_json::Value {
         tmux: Default::default(),
         slurm: Some(envelope::SlurmJob {
             job_id: run.job_id.clone().unwrap_or_default(),
-            state: "PENDING".into(),
-            reason: reason.to_owned(),
+            state: Some(state.to_owned()),
+            reason: reason.map(str::to_owned),
         }),
     };
     serde_json::to_value(doc).expect("a status serializes")
@@ -322,12 +332,30 @@ pub fn status(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
         JobState::Running => match remote::ask(home, run, &["status", &run.run_id, "--json"], false)
         {
             Ok(Answer::Live(mut v, code)) => {
-                v["slurm"] = serde_json::json!({"job_id": job, "state": "RUNNING", "reason": "None"});
+                v["slurm"] = serde_json::json!({"job_id": job, "state": "RUNNING"});
                 Ok(Answer::Live(v, code))
             }
             Ok(a) => Ok(a),
-            // Ended meanwhile (its step can no longer be made): its records say how.
-            Err(_) => ended(home, run),
+            // Its node could not be asked (a step not made yet, or the job ending): ended,
+            // its records say how; else it runs, as Slurm says.
+            Err(e) => match ended(home, run) {
+                Err(_) => Ok(Answer::Live(
+                    job_doc(
+                        run,
+                        LiveStatus::Running,
+                        "RUNNING",
+                        Some(&format!(
+                            "its node could not be asked: {}",
+                            match e {
+                                remote::AskError::Unreachable(why) => why,
+                                remote::AskError::Failed(e) => e.to_string(),
+                            }
+                        )),
+                    ),
+                    crate::exit_code::STILL_RUNNING,
+                )),
+                other => other,
+            },
         },
         JobState::Ended { .. } | JobState::Gone => ended(home, run),
     }
@@ -526,16 +554,16 @@ pub fn rows(home: &Home, runs: &[&RemoteRun]) -> Vec<envelope::RunRow> {
                     row.status = envelope::RunState::Queued;
                     row.slurm = Some(envelope::SlurmJob {
                         job_id: run.job_id.clone().unwrap_or_default(),
-                        state: "PENDING".into(),
-                        reason,
+                        state: Some("PENDING".into()),
+                        reason: Some(reason),
                     });
                 }
                 Some(JobState::Running) => {
                     row.status = envelope::RunState::Running;
                     row.slurm = Some(envelope::SlurmJob {
                         job_id: run.job_id.clone().unwrap_or_default(),
-                        state: "RUNNING".into(),
-                        reason: "None".into(),
+                        state: Some("RUNNING".into()),
+                        reason: None,
                     });
                 }
                 Some(JobState::Ended { .. } | JobState::Gone) => {
