@@ -37,6 +37,13 @@ fn sync_dir(path: &Path) {
     }
 }
 
+/// Makes a record written with [`write_json_unsynced`] durable: the file, then the rename in
+/// its directory. For a record whose flush can overlap other work (a request on its way).
+pub fn sync_written(path: &Path) {
+    fsync_path(path);
+    sync_dir(path);
+}
+
 /// fsyncs the file or directory at `path` if it is there (never through a link at it), and
 /// says nothing when it cannot: for records already renamed into place whole, whose
 /// durability is all that is left to do.

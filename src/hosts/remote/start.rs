@@ -128,8 +128,17 @@ pub fn start(
         job_id: None,
     };
     // Recorded before the request leaves: a caller killed meanwhile leaves a run that asks
-    // its host, not a directory nothing knows.
-    store::write_json_atomic(&reservation.dir.join(MARKER), &run)?;
+    // its host, not a directory nothing knows. Made durable while the request is on its
+    // way (the flush and the round trip overlap), before anything is answered.
+    let marker = reservation.dir.join(MARKER);
+    store::write_json_unsynced(&marker, &run)?;
+    if wait {
+        // The check of the envelope that will come back, compiled meanwhile too.
+        std::thread::spawn(envelope::compile_schema);
+    }
+    if slurm_time.is_some() {
+        store::sync_written(&marker);
+    }
     if let Some(time) = slurm_time {
         // One batch job: its id recorded before anything waits on it.
         run.job_id = Some(slurm::submit(&host, &run, &body, time.as_deref())?);
@@ -147,6 +156,7 @@ pub fn start(
         };
     }
     let mut sent = Sent::spawn(home, &run, &body, wait)?;
+    store::sync_written(&marker);
     let mut first = sent.first(wait);
     if first.is_none() && sent.finish().0 == Some(127) && host.bin.is_none() {
         run.bin = ssh::ensure_copied(home, &host, CONNECT_TIMEOUT)?.path;
