@@ -72,7 +72,7 @@ impl SlurmCluster {
         let ctld = sbin("slurmctld");
         harness::require_tool(ctld.to_str().unwrap(), &["-V"], "slurm-wlm");
         // Slurm's clients answer nothing, not even -V, without a cluster's config.
-        for client in ["sinfo", "srun", "sbatch", "scancel"] {
+        for client in ["sinfo", "srun", "sbatch", "scancel", "squeue", "scontrol"] {
             harness::require_tool(
                 "sh",
                 &["-c", &format!("command -v {client}")],

@@ -452,3 +452,34 @@ fn two_hundred_tasks_on_the_cluster_end_with_no_false_outcome() {
     assert_eq!(retry.code, 2, "{retry:?}");
     assert!(retry.stderr.contains("not supported yet"), "{retry:?}");
 }
+
+#[test]
+fn top_shows_a_queued_job_and_cancels_it_from_the_queue() {
+    let c = Cluster::new();
+    c.add("later", &["--sbatch-arg=--begin=now+3600"]);
+    let r = c.sp(&["run", "--host", "later", "--detach", "--run-id", "tq-1", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let job = c.status("tq-1")["slurm"]["job_id"].as_str().unwrap().to_owned();
+    let conf = c.cluster.conf.display().to_string();
+    let t = crate::terminal::Terminal::subpane(
+        &c.env,
+        "top-slurm",
+        (130, 30),
+        &[("SLURM_CONF", conf.as_str())],
+        &["top"],
+    );
+    let host = format!("later:{job}");
+    t.wait_until("the queued job with its host, job and reason", |s| {
+        s.lines().any(|l| {
+            l.contains("tq-1") && l.contains("◌ queued") && l.contains(&host) && l.contains("BeginTime")
+        })
+    });
+    t.keys(&["Home", "c"]);
+    t.wait_for("cancel run tq-1? y to confirm");
+    t.keys(&["y"]);
+    t.wait_until("tq-1 cancelled", |s| {
+        s.lines().any(|l| l.contains("tq-1") && l.contains("■ cancelled"))
+    });
+    t.keys(&["q"]);
+    assert_eq!(c.job_state(&job), "CANCELLED");
+}

@@ -345,7 +345,12 @@ fn top_screens_at_80_by_24_and_200_by_50() {
         insta::assert_snapshot!(format!("top_{cols}x{rows}"), fixed(&s, &group));
         if cols == 80 {
             t.keys(&["?"]);
-            let s = t.wait_for("any key closes this");
+            // The whole box: a capture may come while a frame is still being written.
+            let s = t.wait_until("the help, whole", |s| {
+                s.contains("any key closes this")
+                    && s.contains("NO_COLOR: no colour.")
+                    && s.contains('└')
+            });
             insta::assert_snapshot!("top_80x24_help", fixed(&s, &group));
             t.keys(&["x"]);
             t.wait_until("the help closed", |s| !s.contains("any key closes this"));
