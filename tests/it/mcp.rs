@@ -1513,3 +1513,49 @@ async fn the_tools_work_on_a_run_on_a_host() {
     );
     c.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_tools_work_on_a_run_on_a_slurm_host() {
+    let cl = tokio::task::spawn_blocking(|| {
+        let c = crate::slurm::Cluster::new();
+        c.add("later", &["--sbatch-arg=--begin=now+3600"]);
+        c
+    })
+    .await
+    .unwrap();
+    let conf = cl.cluster.conf.clone();
+    let c = connect_with(&cl.env, |cmd| {
+        cmd.env("SLURM_CONF", &conf);
+    })
+    .await;
+    let r = c
+        .call(
+            "run",
+            json!({"host": "hpc", "run_id": "ms-1", "argv": ["sh", "-c", "echo on a node"]}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert_eq!(doc(&r)["status"], "completed", "{}", text(&r));
+    let env = cl.env.result("ms-1");
+    assert_valid_envelope(&env);
+    assert_eq!(env["host"]["kind"], "slurm");
+    let r = c.call("logs", json!({"run_id": "ms-1"})).await;
+    assert!(text(&r).contains("on a node"), "{}", text(&r));
+    // Queued: said so with Slurm's reason; cancelled from the queue.
+    let r = c
+        .call(
+            "run",
+            json!({"host": "later", "run_id": "ms-q", "argv": ["true"], "wait": false}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = c.call("status", json!({"run_id": "ms-q"})).await;
+    assert_eq!(doc(&r)["status"], "queued", "{}", text(&r));
+    assert_eq!(doc(&r)["slurm"]["reason"], "BeginTime", "{}", text(&r));
+    let r = c.call("cancel", json!({"run_id": "ms-q"})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let r = c.call("wait", json!({"run_ids": ["ms-q"]})).await;
+    assert_eq!(doc(&r)["runs"][0]["status"], "cancelled", "{}", text(&r));
+    c.close().await;
+    drop(cl);
+}

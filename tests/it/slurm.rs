@@ -120,14 +120,14 @@ fn a_partition_slurm_lacks_and_bad_slurm_options_are_clear_errors() {
 /// The test's cluster, and the host `hpc` on it whose shared home is `shared`. Dropped in
 /// this order: the cluster (its jobs cancelled, its daemons ended) before the test's
 /// directory that holds its state and munge socket.
-struct Cluster {
-    cluster: SlurmCluster,
-    env: TestEnv,
-    shared: std::path::PathBuf,
+pub struct Cluster {
+    pub cluster: SlurmCluster,
+    pub env: TestEnv,
+    pub shared: std::path::PathBuf,
 }
 
 impl Cluster {
-    fn new() -> Self {
+    pub fn new() -> Self {
         let env = TestEnv::new();
         let cluster = SlurmCluster::start(env.root.path());
         let shared = env.root.path().join("shared");
@@ -140,7 +140,7 @@ impl Cluster {
         c
     }
 
-    fn add(&self, name: &str, more: &[&str]) {
+    pub fn add(&self, name: &str, more: &[&str]) {
         let url = format!("slurm://{PARTITION}");
         let mut args = vec![
             "hosts",

@@ -141,7 +141,7 @@ fn one_run() -> Value {
             "run_id": {"type": "string"},
             "attempt": {"type": "integer", "minimum": 1},
             "status": {"type": "string", "enum":
-                ["starting", "running", "completed", "failed", "cancelled"]},
+                ["queued", "starting", "running", "completed", "failed", "cancelled"]},
             "failure_kind": {"type": ["string", "null"]},
             "exit_code": {"type": ["integer", "null"]},
             "duration_ms": {"type": ["integer", "null"], "minimum": 0},
