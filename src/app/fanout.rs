@@ -146,7 +146,7 @@ impl<'h> Fanout<'h> {
         let wl = WaitLoop::new()?;
         Ok(Self {
             state: State {
-                far: far::Far::new(home, wl.waker()),
+                far: far::Far::new(home, &wl),
                 home,
                 group,
                 queue: (0..slots.len()).collect(),
@@ -321,6 +321,22 @@ impl State<'_> {
         n
     }
 
+    /// A task whose run started and whose end cannot be known here (why).
+    fn unheard(&self, i: usize, attempt_dir: Option<std::path::PathBuf>, why: String) -> FanoutTask {
+        let (line, run_id, what) = self.ids(i);
+        FanoutTask {
+            line,
+            run_id: Some(run_id),
+            status: TaskStatus::Failed,
+            failure_kind: None,
+            exit_code: None,
+            duration_ms: None,
+            attempt_dir,
+            what,
+            error: Some(why),
+        }
+    }
+
     /// A task whose run was not created (it never started), with why.
     fn not_started(&self, i: usize, error: String) -> FanoutTask {
         let (line, _, what) = self.ids(i);
@@ -360,20 +376,7 @@ impl State<'_> {
                                 .ok();
                             self.outcome(i, &env, dir)
                         }
-                        far::End::Unknown(why) => {
-                            let (line, run_id, what) = self.ids(i);
-                            FanoutTask {
-                                line,
-                                run_id: Some(run_id),
-                                status: TaskStatus::Failed,
-                                failure_kind: None,
-                                exit_code: None,
-                                duration_ms: None,
-                                attempt_dir: None,
-                                what,
-                                error: Some(why),
-                            }
-                        }
+                        far::End::Unknown(why) => self.unheard(i, None, why),
                     };
                     self.finish(i, t, on_event);
                 }
@@ -413,18 +416,8 @@ impl State<'_> {
             Err(e) => {
                 // Not watched: it runs on, and `wait --group` still finds it.
                 self.progress.running -= 1;
-                let (line, run_id, what) = self.ids(i);
-                let t = FanoutTask {
-                    line,
-                    run_id: Some(run_id),
-                    status: TaskStatus::Failed,
-                    failure_kind: None,
-                    exit_code: None,
-                    duration_ms: None,
-                    attempt_dir: Some(started.paths.dir().to_path_buf()),
-                    what,
-                    error: Some(format!("cannot wait for it: {e}")),
-                };
+                let dir = started.paths.dir().to_path_buf();
+                let t = self.unheard(i, Some(dir), format!("cannot wait for it: {e}"));
                 self.finish(i, t, on_event);
             }
         }

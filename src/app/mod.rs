@@ -78,7 +78,7 @@ pub use wait::{
     Followed, RunAnswer, WaitAnswers, WaitMode, WaitOptions, WaitProgress, WaitResult, follow,
     regroup, wait, wait_answers, wait_one, wait_targets, wait_with, waiting_for,
 };
-pub use wait_loop::{Driver, Ended, Interrupter, Seen, WaitLoop};
+pub use wait_loop::{Driver, Ended, Inbox, Interrupter, Poster, Seen, WaitLoop};
 
 pub use error::Error;
 pub use invalid::{Invalid, Spell};

@@ -9,13 +9,11 @@
 //!   cancels each run there, never the ssh that waits for it.
 
 use std::collections::HashMap;
-use std::sync::mpsc::{Receiver, Sender, channel};
 
-use super::super::RunRequest;
+use super::super::{Inbox, RunRequest, WaitLoop};
 use crate::envelope::{CancelOrigin, Envelope};
 use crate::hosts::remote::{self, Answer, RemoteRun, StartAnswer};
 use crate::store::Home;
-use crate::supervisor::Waker;
 
 /// What a task's thread tells the loop.
 pub(super) enum News {
@@ -38,9 +36,7 @@ pub(super) enum End {
 /// The tasks sent to hosts and not ended.
 pub(super) struct Far {
     home: Home,
-    waker: Waker,
-    tx: Sender<News>,
-    rx: Receiver<News>,
+    inbox: Inbox<News>,
     /// Slot → its host.
     hosts: HashMap<usize, String>,
     /// A cancel asked of every task there: its grace (`None`: the run's own), and who asks.
@@ -48,13 +44,10 @@ pub(super) struct Far {
 }
 
 impl Far {
-    pub(super) fn new(home: &Home, waker: Waker) -> Self {
-        let (tx, rx) = channel();
+    pub(super) fn new(home: &Home, wl: &WaitLoop) -> Self {
         Self {
             home: home.clone(),
-            waker,
-            tx,
-            rx,
+            inbox: Inbox::new(wl),
             hosts: HashMap::new(),
             cancel: None,
         }
@@ -80,18 +73,15 @@ impl Far {
 
     /// The next news, if any came.
     pub(super) fn next(&mut self) -> Option<News> {
-        self.rx.try_recv().ok()
+        self.inbox.next()
     }
 
     /// Starts slot `i`'s request on `host`, in `group`, and waits there, in a thread.
     pub(super) fn send(&mut self, i: usize, host: String, mut req: RunRequest, group: String) {
         req.host = Some(host);
-        let (tx, waker, home) = (self.tx.clone(), self.waker.clone(), self.home.clone());
+        let (post, home) = (self.inbox.poster(), self.home.clone());
         std::thread::spawn(move || {
-            let tell = |news: News| {
-                let _ = tx.send(news);
-                waker.wake();
-            };
+            let tell = |news: News| post.post(news);
             let mut started = |run: &RemoteRun, _: &crate::envelope::Started| {
                 tell(News::Started(i, Box::new(run.clone())));
             };

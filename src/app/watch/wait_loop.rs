@@ -104,6 +104,60 @@ impl Interrupter {
     }
 }
 
+/// What other threads tell a loop's driver: each [`Poster::post`] wakes the loop, and the
+/// driver takes what came in [`Driver::settled`] ([`Inbox::next`]). For a driver fed by
+/// threads (a fan-out's tasks on hosts, the board's runs on hosts).
+pub struct Inbox<T> {
+    rx: std::sync::mpsc::Receiver<T>,
+    poster: Poster<T>,
+}
+
+/// Posts to an [`Inbox`] from any thread.
+pub struct Poster<T> {
+    tx: std::sync::mpsc::Sender<T>,
+    waker: Waker,
+}
+
+impl<T> Clone for Poster<T> {
+    fn clone(&self) -> Self {
+        Self {
+            tx: self.tx.clone(),
+            waker: self.waker.clone(),
+        }
+    }
+}
+
+impl<T> Poster<T> {
+    /// Sends `news` and wakes the loop (a loop gone: nothing to tell).
+    pub fn post(&self, news: T) {
+        let _ = self.tx.send(news);
+        self.waker.wake();
+    }
+}
+
+impl<T> Inbox<T> {
+    /// An inbox whose posts wake `wl`.
+    pub fn new(wl: &WaitLoop) -> Self {
+        let (tx, rx) = std::sync::mpsc::channel();
+        Self {
+            rx,
+            poster: Poster {
+                tx,
+                waker: wl.waker(),
+            },
+        }
+    }
+
+    pub fn poster(&self) -> Poster<T> {
+        self.poster.clone()
+    }
+
+    /// The next news, if any came.
+    pub fn next(&self) -> Option<T> {
+        self.rx.try_recv().ok()
+    }
+}
+
 /// The waiter, the interrupts, and the loop that drives them. See the module docs.
 pub struct WaitLoop {
     waiter: Waiter,

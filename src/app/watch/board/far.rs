@@ -14,12 +14,11 @@
 //! and end, not their live figures.
 
 use std::collections::HashSet;
-use std::sync::mpsc::{Receiver, Sender, channel};
 
+use crate::app::{Inbox, WaitLoop};
 use crate::envelope::RunRow;
 use crate::hosts::remote::{self, RemoteRun};
 use crate::store::Home;
-use crate::supervisor::Waker;
 
 pub(super) enum News {
     /// A run's row, as its host says.
@@ -30,21 +29,16 @@ pub(super) enum News {
 
 pub(super) struct Far {
     home: Home,
-    waker: Waker,
-    tx: Sender<News>,
-    rx: Receiver<News>,
+    inbox: Inbox<News>,
     /// The runs a wait there is on.
     waiting: HashSet<String>,
 }
 
 impl Far {
-    pub(super) fn new(home: &Home, waker: Waker) -> Self {
-        let (tx, rx) = channel();
+    pub(super) fn new(home: &Home, wl: &WaitLoop) -> Self {
         Self {
             home: home.clone(),
-            waker,
-            tx,
-            rx,
+            inbox: Inbox::new(wl),
             waiting: HashSet::new(),
         }
     }
@@ -54,12 +48,11 @@ impl Far {
         if runs.is_empty() {
             return;
         }
-        let (tx, waker, home) = (self.tx.clone(), self.waker.clone(), self.home.clone());
+        let (post, home) = (self.inbox.poster(), self.home.clone());
         std::thread::spawn(move || {
             for row in remote::rows_of(&home, &runs) {
-                let _ = tx.send(News::Row(row));
+                post.post(News::Row(row));
             }
-            waker.wake();
         });
     }
 
@@ -68,11 +61,10 @@ impl Far {
         if !self.waiting.insert(run.run_id.clone()) {
             return;
         }
-        let (tx, waker, home) = (self.tx.clone(), self.waker.clone(), self.home.clone());
+        let (post, home) = (self.inbox.poster(), self.home.clone());
         std::thread::spawn(move || {
             let _ = remote::wait(&home, &run, None, None, true, &mut |_, _| {});
-            let _ = tx.send(News::Ended(run.run_id.clone()));
-            waker.wake();
+            post.post(News::Ended(run.run_id.clone()));
         });
     }
 
@@ -81,6 +73,6 @@ impl Far {
     }
 
     pub(super) fn next(&self) -> Option<News> {
-        self.rx.try_recv().ok()
+        self.inbox.next()
     }
 }

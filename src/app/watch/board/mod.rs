@@ -156,7 +156,7 @@ impl Board {
     /// is left as it is: the nearest directory above it is watched, so the first run is seen.
     pub fn load(home: &Home, wl: &mut WaitLoop) -> Result<Self, Error> {
         let mut b = Self::from_runs(home.clone(), Vec::new());
-        b.far = Some(far::Far::new(home, wl.waker()));
+        b.far = Some(far::Far::new(home, wl));
         b.watch_runs_dir(wl)?;
         for row in list(home, None)? {
             let id = row.run_id.clone();
@@ -431,19 +431,7 @@ impl Board {
             }
         }
         self.watch_attempt(wl, &run);
-        match i {
-            Some(i) => self.runs[i] = run,
-            None => {
-                // Newest first (RFC 3339 times in UTC sort as text).
-                let at = self
-                    .runs
-                    .iter()
-                    .position(|r| r.row.created_at < run.row.created_at)
-                    .unwrap_or(self.runs.len());
-                self.runs.insert(at, run);
-            }
-        }
-        true
+        self.put(run)
     }
 
     fn watch_run_dir(&mut self, wl: &mut WaitLoop, id: &str) {
