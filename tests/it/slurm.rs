@@ -238,6 +238,12 @@ fn a_job_slurm_refuses_starts_nothing() {
     assert!(r.stderr.contains("Slurm refused the job"), "{r:?}");
     assert!(!c.env.home.join("runs/no-1").exists());
     assert!(!c.shared.join("slurm/no-1").exists());
+    // A request the shared home's planner refuses is refused before any job.
+    let r = c.sp(&["run", "--host", "hpc", "--run-id", "no-2", "--cwd", "/nowhere/at/all", "--", "true"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("/nowhere/at/all"), "{r:?}");
+    assert!(!c.env.home.join("runs/no-2").exists());
+    assert!(!c.shared.join("slurm/no-2").exists());
 }
 
 #[test]
@@ -482,4 +488,24 @@ fn top_shows_a_queued_job_and_cancels_it_from_the_queue() {
     });
     t.keys(&["q"]);
     assert_eq!(c.job_state(&job), "CANCELLED");
+}
+
+#[test]
+fn a_job_that_ends_without_its_attempt_is_lost_with_what_it_said() {
+    let c = Cluster::new();
+    c.add("soon", &["--sbatch-arg=--begin=now+2"]);
+    let r = c.sp(&["run", "--host", "soon", "--detach", "--run-id", "gone-1", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(c.status("gone-1")["status"], "queued");
+    // Its request taken from the shared home before the job starts: the job has nothing to
+    // run, and says so.
+    std::fs::remove_file(c.shared.join("slurm/gone-1/request.json")).unwrap();
+    let (code, env) = c.json(&["wait", "gone-1", "--json"]);
+    assert_eq!(code, 1, "{env}");
+    assert_eq!(env["status"], "failed", "{env}");
+    assert_eq!(env["failure_kind"], "lost", "{env}");
+    assert_eq!(env["host"]["state"], "FAILED", "{env}");
+    let errors = env["output"]["errors"].to_string();
+    assert!(errors.contains("request.json"), "the job's own words: {env}");
+    crate::harness::assert_valid_envelope(&env);
 }

@@ -99,6 +99,11 @@ pub fn start(
         None => crate::fresh::run_id(),
     };
     req.run_id = Some(id.to_string());
+    if slurm_time.is_some() {
+        // Planned here in the shared home first, as its node will: a request it refuses is
+        // refused now, not by a job later.
+        slurm::plan_there(&host, &req, &id)?;
+    }
     let agent = req.agent.unwrap_or(crate::spec::AgentKind::Command);
     let argv = match agent {
         crate::spec::AgentKind::Command => req.argv.clone(),

@@ -64,6 +64,23 @@ pub fn job_dir(shared: &Home, id: &str) -> PathBuf {
     shared.root().join("slurm").join(id)
 }
 
+/// Plans `req` in the shared home of `host` as the job's node will, starting nothing: what
+/// it refuses is exit 2 now, not a job that fails later. Its run id must be new there too.
+pub fn plan_there(host: &Host, req: &RunRequest, id: &RunId) -> Result<(), HostsError> {
+    let shared = shared_home(host)?;
+    if shared.run_dir(id).exists() {
+        return Err(HostsError::RunIdInUse(id.to_string()));
+    }
+    match crate::app::plan(req, &shared, &crate::app::RealSystem) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(HostsError::Refused {
+            name: host.name.clone(),
+            code: if e.nothing_started() { 2 } else { 1 },
+            why: e.to_string(),
+        }),
+    }
+}
+
 /// The `--time` of a run's job: its timeout and grace with a minute to spare (a backstop:
 /// the worker ends it at its timeout), else the host's `--time-limit`.
 pub fn time_limit(req: &RunRequest, host: &Host) -> Result<Option<String>, HostsError> {
@@ -201,6 +218,10 @@ fn shared_envelope(run: &RemoteRun, attempt: u32) -> Option<Vec<u8>> {
         .flatten()
 }
 
+/// How long an envelope a job that ended by itself wrote may stay unseen here (a write of
+/// its node over NFS) before the run is taken as lost.
+const ENVELOPE_PATIENCE: Duration = Duration::from_secs(30);
+
 /// How long a job Slurm just signalled may read `COMPLETING` before its final state is
 /// taken as unknown.
 const ENDING: Duration = Duration::from_secs(10);
@@ -274,6 +295,19 @@ fn ended_by_slurm(
                 format!(", {reason}")
             }
         ),
+    };
+    // What the job itself said (a request its node refused, say), when it said anything.
+    let said = shared_home(&run.host)
+        .ok()
+        .and_then(|h| std::fs::read(job_dir(&h, &run.run_id).join("job.out")).ok())
+        .map(|b| {
+            let tail = &b[b.len().saturating_sub(400)..];
+            crate::term::sanitize(String::from_utf8_lossy(tail).trim().as_bytes(), 400)
+        })
+        .filter(|s| !s.is_empty());
+    let why = match said {
+        Some(s) => format!("{why}; the job's output ends: {s}"),
+        None => why,
     };
     let mut env = remote::local_end(run, 1, status, kind, &why);
     env.cancelled_by = cancelled_by;
@@ -383,9 +417,25 @@ fn ended(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
             });
         }
     };
-    // The batch script ends after the envelope is written: a job that completed had one.
-    if let Some(b) = shared_envelope(run, 1) {
-        return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
+    // The batch script ends after the envelope is written: a job that ended by itself with
+    // none to be seen here, once its run was made, holds one this machine does not see yet
+    // (a write of its node on NFS): looked for every 500 ms for ENVELOPE_PATIENCE.
+    let made = shared_home(&run.host)?
+        .run_dir(&RunId::parse(&run.run_id).map_err(|e| HostsError::Input(e.to_string()))?)
+        .exists();
+    let patience = match state.as_str() {
+        "COMPLETED" | "FAILED" if made => ENVELOPE_PATIENCE,
+        _ => Duration::ZERO,
+    };
+    let end = Instant::now() + patience;
+    loop {
+        if let Some(b) = shared_envelope(run, 1) {
+            return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
+        }
+        if Instant::now() >= end {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
     }
     Ok(Answer::Finished(Box::new(ended_by_slurm(
         home, run, &state, &reason, None,
