@@ -95,6 +95,9 @@ pub enum FailureKind {
     /// The agent's usage crossed a limit of its budget, and subpane stopped it (`budget`
     /// says which).
     Budget,
+    /// The agent hit its account's usage limit (a subscription window, a quota): try again
+    /// later (`output.usage_limit` says when, where the CLI said). Exit 75.
+    UsageLimit,
 }
 
 impl FailureKind {
@@ -112,6 +115,7 @@ impl FailureKind {
             FailureKind::Lost => "lost",
             FailureKind::ResourceLimit => "resource_limit",
             FailureKind::Budget => "budget",
+            FailureKind::UsageLimit => "usage_limit",
         }
     }
 }
@@ -205,6 +209,24 @@ pub struct Output {
     /// At most [`MAX_ERRORS`] messages.
     pub errors: Vec<String>,
     pub context_length_exceeded: bool,
+    /// The account's usage limit the agent hit, when it hit one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_limit: Option<UsageLimit>,
+}
+
+/// A usage limit an agent's CLI reported: its account may run again at `retry_at`.
+///
+/// ```json
+/// {"retry_at": "2026-12-03T15:00:00Z", "kind": "five_hour", "message": "Claude usage limit reached"}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageLimit {
+    /// When the limit resets (RFC 3339), when the CLI said.
+    pub retry_at: Option<String>,
+    /// Which limit, as the CLI names it (`five_hour`, `seven_day`, `quota`), when it said.
+    pub kind: Option<String>,
+    /// What the CLI said.
+    pub message: String,
 }
 
 /// The most error strings an envelope carries.
@@ -449,6 +471,7 @@ pub fn code_for(status: Status, kind: Option<FailureKind>) -> i32 {
         (Status::Failed, Some(FailureKind::Timeout | FailureKind::IdleTimeout)) => {
             exit_code::TIMED_OUT
         }
+        (Status::Failed, Some(FailureKind::UsageLimit)) => exit_code::USAGE_LIMIT,
         (Status::Failed, _) => exit_code::FAILED,
     }
 }

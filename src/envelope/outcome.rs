@@ -60,6 +60,8 @@ pub struct Facts {
     pub expects_terminal_event: bool,
     pub terminal_event_seen: bool,
     pub model_error: bool,
+    /// The agent's CLI reported its account's usage limit (`output.usage_limit`).
+    pub usage_limit: bool,
     /// The sandbox found one of its limits reached when the program ended.
     pub limit_hit: bool,
 }
@@ -114,6 +116,10 @@ pub fn decide(f: &Facts) -> Outcome {
     // a failed tool, a build fails on EAGAIN); a program that coped with it completed.
     if f.limit_hit && !clean_exit && f.kill_reason != Some(KillReason::Linger) {
         return Outcome::failed(FailureKind::ResourceLimit);
+    }
+    // A usage limit is the model's refusal of a kind of its own: try again later.
+    if f.usage_limit {
+        return Outcome::failed(FailureKind::UsageLimit);
     }
     if f.model_error {
         return Outcome::failed(FailureKind::Model);

@@ -122,6 +122,7 @@ impl Worker {
             expects_terminal_event: adapter_for(self.spec.agent).expects_terminal_event(),
             terminal_event_seen: report.terminal_event.is_some(),
             model_error: report.model_error,
+            usage_limit: report.output.usage_limit.is_some(),
             limit_hit: self.facts.sandbox_limit_hit.is_some(),
         };
         let outcome = envelope::decide(&facts);

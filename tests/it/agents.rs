@@ -396,6 +396,40 @@ fn model_error(agent: Agent) {
     env.assert_no_leftovers();
 }
 
+/// The account's usage limit (the mock's 429 with a reset an hour ahead): Claude Code with
+/// an API key gives up at once on a `retry-after` over a minute, and its `result` says
+/// `api_error_status: 429`: an outcome of its own, exit 75, never a model failure.
+#[test]
+fn claude_usage_limit_is_its_own_outcome_with_exit_75() {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        None,
+        "limit",
+        Agent::Claude,
+        &["--task", "SCENARIO:usage_limit Say hello."],
+    );
+    assert_eq!(code, 75, "{v:#}");
+    assert_eq!(v["status"], "failed", "{v:#}");
+    assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
+    let limit = &v["output"]["usage_limit"];
+    assert!(
+        limit["message"].as_str().is_some_and(|m| m.starts_with("claude: ")),
+        "{v:#}"
+    );
+    assert_valid_envelope(&v);
+    let result = events(&env, "limit")
+        .into_iter()
+        .rev()
+        .find(|e| e["type"] == "result")
+        .expect("a result event");
+    assert_eq!(result["api_error_status"], 429, "{result}");
+    assert!(mock.log_text().contains("scenario=usage_limit"));
+    env.assert_no_leftovers();
+}
+
 fn context_overflow(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);

@@ -23,6 +23,8 @@ never counts, whatever it holds):
                     results are in the request, then MOCK_TEXT: an agent that works on
                     for many turns, with the fixed usage per call (for budgets)
   model_error       HTTP 500 (an api_error); the CLIs retry, so configure them to fail fast
+  usage_limit       HTTP 429 as each API answers an account's usage limit, its reset an hour
+                    ahead (`retry-after: 3600`; Anthropic's `anthropic-ratelimit-unified-*`)
   context_overflow  the provider's context-length error (HTTP 400)
   flaky             the first call of each conversation fails with HTTP 500, the next succeeds
                     (provokes the CLIs' retry events)
@@ -364,11 +366,13 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             return {}
 
-    def _json(self, status: int, obj) -> None:
+    def _json(self, status: int, obj, headers: dict | None = None) -> None:
         data = json.dumps(obj).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.end_headers()
         self.wfile.write(data)
 
@@ -453,6 +457,8 @@ class Handler(BaseHTTPRequestHandler):
             scenario = "plain"
         if scenario == "model_error":
             return self._server_error(api)
+        if scenario == "usage_limit":
+            return self._usage_limit(api)
         if scenario == "context_overflow":
             return self._overflow(api)
         if scenario == "stall":
@@ -489,6 +495,21 @@ class Handler(BaseHTTPRequestHandler):
             self._json(500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error (mock)"}})
         else:
             self._json(500, {"error": {"message": "The server had an error while processing your request (mock)", "type": "server_error", "param": None, "code": "server_error"}})
+
+    def _usage_limit(self, api):
+        """The account's limit, as each API answers it: HTTP 429 with a reset an hour ahead
+        (`retry-after` in seconds; Anthropic's unified rate-limit headers too)."""
+        reset = int(time.time()) + 3600
+        headers = {"retry-after": "3600"}
+        if api == "messages":
+            headers.update({"anthropic-ratelimit-unified-status": "rejected",
+                            "anthropic-ratelimit-unified-reset": str(reset)})
+            self._json(429, {"type": "error", "error": {"type": "rate_limit_error",
+                                                        "message": "Usage limit reached (mock)"}}, headers)
+        else:
+            self._json(429, {"error": {"type": "usage_limit_reached", "code": "usage_limit_reached",
+                                       "message": "You've hit your usage limit (mock)",
+                                       "resets_in_seconds": 3600, "resets_at": reset}}, headers)
 
     def _overflow(self, api):
         if api == "messages":

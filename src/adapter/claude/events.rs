@@ -27,6 +27,17 @@ lenient! {
         total_cost_usd: Num = "total_cost_usd",
         num_turns: Num = "num_turns",
         terminal_reason: Str<'a> = "terminal_reason",
+        api_error_status: Num = "api_error_status",
+        rate_limit_info: Present<RateLimitInfo<'a>> = "rate_limit_info",
+    }
+}
+
+lenient! {
+    /// `rate_limit_event`'s `rate_limit_info`: a subscription's usage window.
+    pub(super) struct RateLimitInfo<'a> {
+        status: Str<'a> = "status",
+        resets_at: Num = "resetsAt",
+        rate_limit_type: Str<'a> = "rateLimitType",
     }
 }
 

@@ -222,6 +222,34 @@ impl ClaudeParser {
                     "retry {attempt}/{max} after: {status} {err}"
                 )));
             }
+            // A subscription's window: `rejected` is its usage limit, with when it resets.
+            ("rate_limit_event", _) => {
+                let info = ev.rate_limit_info.0.as_ref();
+                if info.and_then(|i| i.status.get()) == Some("rejected") {
+                    let info = info.expect("seen above");
+                    let kind = info.rate_limit_type.get().map(str::to_owned);
+                    let retry_at = info.resets_at.tolerant_u64().map(|s| {
+                        humantime::format_rfc3339_seconds(
+                            std::time::UNIX_EPOCH + std::time::Duration::from_secs(s),
+                        )
+                        .to_string()
+                    });
+                    let message = format!(
+                        "claude: usage limit reached ({}){}",
+                        kind.as_deref().unwrap_or("its window"),
+                        retry_at
+                            .as_deref()
+                            .map(|t| format!(", resets at {t}"))
+                            .unwrap_or_default()
+                    );
+                    r.pane.push(PaneItem::Error(message.clone()));
+                    self.c.out.usage_limit = Some(crate::envelope::UsageLimit {
+                        retry_at,
+                        kind,
+                        message,
+                    });
+                }
+            }
             ("assistant", _) => self.on_assistant(ev, &mut r),
             ("user", _) => on_user(ev, self.c.pane_full, &mut r),
             ("result", _) => self.on_result(ev, &mut r),
@@ -283,6 +311,13 @@ impl ClaudeParser {
         }
         for e in &ev.errors.0 {
             out.push_error(e.as_str().map_or_else(|| e.to_string(), str::to_owned));
+        }
+        // An API's 429 it gave up on (its retry-after beyond what it waits): the account's
+        // limit, not a failure of the model. A `rate_limit_event` before it said when.
+        if is_error && ev.api_error_status.tolerant_u64() == Some(429) {
+            let said = text.filter(|t| !t.is_empty()).unwrap_or("rate limited (429)");
+            let limit = out.usage_limit.get_or_insert_with(Default::default);
+            limit.message = format!("claude: {said}");
         }
         if let Some(u) = &ev.usage.0 {
             let input = u.input_tokens.tolerant_u64();

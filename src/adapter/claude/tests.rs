@@ -275,3 +275,26 @@ fn argv_maps_the_task() {
 fn large_prompts_go_through_stdin() {
     assert_large_prompts_go_by_file(launch, &BASE);
 }
+
+#[test]
+fn a_rejected_rate_limit_event_is_the_usage_limit_with_its_reset() {
+    // As a subscription user sees it: the window's event, then the result that gave up.
+    let t = concat!(
+        r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-x"}"#,
+        "\n",
+        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1796310000,"rateLimitType":"five_hour"},"session_id":"s1"}"#,
+        "\n",
+        r#"{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"Claude usage limit reached","session_id":"s1","num_turns":1}"#,
+        "\n"
+    );
+    let r = replay(t);
+    let limit = r.report.output.usage_limit.clone().expect("a usage limit");
+    assert_eq!(limit.kind.as_deref(), Some("five_hour"));
+    assert_eq!(limit.retry_at.as_deref(), Some("2026-12-03T15:00:00Z"));
+    assert_eq!(limit.message, "claude: Claude usage limit reached");
+    assert!(r.pane_has_error("claude: usage limit reached (five_hour)"), "{:?}", r.pane());
+    // A window that only warns is no limit.
+    let warned = t.replace(r#""status":"rejected""#, r#""status":"allowed_warning""#);
+    let warned = warned.replace(r#""is_error":true,"api_error_status":429"#, r#""is_error":false"#);
+    assert_eq!(replay(&warned).report.output.usage_limit, None);
+}
