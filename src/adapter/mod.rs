@@ -42,6 +42,7 @@ mod common;
 mod lenient;
 mod parse;
 mod pi;
+mod reset;
 #[cfg(test)]
 mod snapshots;
 #[cfg(test)]

@@ -31,11 +31,14 @@ fn dump(mut parser: Box<dyn StreamParser>, stream: &[u8], room: bool) -> String 
         let _ = writeln!(out, "{i}: {action}{term} {:?}", r.pane);
     }
     let _ = writeln!(out, "so far: {:?}", parser.so_far());
-    let _ = writeln!(
-        out,
-        "report: {:#?}",
-        parser.finish(b"Error: the stderr tail\n")
-    );
+    let mut report = parser.finish(b"Error: the stderr tail\n");
+    // A reset said as a clock time is the next such moment from now: not a snapshot's.
+    if let Some(l) = report.output.usage_limit.as_mut()
+        && l.retry_at.is_some()
+    {
+        l.retry_at = Some("(the next such moment)".into());
+    }
+    let _ = writeln!(out, "report: {report:#?}");
     out
 }
 

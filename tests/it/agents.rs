@@ -430,6 +430,29 @@ fn claude_usage_limit_is_its_own_outcome_with_exit_75() {
     env.assert_no_leftovers();
 }
 
+#[test]
+fn codex_usage_limit_is_its_own_outcome_with_exit_75() {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        None,
+        "limit",
+        Agent::Codex,
+        &["--task", "SCENARIO:usage_limit Say hello."],
+    );
+    let evs = events(&env, "limit");
+    assert_eq!(code, 75, "{v:#}\n{evs:#?}");
+    assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
+    let limit = &v["output"]["usage_limit"];
+    // Codex says when only as its local clock, to the minute: made an instant.
+    let at = limit["retry_at"].as_str().unwrap_or_else(|| panic!("codex says when: {v:#}"));
+    assert!(at.ends_with(":00Z"), "{v:#}");
+    assert_valid_envelope(&v);
+    env.assert_no_leftovers();
+}
+
 fn context_overflow(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);

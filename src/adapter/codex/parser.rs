@@ -99,6 +99,9 @@ impl CodexParser {
         if mentions_context_overflow(msg) {
             self.c.out.context_length_exceeded = true;
         }
+        if let Some(limit) = usage_limit(msg) {
+            self.c.out.usage_limit = Some(limit);
+        }
         if !self.c.out.errors.iter().any(|e| e == msg) {
             self.c.out.push_error(msg);
         }
@@ -204,4 +207,22 @@ impl CodexParser {
 fn changed_paths(item: &Item<'_>) -> String {
     let paths: Vec<&str> = item.changes.0.iter().filter_map(|c| c.path.get()).collect();
     one_line(&paths.join(", "), 120)
+}
+
+/// Codex's words for an account's limit: "You've hit your usage limit. … Try again at 11:22
+/// PM." (never retried; the time in its local time, to the minute), and a quota's.
+pub(super) fn usage_limit(msg: &str) -> Option<crate::envelope::UsageLimit> {
+    let lower = msg.to_lowercase().replace('\u{2019}', "'");
+    let kind = if lower.contains("hit your usage limit") {
+        None
+    } else if lower.contains("quota exceeded") || lower.contains("insufficient_quota") {
+        Some("quota".to_owned())
+    } else {
+        return None;
+    };
+    Some(crate::envelope::UsageLimit {
+        retry_at: super::super::reset::retry_at_clock_time(msg),
+        kind,
+        message: format!("codex: {msg}"),
+    })
 }

@@ -1,0 +1,90 @@
+//! When a usage limit resets, from what a CLI prints: a clock time in the local time of the
+//! machine it runs on (Codex: "Try again at 11:22 PM."), made an RFC 3339 instant.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The next moment, from now, that the local clock reads the `H:MM AM` or `H:MM PM` (or
+/// 24-hour `HH:MM`) that `text` names after "try again at" (any case); `None` when it names
+/// none.
+pub fn retry_at_clock_time(text: &str) -> Option<String> {
+    let lower = text.to_ascii_lowercase();
+    let at = lower.find("try again at")? + "try again at".len();
+    let (h, m) = clock_time(&lower[at..])?;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs() as i64;
+    let at = next_at(now, local_offset(now)?, h, m);
+    let t = UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(at).ok()?);
+    Some(humantime::format_rfc3339_seconds(t).to_string())
+}
+
+/// `(hour 0–23, minute)` of the first clock time in `s` (`11:22 pm`, `9:05am`, `23:10`).
+fn clock_time(s: &str) -> Option<(u32, u32)> {
+    let s = s.trim_start();
+    let colon = s.find(':')?;
+    let h: u32 = s[..colon].trim().parse().ok()?;
+    let rest = &s[colon + 1..];
+    let m: u32 = rest.get(..2)?.parse().ok()?;
+    let after = rest[2..].trim_start();
+    let h = match (after.starts_with("am"), after.starts_with("pm")) {
+        (true, _) if (1..=12).contains(&h) => h % 12,
+        (_, true) if (1..=12).contains(&h) => h % 12 + 12,
+        (false, false) if h < 24 => h,
+        _ => return None,
+    };
+    (m < 60).then_some((h, m))
+}
+
+/// The first instant at or after a minute ago whose local clock (`offset` seconds east of
+/// UTC) reads `h:m`: today's, or tomorrow's once today's has passed.
+fn next_at(now: i64, offset: i64, h: u32, m: u32) -> i64 {
+    let local = now + offset;
+    let midnight = local - local.rem_euclid(86_400);
+    let mut at = midnight + i64::from(h) * 3600 + i64::from(m) * 60;
+    // The CLI prints to the minute: a time in the minute just past is still this one.
+    if at < local - 60 {
+        at += 86_400;
+    }
+    at - offset
+}
+
+/// Seconds east of UTC of this machine's local time at `now` (the `TZ` and zone files the
+/// CLIs use too).
+fn local_offset(now: i64) -> Option<i64> {
+    let t: libc::time_t = now;
+    // SAFETY: localtime_r writes only the `tm` given; zeroed is a valid `tm`.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::localtime_r(&t, &mut tm) };
+    (!r.is_null()).then_some(tm.tm_gmtoff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_times_in_either_form() {
+        assert_eq!(clock_time(" 11:22 pm."), Some((23, 22)));
+        assert_eq!(clock_time("12:05 am"), Some((0, 5)));
+        assert_eq!(clock_time("12:30 pm"), Some((12, 30)));
+        assert_eq!(clock_time("9:05am"), Some((9, 5)));
+        assert_eq!(clock_time("23:10"), Some((23, 10)));
+        assert_eq!(clock_time("13:10 pm"), None);
+        assert_eq!(clock_time("soon"), None);
+    }
+
+    #[test]
+    fn the_next_such_moment_in_local_time() {
+        // 2026-12-03 10:28:07 UTC.
+        let now = 1_796_293_687;
+        // UTC: 11:28 today.
+        assert_eq!(next_at(now, 0, 11, 28), 1_796_297_280);
+        // UTC: 10:00 has passed today: tomorrow's.
+        assert_eq!(next_at(now, 0, 10, 0), 1_796_293_687 - 1687 + 86_400);
+        // This minute still counts.
+        assert_eq!(next_at(now, 0, 10, 28), now - 7);
+        // UTC-5: it is 05:28 there; 11:28 PM there is 04:28 UTC tomorrow.
+        assert_eq!(next_at(now, -5 * 3600, 23, 28), 1_796_293_687 - 37_687 + 86_400 + 4 * 3600 + 28 * 60);
+        assert!(retry_at_clock_time("nothing here").is_none());
+        let t = retry_at_clock_time("You’ve hit your usage limit. Try again at 11:28 AM.").unwrap();
+        assert!(t.ends_with(":28:00Z"), "{t}");
+    }
+}
