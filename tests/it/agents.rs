@@ -453,6 +453,30 @@ fn codex_usage_limit_is_its_own_outcome_with_exit_75() {
     env.assert_no_leftovers();
 }
 
+#[test]
+fn pi_usage_limit_is_its_own_outcome_with_exit_75() {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        None,
+        "limit",
+        Agent::Pi,
+        &["--task", "SCENARIO:usage_limit Say hello."],
+    );
+    let evs = events(&env, "limit");
+    assert_eq!(code, 75, "{v:#}\n{evs:#?}");
+    assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
+    // pi's own retries ran (its provider's are off in the tests' settings: it would sleep
+    // the whole retry-after), and its last error is the limit.
+    assert!(evs.iter().any(|e| e["type"] == "auto_retry_start"), "{evs:#?}");
+    let msg = v["output"]["usage_limit"]["message"].as_str().unwrap_or_default();
+    assert!(msg.starts_with("pi: 429"), "{v:#}");
+    assert_valid_envelope(&v);
+    env.assert_no_leftovers();
+}
+
 fn context_overflow(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);

@@ -221,6 +221,8 @@ impl PiParser {
             }
         }
         self.c.out.final_text = (!text.is_empty()).then_some(text);
+        // Its last message decides: a limit pi's retries got past is none.
+        self.c.out.usage_limit = None;
         if stop.as_deref() == Some("error") {
             let e = error
                 .clone()
@@ -229,6 +231,7 @@ impl PiParser {
                 self.c.out.context_length_exceeded = true;
             }
             r.pane.push(PaneItem::Error(one_line(&e, 500)));
+            self.c.out.usage_limit = usage_limit(&e);
             if pi_retries(&e) {
                 self.c.held_errors.push(e);
             } else {
@@ -312,4 +315,19 @@ pub(super) fn pi_retries(error: &str) -> bool {
                         .is_some_and(|(j, _)| rest[j..].starts_with(b))
             })
         })
+}
+
+/// pi's final error naming a 429 or a rate, usage or quota limit: the account's limit (pi
+/// says nothing of when it resets).
+pub(super) fn usage_limit(error: &str) -> Option<crate::envelope::UsageLimit> {
+    let e = error.to_ascii_lowercase();
+    let limit = e.split(|c: char| !c.is_ascii_digit()).any(|w| w == "429")
+        || ["rate limit", "rate_limit", "usage limit", "quota"]
+            .iter()
+            .any(|w| e.contains(w));
+    limit.then(|| crate::envelope::UsageLimit {
+        retry_at: None,
+        kind: e.contains("quota").then(|| "quota".to_owned()),
+        message: format!("pi: {error}"),
+    })
 }

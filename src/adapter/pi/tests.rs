@@ -320,3 +320,18 @@ fn large_or_option_like_prompts_go_through_stdin() {
     });
     assert_eq!(l.stdin, Stdin::Null);
 }
+
+#[test]
+fn a_final_429_or_limit_is_the_usage_limit() {
+    use super::parser::usage_limit;
+    let l = usage_limit("429 You've hit your usage limit").unwrap();
+    assert_eq!(l.message, "pi: 429 You've hit your usage limit");
+    assert_eq!((l.retry_at, l.kind), (None, None));
+    assert!(usage_limit("Rate limit reached for requests").is_some());
+    assert_eq!(
+        usage_limit("insufficient quota").unwrap().kind.as_deref(),
+        Some("quota")
+    );
+    assert!(usage_limit("500 The server had an error").is_none());
+    assert!(usage_limit("error 4290 in frobnicator").is_none());
+}
