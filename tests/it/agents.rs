@@ -396,11 +396,9 @@ fn model_error(agent: Agent) {
     env.assert_no_leftovers();
 }
 
-/// The account's usage limit (the mock's 429 with a reset an hour ahead): Claude Code with
-/// an API key gives up at once on a `retry-after` over a minute, and its `result` says
-/// `api_error_status: 429`: an outcome of its own, exit 75, never a model failure.
-#[test]
-fn claude_usage_limit_is_its_own_outcome_with_exit_75() {
+/// The account's usage limit (the mock's 429 with a reset an hour ahead), as `agent` meets
+/// it: an outcome of its own, exit 75, never a model failure. The envelope and the events.
+fn usage_limit(agent: Agent) -> (Value, Vec<Value>) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
     let (code, v) = run_agent(
@@ -408,73 +406,50 @@ fn claude_usage_limit_is_its_own_outcome_with_exit_75() {
         &mock,
         None,
         "limit",
-        Agent::Claude,
+        agent,
         &["--task", "SCENARIO:usage_limit Say hello."],
     );
-    assert_eq!(code, 75, "{v:#}");
+    let evs = events(&env, "limit");
+    assert_eq!(code, 75, "{v:#}\n{evs:#?}");
     assert_eq!(v["status"], "failed", "{v:#}");
     assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
-    let limit = &v["output"]["usage_limit"];
-    assert!(
-        limit["message"].as_str().is_some_and(|m| m.starts_with("claude: ")),
-        "{v:#}"
-    );
+    let said = v["output"]["usage_limit"]["message"].as_str().unwrap_or_default();
+    assert!(said.starts_with(&format!("{}: ", agent.name())), "{v:#}");
     assert_valid_envelope(&v);
-    let result = events(&env, "limit")
-        .into_iter()
+    assert!(mock.log_text().contains("scenario=usage_limit"));
+    env.assert_no_leftovers();
+    (v, evs)
+}
+
+/// Claude Code with an API key gives up at once on a `retry-after` over a minute; its
+/// `result` says `api_error_status: 429`.
+#[test]
+fn claude_usage_limit_is_its_own_outcome_with_exit_75() {
+    let (_, evs) = usage_limit(Agent::Claude);
+    let result = evs
+        .iter()
         .rev()
         .find(|e| e["type"] == "result")
         .expect("a result event");
     assert_eq!(result["api_error_status"], 429, "{result}");
-    assert!(mock.log_text().contains("scenario=usage_limit"));
-    env.assert_no_leftovers();
 }
 
+/// Codex never retries it, and says when only as its local clock, to the minute.
 #[test]
 fn codex_usage_limit_is_its_own_outcome_with_exit_75() {
-    let env = TestEnv::new();
-    let mock = Mock::start(&env);
-    let (code, v) = run_agent(
-        &env,
-        &mock,
-        None,
-        "limit",
-        Agent::Codex,
-        &["--task", "SCENARIO:usage_limit Say hello."],
-    );
-    let evs = events(&env, "limit");
-    assert_eq!(code, 75, "{v:#}\n{evs:#?}");
-    assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
-    let limit = &v["output"]["usage_limit"];
-    // Codex says when only as its local clock, to the minute: made an instant.
-    let at = limit["retry_at"].as_str().unwrap_or_else(|| panic!("codex says when: {v:#}"));
-    assert!(at.ends_with(":00Z"), "{v:#}");
-    assert_valid_envelope(&v);
-    env.assert_no_leftovers();
+    let (v, _) = usage_limit(Agent::Codex);
+    let at = v["output"]["usage_limit"]["retry_at"].as_str();
+    assert!(at.is_some_and(|t| t.ends_with(":00Z")), "{v:#}");
 }
 
+/// pi's own retries run (its provider's are off in the tests' settings: it would sleep the
+/// whole retry-after), and its last error is the limit.
 #[test]
 fn pi_usage_limit_is_its_own_outcome_with_exit_75() {
-    let env = TestEnv::new();
-    let mock = Mock::start(&env);
-    let (code, v) = run_agent(
-        &env,
-        &mock,
-        None,
-        "limit",
-        Agent::Pi,
-        &["--task", "SCENARIO:usage_limit Say hello."],
-    );
-    let evs = events(&env, "limit");
-    assert_eq!(code, 75, "{v:#}\n{evs:#?}");
-    assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
-    // pi's own retries ran (its provider's are off in the tests' settings: it would sleep
-    // the whole retry-after), and its last error is the limit.
+    let (v, evs) = usage_limit(Agent::Pi);
     assert!(evs.iter().any(|e| e["type"] == "auto_retry_start"), "{evs:#?}");
-    let msg = v["output"]["usage_limit"]["message"].as_str().unwrap_or_default();
-    assert!(msg.starts_with("pi: 429"), "{v:#}");
-    assert_valid_envelope(&v);
-    env.assert_no_leftovers();
+    let said = v["output"]["usage_limit"]["message"].as_str().unwrap_or_default();
+    assert!(said.starts_with("pi: 429"), "{v:#}");
 }
 
 fn context_overflow(agent: Agent) {
