@@ -216,5 +216,21 @@ impl Drop for SlurmCluster {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // A job step whose slurmd went first (a test that failed half-way, or one that
+        // killed it) is nobody's child: found by this cluster's config in its environment.
+        let mine = format!("SLURM_CONF={}", self.conf.display());
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
+                continue;
+            };
+            let stepd = std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| c.starts_with(b"slurmstepd"));
+            let ours = std::fs::read(e.path().join("environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == mine.as_bytes()));
+            if stepd && ours {
+                // SAFETY: plain kill(2) of a process this test's cluster started.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
     }
 }
