@@ -181,6 +181,10 @@ pub enum Command {
     SlurmJob {
         /// The run id
         id: String,
+        /// Run this attempt of it, a retry of the one before (its options in the job's
+        /// directory)
+        #[arg(long, value_name = "N")]
+        retry: Option<u32>,
     },
     /// Serve a sandboxed attempt's nested runs (internal; the worker runs it)
     #[command(name = "__nest", hide = true)]
@@ -276,7 +280,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Hosts(a) => hosts::hosts(&home, a),
         Command::RunRequest => run::run_request(&home),
         Command::CheckRequests => run::check_requests(&home),
-        Command::SlurmJob { id } => slurm_job::slurm_job(&home, &id),
+        Command::SlurmJob { id, retry } => slurm_job::slurm_job(&home, &id, retry),
         Command::HostFacts => {
             common::print_json(&crate::hosts::local_facts(&home));
             Ok(0)

@@ -18,27 +18,54 @@ use crate::envelope::CancelOrigin;
 use crate::store::Home;
 use crate::tmux::{Socket, Tmux};
 
-pub(super) fn slurm_job(home: &Home, id: &str) -> Result<i32, CliError> {
+pub(super) fn slurm_job(home: &Home, id: &str, retry: Option<u32>) -> Result<i32, CliError> {
     let dir = crate::hosts::slurm::run::job_dir(home, id);
-    let path = dir.join("request.json");
+    let [path, ..] = crate::hosts::slurm::run::job_files(&dir, retry.unwrap_or(1));
     let bytes = std::fs::read(&path).map_err(|source| CliError::ReadTasks {
         what: path.display().to_string(),
         source,
     })?;
     // One-shot, like an attempt's environment file: the values in it go no further.
     let _ = std::fs::remove_file(&path);
-    let r: crate::hosts::remote::RemoteRequest = serde_json::from_slice(&bytes)
-        .map_err(|e| CliError::Flag(format!("{} cannot be read: {e}", path.display())))?;
-    super::run::same_version(&r.version)?;
+    let unreadable = |e: serde_json::Error| {
+        CliError::Flag(format!("{} cannot be read: {e}", path.display()))
+    };
     let job = std::env::var("SLURM_JOB_ID").unwrap_or_default();
     let socket = job_socket(&job)?;
     // SAFETY: no other thread runs yet (the interrupt thread starts below).
     unsafe { std::env::set_var("SUBPANE_TMUX_SOCKET", &socket) };
-    let mut plan = app::plan(&r.request, home, &RealSystem)?;
-    if let Some(g) = &r.group {
-        plan.record.group = Some(g.clone());
-        plan.spec.group = Some(g.clone());
-    }
+    let plan = match retry {
+        None => {
+            let r: crate::hosts::remote::RemoteRequest =
+                serde_json::from_slice(&bytes).map_err(unreadable)?;
+            super::run::same_version(&r.version)?;
+            let mut plan = app::plan(&r.request, home, &RealSystem)?;
+            if let Some(g) = &r.group {
+                plan.record.group = Some(g.clone());
+                plan.spec.group = Some(g.clone());
+            }
+            plan
+        }
+        Some(n) => {
+            let r: crate::hosts::slurm::run::SlurmRetry =
+                serde_json::from_slice(&bytes).map_err(unreadable)?;
+            super::run::same_version(&r.version)?;
+            let opts = app::RetryOptions {
+                resume: r.resume,
+                task: r.task,
+                task_file: None,
+                env: Default::default(),
+            };
+            let plan = app::prepare_retry(home, id, &opts, &RealSystem)?.plan;
+            if plan.spec.attempt != n || r.attempt != n {
+                return Err(CliError::Flag(format!(
+                    "run {id}'s next attempt is {}, not the {n} this job was submitted for",
+                    plan.spec.attempt
+                )));
+            }
+            plan
+        }
+    };
     interrupt::block();
     let started = app::start(home, plan)?;
     let server = Tmux::new(Socket::from_path(&socket), home.tmux_conf());

@@ -454,9 +454,38 @@ fn two_hundred_tasks_on_the_cluster_end_with_no_false_outcome() {
         }
     }
     assert!(false_outcomes.is_empty(), "false outcomes: {false_outcomes:?}");
-    let retry = c.sp(&["retry", "m-1"]);
-    assert_eq!(retry.code, 2, "{retry:?}");
-    assert!(retry.stderr.contains("not supported yet"), "{retry:?}");
+}
+
+#[test]
+fn a_retry_on_the_cluster_is_a_job_of_its_own() {
+    let c = Cluster::new();
+    let flag = c.env.root.path().join("second");
+    // Fails the first time, completes once the flag exists.
+    let script = format!("[ -e {} ] && echo again && exit 0; touch {}; exit 3", flag.display(), flag.display());
+    let (code, first) = c.json(&["run", "--host", "hpc", "--run-id", "r-1", "--json", "--", "sh", "-c", &script]);
+    assert_eq!(code, 1, "{first}");
+    let (code, env) = c.json(&["retry", "r-1", "--json"]);
+    assert_eq!(code, 0, "{env}");
+    assert_eq!(env["attempt"], 2, "{env}");
+    assert_eq!(env["status"], "completed", "{env}");
+    crate::harness::assert_valid_envelope(&env);
+    assert_ne!(env["host"]["job_id"], first["host"]["job_id"], "a job of its own: {env}");
+    assert_eq!(c.status("r-1")["attempt"], 2);
+    let out = std::fs::read_to_string(c.shared.join("runs/r-1/attempts/2/stdout.log")).unwrap();
+    assert_eq!(out.trim(), "again");
+    // Attempt 1's record here is as it was.
+    let one: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(c.env.home.join("runs/r-1/attempts/1/result.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(one["exit_code"], 3, "{one}");
+    // A retry of a run whose attempt has not ended is refused.
+    c.add("later", &["--sbatch-arg=--begin=now+3600"]);
+    let r = c.sp(&["run", "--host", "later", "--detach", "--run-id", "r-2", "--", "true"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = c.sp(&["retry", "r-2"]);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("has not ended"), "{r:?}");
 }
 
 #[test]

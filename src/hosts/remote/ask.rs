@@ -245,10 +245,7 @@ pub fn retry(
     task: Option<&str>,
 ) -> Result<envelope::Started, HostsError> {
     if run.is_slurm() {
-        return Err(HostsError::NotYet(format!(
-            "retry of run {} on Slurm host `{}` is not supported yet; start it again with `subpane run --host {}`",
-            run.run_id, run.host.name, run.host.name
-        )));
+        return crate::hosts::slurm::run::retry(home, run, resume, task);
     }
     // The task as `--task=TEXT`, one word: a text that starts with `-` stays a value.
     let task = task.map(|t| format!("--task={t}"));

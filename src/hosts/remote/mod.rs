@@ -74,9 +74,20 @@ pub struct RemoteRun {
     /// The fan-out group it belongs to (also recorded there), for `ls`/`wait --group` here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
-    /// On a Slurm host: its batch job, once `sbatch` took it.
+    /// On a Slurm host: the batch job of its latest attempt, once `sbatch` took it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job_id: Option<String>,
+    /// On a Slurm host: the attempt `job_id` runs (1 until a retry).
+    #[serde(default = "first", skip_serializing_if = "is_first")]
+    pub attempt: u32,
+}
+
+fn first() -> u32 {
+    1
+}
+
+fn is_first(n: &u32) -> bool {
+    *n == 1
 }
 
 impl RemoteRun {

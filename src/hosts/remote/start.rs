@@ -131,6 +131,7 @@ pub fn start(
         argv,
         group: group.map(str::to_owned),
         job_id: None,
+        attempt: 1,
     };
     // Recorded before the request leaves: a caller killed meanwhile leaves a run that asks
     // its host, not a directory nothing knows. Made durable while the request is on its

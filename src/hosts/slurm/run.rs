@@ -59,6 +59,21 @@ pub fn bin(host: &Host) -> Result<String, HostsError> {
     }
 }
 
+/// The files of attempt `attempt`'s job in [`job_dir`]: its request, script and output
+/// (`request.json`, `job.sh`, `job.out` for the first; `retry-N.json`, `job-N.sh`,
+/// `job-N.out` for a retry's).
+pub fn job_files(dir: &std::path::Path, attempt: u32) -> [PathBuf; 3] {
+    match attempt {
+        1 => ["request.json", "job.sh", "job.out"].map(|f| dir.join(f)),
+        n => [
+            format!("retry-{n}.json"),
+            format!("job-{n}.sh"),
+            format!("job-{n}.out"),
+        ]
+        .map(|f| dir.join(f)),
+    }
+}
+
 /// `SHARED/slurm/ID`: the job's request, script and output.
 pub fn job_dir(shared: &Home, id: &str) -> PathBuf {
     shared.root().join("slurm").join(id)
@@ -115,30 +130,38 @@ pub fn submit(
     let write = |path: PathBuf| move |source| HostsError::Store(StoreError::Write { path, source });
     std::fs::create_dir_all(shared.root().join("slurm")).map_err(write(shared.root().join("slurm")))?;
     crate::hosts::ssh::make_private_dir(&dir).map_err(write(dir.clone()))?;
-    let cleanup = Cleanup(dir.clone());
+    let [request_path, script_path, out_path] = job_files(&dir, run.attempt);
+    let cleanup = Cleanup {
+        files: vec![request_path.clone(), script_path.clone()],
+        dir: (run.attempt == 1).then(|| dir.clone()),
+    };
     // The request holds the run's environment values: readable by this user alone, and
     // removed by the job once read.
-    store::write_atomic(&dir.join("request.json"), request)?;
-    let words = [
+    store::write_atomic(&request_path, request)?;
+    let home_arg = shared.root().display().to_string();
+    let n = run.attempt.to_string();
+    let mut words = vec![
         run.bin.as_str(),
         "--home",
-        &shared.root().display().to_string(),
+        &home_arg,
         "__slurm-job",
         run.run_id.as_str(),
     ];
+    if run.attempt > 1 {
+        words.extend(["--retry", n.as_str()]);
+    }
     let script = format!(
         "#!/bin/sh\n# subpane: the worker of run {} (host {})\nexec {}\n",
         run.run_id,
         host.name,
         crate::hosts::ssh::remote_command(&words)
     );
-    let script_path = dir.join("job.sh");
     store::write_atomic(&script_path, script.as_bytes())?;
     let mut cmd = Command::new("sbatch");
     cmd.arg("--parsable")
         .arg(format!("--job-name=subpane-{}", run.run_id))
         .arg(format!("--partition={}", url.partition))
-        .arg(format!("--output={}", dir.join("job.out").display()));
+        .arg(format!("--output={}", out_path.display()));
     if let Some(o) = &host.slurm {
         if let Some(a) = &o.account {
             cmd.arg(format!("--account={a}"));
@@ -175,12 +198,21 @@ pub fn submit(
     Ok(job)
 }
 
-/// Removes the job's directory unless forgotten (a submission that failed).
-struct Cleanup(PathBuf);
+/// Removes what a submission that failed wrote, unless forgotten: the attempt's request and
+/// script, and (for a first attempt) the job's directory.
+struct Cleanup {
+    files: Vec<PathBuf>,
+    dir: Option<PathBuf>,
+}
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+        if let Some(d) = &self.dir {
+            let _ = std::fs::remove_dir_all(d);
+        }
     }
 }
 
@@ -188,11 +220,11 @@ impl Drop for Cleanup {
 pub fn started(run: &RemoteRun) -> envelope::Started {
     envelope::Started {
         run_id: run.run_id.clone(),
-        attempt: 1,
+        attempt: run.attempt,
         status: LiveStatus::Queued,
         attempt_dir: shared_home(&run.host)
             .ok()
-            .and_then(|h| RunId::parse(&run.run_id).ok().map(|id| h.attempt(&id, 1)))
+            .and_then(|h| RunId::parse(&run.run_id).ok().map(|id| h.attempt(&id, run.attempt)))
             .map(|p| p.dir().to_path_buf())
             .unwrap_or_default(),
         tmux: crate::spec::TmuxTarget {
@@ -299,7 +331,7 @@ fn ended_by_slurm(
     // What the job itself said (a request its node refused, say), when it said anything.
     let said = shared_home(&run.host)
         .ok()
-        .and_then(|h| std::fs::read(job_dir(&h, &run.run_id).join("job.out")).ok())
+        .and_then(|h| std::fs::read(&job_files(&job_dir(&h, &run.run_id), run.attempt)[2]).ok())
         .map(|b| {
             let tail = &b[b.len().saturating_sub(400)..];
             crate::term::sanitize(String::from_utf8_lossy(tail).trim().as_bytes(), 400)
@@ -309,7 +341,7 @@ fn ended_by_slurm(
         Some(s) => format!("{why}; the job's output ends: {s}"),
         None => why,
     };
-    let mut env = remote::local_end(run, 1, status, kind, &why);
+    let mut env = remote::local_end(run, run.attempt, status, kind, &why);
     env.cancelled_by = cancelled_by;
     if let Some(h) = env.host.as_mut() {
         h.state = (!state.is_empty()).then(|| state.to_owned());
@@ -333,7 +365,7 @@ fn job_doc(
     let doc = envelope::StatusDoc {
         schema: envelope::STATUS_SCHEMA.to_owned(),
         run_id: run.run_id.clone(),
-        attempt: 1,
+        attempt: run.attempt,
         agent: run.agent,
         status,
         started_at: None,
@@ -352,9 +384,18 @@ fn job_doc(
     serde_json::to_value(doc).expect("a status serializes")
 }
 
+/// `run` as its record here says now: a retry since moved it to another attempt and job.
+fn latest(home: &Home, run: &RemoteRun) -> RemoteRun {
+    RunId::parse(&run.run_id)
+        .ok()
+        .and_then(|id| remote::find(home, &id).ok().flatten())
+        .unwrap_or_else(|| run.clone())
+}
+
 /// `status` of a run on a Slurm host (see the module docs).
 pub fn status(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
-    if let Some(b) = shared_envelope(run, 1) {
+    let run = &latest(home, run);
+    if let Some(b) = shared_envelope(run, run.attempt) {
         return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
     }
     let job = job_of(run)?;
@@ -397,7 +438,7 @@ pub fn status(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
 
 /// A run whose job has ended: its envelope, or Slurm's word for it.
 fn ended(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
-    if let Some(b) = shared_envelope(run, 1) {
+    if let Some(b) = shared_envelope(run, run.attempt) {
         return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
     }
     let (state, reason) = match queue::state(&run.host, job_of(run)?)? {
@@ -429,7 +470,7 @@ fn ended(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
     };
     let end = Instant::now() + patience;
     loop {
-        if let Some(b) = shared_envelope(run, 1) {
+        if let Some(b) = shared_envelope(run, run.attempt) {
             return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
         }
         if Instant::now() >= end {
@@ -445,11 +486,12 @@ fn ended(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
 /// `wait` for a run on a Slurm host: its records in the shared home watched, the host's
 /// queue looked at every [`queue::QUEUE_EVERY`] for what they cannot say.
 pub fn wait(home: &Home, run: &RemoteRun, deadline: Option<Instant>) -> Result<Answer, HostsError> {
+    let run = &latest(home, run);
     let job = job_of(run)?.to_owned();
     let shared = shared_home(&run.host)?;
     let id = RunId::parse(&run.run_id).map_err(|e| HostsError::Input(e.to_string()))?;
     let mut wl = crate::app::WaitLoop::new().map_err(|e| HostsError::Input(e.to_string()))?;
-    let attempt = shared.attempt(&id, 1);
+    let attempt = shared.attempt(&id, run.attempt);
     // Each directory on the way to the envelope, watched once it exists.
     let dirs = [
         shared.root().to_path_buf(),
@@ -467,7 +509,7 @@ pub fn wait(home: &Home, run: &RemoteRun, deadline: Option<Instant>) -> Result<A
                 watched[k] = true;
             }
         }
-        if let Some(b) = shared_envelope(run, 1) {
+        if let Some(b) = shared_envelope(run, run.attempt) {
             return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
         }
         if let Some(JobState::Ended { .. } | JobState::Gone) = queue::known(&run.host, &job) {
@@ -524,15 +566,16 @@ pub fn cancel(
     no_wait: bool,
     by: Option<CancelOrigin>,
 ) -> Result<Answer, HostsError> {
+    let run = &latest(home, run);
     let job = job_of(run)?.to_owned();
-    if let Some(b) = shared_envelope(run, 1) {
+    if let Some(b) = shared_envelope(run, run.attempt) {
         return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
     }
     match queue::state(&run.host, &job)? {
         JobState::Queued { .. } => {
             queue::scancel(&run.host, &job, None)?;
             // It may have started meanwhile: its records then say how it ends.
-            if let Some(b) = shared_envelope(run, 1) {
+            if let Some(b) = shared_envelope(run, run.attempt) {
                 return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
             }
             if shared_home(&run.host)?.run_dir(&RunId::parse(&run.run_id).map_err(|e| HostsError::Input(e.to_string()))?).exists() {
@@ -566,7 +609,7 @@ pub fn cancel(
                     queue::scancel(&run.host, &job, Some("TERM"))?;
                     if no_wait {
                         return Ok(Answer::Live(
-                            serde_json::json!({"run_id": run.run_id, "attempt": 1, "cancel_requested": true}),
+                            serde_json::json!({"run_id": run.run_id, "attempt": run.attempt, "cancel_requested": true}),
                             0,
                         ));
                     }
@@ -576,6 +619,52 @@ pub fn cancel(
         }
         JobState::Ended { .. } | JobState::Gone => ended(home, run),
     }
+}
+
+/// What a retry's job reads (`SHARED/slurm/ID/retry-N.json`): the retry's options.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlurmRetry {
+    pub version: String,
+    pub attempt: u32,
+    pub resume: bool,
+    pub task: Option<String>,
+}
+
+/// `retry` of a run on a Slurm host: its next attempt is a batch job of its own, which
+/// plans the retry on its node as `retry` does there (its latest attempt must have ended).
+/// Recorded here (the run's job and attempt) once `sbatch` took it; the caller waits as for
+/// any run there. Its time limit is the host's `--time-limit`.
+pub fn retry(
+    home: &Home,
+    run: &RemoteRun,
+    resume: bool,
+    task: Option<&str>,
+) -> Result<envelope::Started, HostsError> {
+    let run = latest(home, run);
+    if shared_envelope(&run, run.attempt).is_none() {
+        return Err(HostsError::Input(format!(
+            "run {} attempt {} has not ended; `subpane wait {}` waits for it, `subpane cancel {}` ends it",
+            run.run_id, run.attempt, run.run_id, run.run_id
+        )));
+    }
+    let mut next = run.clone();
+    next.attempt += 1;
+    let body = serde_json::to_vec(&SlurmRetry {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        attempt: next.attempt,
+        resume,
+        task: task.map(str::to_owned),
+    })
+    .expect("a retry serializes");
+    let time = run.host.slurm.as_ref().and_then(|s| s.time_limit.clone());
+    next.job_id = Some(submit(&run.host, &next, &body, time.as_deref())?);
+    let id = RunId::parse(&run.run_id).map_err(|e| HostsError::Input(e.to_string()))?;
+    store::write_json_atomic(&home.run_dir(&id).join(remote::MARKER), &next)?;
+    // Its directory here, empty until its envelope comes back (as a retry on a host's).
+    let dir = home.attempt(&id, next.attempt).dir().to_path_buf();
+    std::fs::create_dir_all(&dir).map_err(|source| StoreError::Write { path: dir, source })?;
+    Ok(started(&next))
 }
 
 /// The rows of `ls` for runs on Slurm hosts: what is recorded here, else the shared home's
@@ -643,7 +732,7 @@ pub fn rows(home: &Home, runs: &[&RemoteRun]) -> Vec<envelope::RunRow> {
 pub fn command(run: &RemoteRun, words: &[&str], tty: bool) -> Command {
     let shared = run.host.home.clone().unwrap_or_default();
     let on_node = words.first().is_some_and(|w| *w != "logs")
-        || shared_envelope(run, 1).is_none();
+        || shared_envelope(run, run.attempt).is_none();
     let mut cmd = if on_node {
         let mut c = Command::new("srun");
         c.arg("--overlap")
