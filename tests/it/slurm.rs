@@ -479,6 +479,8 @@ fn a_retry_on_the_cluster_is_a_job_of_its_own() {
     )
     .unwrap();
     assert_eq!(one["exit_code"], 3, "{one}");
+    let (code, again) = c.json(&["status", "r-1", "--attempt", "1", "--json"]);
+    assert_eq!((code, again["attempt"].as_u64()), (1, Some(1)), "{again}");
     // A retry of a run whose attempt has not ended is refused.
     c.add("later", &["--sbatch-arg=--begin=now+3600"]);
     let r = c.sp(&["run", "--host", "later", "--detach", "--run-id", "r-2", "--", "true"]);

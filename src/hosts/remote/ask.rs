@@ -132,8 +132,13 @@ pub fn status(
     attempt: Option<u32>,
 ) -> Result<StatusAnswer, HostsError> {
     if run.is_slurm() {
+        // An earlier attempt's end is the one recorded here; the latest is Slurm's to say.
+        let answer = match attempt.and_then(|n| recorded(home, run, Some(n))) {
+            Some(env) => Answer::Finished(Box::new(env)),
+            None => crate::hosts::slurm::run::status(home, run)?,
+        };
         return Ok(StatusAnswer {
-            answer: crate::hosts::slurm::run::status(home, run)?,
+            answer,
             stale: None,
         });
     }
@@ -169,6 +174,9 @@ pub fn wait(
     on_lost: &mut dyn FnMut(&RemoteRun, &str),
 ) -> Result<Answer, HostsError> {
     if run.is_slurm() {
+        if let Some(env) = attempt.and_then(|n| recorded(home, run, Some(n))) {
+            return Ok(Answer::Finished(Box::new(env)));
+        }
         return crate::hosts::slurm::run::wait(home, run, deadline);
     }
     let n = attempt.map(|n| n.to_string());
