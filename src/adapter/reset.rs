@@ -82,7 +82,10 @@ mod tests {
         // This minute still counts.
         assert_eq!(next_at(now, 0, 10, 28), now - 7);
         // UTC-5: it is 05:28 there; 11:28 PM there is 04:28 UTC tomorrow.
-        assert_eq!(next_at(now, -5 * 3600, 23, 28), 1_796_293_687 - 37_687 + 86_400 + 4 * 3600 + 28 * 60);
+        assert_eq!(
+            next_at(now, -5 * 3600, 23, 28),
+            1_796_293_687 - 37_687 + 86_400 + 4 * 3600 + 28 * 60
+        );
         assert!(retry_at_clock_time("nothing here").is_none());
         let t = retry_at_clock_time("You’ve hit your usage limit. Try again at 11:28 AM.").unwrap();
         assert!(t.ends_with(":28:00Z"), "{t}");

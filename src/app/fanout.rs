@@ -250,7 +250,11 @@ impl State<'_> {
 
     /// Starts queued tasks up to the concurrency of each place: here in one batch, on
     /// hosts each in a thread of its own. How many it started.
-    fn fill(&mut self, wl: &mut WaitLoop, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) -> usize {
+    fn fill(
+        &mut self,
+        wl: &mut WaitLoop,
+        on_event: &mut dyn FnMut(&Event<'_>, &Progress),
+    ) -> usize {
         let mut here_free = self.opts.concurrency.saturating_sub(self.running.len());
         let mut batch = Vec::new();
         let mut there = Vec::new();
@@ -322,7 +326,12 @@ impl State<'_> {
     }
 
     /// A task whose run started and whose end cannot be known here (why).
-    fn unheard(&self, i: usize, attempt_dir: Option<std::path::PathBuf>, why: String) -> FanoutTask {
+    fn unheard(
+        &self,
+        i: usize,
+        attempt_dir: Option<std::path::PathBuf>,
+        why: String,
+    ) -> FanoutTask {
         let (line, run_id, what) = self.ids(i);
         FanoutTask {
             line,
@@ -362,7 +371,13 @@ impl State<'_> {
                     if let Phase::There { run: r, .. } = &mut self.slots[i].state {
                         *r = Some(run.clone());
                     }
-                    self.emit(&Event::Started { task: i, run_id: &run_id }, on_event);
+                    self.emit(
+                        &Event::Started {
+                            task: i,
+                            run_id: &run_id,
+                        },
+                        on_event,
+                    );
                     self.far.cancel_if_asked(&run);
                 }
                 far::News::Ended(i, end) => {
@@ -398,7 +413,13 @@ impl State<'_> {
         }
         self.progress.running += 1;
         let run_id = started.spec.run_id.to_string();
-        self.emit(&Event::Started { task: i, run_id: &run_id }, on_event);
+        self.emit(
+            &Event::Started {
+                task: i,
+                run_id: &run_id,
+            },
+            on_event,
+        );
         if let Some(env) = &started.spawn_failed {
             self.progress.running -= 1;
             let t = self.outcome(i, env, Some(started.paths.dir().to_path_buf()));
@@ -559,7 +580,12 @@ impl State<'_> {
         }
     }
 
-    fn outcome(&self, i: usize, env: &Envelope, attempt_dir: Option<std::path::PathBuf>) -> FanoutTask {
+    fn outcome(
+        &self,
+        i: usize,
+        env: &Envelope,
+        attempt_dir: Option<std::path::PathBuf>,
+    ) -> FanoutTask {
         let s = &self.slots[i];
         let mut t = skipped(s.line, String::new(), s.what.clone());
         t.run_id = Some(env.run_id.clone());

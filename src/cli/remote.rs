@@ -32,7 +32,10 @@ pub(super) fn of(home: &Home, name: &str) -> Result<Option<RemoteRun>, CliError>
 /// call, Ctrl-C cancelling it there.
 pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Result<i32, CliError> {
     if detach {
-        return match remote::start(home, req, None, None).map_err(CliError::Hosts)?.1 {
+        return match remote::start(home, req, None, None)
+            .map_err(CliError::Hosts)?
+            .1
+        {
             StartAnswer::Finished(env) => {
                 eprintln!("subpane: error: {}", env.output.errors.join("; "));
                 Ok(show(home, &env, json))
@@ -62,7 +65,8 @@ pub(super) fn run(home: &Home, req: RunRequest, detach: bool, json: bool) -> Res
     };
     // Before the start: a Ctrl-C while the request is on its way is counted, not fatal.
     interrupt::block();
-    let (run, answer) = remote::start(home, req, None, Some(&mut on_started)).map_err(CliError::Hosts)?;
+    let (run, answer) =
+        remote::start(home, req, None, Some(&mut on_started)).map_err(CliError::Hosts)?;
     let answer = match answer {
         StartAnswer::Finished(env) => Answer::Finished(env),
         StartAnswer::Started(_) | StartAnswer::Dropped(..) => {
@@ -109,7 +113,13 @@ fn cancel_on_interrupt(home: &Home, run: &RemoteRun) {
             }
         );
         let grace = (n > 1).then_some("0s");
-        if let Err(e) = remote::cancel(&h, &r, grace, true, Some(crate::envelope::CancelOrigin::Interrupt)) {
+        if let Err(e) = remote::cancel(
+            &h,
+            &r,
+            grace,
+            true,
+            Some(crate::envelope::CancelOrigin::Interrupt),
+        ) {
             eprintln!(
                 "subpane: error: the cancel did not reach host {}: {e}",
                 r.host.name

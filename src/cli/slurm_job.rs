@@ -27,9 +27,8 @@ pub(super) fn slurm_job(home: &Home, id: &str, retry: Option<u32>) -> Result<i32
     })?;
     // One-shot, like an attempt's environment file: the values in it go no further.
     let _ = std::fs::remove_file(&path);
-    let unreadable = |e: serde_json::Error| {
-        CliError::Flag(format!("{} cannot be read: {e}", path.display()))
-    };
+    let unreadable =
+        |e: serde_json::Error| CliError::Flag(format!("{} cannot be read: {e}", path.display()));
     let job = std::env::var("SLURM_JOB_ID").unwrap_or_default();
     let socket = job_socket(&job)?;
     // SAFETY: no other thread runs yet (the interrupt thread starts below).
@@ -89,7 +88,10 @@ pub(super) fn slurm_job(home: &Home, id: &str, retry: Option<u32>) -> Result<i32
         };
         let grace = (n > 1).then_some(0);
         if let Err(e) = app::cancel_by(&found, grace, origin) {
-            eprintln!("subpane: error: cannot cancel run {}: {e}", found.spec.run_id);
+            eprintln!(
+                "subpane: error: cannot cancel run {}: {e}",
+                found.spec.run_id
+            );
         }
     });
     let env = app::wait_one(&started.paths, &started.spec);
@@ -101,7 +103,10 @@ pub(super) fn slurm_job(home: &Home, id: &str, retry: Option<u32>) -> Result<i32
 /// The tmux socket of this job on this node: beside `SUBPANE_TMUX_SOCKET`'s when that is
 /// a path, else in a directory of this user's under the node's temporary directory.
 fn job_socket(job: &str) -> Result<std::path::PathBuf, CliError> {
-    let name = format!("subpane-job-{}.sock", if job.is_empty() { "0" } else { job });
+    let name = format!(
+        "subpane-job-{}.sock",
+        if job.is_empty() { "0" } else { job }
+    );
     if let Some(p) = std::env::var_os("SUBPANE_TMUX_SOCKET")
         .map(std::path::PathBuf::from)
         .filter(|p| p.is_absolute())

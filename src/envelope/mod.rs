@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use answers::{
     CancelRequested, DamagedRun, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus,
-    RunRow, RunState, STATUS_SCHEMA, Started, StatusDoc, TaskStatus, SlurmJob,
+    RunRow, RunState, STATUS_SCHEMA, SlurmJob, Started, StatusDoc, TaskStatus,
 };
 pub use budget::{BudgetHit, BudgetLimit, BudgetUsage};
 pub use build::{build, duration_between};

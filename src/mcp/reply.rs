@@ -164,7 +164,14 @@ pub(super) fn wait_answer(
 ) -> CallToolResult {
     // The ended states first, in one order whatever the runs'.
     let mut counts = serde_json::Map::new();
-    for state in ["completed", "failed", "cancelled", "queued", "starting", "running"] {
+    for state in [
+        "completed",
+        "failed",
+        "cancelled",
+        "queued",
+        "starting",
+        "running",
+    ] {
         let n = a
             .runs
             .iter()

@@ -37,9 +37,8 @@ mod tree;
 
 pub use artifacts::{OUT_MAX_DEPTH, OUT_MAX_FILES, Written, collect_artifacts, sha256_file};
 pub use atomic::{
-    sync_written,
-    Spare, read_json, replace_json_keeping, write_atomic, write_atomic_unsynced, write_json_atomic,
-    write_json_new, write_json_unsynced,
+    Spare, read_json, replace_json_keeping, sync_written, write_atomic, write_atomic_unsynced,
+    write_json_atomic, write_json_new, write_json_unsynced,
 };
 pub use layout::{AttemptPaths, Home};
 pub use lock::Exclusive;

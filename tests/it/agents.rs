@@ -413,7 +413,9 @@ fn usage_limit(agent: Agent) -> (Value, Vec<Value>) {
     assert_eq!(code, 75, "{v:#}\n{evs:#?}");
     assert_eq!(v["status"], "failed", "{v:#}");
     assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
-    let said = v["output"]["usage_limit"]["message"].as_str().unwrap_or_default();
+    let said = v["output"]["usage_limit"]["message"]
+        .as_str()
+        .unwrap_or_default();
     assert!(said.starts_with(&format!("{}: ", agent.name())), "{v:#}");
     assert_valid_envelope(&v);
     assert!(mock.log_text().contains("scenario=usage_limit"));
@@ -447,8 +449,13 @@ fn codex_usage_limit_is_its_own_outcome_with_exit_75() {
 #[test]
 fn pi_usage_limit_is_its_own_outcome_with_exit_75() {
     let (v, evs) = usage_limit(Agent::Pi);
-    assert!(evs.iter().any(|e| e["type"] == "auto_retry_start"), "{evs:#?}");
-    let said = v["output"]["usage_limit"]["message"].as_str().unwrap_or_default();
+    assert!(
+        evs.iter().any(|e| e["type"] == "auto_retry_start"),
+        "{evs:#?}"
+    );
+    let said = v["output"]["usage_limit"]["message"]
+        .as_str()
+        .unwrap_or_default();
     assert!(said.starts_with("pi: 429"), "{v:#}");
 }
 

@@ -223,8 +223,8 @@ impl Drop for SlurmCluster {
             let Some(pid) = e.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else {
                 continue;
             };
-            let stepd = std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| c.starts_with(b"slurmstepd"));
+            let stepd =
+                std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c.starts_with(b"slurmstepd"));
             let ours = std::fs::read(e.path().join("environ"))
                 .is_ok_and(|env| env.split(|b| *b == 0).any(|v| v == mine.as_bytes()));
             if stepd && ours {

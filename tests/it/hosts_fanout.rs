@@ -74,7 +74,10 @@ fn a_fanout_runs_lines_on_their_hosts_and_spreads_the_rest() {
     // Lines without a host go to --hosts: here is not one of them.
     let r = fanout(
         &h,
-        &lines.replace("\"run_id\": \"t-here\"", "\"run_id\": \"t-here\", \"host\": \"loop\""),
+        &lines.replace(
+            "\"run_id\": \"t-here\"",
+            "\"run_id\": \"t-here\", \"host\": \"loop\"",
+        ),
         &["--hosts", "loop,loop2", "--concurrency", "1", "--json"],
     );
     assert_eq!(r.code, 1, "the worst task: exit 5 there: {r:?}");
@@ -179,7 +182,11 @@ fn a_failure_cancels_the_tasks_running_on_hosts() {
     assert_eq!(r.code, 1, "{r:?}");
     let report = json(&r);
     for t in report["tasks"].as_array().unwrap() {
-        let want = if t["run_id"] == "fails" { "failed" } else { "cancelled" };
+        let want = if t["run_id"] == "fails" {
+            "failed"
+        } else {
+            "cancelled"
+        };
         assert_eq!(t["status"], want, "{report}");
     }
     for id in ["long-1", "long-2"] {

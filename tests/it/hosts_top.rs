@@ -13,7 +13,9 @@ fn row<'s>(screen: &'s str, run: &str) -> Option<&'s str> {
 }
 
 fn detached(h: &Host, id: &str, script: &str) {
-    let r = h.sp(["run", "--host", "loop", "--detach", "--run-id", id, "--", "sh", "-c", script]);
+    let r = h.sp([
+        "run", "--host", "loop", "--detach", "--run-id", id, "--", "sh", "-c", script,
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
 }
 
@@ -22,7 +24,9 @@ fn top_shows_runs_on_a_host_and_follows_their_ends() {
     let h = Host::new();
     let flag = h.env.root.path().join("go");
     assert_eq!(h.sp(["run", "--run-id", "here-1", "--", "true"]).code, 0);
-    let done = h.sp(["run", "--host", "loop", "--run-id", "far-done", "--", "true"]);
+    let done = h.sp([
+        "run", "--host", "loop", "--run-id", "far-done", "--", "true",
+    ]);
     assert_eq!(done.code, 0, "{done:?}");
     detached(&h, "far-live", &waits_for(&flag));
     let path = h.sshd.path_env();

@@ -187,7 +187,15 @@ impl Cluster {
 fn a_run_on_a_slurm_host_is_one_batch_job_with_the_same_envelope() {
     let c = Cluster::new();
     let (code, env) = c.json(&[
-        "run", "--host", "hpc", "--run-id", "s-1", "--json", "--", "sh", "-c",
+        "run",
+        "--host",
+        "hpc",
+        "--run-id",
+        "s-1",
+        "--json",
+        "--",
+        "sh",
+        "-c",
         "echo hello from $SLURM_JOB_ID; exit 3",
     ]);
     assert_eq!(code, 1, "a failed command is exit 1, as here: {env}");
@@ -217,7 +225,13 @@ fn a_run_on_a_slurm_host_is_one_batch_job_with_the_same_envelope() {
     assert_eq!(logs.code, 0, "{logs:?}");
     assert!(logs.stdout.contains("hello from"), "{logs:?}");
     let (_, rows) = c.json(&["ls", "--json"]);
-    let row = rows.as_array().unwrap().iter().find(|r| r["run_id"] == "s-1").cloned().unwrap();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "s-1")
+        .cloned()
+        .unwrap();
     assert_eq!(row["host"], "hpc", "{row}");
     assert_eq!(row["status"], "failed", "{row}");
     assert_eq!(row["slurm"]["job_id"], job.as_str(), "{row}");
@@ -229,8 +243,14 @@ fn a_run_on_a_slurm_host_is_one_batch_job_with_the_same_envelope() {
 fn a_job_slurm_refuses_starts_nothing() {
     let c = Cluster::new();
     let r = c.sp(&[
-        "hosts", "add", "bad", "slurm://nosuch", "--remote-home",
-        c.shared.to_str().unwrap(), "--bin", BIN,
+        "hosts",
+        "add",
+        "bad",
+        "slurm://nosuch",
+        "--remote-home",
+        c.shared.to_str().unwrap(),
+        "--bin",
+        BIN,
     ]);
     assert_eq!(r.code, 0, "{r:?}");
     let r = c.sp(&["run", "--host", "bad", "--run-id", "no-1", "--", "true"]);
@@ -239,7 +259,17 @@ fn a_job_slurm_refuses_starts_nothing() {
     assert!(!c.env.home.join("runs/no-1").exists());
     assert!(!c.shared.join("slurm/no-1").exists());
     // A request the shared home's planner refuses is refused before any job.
-    let r = c.sp(&["run", "--host", "hpc", "--run-id", "no-2", "--cwd", "/nowhere/at/all", "--", "true"]);
+    let r = c.sp(&[
+        "run",
+        "--host",
+        "hpc",
+        "--run-id",
+        "no-2",
+        "--cwd",
+        "/nowhere/at/all",
+        "--",
+        "true",
+    ]);
     assert_eq!(r.code, 2, "{r:?}");
     assert!(r.stderr.contains("/nowhere/at/all"), "{r:?}");
     assert!(!c.env.home.join("runs/no-2").exists());
@@ -250,7 +280,9 @@ fn a_job_slurm_refuses_starts_nothing() {
 fn a_queued_job_says_why_and_a_cancel_takes_it_from_the_queue() {
     let c = Cluster::new();
     c.add("later", &["--sbatch-arg=--begin=now+3600"]);
-    let (code, started) = c.json(&["run", "--host", "later", "--detach", "--run-id", "q-1", "--json", "--", "true"]);
+    let (code, started) = c.json(&[
+        "run", "--host", "later", "--detach", "--run-id", "q-1", "--json", "--", "true",
+    ]);
     assert_eq!(code, 0, "{started}");
     assert_eq!(started["status"], "queued", "{started}");
     let st = c.status("q-1");
@@ -275,7 +307,9 @@ fn a_queued_job_says_why_and_a_cancel_takes_it_from_the_queue() {
 /// Detaches `script` (which says `waiting` first) on `host` as `id`; waits until its
 /// attempt runs on the node and has said it.
 fn running(c: &Cluster, host: &str, id: &str, script: &str) -> String {
-    let r = c.sp(&["run", "--host", host, "--detach", "--run-id", id, "--", "sh", "-c", script]);
+    let r = c.sp(&[
+        "run", "--host", host, "--detach", "--run-id", id, "--", "sh", "-c", script,
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let out = c.shared.join("runs").join(id).join("attempts/1/stdout.log");
     crate::harness::wait_until("the attempt running on the node", || {
@@ -301,7 +335,10 @@ fn a_running_job_is_cancelled_through_its_worker() {
     assert_eq!(code, 0, "{env}");
     assert_eq!(env["status"], "cancelled", "{env}");
     assert_eq!(env["cancelled_by"], "cancel", "{env}");
-    assert_eq!(env["signals_sent"][0], "SIGTERM", "the worker's ladder: {env}");
+    assert_eq!(
+        env["signals_sent"][0], "SIGTERM",
+        "the worker's ladder: {env}"
+    );
     // The job ends with its worker, with the envelope's exit code (130: Slurm says FAILED).
     crate::harness::wait_until("the job to end with its worker", || {
         (c.job_state(&job) == "FAILED").then_some(())
@@ -327,8 +364,20 @@ fn a_job_past_its_time_limit_is_a_timeout() {
     let c = Cluster::new();
     // Slurm's least limit is a minute, enforced at its next look (up to 30 s later).
     c.add("short", &["--time-limit", "1"]);
-    let r = c.sp(&["run", "--host", "short", "--run-id", "t-1", "--json", "--", "sh", "-c", &waits_forever(&c)]);
-    let env: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
+    let r = c.sp(&[
+        "run",
+        "--host",
+        "short",
+        "--run-id",
+        "t-1",
+        "--json",
+        "--",
+        "sh",
+        "-c",
+        &waits_forever(&c),
+    ]);
+    let env: serde_json::Value =
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
     assert_eq!(r.code, 124, "{env}");
     assert_eq!(env["status"], "failed", "{env}");
     assert_eq!(env["failure_kind"], "timeout", "{env}");
@@ -377,7 +426,10 @@ fn a_run_whose_slurmd_dies_ends_with_its_true_outcome() {
     let (code, env) = c.json(&["wait", "d-1", "--json"]);
     assert_eq!(code, 1, "{env}");
     assert_eq!(env["status"], "failed", "{env}");
-    assert_eq!(env["exit_code"], 4, "the program's own end, not a lost one: {env}");
+    assert_eq!(
+        env["exit_code"], 4,
+        "the program's own end, not a lost one: {env}"
+    );
 }
 
 #[test]
@@ -395,13 +447,23 @@ fn a_fanout_submits_its_lines_for_the_cluster_as_jobs() {
     lines.push_str("{\"argv\": [\"true\"], \"run_id\": \"f-here\"}\n");
     let file = c.env.root.path().join("tasks.jsonl");
     std::fs::write(&file, &lines).unwrap();
-    let r = c.sp(&["fanout", file.to_str().unwrap(), "--concurrency", "4", "--json"]);
+    let r = c.sp(&[
+        "fanout",
+        file.to_str().unwrap(),
+        "--concurrency",
+        "4",
+        "--json",
+    ]);
     assert_eq!(r.code, 1, "one task failed: {r:?}");
     let report: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
     let tasks = report["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 13, "{report}");
     for t in tasks {
-        let want = if t["run_id"] == "f-5" { "failed" } else { "completed" };
+        let want = if t["run_id"] == "f-5" {
+            "failed"
+        } else {
+            "completed"
+        };
         assert_eq!(t["status"], want, "{report}");
     }
     let mut jobs = std::collections::HashSet::new();
@@ -435,7 +497,13 @@ fn two_hundred_tasks_on_the_cluster_end_with_no_false_outcome() {
     }
     let file = c.env.root.path().join("tasks.jsonl");
     std::fs::write(&file, &lines).unwrap();
-    let r = c.sp(&["fanout", file.to_str().unwrap(), "--concurrency", "24", "--json"]);
+    let r = c.sp(&[
+        "fanout",
+        file.to_str().unwrap(),
+        "--concurrency",
+        "24",
+        "--json",
+    ]);
     let report: serde_json::Value =
         serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {r:?}"));
     let tasks = report["tasks"].as_array().unwrap();
@@ -453,7 +521,10 @@ fn two_hundred_tasks_on_the_cluster_end_with_no_false_outcome() {
             false_outcomes.push(t.clone());
         }
     }
-    assert!(false_outcomes.is_empty(), "false outcomes: {false_outcomes:?}");
+    assert!(
+        false_outcomes.is_empty(),
+        "false outcomes: {false_outcomes:?}"
+    );
 }
 
 #[test]
@@ -461,15 +532,24 @@ fn a_retry_on_the_cluster_is_a_job_of_its_own() {
     let c = Cluster::new();
     let flag = c.env.root.path().join("second");
     // Fails the first time, completes once the flag exists.
-    let script = format!("[ -e {} ] && echo again && exit 0; touch {}; exit 3", flag.display(), flag.display());
-    let (code, first) = c.json(&["run", "--host", "hpc", "--run-id", "r-1", "--json", "--", "sh", "-c", &script]);
+    let script = format!(
+        "[ -e {} ] && echo again && exit 0; touch {}; exit 3",
+        flag.display(),
+        flag.display()
+    );
+    let (code, first) = c.json(&[
+        "run", "--host", "hpc", "--run-id", "r-1", "--json", "--", "sh", "-c", &script,
+    ]);
     assert_eq!(code, 1, "{first}");
     let (code, env) = c.json(&["retry", "r-1", "--json"]);
     assert_eq!(code, 0, "{env}");
     assert_eq!(env["attempt"], 2, "{env}");
     assert_eq!(env["status"], "completed", "{env}");
     crate::harness::assert_valid_envelope(&env);
-    assert_ne!(env["host"]["job_id"], first["host"]["job_id"], "a job of its own: {env}");
+    assert_ne!(
+        env["host"]["job_id"], first["host"]["job_id"],
+        "a job of its own: {env}"
+    );
     assert_eq!(c.status("r-1")["attempt"], 2);
     let out = std::fs::read_to_string(c.shared.join("runs/r-1/attempts/2/stdout.log")).unwrap();
     assert_eq!(out.trim(), "again");
@@ -483,7 +563,9 @@ fn a_retry_on_the_cluster_is_a_job_of_its_own() {
     assert_eq!((code, again["attempt"].as_u64()), (1, Some(1)), "{again}");
     // A retry of a run whose attempt has not ended is refused.
     c.add("later", &["--sbatch-arg=--begin=now+3600"]);
-    let r = c.sp(&["run", "--host", "later", "--detach", "--run-id", "r-2", "--", "true"]);
+    let r = c.sp(&[
+        "run", "--host", "later", "--detach", "--run-id", "r-2", "--", "true",
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     let r = c.sp(&["retry", "r-2"]);
     assert_eq!(r.code, 2, "{r:?}");
@@ -494,9 +576,14 @@ fn a_retry_on_the_cluster_is_a_job_of_its_own() {
 fn top_shows_a_queued_job_and_cancels_it_from_the_queue() {
     let c = Cluster::new();
     c.add("later", &["--sbatch-arg=--begin=now+3600"]);
-    let r = c.sp(&["run", "--host", "later", "--detach", "--run-id", "tq-1", "--", "true"]);
+    let r = c.sp(&[
+        "run", "--host", "later", "--detach", "--run-id", "tq-1", "--", "true",
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
-    let job = c.status("tq-1")["slurm"]["job_id"].as_str().unwrap().to_owned();
+    let job = c.status("tq-1")["slurm"]["job_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let conf = c.cluster.conf.display().to_string();
     let t = crate::terminal::Terminal::subpane(
         &c.env,
@@ -508,14 +595,18 @@ fn top_shows_a_queued_job_and_cancels_it_from_the_queue() {
     let host = format!("later:{job}");
     t.wait_until("the queued job with its host, job and reason", |s| {
         s.lines().any(|l| {
-            l.contains("tq-1") && l.contains("◌ queued") && l.contains(&host) && l.contains("BeginTime")
+            l.contains("tq-1")
+                && l.contains("◌ queued")
+                && l.contains(&host)
+                && l.contains("BeginTime")
         })
     });
     t.keys(&["Home", "c"]);
     t.wait_for("cancel run tq-1? y to confirm");
     t.keys(&["y"]);
     t.wait_until("tq-1 cancelled", |s| {
-        s.lines().any(|l| l.contains("tq-1") && l.contains("■ cancelled"))
+        s.lines()
+            .any(|l| l.contains("tq-1") && l.contains("■ cancelled"))
     });
     t.keys(&["q"]);
     assert_eq!(c.job_state(&job), "CANCELLED");
@@ -525,7 +616,9 @@ fn top_shows_a_queued_job_and_cancels_it_from_the_queue() {
 fn a_job_that_ends_without_its_attempt_is_lost_with_what_it_said() {
     let c = Cluster::new();
     c.add("soon", &["--sbatch-arg=--begin=now+2"]);
-    let r = c.sp(&["run", "--host", "soon", "--detach", "--run-id", "gone-1", "--", "true"]);
+    let r = c.sp(&[
+        "run", "--host", "soon", "--detach", "--run-id", "gone-1", "--", "true",
+    ]);
     assert_eq!(r.code, 0, "{r:?}");
     assert_eq!(c.status("gone-1")["status"], "queued");
     // Its request taken from the shared home before the job starts: the job has nothing to
@@ -537,6 +630,9 @@ fn a_job_that_ends_without_its_attempt_is_lost_with_what_it_said() {
     assert_eq!(env["failure_kind"], "lost", "{env}");
     assert_eq!(env["host"]["state"], "FAILED", "{env}");
     let errors = env["output"]["errors"].to_string();
-    assert!(errors.contains("request.json"), "the job's own words: {env}");
+    assert!(
+        errors.contains("request.json"),
+        "the job's own words: {env}"
+    );
     crate::harness::assert_valid_envelope(&env);
 }

@@ -315,7 +315,9 @@ impl ClaudeParser {
         // An API's 429 it gave up on (its retry-after beyond what it waits): the account's
         // limit, not a failure of the model. A `rate_limit_event` before it said when.
         if is_error && ev.api_error_status.tolerant_u64() == Some(429) {
-            let said = text.filter(|t| !t.is_empty()).unwrap_or("rate limited (429)");
+            let said = text
+                .filter(|t| !t.is_empty())
+                .unwrap_or("rate limited (429)");
             let limit = out.usage_limit.get_or_insert_with(Default::default);
             limit.message = format!("claude: {said}");
         }

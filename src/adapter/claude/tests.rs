@@ -292,9 +292,16 @@ fn a_rejected_rate_limit_event_is_the_usage_limit_with_its_reset() {
     assert_eq!(limit.kind.as_deref(), Some("five_hour"));
     assert_eq!(limit.retry_at.as_deref(), Some("2026-12-03T15:00:00Z"));
     assert_eq!(limit.message, "claude: Claude usage limit reached");
-    assert!(r.pane_has_error("claude: usage limit reached (five_hour)"), "{:?}", r.pane());
+    assert!(
+        r.pane_has_error("claude: usage limit reached (five_hour)"),
+        "{:?}",
+        r.pane()
+    );
     // A window that only warns is no limit.
     let warned = t.replace(r#""status":"rejected""#, r#""status":"allowed_warning""#);
-    let warned = warned.replace(r#""is_error":true,"api_error_status":429"#, r#""is_error":false"#);
+    let warned = warned.replace(
+        r#""is_error":true,"api_error_status":429"#,
+        r#""is_error":false"#,
+    );
     assert_eq!(replay(&warned).report.output.usage_limit, None);
 }

@@ -238,9 +238,17 @@ fn a_usage_limit_is_said_with_when_it_resets() {
     assert!(t.contains("hit your usage limit"));
     let r = replay(t, "");
     let limit = r.report.output.usage_limit.clone().expect("a usage limit");
-    assert!(limit.message.starts_with("codex: You’ve hit your usage limit"), "{limit:?}");
+    assert!(
+        limit
+            .message
+            .starts_with("codex: You’ve hit your usage limit"),
+        "{limit:?}"
+    );
     // 11:30 AM in this machine's zone, to the minute.
-    assert!(limit.retry_at.is_some_and(|t| t.ends_with(":00Z")), "the transcript's 11:30 AM");
+    assert!(
+        limit.retry_at.is_some_and(|t| t.ends_with(":00Z")),
+        "the transcript's 11:30 AM"
+    );
     assert_eq!(limit.kind, None);
     // A quota's words are one too.
     let q = parser::usage_limit("Quota exceeded. Check your plan and billing details.").unwrap();

@@ -88,7 +88,11 @@ pub fn groups(home: &Home) -> Vec<String> {
         .into_iter()
         .filter_map(|r| r.record.group)
         .chain(names_in(&home.groups_dir()))
-        .chain(crate::hosts::remote::list(home).into_iter().filter_map(|r| r.group))
+        .chain(
+            crate::hosts::remote::list(home)
+                .into_iter()
+                .filter_map(|r| r.group),
+        )
         .collect();
     groups.sort();
     groups.dedup();

@@ -94,9 +94,7 @@ pub fn wait_targets(
             .transpose()?;
         let runs = match group_runs(home, g) {
             // Its runs may all be on hosts (waited for there), or not started yet.
-            Err(_) if driver.is_some() || !crate::app::group_far(home, g).is_empty() => {
-                Vec::new()
-            }
+            Err(_) if driver.is_some() || !crate::app::group_far(home, g).is_empty() => Vec::new(),
             other => other?,
         };
         for f in runs.into_iter().chain(driver) {

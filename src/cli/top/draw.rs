@@ -330,7 +330,11 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
     let mut widths = vec![Constraint::Length(14), Constraint::Length(id_w)];
     let mut head = vec!["STATUS", "RUN"];
     if cols.host {
-        let w = widest(&|r| r.row.host_shown().map_or(0, |h| h.chars().count()), 4, 24);
+        let w = widest(
+            &|r| r.row.host_shown().map_or(0, |h| h.chars().count()),
+            4,
+            24,
+        );
         widths.push(Constraint::Length(w));
         head.push("HOST");
     }

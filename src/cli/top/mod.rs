@@ -350,7 +350,9 @@ impl Top {
         let home = self.board.home().clone();
         self.dirty = true;
         self.detail_stale = true;
-        if let Some(far) = action_run(&a).and_then(|id| remote::find_named(&home, id).ok().flatten()) {
+        if let Some(far) =
+            action_run(&a).and_then(|id| remote::find_named(&home, id).ok().flatten())
+        {
             self.perform_far(a, &far);
             self.board.refresh(wl, &far.run_id);
             return;
@@ -455,7 +457,9 @@ impl Top {
                         .say_error(format!("cannot take the terminal back: {e}"));
                 }
                 match attached {
-                    Ok(_) => self.ui.say(format!("detached from {id} on host {}", far.host.name)),
+                    Ok(_) => self
+                        .ui
+                        .say(format!("detached from {id} on host {}", far.host.name)),
                     Err(e) => self.ui.say_error(e.to_string()),
                 }
             }

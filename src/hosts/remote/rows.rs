@@ -1,7 +1,7 @@
 //! The rows of `ls` for the runs on hosts: each host asked once, at once.
 
-use super::*;
 use super::start::has_started;
+use super::*;
 
 /// The rows of `subpane ls` for the runs here that live on hosts: one `ls --json` per host
 /// (the hosts asked at once), each row marked with its host. A host that cannot be asked

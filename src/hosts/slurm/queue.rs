@@ -187,7 +187,11 @@ pub fn scancel(host: &Host, job: &str, signal: Option<&str>) -> Result<(), Hosts
     }
     Err(HostsError::Check {
         name: host.name.clone(),
-        why: format!("scancel {job} failed ({}): {}", out.status, super::said(&out)),
+        why: format!(
+            "scancel {job} failed ({}): {}",
+            out.status,
+            super::said(&out)
+        ),
     })
 }
 
@@ -305,7 +309,10 @@ mod tests {
                 reason: "Priority".into()
             }
         );
-        assert_eq!(JobState::from_squeue("COMPLETING", "None"), JobState::Running);
+        assert_eq!(
+            JobState::from_squeue("COMPLETING", "None"),
+            JobState::Running
+        );
         assert_eq!(
             JobState::from_squeue("TIMEOUT", "TimeLimit"),
             JobState::Ended {

@@ -123,12 +123,16 @@ pub fn submit(
     time: Option<&str>,
 ) -> Result<String, HostsError> {
     let HostUrl::Slurm(url) = &host.url else {
-        return Err(HostsError::Input(format!("host `{}` is not a Slurm host", host.name)));
+        return Err(HostsError::Input(format!(
+            "host `{}` is not a Slurm host",
+            host.name
+        )));
     };
     let shared = shared_home(host)?;
     let dir = job_dir(&shared, &run.run_id);
     let write = |path: PathBuf| move |source| HostsError::Store(StoreError::Write { path, source });
-    std::fs::create_dir_all(shared.root().join("slurm")).map_err(write(shared.root().join("slurm")))?;
+    std::fs::create_dir_all(shared.root().join("slurm"))
+        .map_err(write(shared.root().join("slurm")))?;
     crate::hosts::ssh::make_private_dir(&dir).map_err(write(dir.clone()))?;
     let [request_path, script_path, out_path] = job_files(&dir, run.attempt);
     let cleanup = Cleanup {
@@ -224,7 +228,11 @@ pub fn started(run: &RemoteRun) -> envelope::Started {
         status: LiveStatus::Queued,
         attempt_dir: shared_home(&run.host)
             .ok()
-            .and_then(|h| RunId::parse(&run.run_id).ok().map(|id| h.attempt(&id, run.attempt)))
+            .and_then(|h| {
+                RunId::parse(&run.run_id)
+                    .ok()
+                    .map(|id| h.attempt(&id, run.attempt))
+            })
             .map(|p| p.dir().to_path_buf())
             .unwrap_or_default(),
         tmux: crate::spec::TmuxTarget {
@@ -273,12 +281,16 @@ fn record_shared(home: &Home, run: &RemoteRun, bytes: &[u8]) -> Result<Envelope,
     let Some(JobState::Ended { state, .. }) = queue::final_state(&run.host, job, ENDING) else {
         return Ok(env);
     };
-    if !matches!(state.as_str(), "CANCELLED" | "TIMEOUT" | "DEADLINE" | "COMPLETED" | "FAILED") {
+    if !matches!(
+        state.as_str(),
+        "CANCELLED" | "TIMEOUT" | "DEADLINE" | "COMPLETED" | "FAILED"
+    ) {
         env.status = Status::Failed;
         env.failure_kind = Some(FailureKind::Lost);
         env.cancelled_by = None;
-        env.output
-            .push_error(format!("Slurm ended its job {job} ({state}): the attempt was lost"));
+        env.output.push_error(format!(
+            "Slurm ended its job {job} ({state}): the attempt was lost"
+        ));
     }
     if let Some(h) = env.host.as_mut() {
         h.state = Some(state);
@@ -308,7 +320,11 @@ fn ended_by_slurm(
     origin: Option<CancelOrigin>,
 ) -> Result<Envelope, HostsError> {
     let (status, kind, cancelled_by) = match state {
-        "TIMEOUT" | "DEADLINE" => (Status::Failed, FailureKind::Timeout, Some(CancelOrigin::Timeout)),
+        "TIMEOUT" | "DEADLINE" => (
+            Status::Failed,
+            FailureKind::Timeout,
+            Some(CancelOrigin::Timeout),
+        ),
         "CANCELLED" => (
             Status::Cancelled,
             FailureKind::Cancelled,
@@ -318,7 +334,9 @@ fn ended_by_slurm(
     };
     let job = run.job_id.as_deref().unwrap_or("?");
     let why = match state {
-        "" => format!("its Slurm job {job} ended, and Slurm no longer knows how; no envelope was written"),
+        "" => format!(
+            "its Slurm job {job} ended, and Slurm no longer knows how; no envelope was written"
+        ),
         s => format!(
             "Slurm ended its job {job} ({s}{}) before its attempt wrote an envelope",
             if reason.is_empty() || reason == "None" {
@@ -404,34 +422,35 @@ pub fn status(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
             queued_doc(run, &reason),
             crate::exit_code::STILL_RUNNING,
         )),
-        JobState::Running => match remote::ask(home, run, &["status", &run.run_id, "--json"], false)
-        {
-            Ok(Answer::Live(mut v, code)) => {
-                v["slurm"] = serde_json::json!({"job_id": job, "state": "RUNNING"});
-                Ok(Answer::Live(v, code))
+        JobState::Running => {
+            match remote::ask(home, run, &["status", &run.run_id, "--json"], false) {
+                Ok(Answer::Live(mut v, code)) => {
+                    v["slurm"] = serde_json::json!({"job_id": job, "state": "RUNNING"});
+                    Ok(Answer::Live(v, code))
+                }
+                Ok(a) => Ok(a),
+                // Its node could not be asked (a step not made yet, or the job ending): ended,
+                // its records say how; else it runs, as Slurm says.
+                Err(e) => match ended(home, run) {
+                    Err(_) => Ok(Answer::Live(
+                        job_doc(
+                            run,
+                            LiveStatus::Running,
+                            "RUNNING",
+                            Some(&format!(
+                                "its node could not be asked: {}",
+                                match e {
+                                    remote::AskError::Unreachable(why) => why,
+                                    remote::AskError::Failed(e) => e.to_string(),
+                                }
+                            )),
+                        ),
+                        crate::exit_code::STILL_RUNNING,
+                    )),
+                    other => other,
+                },
             }
-            Ok(a) => Ok(a),
-            // Its node could not be asked (a step not made yet, or the job ending): ended,
-            // its records say how; else it runs, as Slurm says.
-            Err(e) => match ended(home, run) {
-                Err(_) => Ok(Answer::Live(
-                    job_doc(
-                        run,
-                        LiveStatus::Running,
-                        "RUNNING",
-                        Some(&format!(
-                            "its node could not be asked: {}",
-                            match e {
-                                remote::AskError::Unreachable(why) => why,
-                                remote::AskError::Failed(e) => e.to_string(),
-                            }
-                        )),
-                    ),
-                    crate::exit_code::STILL_RUNNING,
-                )),
-                other => other,
-            },
-        },
+        }
         JobState::Ended { .. } | JobState::Gone => ended(home, run),
     }
 }
@@ -454,7 +473,10 @@ fn ended(home: &Home, run: &RemoteRun) -> Result<Answer, HostsError> {
         JobState::Running => {
             return Err(HostsError::Check {
                 name: run.host.name.clone(),
-                why: format!("run {}'s job runs, and its node cannot be asked", run.run_id),
+                why: format!(
+                    "run {}'s job runs, and its node cannot be asked",
+                    run.run_id
+                ),
             });
         }
     };
@@ -578,7 +600,10 @@ pub fn cancel(
             if let Some(b) = shared_envelope(run, run.attempt) {
                 return Ok(Answer::Finished(Box::new(record_shared(home, run, &b)?)));
             }
-            if shared_home(&run.host)?.run_dir(&RunId::parse(&run.run_id).map_err(|e| HostsError::Input(e.to_string()))?).exists() {
+            if shared_home(&run.host)?
+                .run_dir(&RunId::parse(&run.run_id).map_err(|e| HostsError::Input(e.to_string()))?)
+                .exists()
+            {
                 return wait(home, run, None);
             }
             let _ = std::fs::remove_dir_all(job_dir(&shared_home(&run.host)?, &run.run_id));
@@ -731,8 +756,8 @@ pub fn rows(home: &Home, runs: &[&RemoteRun]) -> Vec<envelope::RunRow> {
 /// here (the shared home's records are read alike from here).
 pub fn command(run: &RemoteRun, words: &[&str], tty: bool) -> Command {
     let shared = run.host.home.clone().unwrap_or_default();
-    let on_node = words.first().is_some_and(|w| *w != "logs")
-        || shared_envelope(run, run.attempt).is_none();
+    let on_node =
+        words.first().is_some_and(|w| *w != "logs") || shared_envelope(run, run.attempt).is_none();
     let mut cmd = if on_node {
         let mut c = Command::new("srun");
         c.arg("--overlap")

@@ -170,7 +170,8 @@ impl Board {
             b.watch_run_dir(wl, &r.run_id);
         }
         b.add_far(far);
-        b.runs.sort_by(|a, b| b.row.created_at.cmp(&a.row.created_at));
+        b.runs
+            .sort_by(|a, b| b.row.created_at.cmp(&a.row.created_at));
         Ok(b)
     }
 
