@@ -17,6 +17,8 @@
 
 pub mod queue;
 pub mod run;
+mod submit;
+mod view;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
