@@ -142,10 +142,8 @@ pub fn start(
         // The check of the envelope that will come back, compiled meanwhile too.
         std::thread::spawn(envelope::compile_schema);
     }
-    if slurm_time.is_some() {
-        store::sync_written(&marker);
-    }
     if let Some(time) = slurm_time {
+        store::sync_written(&marker);
         // One batch job: its id recorded before anything waits on it.
         run.job_id = Some(slurm::submit(&host, &run, &body, time.as_deref())?);
         store::write_json_atomic(&reservation.dir.join(MARKER), &run)?;
