@@ -13,7 +13,7 @@ mod fanout;
 mod gc;
 mod hint;
 mod hosts;
-mod human;
+pub(crate) mod human;
 mod interrupt;
 mod live_line;
 mod logs;

@@ -1559,3 +1559,35 @@ async fn the_tools_work_on_a_run_on_a_slurm_host() {
     c.close().await;
     drop(cl);
 }
+
+/// A `run` of an agent that works on for many turns (each tool call 0.1 s) says, while it
+/// waits, what the agent has used so far (tokens, tool calls) as its `progress.json` changes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_run_says_the_usage_so_far() {
+    let env = TestEnv::new();
+    let mock = crate::mock::Mock::start(&env);
+    let c = connect_with(&env, |cmd| mock.point(cmd, None)).await;
+    let r = c
+        .call(
+            "run",
+            json!({"agent": "pi", "run_id": "u1", "cwd": env.work, "timeout": "2m",
+                   "tools": ["bash"],
+                   "task": "SCENARIO:many_turns PAUSE:0.1 Keep going."}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let msgs = c.client.messages();
+    let so_far: Vec<&String> = msgs.iter().filter(|m| m.contains("; so far ")).collect();
+    assert!(
+        so_far
+            .iter()
+            .any(|m| m.starts_with("run u1 running for ") && m.contains(" tokens")),
+        "no message with the usage so far: {msgs:?}"
+    );
+    assert!(
+        so_far.iter().any(|m| m.contains("tool call")),
+        "no message with the tool calls so far: {msgs:?}"
+    );
+    c.close().await;
+    env.assert_no_leftovers();
+}

@@ -109,9 +109,14 @@ impl Mock {
     /// `front` (if any) and the pinned CLIs first on PATH.
     pub(crate) fn subpane(&self, env: &TestEnv, front: Option<&Path>) -> Command {
         let mut c = env.cmd();
+        self.point(&mut c, front);
+        c
+    }
+
+    /// Points `c` (a `subpane` command) at this server, as [`Mock::subpane`] does.
+    pub(crate) fn point(&self, c: &mut Command, front: Option<&Path>) {
         c.envs(&self.env);
         c.env("PATH", path_with_clis(front));
-        c
     }
 }
 

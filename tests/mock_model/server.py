@@ -21,7 +21,9 @@ never counts, whatever it holds):
                     ignoring failure: for sandboxes, where that write must fail
   many_turns        a shell tool call (`echo turn N`) on every call until MANY_TURNS tool
                     results are in the request, then MOCK_TEXT: an agent that works on
-                    for many turns, with the fixed usage per call (for budgets)
+                    for many turns, with the fixed usage per call (for budgets); with
+                    PAUSE:<seconds> in the marker's text each call sleeps that long first
+                    (an agent whose turns take time, for the live views)
   model_error       HTTP 500 (an api_error); the CLIs retry, so configure them to fail fast
   usage_limit       HTTP 429 as each API answers an account's usage limit, its reset an hour
                     ahead (`retry-after: 3600`; Anthropic's `anthropic-ratelimit-unified-*`)
@@ -239,6 +241,7 @@ def tool_names(api: str, body: dict) -> list[str]:
 
 
 OUTSIDE_RE = re.compile(r"OUTSIDE:(\S+)")
+PAUSE_RE = re.compile(r"PAUSE:(\d+(?:\.\d+)?)")
 
 
 def tool_command(scenario: str, text: str) -> str:
@@ -479,7 +482,11 @@ class Handler(BaseHTTPRequestHandler):
         final = TOOL_DONE_TEXT if writes else MOCK_TEXT
         if scenario == "many_turns":
             done = sum(1 for i in after if i.kind == "tool_result")
-            call = shell_call(api, body, f"echo turn {done + 1}") if done < MANY_TURNS else None
+            pause = PAUSE_RE.search(text)
+            command = f"echo turn {done + 1}"
+            if pause:
+                command = f"sleep {pause.group(1)}; {command}"
+            call = shell_call(api, body, command) if done < MANY_TURNS else None
         if scenario == "mcp_call":
             final, call = mcp_step(api, body, text, after)
             log(f"mcp_call: {'call ' + call.name if call else 'final ' + repr(final[:200])}")

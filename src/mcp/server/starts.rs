@@ -80,6 +80,9 @@ impl Server {
         } = how;
         let home = self.home.clone();
         let mut wl = WaitLoop::new().map_err(ToolError::App)?;
+        // Each change of the attempt's `progress.json` is a progress message too: what the
+        // agent has used so far, as it goes.
+        wl.report_records(wait);
         if wait {
             // The client gave up on this call: the run it started stops too (a cancel that
             // comes while the pane starts is kept for it).
@@ -90,6 +93,7 @@ impl Server {
         let starting = self.starts.begin();
         let out = blocking(move || {
             let run_id = plan.spec.run_id.to_string();
+            let paths = home.attempt(&plan.spec.run_id, plan.spec.attempt);
             let mut starting = Some(starting);
             let mut on_started = |s: &Started| {
                 starting.take();
@@ -97,7 +101,8 @@ impl Server {
                     reporter.say(started_text(s));
                 }
             };
-            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, Some(&run_id), p);
+            let mut report =
+                |p: &WaitProgress<'_>| say_progress(&reporter, Some((&run_id, &paths)), p);
             let opts = RunOptions {
                 detach: !wait,
                 on_interrupt: OnInterrupt::CancelAndReturn,
@@ -178,12 +183,14 @@ impl Server {
         call: &Call,
     ) -> Result<(app::WaitResult, Vec<(AttemptPaths, AttemptSpec)>), ToolError> {
         let mut wl = WaitLoop::new()?;
+        wl.report_records(targets.len() == 1);
         let stop = wl.interrupter();
         call.on_cancel(move || stop.interrupt());
         let reporter = call.reporter();
         blocking(move || {
-            let only = (targets.len() == 1).then(|| targets[0].1.run_id.to_string());
-            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, only.as_deref(), p);
+            let only = (targets.len() == 1).then(|| &targets[0]);
+            let only = only.map(|(paths, spec)| (spec.run_id.as_str(), paths));
+            let mut report = |p: &WaitProgress<'_>| say_progress(&reporter, only, p);
             let res = app::wait_with(
                 &mut wl,
                 &targets,
@@ -384,8 +391,9 @@ fn fanout_progress(r: &crate::envelope::FanoutReport) -> String {
 }
 
 /// A progress message for a wait: how many finished, and which one just did. `only`: the
-/// run id when the wait is for one run.
-fn say_progress(reporter: &Reporter, only: Option<&str>, p: &WaitProgress<'_>) {
+/// run id and attempt when the wait is for one run; its heartbeat says what the agent has
+/// used so far (`progress.json`), as the live line of `run` and `wait` does.
+fn say_progress(reporter: &Reporter, only: Option<(&str, &AttemptPaths)>, p: &WaitProgress<'_>) {
     let secs = p.elapsed.as_secs();
     let msg = match (p.finished.and_then(|i| p.results[i].as_ref()), only) {
         (Some(env), _) => format!(
@@ -394,7 +402,15 @@ fn say_progress(reporter: &Reporter, only: Option<&str>, p: &WaitProgress<'_>) {
             p.total,
             answer::ended_line(env)
         ),
-        (None, Some(id)) => format!("run {id} running for {secs}s"),
+        (None, Some((id, paths))) => {
+            let so_far = app::progress(paths)
+                .map(|p| crate::cli::human::so_far(&p.so_far))
+                .unwrap_or_default();
+            match so_far.is_empty() {
+                true => format!("run {id} running for {secs}s"),
+                false => format!("run {id} running for {secs}s; so far {so_far}"),
+            }
+        }
         (None, None) => format!("{}/{} finished after {secs}s", p.done, p.total),
     };
     reporter.say(msg);
