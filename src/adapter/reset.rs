@@ -1,19 +1,66 @@
 //! When a usage limit resets, from what a CLI prints: a clock time in the local time of the
-//! machine it runs on (Codex: "Try again at 11:22 PM."), made an RFC 3339 instant.
+//! machine it runs on (Codex: "Try again at 11:22 PM.", or with the date when the reset is
+//! not today: "Try again at Dec 4th, 2026 12:38 AM."), made an RFC 3339 instant.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The next moment, from now, that the local clock reads the `H:MM AM` or `H:MM PM` (or
-/// 24-hour `HH:MM`) that `text` names after "try again at" (any case); `None` when it names
-/// none.
+/// The moment `text` names after "try again at" (any case), in the local time: a date and
+/// a clock time (`Dec 4th, 2026 12:38 AM`), or a clock time alone, then the next moment from
+/// now that the local clock reads it (`H:MM AM`, `H:MM PM`, 24-hour `HH:MM`). `None` when it
+/// names none.
 pub fn retry_at_clock_time(text: &str) -> Option<String> {
     let lower = text.to_ascii_lowercase();
     let at = lower.find("try again at")? + "try again at".len();
-    let (h, m) = clock_time(&lower[at..])?;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs() as i64;
-    let at = next_at(now, local_offset(now)?, h, m);
+    let after = &lower[at..];
+    let at = match dated(after) {
+        Some((y, mo, d, rest)) => {
+            let (h, m) = clock_time(rest)?;
+            local_instant(y, mo, d, h, m)?
+        }
+        None => {
+            let (h, m) = clock_time(after)?;
+            let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs() as i64;
+            next_at(now, local_offset(now)?, h, m)
+        }
+    };
     let t = UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(at).ok()?);
     Some(humantime::format_rfc3339_seconds(t).to_string())
+}
+
+/// `(year, month 1–12, day, the rest)` of a date that begins `s` as Codex prints one:
+/// `dec 4th, 2026 …` (lowercased).
+fn dated(s: &str) -> Option<(i32, u32, u32, &str)> {
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let s = s.trim_start();
+    let month = MONTHS.iter().position(|m| s.starts_with(m))? as u32 + 1;
+    let s = s
+        .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+        .trim_start();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let day: u32 = s[..digits].parse().ok()?;
+    let s = s[digits..].trim_start_matches(|c: char| c.is_ascii_alphabetic());
+    let s = s.strip_prefix(',')?.trim_start();
+    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let year: i32 = s[..digits].parse().ok()?;
+    (1..=31)
+        .contains(&day)
+        .then_some((year, month, day, &s[digits..]))
+}
+
+/// The instant whose local clock reads `y-mo-d h:m` (the zone's own offset on that day).
+fn local_instant(y: i32, mo: u32, d: u32, h: u32, m: u32) -> Option<i64> {
+    // SAFETY: zeroed is a valid `tm`; mktime reads and normalises only the `tm` given.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo as i32 - 1;
+    tm.tm_mday = d as i32;
+    tm.tm_hour = h as i32;
+    tm.tm_min = m as i32;
+    tm.tm_isdst = -1;
+    let t = unsafe { libc::mktime(&mut tm) };
+    (t != -1).then_some(t)
 }
 
 /// `(hour 0–23, minute)` of the first clock time in `s` (`11:22 pm`, `9:05am`, `23:10`).
@@ -87,7 +134,34 @@ mod tests {
             1_796_293_687 - 37_687 + 86_400 + 4 * 3600 + 28 * 60
         );
         assert!(retry_at_clock_time("nothing here").is_none());
+        // Another day's reset comes with its date.
+        assert_eq!(
+            dated("dec 4th, 2026 12:38 am."),
+            Some((2026, 12, 4, " 12:38 am."))
+        );
+        assert_eq!(
+            dated("jan 21st, 2027 9:05 pm"),
+            Some((2027, 1, 21, " 9:05 pm"))
+        );
+        assert_eq!(dated("12:38 am"), None);
+        assert_eq!(dated("dec 44th, 2026 1:00 am"), None);
         let t = retry_at_clock_time("You’ve hit your usage limit. Try again at 11:28 AM.").unwrap();
         assert!(t.ends_with(":28:00Z"), "{t}");
+    }
+
+    /// A dated reset is that local moment, whatever the zone (read back with localtime).
+    #[test]
+    fn a_dated_reset_is_that_local_moment() {
+        let t = retry_at_clock_time(
+            "You’ve hit your usage limit. Try again at Dec 4th, 2026 12:38 AM.",
+        )
+        .unwrap();
+        let at = humantime::parse_rfc3339(&t).unwrap();
+        let secs = at.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
+        let offset = local_offset(secs).unwrap();
+        let local = secs + offset;
+        // 2026-12-04 00:38 local: days since the epoch, and the minute of the day.
+        assert_eq!(local.div_euclid(86_400), 20_791, "{t}");
+        assert_eq!(local.rem_euclid(86_400), 38 * 60, "{t}");
     }
 }
