@@ -220,6 +220,12 @@ pub trait Adapter: Sync {
     fn not_live(&self, _limit: BudgetLimit) -> Option<&'static str> {
         Some("it reports no usage")
     }
+    /// Whether this CLI spends what `limit` counts without ever saying so, even at its end
+    /// (Codex's cost): a group's budget of that limit cannot count its runs. A program that
+    /// spends nothing (a command) does not.
+    fn never_reports(&self, _limit: BudgetLimit) -> bool {
+        false
+    }
     /// What the CLI needs inside a sandbox besides [`BASE_ENV`].
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds::default()

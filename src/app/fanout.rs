@@ -11,6 +11,8 @@
 //!
 //!  Interrupter::interrupt (any thread) ─► the loop: 1st stops and cancels, 2nd kills
 //!  Options::tick ─► the loop's heartbeat ─► Event::Tick (a clock to redraw; no other timer)
+//!  Options::budget ─► each task's usage (progress.json, its end) summed ─► crossed: stop,
+//!                     cancel what runs as `budget` (budget.rs)
 //!
 //!  a task for a host ─► a thread: start there and wait there, one ssh session (far.rs)
 //!                        ─► News (started, ended) ─► waker ─► Driver::settled takes it
@@ -30,11 +32,13 @@
 //! * A skipped task never had a run: its `attempt_dir` is `null`, and nothing on disk knows
 //!   it. Only this report does.
 
+mod budget;
 mod detached;
 mod events;
 mod far;
 mod tasks;
 
+pub use budget::GroupBudget;
 pub use detached::{
     DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, group_record, group_report,
     is_driver, read_driver_input,
@@ -47,8 +51,10 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use super::wait_loop::{Driver, Interrupter, Seen, WaitLoop, done_when};
-use super::{Error, Found, Plan, RunRequest, Started, cancel_by, start_many};
-use crate::envelope::{CancelOrigin, Envelope, FanoutReport, FanoutTask, TaskStatus};
+use super::{Error, Found, Plan, RunRequest, Started, cancel_asking, start_many};
+use crate::envelope::{
+    BudgetHit, CancelOrigin, Envelope, FanoutReport, FanoutTask, SoFar, TaskStatus,
+};
 use crate::spec::RunRecord;
 use crate::store::Home;
 use crate::supervisor::Token;
@@ -69,6 +75,23 @@ pub struct Options {
     pub tick: Option<Duration>,
     /// The hosts a task of [`Place::AnyHost`] may go to (`--hosts`).
     pub hosts: Vec<String>,
+    /// The group's budget, over all its tasks (`--max-tokens`, `--max-cost`).
+    pub budget: GroupBudget,
+}
+
+impl Options {
+    /// Refuses a budget the group's tasks cannot be held to (see [`GroupBudget::check`]):
+    /// before the group starts, here or in a driver of its own.
+    pub fn check_budget(&self, tasks: &[Task]) -> Result<(), Error> {
+        let agents: Vec<_> = tasks
+            .iter()
+            .map(|t| match &t.place {
+                Place::Here(p) => (t.line, Some(p.spec.agent)),
+                Place::Host(_) | Place::AnyHost => (t.line, t.request.agent),
+            })
+            .collect();
+        self.budget.check(&agents)
+    }
 }
 
 enum Phase {
@@ -114,6 +137,9 @@ struct State<'h> {
     far: far::Far,
     interrupts_seen: u32,
     stopping: bool,
+    /// What the tasks used, with a budget; the budget's limit once crossed.
+    spent: Option<budget::Spent>,
+    over_budget: Option<BudgetHit>,
     progress: Progress,
     t0: Instant,
 }
@@ -130,6 +156,7 @@ impl<'h> Fanout<'h> {
             return Err(Error::invalid("the concurrency must be at least 1"));
         }
         opts.fail_fast |= opts.cancel_siblings;
+        opts.check_budget(&tasks)?;
         let slots: Vec<Slot> = tasks
             .into_iter()
             .map(|t| Slot {
@@ -143,7 +170,10 @@ impl<'h> Fanout<'h> {
                 },
             })
             .collect();
-        let wl = WaitLoop::new()?;
+        let mut wl = WaitLoop::new()?;
+        let spent = budget::Spent::new(&group, opts.budget);
+        // A budget counts the tasks' usage as their progress.json changes.
+        wl.report_records(spent.is_some());
         Ok(Self {
             state: State {
                 far: far::Far::new(home, &wl),
@@ -158,6 +188,8 @@ impl<'h> Fanout<'h> {
                 running: HashMap::new(),
                 interrupts_seen: 0,
                 stopping: false,
+                spent,
+                over_budget: None,
                 t0: Instant::now(),
                 opts,
             },
@@ -233,7 +265,7 @@ impl Driver for Drive<'_, '_> {
                 self.state.handle(token, &envelope, self.on_event)
             }
             Seen::Beat => self.state.emit(&Event::Tick, self.on_event),
-            Seen::Changed(_) => {}
+            Seen::Changed(token) => self.state.progressed(token, self.on_event),
             // No envelope will come: the fan-out ends with the error (its other tasks go on,
             // and `wait --group` finds them).
             Seen::Vanished { error, .. } => return Err(error.into()),
@@ -389,7 +421,10 @@ impl State<'_> {
                             let dir = crate::spec::RunId::parse(&env.run_id)
                                 .map(|id| self.home.attempt(&id, env.attempt).dir().to_path_buf())
                                 .ok();
-                            self.outcome(i, &env, dir)
+                            let t = self.outcome(i, &env, dir);
+                            self.finish(i, t, on_event);
+                            self.spend(i, budget::used(&env), on_event);
+                            continue;
                         }
                         far::End::Unknown(why) => self.unheard(i, None, why),
                     };
@@ -461,6 +496,35 @@ impl State<'_> {
             _ => return,
         };
         self.finish(i, t, on_event);
+        self.spend(i, budget::used(envelope), on_event);
+    }
+
+    /// A running task's `progress.json` changed: with a budget, what it used so far counts.
+    fn progressed(&mut self, token: Token, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
+        let (Some(_), Some(&i)) = (&self.spent, self.running.get(&token)) else {
+            return;
+        };
+        let Phase::Running { started, .. } = &self.slots[i].state else {
+            return;
+        };
+        if let Some(p) = super::progress(&started.paths) {
+            self.spend(i, p.so_far, on_event);
+        }
+    }
+
+    /// Task `i` has used `so_far` in all: the first time the group's budget is crossed, the
+    /// fan-out stops and what runs is cancelled, as `budget`.
+    fn spend(&mut self, i: usize, so_far: SoFar, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
+        let Some(spent) = &mut self.spent else { return };
+        let Some(hit) = spent.set(i, so_far) else {
+            return;
+        };
+        if self.over_budget.is_some() {
+            return;
+        }
+        self.emit(&Event::OverBudget(&hit), on_event);
+        self.over_budget = Some(hit);
+        self.stop(StopReason::Budget, on_event);
     }
 
     /// Acts on interrupts that came since the last look.
@@ -491,6 +555,7 @@ impl State<'_> {
                 cancel_siblings, ..
             } => cancel_siblings.then_some(CancelOrigin::Sibling),
             StopReason::Interrupted | StopReason::KillNow => Some(CancelOrigin::Fanout),
+            StopReason::Budget => Some(CancelOrigin::Budget),
         };
         if let Some(origin) = cancel {
             self.cancel_running(None, origin, on_event);
@@ -502,7 +567,11 @@ impl State<'_> {
             self.progress.queued -= 1;
             self.progress.skipped += 1;
             let (line, run_id, what) = self.ids(i);
-            let t = skipped(line, run_id, what);
+            let mut t = skipped(line, run_id, what);
+            t.error = self
+                .over_budget
+                .as_ref()
+                .map(|hit| format!("not started: {}", hit.words()));
             self.emit(
                 &Event::Skipped {
                     task: i,
@@ -532,7 +601,11 @@ impl State<'_> {
                 paths: started.paths.clone(),
                 spec: started.spec.clone(),
             };
-            if let Err(e) = cancel_by(&found, grace_ms, origin) {
+            let hit = self
+                .over_budget
+                .as_ref()
+                .filter(|_| origin == CancelOrigin::Budget);
+            if let Err(e) = cancel_asking(&found, grace_ms, origin, hit) {
                 warnings.push(format!("cannot cancel {}: {e}", started.spec.run_id));
             }
         }

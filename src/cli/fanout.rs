@@ -17,8 +17,8 @@ use super::common::{print, print_json};
 use super::interrupt;
 use crate::app::RealSystem;
 use crate::app::fanout::{
-    DEFAULT_CONCURRENCY, Event, Fanout, Options, Progress, StopReason, detach, new_group_id,
-    plan_lines, plan_tasks, read_driver_input,
+    DEFAULT_CONCURRENCY, Event, Fanout, GroupBudget, Options, Progress, StopReason, detach,
+    new_group_id, plan_lines, plan_tasks, read_driver_input,
 };
 use crate::envelope::{FailureKind, FanoutReport};
 use crate::store::Home;
@@ -115,6 +115,16 @@ pub struct FanoutArgs {
     /// --fail-fast)
     #[arg(long)]
     pub cancel_siblings: bool,
+    /// The group's budget: once the total tokens of all its tasks (input, output and cache,
+    /// as their CLIs count them; a running task's so far) pass N, start no new task and stop
+    /// the running ones, each ending as `budget`
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_tokens: Option<u64>,
+    /// The group's budget in US dollars, as --max-tokens, over the cost its tasks' CLIs report
+    /// (Claude Code's only when a task ends); refused when a task runs a CLI that reports no
+    /// cost (codex)
+    #[arg(long, value_name = "USD")]
+    pub max_cost: Option<crate::spec::Usd>,
     /// Print one JSON document: {"group", "tasks": [{"line", "run_id", "status", …}],
     /// "summary"}; status is completed, failed, cancelled or skipped
     #[arg(long)]
@@ -142,6 +152,7 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
                 cancel_siblings: record.cancel_siblings,
                 tick: None,
                 hosts: record.hosts.clone(),
+                budget: record.budget,
             };
             (
                 record.group,
@@ -161,6 +172,10 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
                 cancel_siblings: a.cancel_siblings,
                 tick: None,
                 hosts: a.hosts.clone(),
+                budget: GroupBudget {
+                    max_tokens: a.max_tokens,
+                    max_cost: a.max_cost,
+                },
             };
             (group, tasks, name, opts)
         }
@@ -268,6 +283,10 @@ impl ProgressLine {
             Event::Stopping(StopReason::KillNow) => {
                 Some("subpane: killing the running tasks".to_owned())
             }
+            Event::OverBudget(hit) => Some(format!(
+                "subpane: {}: starting no more, stopping the running tasks",
+                hit.words()
+            )),
             // Why a task could not start; a run that failed is in the table.
             Event::Finished { outcome, .. } => outcome
                 .error

@@ -23,6 +23,7 @@ pub use answers::{
     CancelRequested, DamagedRun, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus,
     RunRow, RunState, STATUS_SCHEMA, SlurmJob, Started, StatusDoc, TaskStatus,
 };
+pub(crate) use budget::Budget;
 pub use budget::{BudgetHit, BudgetLimit, BudgetUsage};
 pub use build::{build, duration_between};
 pub use git::{CarryResult, GitCarry, MAX_SUBMODULES, RefusalReason, bounded_paths};
@@ -141,6 +142,9 @@ pub enum CancelOrigin {
     Sibling,
     /// Its fan-out group was stopped (an interrupt of the fan-out, or a cancel of its group).
     Fanout,
+    /// Its fan-out group's budget was crossed (`fanout --max-tokens`, `--max-cost`): the
+    /// request carries the group's [`BudgetHit`], and the attempt ends as `budget`.
+    Budget,
     /// The attempt of its parent run ended (a nested run ends with its parent).
     Parent,
     /// A signal to its worker (SIGTERM, SIGINT or SIGQUIT) from outside subpane.
@@ -157,6 +161,7 @@ impl CancelOrigin {
             CancelOrigin::Timeout => "timeout",
             CancelOrigin::Sibling => "sibling",
             CancelOrigin::Fanout => "fanout",
+            CancelOrigin::Budget => "budget",
             CancelOrigin::Parent => "parent",
             CancelOrigin::Signal => "signal",
         }
@@ -171,6 +176,7 @@ impl CancelOrigin {
             CancelOrigin::Timeout => "its timeout",
             CancelOrigin::Sibling => "its fan-out, after another task failed",
             CancelOrigin::Fanout => "the stop of its fan-out group",
+            CancelOrigin::Budget => "the budget of its fan-out group",
             CancelOrigin::Parent => "the end of its parent attempt",
             CancelOrigin::Signal => "a signal to its worker",
         }

@@ -126,6 +126,9 @@ pub struct CancelRequest {
     /// Who asked, in words, when a request says it (subpane writes `origin` instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub by: Option<String>,
+    /// With `origin` `budget`: the group's budget that was crossed, for the envelope.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::BudgetHit>,
 }
 
 impl CancelRequest {
@@ -136,6 +139,7 @@ impl CancelRequest {
         requested_at: String,
         grace_ms: u64,
         origin: super::CancelOrigin,
+        budget: Option<super::BudgetHit>,
     ) -> Self {
         Self {
             id,
@@ -143,6 +147,7 @@ impl CancelRequest {
             grace_ms,
             origin: Some(origin),
             by: None,
+            budget,
         }
     }
 

@@ -80,6 +80,10 @@ pub struct Limits {
     /// The agent is stopped once the cost its CLI reports passes this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cost_usd: Option<Usd>,
+    /// With a budget, for an attempt that resumes an agent session: what the session's
+    /// earlier attempts in this home used (their envelopes), which the budget counts too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_before: Option<crate::envelope::BudgetUsage>,
 }
 
 /// How long an agent may stay alive after its terminal event when nobody said (`--linger`).
@@ -97,6 +101,7 @@ impl Default for Limits {
             max_turns: None,
             max_tokens: None,
             max_cost_usd: None,
+            session_before: None,
         }
     }
 }

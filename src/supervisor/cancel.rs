@@ -39,7 +39,7 @@ pub enum Delivery {
 
 /// Writes `cancel.json` (with `origin`, who asked: the envelope's `cancelled_by`), then signals the
 /// worker (SIGUSR1) if it has started. A worker that has not started yet finds `cancel.json`
-/// on its own.
+/// on its own. `budget`: with origin `budget`, the group's budget that was crossed.
 ///
 /// The worker is the process `worker.json` names only if it is the process of the attempt's
 /// own tmux pane (`pane_pid`: the caller asks tmux), alive, the user's, and this attempt's
@@ -48,6 +48,7 @@ pub fn request_cancel(
     paths: &AttemptPaths,
     grace_ms: u64,
     origin: CancelOrigin,
+    budget: Option<&crate::envelope::BudgetHit>,
     pane_pid: impl FnOnce() -> Option<i32>,
 ) -> Result<Delivery, SuperviseError> {
     if std::fs::symlink_metadata(paths.dir())
@@ -57,7 +58,13 @@ pub fn request_cancel(
     }
     store::write_json_atomic(
         &paths.cancel(),
-        &CancelRequest::new(crate::fresh::request_id(), now_rfc3339(), grace_ms, origin),
+        &CancelRequest::new(
+            crate::fresh::request_id(),
+            now_rfc3339(),
+            grace_ms,
+            origin,
+            budget.cloned(),
+        ),
     )?;
     let delivery = deliver(paths, pane_pid);
     if let Delivery::NotDelivered(_) = &delivery {

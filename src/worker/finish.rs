@@ -57,18 +57,25 @@ impl Worker {
         self.count_losses();
         let f = &mut self.facts;
         if let Some(stop) = self.life.stop() {
-            f.kill_reason = Some(stop.reason);
-            // A cancel asked as a timeout (a scheduler's time limit passed: Slurm's job
-            // ends as `subpane::hosts::slurm` says) ends as one.
-            if stop.reason == KillReason::Cancel
-                && matches!(self.cancelled_by, Some((CancelOrigin::Timeout, _)))
-            {
-                f.kill_reason = Some(KillReason::Timeout);
-            }
+            // A cancel asked as something else ends as that: as a timeout (a scheduler's
+            // time limit passed: Slurm's job ends as `subpane::hosts::slurm` says), as the
+            // budget of its fan-out group.
+            let reason = match (stop.reason, &self.cancelled_by, &self.group_budget) {
+                (KillReason::Cancel, Some((CancelOrigin::Timeout, _)), _) => KillReason::Timeout,
+                (KillReason::Cancel, Some((CancelOrigin::Budget, _)), Some(_)) => {
+                    KillReason::Budget
+                }
+                (r, ..) => r,
+            };
+            f.kill_reason = Some(reason);
             f.lingered = stop.reason == KillReason::Linger;
             f.signals_sent = stop.signals_sent();
-            if stop.reason == KillReason::Budget {
-                f.budget = self.stream.budget_hit().cloned();
+            if reason == KillReason::Budget {
+                f.budget = self
+                    .stream
+                    .budget_hit()
+                    .or(self.group_budget.as_ref())
+                    .cloned();
             }
         }
         f.cleanup.output_held_open = self.life.output_held_open();

@@ -40,7 +40,6 @@
 //!   `store::open_read`, atomic renames), since the program may have planted one there.
 
 mod bench;
-mod budget;
 mod digest;
 mod finish;
 mod lines;

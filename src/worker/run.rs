@@ -90,6 +90,9 @@ pub(crate) struct Worker {
     /// Who asked for the first cancel, and in words: the envelope's `cancelled_by` and its
     /// error `cancelled by …`.
     pub(crate) cancelled_by: Option<(crate::envelope::CancelOrigin, String)>,
+    /// The budget of its fan-out group, crossed, as the group's cancel said it (origin
+    /// `budget`): the envelope's `budget`.
+    pub(crate) group_budget: Option<crate::envelope::BudgetHit>,
     /// When Ctrl-C was last pressed in the pane, until a second one confirms the cancel
     /// ([`Worker::interrupt_from_pane`]).
     pub(crate) interrupted_at: Option<std::time::Instant>,
@@ -117,7 +120,7 @@ pub(crate) struct Worker {
     pub(crate) spare: Option<store::Spare>,
 }
 
-use super::budget::Budget;
+use crate::envelope::Budget;
 
 impl Worker {
     fn new(spec: AttemptSpec, paths: AttemptPaths, sfd: SignalFd) -> Self {
@@ -138,6 +141,7 @@ impl Worker {
             ),
             cancels_seen: Vec::new(),
             cancelled_by: None,
+            group_budget: None,
             interrupted_at: None,
             proxy: None,
             report_writer: None,

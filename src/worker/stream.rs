@@ -24,7 +24,6 @@ use std::time::Instant;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 
-use super::budget::Budget;
 use super::lines::{LineSplitter, MAX_LINE, Piece};
 use super::logfile::{LogFile, Lost};
 use super::pane::{Pane, Style};
@@ -32,6 +31,7 @@ use super::progress::Tracker;
 use super::run::Worker;
 use super::stop::Event;
 use crate::adapter::{AgentReport, LineAction, StreamParser};
+use crate::envelope::Budget;
 use crate::envelope::FilterCounts;
 
 /// The stderr tail the adapter sees at the end.

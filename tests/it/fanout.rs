@@ -841,3 +841,111 @@ fn gc_removes_a_detached_groups_record_with_its_driver() {
     assert!(!env.home.join("groups").join(&group).exists());
     env.assert_no_leftovers();
 }
+
+/// A group's budget (`--max-tokens`) over pi tasks that work on for many turns (each tool
+/// call 0.1 s; the mock's 148 tokens a call): once the tasks' usage, summed as their
+/// progress.json changes, passes it, the queued task is skipped and the running ones are
+/// stopped, each ending as `budget` with the group's limit and usage.
+#[test]
+fn a_group_budget_stops_the_running_tasks_and_skips_the_rest() {
+    let env = TestEnv::new();
+    let mock = crate::mock::Mock::start(&env);
+    let work = env.work.to_str().unwrap();
+    let line = |id: &str| {
+        json!({"agent": "pi", "run_id": id, "cwd": work, "tools": ["bash"], "timeout": "2m",
+               "task": "SCENARIO:many_turns PAUSE:0.1 Keep going."})
+        .to_string()
+    };
+    let file = write_tasks(&env, &[line("b1"), line("b2"), line("b3")]);
+    let mut c = mock.subpane(&env, None);
+    c.args([
+        "fanout",
+        file.to_str().unwrap(),
+        "--json",
+        "--concurrency",
+        "2",
+    ])
+    .args(["--max-tokens", "1000"]);
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run subpane fanout");
+    let ran = crate::harness::wait_child_within(child, LIMIT, "a fan-out under a budget");
+    let v = ran.json();
+    assert_eq!(ran.code, 1, "{v:#}\n{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("budget max_tokens 1000 crossed at")
+            && ran.stderr.contains("starting no more"),
+        "{}",
+        ran.stderr
+    );
+    let group = v["group"].as_str().unwrap().to_owned();
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks[2]["status"], "skipped", "{v:#}");
+    let skipped_why = tasks[2]["error"].as_str().unwrap_or_default();
+    assert!(
+        skipped_why.starts_with(&format!(
+            "not started: group {group}'s budget max_tokens 1000"
+        )),
+        "{v:#}"
+    );
+    for (t, id) in tasks[..2].iter().zip(["b1", "b2"]) {
+        assert_eq!(t["status"], "failed", "{v:#}");
+        assert_eq!(t["failure_kind"], "budget", "{v:#}");
+        let e = env.result(id);
+        assert_valid_envelope(&e);
+        assert_eq!(e["status"], "failed", "{e:#}");
+        let b = &e["budget"];
+        assert_eq!(b["limit"], "max_tokens", "{e:#}");
+        assert_eq!(b["value"], 1000, "{e:#}");
+        assert_eq!(b["group"], group.as_str(), "{e:#}");
+        // The group's usage at the stop: past the limit, by less than the two tasks' turns
+        // in the time between two writes of their progress.
+        let reached = b["reached"].as_u64().unwrap();
+        assert!(reached > 1000 && reached < 1000 + 148 * 20, "{e:#}");
+        assert_eq!(e["signals_sent"][0], "SIGTERM", "{e:#}");
+        let errors = e["output"]["errors"].to_string();
+        assert!(errors.contains("stopped: group "), "{errors}");
+    }
+    // Far from the scenario's 30 calls a task.
+    let asked = mock
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("scenario=many_turns"))
+        .count();
+    assert!(asked < 40, "{asked} model requests:\n{}", mock.log_text());
+    env.assert_no_leftovers();
+}
+
+/// A group's cost cannot be counted over a CLI that never reports one: refused, exit 2,
+/// naming the line, before anything starts.
+#[test]
+fn a_group_cost_budget_over_codex_is_refused() {
+    let env = TestEnv::new();
+    let file = write_tasks(
+        &env,
+        &[
+            task(&["true"], Some("ok-1")),
+            json!({"agent": "codex", "task": "hi", "run_id": "cx"}).to_string(),
+        ],
+    );
+    let child = env
+        .cmd()
+        .env("PATH", crate::mock::path_with_clis(None))
+        .args(["fanout", file.to_str().unwrap(), "--max-cost", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run subpane fanout");
+    let ran = crate::harness::wait_child_within(child, LIMIT, "a refused fan-out");
+    assert_eq!(ran.code, 2, "{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("line 2 runs codex, which reports no cost"),
+        "{}",
+        ran.stderr
+    );
+    assert!(!env.home.join("runs").join("ok-1").exists());
+    env.assert_no_leftovers();
+}

@@ -7,6 +7,7 @@ mod harness_ssh;
 mod agents;
 mod attach;
 mod bad_input;
+mod budgets;
 mod commands;
 mod docs;
 mod envelope;

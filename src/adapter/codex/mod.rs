@@ -133,6 +133,9 @@ impl Adapter for CodexAdapter {
             _ => "Codex reports its usage only when its one turn ends, too late to stop it",
         })
     }
+    fn never_reports(&self, limit: crate::envelope::BudgetLimit) -> bool {
+        limit == crate::envelope::BudgetLimit::MaxCost
+    }
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             env: &["OPENAI_*", "CODEX_*"],

@@ -65,6 +65,9 @@ pub struct GroupRecord {
     /// `--hosts`: where its tasks without a host of their own go.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<String>,
+    /// `--max-tokens`, `--max-cost`: the group's budget.
+    #[serde(default, skip_serializing_if = "super::GroupBudget::is_empty")]
+    pub budget: super::GroupBudget,
     pub tasks: Vec<GroupTask>,
 }
 
@@ -93,6 +96,7 @@ fn write_err(path: std::path::PathBuf) -> impl FnOnce(std::io::Error) -> Error {
 /// Records the group of `tasks` and starts its driver, run `group`, in a pane of its own.
 /// The tasks were planned for `group`; nothing of them starts here.
 pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Result<Started, Error> {
+    opts.check_budget(tasks)?;
     let id = RunId::parse(group)?;
     let dir = home.group_dir(&id);
     std::fs::create_dir_all(home.groups_dir()).map_err(write_err(home.groups_dir()))?;
@@ -105,6 +109,7 @@ pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Resul
         fail_fast: opts.fail_fast,
         cancel_siblings: opts.cancel_siblings,
         hosts: opts.hosts.clone(),
+        budget: opts.budget,
         tasks: tasks
             .iter()
             .map(|t| GroupTask {

@@ -19,6 +19,8 @@ pub enum Event<'a> {
         task: usize,
         outcome: &'a FanoutTask,
     },
+    /// The usage of the group's tasks crossed its budget (the fan-out then stops).
+    OverBudget(&'a crate::envelope::BudgetHit),
     /// The fan-out stops starting tasks.
     Stopping(StopReason),
     /// Something went wrong that does not stop the fan-out (a record that could not be
@@ -37,6 +39,9 @@ pub enum StopReason {
     Interrupted,
     /// A further interrupt: running tasks are killed at once.
     KillNow,
+    /// The group's budget was crossed ([`Event::OverBudget`] says which limit): running
+    /// tasks are cancelled, each to end as `budget`.
+    Budget,
 }
 
 /// The counts at the time of an event.

@@ -177,6 +177,17 @@ pub fn cancel_by(
     grace_ms: Option<u64>,
     origin: CancelOrigin,
 ) -> Result<CancelOutcome, Error> {
+    cancel_asking(found, grace_ms, origin, None)
+}
+
+/// [`cancel_by`], with the budget of its fan-out group that was crossed (origin `budget`):
+/// the attempt ends as `budget`, and its envelope says which.
+pub fn cancel_asking(
+    found: &Found,
+    grace_ms: Option<u64>,
+    origin: CancelOrigin,
+    budget: Option<&crate::envelope::BudgetHit>,
+) -> Result<CancelOutcome, Error> {
     if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
         return Ok(CancelOutcome::AlreadyFinished(env));
     }
@@ -186,7 +197,7 @@ pub fn cancel_by(
         Socket::from_path(&found.spec.tmux.socket),
         "/dev/null".into(),
     );
-    let delivery = supervisor::request_cancel(&found.paths, grace_ms, origin, || {
+    let delivery = supervisor::request_cancel(&found.paths, grace_ms, origin, budget, || {
         tmux.pane_of(&found.spec.tmux.session)
             .ok()
             .map(|p| p.pane_pid)

@@ -297,6 +297,10 @@ impl Server {
             cancel_siblings: a.cancel_siblings,
             tick: None,
             hosts: a.hosts,
+            budget: crate::app::fanout::GroupBudget {
+                max_tokens: a.max_tokens,
+                max_cost: a.max_cost.map(crate::spec::Usd),
+            },
         };
         if opts.concurrency == 0 {
             return Err(ToolError::Invalid(

@@ -159,6 +159,13 @@ pub struct FanoutArgs {
     /// each.
     #[serde(default)]
     pub hosts: Vec<String>,
+    /// The group's budget: once the total tokens of all its tasks (a running task's so far)
+    /// pass this, start no new task and stop the running ones, each ending as `budget`.
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<u64>,
+    /// The group's budget in US dollars, as `max_tokens`, over the cost its tasks' CLIs
+    /// report; refused when a task runs a CLI that reports no cost (codex).
+    pub max_cost: Option<f64>,
     /// Answer after this long at the latest, e.g. "45s" (the tasks go on; call `wait` with
     /// the group for the rest). The server's default is below the 60 s after which many
     /// clients give up on a call.

@@ -131,6 +131,9 @@ impl Worker {
             let origin = r.origin.unwrap_or(CancelOrigin::Cancel);
             let words = r.by.clone().unwrap_or_else(|| origin.words().to_owned());
             self.cancelled_by = Some((origin, words));
+            if origin == CancelOrigin::Budget {
+                self.group_budget = r.budget;
+            }
         }
         Some(r.grace_ms)
     }

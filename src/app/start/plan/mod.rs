@@ -57,6 +57,7 @@ mod guard;
 mod lineage;
 mod policy;
 mod program;
+mod session;
 mod system;
 #[cfg(test)]
 mod tests;
@@ -182,6 +183,34 @@ fn budget(req: &RunRequest, limits: &mut Limits) -> Result<(), Error> {
     Ok(())
 }
 
+/// A budget of an attempt that resumes a session counts the whole session: what its earlier
+/// attempts here used. Refused when that alone is past a limit (nothing is left).
+fn session_budget(req: &RunRequest, home: &Home, limits: &mut Limits) -> Result<(), Error> {
+    limits.session_before = None;
+    let (Some(session), Some(agent)) = (&req.resume, req.agent) else {
+        return Ok(());
+    };
+    if !crate::envelope::Budget::new(limits).any() {
+        return Ok(());
+    }
+    limits.session_before = session::used_before(home, agent, session);
+    match crate::envelope::Budget::new(limits).spent_before() {
+        None => Ok(()),
+        Some(hit) => Err(Invalid::new(
+            hit.limit.as_str(),
+            format!(
+                "the session `{session}` it resumes has spent it already in its earlier \
+                 attempts ({})",
+                hit.words()
+            ),
+        )
+        .hint(format!(
+            "to go on, resume it in a new run with a larger budget (`--resume {session}`)"
+        ))
+        .into()),
+    }
+}
+
 /// What a further attempt of a run keeps from the attempt before it, as `retry` decided it
 /// (retry.rs): taken as it is. Everything else comes from the request and passes the same
 /// checks as attempt 1's: the cwd, the program, the task, the worktree, the environment.
@@ -261,10 +290,12 @@ pub(in crate::app) fn plan_attempt(
         None => sys.new_run_id(),
     };
     let attempt = kept.as_ref().map_or(1, |k| k.attempt);
-    let limits = match &kept {
+    let mut limits = match &kept {
         Some(k) => k.limits.clone(),
         None => limits(req)?,
     };
+    session_budget(req, home, &mut limits)
+        .map_err(|e| kept_refused(kept.as_ref(), e, "had this budget"))?;
     let cwd = checked_cwd(req, sys).map_err(|e| kept_refused(kept.as_ref(), e, "ran there"))?;
     for k in req.labels.keys() {
         if k.is_empty() {

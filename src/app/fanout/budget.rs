@@ -1,0 +1,230 @@
+//! A fan-out group's budget (`fanout --max-tokens`, `--max-cost`): the usage of all its
+//! tasks, summed as it comes, against one limit.
+//!
+//! ```text
+//!  a task here: its progress.json changes (Seen::Changed) ─┐
+//!  a task ends (here or on a host): its envelope's usage  ─┴► Spent::set(task, so far)
+//!     ─► Budget::crossed(the sum) ─► StopReason::Budget: skip the queue, cancel the running
+//!        tasks with the hit (origin `budget`): each ends as `budget`, its envelope the group's
+//! ```
+//!
+//! Common pitfalls:
+//! * A task's figures replace its earlier ones (they are totals so far), never add to them.
+//! * A task on a host is counted when it ends (its progress is there, not here).
+//! * A CLI that never reports cost (Codex) would count as free: a group's `max_cost` is
+//!   refused for its tasks, as a run's own is.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::app::Error;
+use crate::app::invalid::Invalid;
+use crate::envelope::{Budget, BudgetHit, BudgetLimit, Envelope, SoFar, Usage};
+use crate::spec::{AgentKind, Limits, Usd};
+
+/// The limits of a group's budget, over the usage of all its tasks (`group.json`'s
+/// `budget`).
+///
+/// ```json
+/// {"max_tokens": 200000, "max_cost": 2.5}
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupBudget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<Usd>,
+}
+
+impl GroupBudget {
+    pub fn is_empty(&self) -> bool {
+        self.max_tokens.is_none() && self.max_cost.is_none()
+    }
+
+    /// Refuses a limit that is not above zero, and a `max_cost` for a task whose agent never
+    /// reports a cost (`agents`: each task's line and agent, `None` for a task planned on a
+    /// host, which checks its own).
+    pub fn check(&self, agents: &[(usize, Option<AgentKind>)]) -> Result<(), Error> {
+        if self.max_tokens == Some(0) {
+            return Err(Invalid::new("max_tokens", "must be greater than zero").into());
+        }
+        if let Some(c) = self.max_cost {
+            if !(c.0.is_finite() && c.0 > 0.0) {
+                return Err(Invalid::new(
+                    "max_cost",
+                    format!(
+                        "must be an amount in US dollars greater than zero, not {}",
+                        c.0
+                    ),
+                )
+                .into());
+            }
+            let adapter = |a: AgentKind| crate::adapter::adapter_for(a);
+            if let Some((line, a)) = agents.iter().find_map(|(line, a)| {
+                a.filter(|a| adapter(*a).never_reports(BudgetLimit::MaxCost))
+                    .map(|a| (line, a))
+            }) {
+                return Err(Invalid::new(
+                    "max_cost",
+                    format!(
+                        "the group's cost cannot be known: line {line} runs {}, which reports \
+                         no cost",
+                        a.as_str()
+                    ),
+                )
+                .hint("give the group --max-tokens instead, or run that line apart")
+                .into());
+            }
+        }
+        Ok(())
+    }
+
+    fn budget(&self) -> Budget {
+        Budget::new(&Limits {
+            max_tokens: self.max_tokens,
+            max_cost_usd: self.max_cost,
+            ..Limits::default()
+        })
+    }
+}
+
+/// What the tasks of a group have used so far, by task, and its budget.
+pub(super) struct Spent {
+    group: String,
+    budget: Budget,
+    by_task: HashMap<usize, SoFar>,
+}
+
+impl Spent {
+    /// `None` for a group without a budget: nothing is counted.
+    pub(super) fn new(group: &str, limits: GroupBudget) -> Option<Self> {
+        (!limits.is_empty()).then(|| Self {
+            group: group.to_owned(),
+            budget: limits.budget(),
+            by_task: HashMap::new(),
+        })
+    }
+
+    /// Task `task` has used `so_far` (its totals, which replace what it said before); the
+    /// group's budget, if this crossed it.
+    pub(super) fn set(&mut self, task: usize, so_far: SoFar) -> Option<BudgetHit> {
+        self.by_task.insert(task, so_far);
+        let mut hit = self.budget.crossed(&self.total())?;
+        hit.group = Some(self.group.clone());
+        Some(hit)
+    }
+
+    /// The sum of every task's figures: tokens, cost (where reported).
+    fn total(&self) -> SoFar {
+        let mut tokens = None::<u64>;
+        let mut cost = None::<f64>;
+        for s in self.by_task.values() {
+            if let Some(t) = s.total_tokens() {
+                tokens = Some(tokens.unwrap_or(0).saturating_add(t));
+            }
+            if let Some(c) = s.cost_usd {
+                cost = Some(cost.unwrap_or(0.0) + c);
+            }
+        }
+        SoFar {
+            usage: tokens.map(|t| Usage {
+                total_tokens: Some(t),
+                ..Usage::default()
+            }),
+            cost_usd: cost,
+            turns: None,
+            tool_calls: None,
+        }
+    }
+}
+
+/// What an ended attempt used, as its envelope says.
+pub(super) fn used(env: &Envelope) -> SoFar {
+    SoFar {
+        usage: env.output.usage.clone(),
+        cost_usd: env.output.cost_usd,
+        turns: env.output.turns,
+        tool_calls: env.output.tool_calls,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tokens(n: u64) -> SoFar {
+        SoFar {
+            usage: Some(Usage {
+                input_tokens: Some(n),
+                ..Usage::default()
+            }),
+            ..SoFar::default()
+        }
+    }
+
+    #[test]
+    fn a_task_s_later_figures_replace_its_earlier_ones() {
+        let limits = GroupBudget {
+            max_tokens: Some(1000),
+            max_cost: None,
+        };
+        let mut s = Spent::new("g", limits).unwrap();
+        assert_eq!(s.set(0, tokens(600)), None);
+        // The same task again, at 900 in all: not 1500.
+        assert_eq!(s.set(0, tokens(900)), None);
+        let hit = s.set(1, tokens(200)).expect("900 + 200 is over 1000");
+        assert_eq!(hit.limit, BudgetLimit::MaxTokens);
+        assert_eq!(hit.reached, 1100.into());
+        assert_eq!(hit.group.as_deref(), Some("g"));
+        assert!(hit.words().starts_with("group g's budget max_tokens 1000"));
+    }
+
+    #[test]
+    fn cost_sums_what_the_tasks_report() {
+        let limits = GroupBudget {
+            max_tokens: None,
+            max_cost: Some(Usd(0.5)),
+        };
+        let mut s = Spent::new("g", limits).unwrap();
+        let cost = |c| SoFar {
+            cost_usd: Some(c),
+            ..SoFar::default()
+        };
+        assert_eq!(s.set(0, cost(0.25)), None);
+        // A task without a cost (a command) counts as none.
+        assert_eq!(s.set(1, SoFar::default()), None);
+        let hit = s.set(2, cost(0.3)).expect("0.55 is over 0.5");
+        assert_eq!(hit.limit, BudgetLimit::MaxCost);
+    }
+
+    #[test]
+    fn no_limits_count_nothing() {
+        assert!(Spent::new("g", GroupBudget::default()).is_none());
+    }
+
+    #[test]
+    fn bad_limits_and_a_cost_nobody_reports_are_refused() {
+        let zero = GroupBudget {
+            max_tokens: Some(0),
+            max_cost: None,
+        };
+        assert!(zero.check(&[]).is_err());
+        let cost = GroupBudget {
+            max_tokens: None,
+            max_cost: Some(Usd(1.0)),
+        };
+        assert!(cost.check(&[(1, Some(AgentKind::Pi))]).is_ok());
+        assert!(cost.check(&[(1, Some(AgentKind::Command))]).is_ok());
+        let e = cost
+            .check(&[(1, Some(AgentKind::Pi)), (2, Some(AgentKind::Codex))])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2 runs codex"), "{e}");
+        let nan = GroupBudget {
+            max_tokens: None,
+            max_cost: Some(Usd(f64::NAN)),
+        };
+        assert!(nan.check(&[]).is_err());
+    }
+}
