@@ -9,6 +9,50 @@ pub fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
+/// Seconds east of UTC of this machine's local time at `now` (the `TZ` and zone files the
+/// CLIs use too).
+pub fn local_offset(now: i64) -> Option<i64> {
+    local_tm(now).map(|tm| tm.tm_gmtoff)
+}
+
+/// `t` on this machine's clock, for people: `14:05` today, `Dec 4 14:05` on another day.
+pub fn local_hh_mm(t: std::time::SystemTime) -> String {
+    let secs = |t: std::time::SystemTime| match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_secs() as i64,
+        Err(e) => -(e.duration().as_secs() as i64),
+    };
+    let (Some(at), Some(now)) = (
+        local_tm(secs(t)),
+        local_tm(secs(std::time::SystemTime::now())),
+    ) else {
+        return humantime::format_rfc3339_seconds(t).to_string();
+    };
+    let clock = format!("{:02}:{:02}", at.tm_hour, at.tm_min);
+    if (at.tm_year, at.tm_yday) == (now.tm_year, now.tm_yday) {
+        return clock;
+    }
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.get(at.tm_mon as usize).copied().unwrap_or("?");
+    format!("{month} {} {clock}", at.tm_mday)
+}
+
+/// For people: `waiting until 14:05 (usage limit)`, the time in this machine's zone.
+pub fn waiting_words(s: &crate::spec::StartAt) -> String {
+    let when = s.instant().map(local_hh_mm).unwrap_or_else(|| s.at.clone());
+    format!("waiting until {when} ({})", s.why)
+}
+
+/// The local broken-down time of `secs` since the epoch (the `TZ` and zone files).
+fn local_tm(secs: i64) -> Option<libc::tm> {
+    let t: libc::time_t = secs;
+    // SAFETY: localtime_r writes only the `tm` given; zeroed is a valid `tm`.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::localtime_r(&t, &mut tm) };
+    (!r.is_null()).then_some(tm)
+}
+
 /// A fresh run id: the time now to the second and 6 random hex digits (see [`RunId::at`]).
 pub fn run_id() -> RunId {
     let mut rnd = [0u8; 3];

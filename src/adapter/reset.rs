@@ -20,7 +20,7 @@ pub fn retry_at_clock_time(text: &str) -> Option<String> {
         None => {
             let (h, m) = clock_time(after)?;
             let now = SystemTime::now().duration_since(UNIX_EPOCH).ok()?.as_secs() as i64;
-            next_at(now, local_offset(now)?, h, m)
+            next_at(now, crate::fresh::local_offset(now)?, h, m)
         }
     };
     let t = UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(at).ok()?);
@@ -93,16 +93,6 @@ fn next_at(now: i64, offset: i64, h: u32, m: u32) -> i64 {
     at - offset
 }
 
-/// Seconds east of UTC of this machine's local time at `now` (the `TZ` and zone files the
-/// CLIs use too).
-fn local_offset(now: i64) -> Option<i64> {
-    let t: libc::time_t = now;
-    // SAFETY: localtime_r writes only the `tm` given; zeroed is a valid `tm`.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::localtime_r(&t, &mut tm) };
-    (!r.is_null()).then_some(tm.tm_gmtoff)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,7 +148,7 @@ mod tests {
         .unwrap();
         let at = humantime::parse_rfc3339(&t).unwrap();
         let secs = at.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
-        let offset = local_offset(secs).unwrap();
+        let offset = crate::fresh::local_offset(secs).unwrap();
         let local = secs + offset;
         // 2026-12-04 00:38 local: days since the epoch, and the minute of the day.
         assert_eq!(local.div_euclid(86_400), 20_791, "{t}");

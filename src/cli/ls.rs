@@ -94,7 +94,12 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
     let status_of = |r: &RunRow| match r.status {
         _ if app::fanout::is_driver(r) => "group".to_owned(),
         RunState::Failed => failure_words(r.failure_kind, r.exit_code),
-        // Slurm's reason for the wait (`Priority`, `Resources`).
+        // Its start time (`retry --at-reset`), or Slurm's reason for the wait (`Priority`).
+        RunState::Queued if r.waiting.is_some() => r
+            .waiting
+            .as_ref()
+            .map(crate::fresh::waiting_words)
+            .unwrap_or_default(),
         RunState::Queued => match &r.slurm {
             Some(crate::envelope::SlurmJob {
                 reason: Some(r), ..

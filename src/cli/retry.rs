@@ -29,9 +29,14 @@ Examples:
   subpane retry build-42
   subpane retry review-1 --resume --task 'Now add tests for it.'
   subpane retry review-1 --detach --json
+  subpane retry review-1 --at-reset --detach
 
-Exit codes as run; 2 (nothing started) when attempt n has not finished, or --resume has no
-session to continue."
+--at-reset waits for the usage limit attempt n hit (exit 75) to reset: attempt n+1 starts at
+once, and its worker sleeps in its pane until the reset time its CLI gave, then resumes the
+session. Nothing polls meanwhile; the attempt is cancellable and survives this terminal.
+
+Exit codes as run; 2 (nothing started) when attempt n has not finished, --resume has no
+session to continue, or --at-reset finds no usage limit (or no time it resets: give --after)."
     )
 });
 static TASK_HELP: LazyLock<String> = LazyLock::new(|| {
@@ -57,6 +62,16 @@ pub struct RetryArgs {
     /// shell lacks, or new ones; records keep the name only
     #[arg(long = "env", value_name = "K=V")]
     pub envs: Vec<String>,
+    /// The latest attempt hit its account's usage limit: attempt n+1 waits in its pane until
+    /// the limit resets (its output.usage_limit.retry_at), then continues the session (with
+    /// none recorded, runs the task again). The wait is the attempt's: `ls` and `top` show
+    /// `waiting until 14:05 (usage limit)`, `cancel` ends it, closing this terminal does not
+    #[arg(long)]
+    pub at_reset: bool,
+    /// Wait this long (e.g. 30m) before attempt n+1 starts: with --at-reset, instead of the
+    /// reset time (a CLI that said none), or alone
+    #[arg(long, value_name = "DUR")]
+    pub after: Option<String>,
     /// Return at once with the run id (and, on stderr, the attempt that started); the attempt
     /// runs on and its limits still hold
     #[arg(long)]
@@ -68,6 +83,12 @@ pub struct RetryArgs {
 
 pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
     if let Some(r) = super::remote::of(home, &a.run)? {
+        if a.at_reset || a.after.is_some() {
+            return Err(CliError::Flag(format!(
+                "--at-reset and --after cannot be given to a retry of run {} on host {} yet: retry it there when the limit has reset",
+                r.run_id, r.host.name
+            )));
+        }
         if !a.envs.is_empty() {
             return Err(CliError::Flag(format!(
                 "--env cannot be given to a retry of run {} on host {} yet: its values would be on the host's command line; give them to a new `run --host` instead",
@@ -98,6 +119,8 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
         task,
         task_file,
         env,
+        at_reset: a.at_reset,
+        after: a.after.clone(),
     };
     let planned = app::prepare_retry(home, &a.run, &opts, &RealSystem)?;
     for w in &planned.warnings {

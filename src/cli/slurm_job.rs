@@ -54,6 +54,8 @@ pub(super) fn slurm_job(home: &Home, id: &str, retry: Option<u32>) -> Result<i32
                 task: r.task,
                 task_file: None,
                 env: Default::default(),
+                at_reset: false,
+                after: None,
             };
             let plan = app::prepare_retry(home, id, &opts, &RealSystem)?.plan;
             if plan.spec.attempt != n || r.attempt != n {

@@ -96,6 +96,9 @@ pub struct StatusDoc {
     /// Its Slurm job, for a run on a Slurm host.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmJob>,
+    /// It waits to start until then (`retry --at-reset`, `--after`); `status` is `queued`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::spec::StartAt>,
 }
 
 /// `run --detach --json`: the attempt's pane was started and it runs on.
@@ -226,6 +229,9 @@ pub struct RunRow {
     /// reason.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm: Option<SlurmJob>,
+    /// It waits to start until then (`retry --at-reset`, `--after`); `status` is `queued`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::spec::StartAt>,
 }
 
 impl RunRow {

@@ -217,6 +217,31 @@ pub struct AttemptSpec {
     /// parent's attempt ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub within: Option<Within>,
+    /// The attempt waits in its pane until then before its program starts (`retry
+    /// --at-reset`, `--after`): its worker sleeps on a timer, cancellable, and `ls`, `top`
+    /// and `status` say `waiting until …`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at: Option<StartAt>,
+}
+
+/// When an attempt's program starts, and why it waits until then.
+///
+/// ```json
+/// {"at": "2026-12-04T00:38:00Z", "why": "usage limit"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartAt {
+    /// RFC 3339.
+    pub at: String,
+    /// In words: `usage limit` (its reset, `retry --at-reset`), or `asked` (`--after`).
+    pub why: String,
+}
+
+impl StartAt {
+    /// The instant, `None` when `at` is not RFC 3339 (then nothing waits).
+    pub fn instant(&self) -> Option<std::time::SystemTime> {
+        humantime::parse_rfc3339_weak(&self.at).ok()
+    }
 }
 
 /// The attempt a run from inside a sandbox lives within (`app::nest` sets it): its worker

@@ -85,6 +85,11 @@ impl Pane {
         !self.dead && !self.pending.is_empty()
     }
 
+    /// Whether the pane is gone (hang-up).
+    pub fn is_dead(&self) -> bool {
+        self.dead
+    }
+
     /// The pane is gone (hang-up): stop writing.
     pub fn set_dead(&mut self) {
         self.dead = true;

@@ -189,7 +189,7 @@ impl Worker {
 
     /// Whether a cancel request waits: `cancel.json` as subpane writes it, a regular file
     /// (renamed into place whole). A link or anything else under that name is not one.
-    fn cancel_pending(&self) -> bool {
+    pub(crate) fn cancel_pending(&self) -> bool {
         std::fs::symlink_metadata(self.paths.cancel()).is_ok_and(|m| m.is_file())
     }
 
@@ -210,6 +210,9 @@ impl Worker {
             } else {
                 self.parent_ended();
             }
+            self.facts.started_at = Some(now_rfc3339());
+        } else if !self.wait_for_start() {
+            // Cancelled while it waited to start (`spec.start_at`): the program never runs.
             self.facts.started_at = Some(now_rfc3339());
         } else {
             match self.spawn() {

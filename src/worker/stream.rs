@@ -480,7 +480,7 @@ impl Worker {
         })
     }
 
-    fn handle_signals(&mut self) {
+    pub(crate) fn handle_signals(&mut self) {
         while let Ok(Some(info)) = self.sfd.read_signal() {
             match Signal::try_from(info.ssi_signo as i32) {
                 // The only place that reaps while the agent may be alive.

@@ -138,6 +138,15 @@ pub fn attempt_status(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Attemp
             },
         ),
     };
+    // Before its program starts, an attempt that waits for its start time is queued.
+    let waiting = spec
+        .start_at
+        .clone()
+        .filter(|s| agent_pid.is_none() && s.instant().is_some_and(|t| t > SystemTime::now()));
+    let status = match waiting {
+        Some(_) => LiveStatus::Queued,
+        None => status,
+    };
     Ok(AttemptStatus::Live(StatusDoc {
         schema: STATUS_SCHEMA.to_owned(),
         run_id: spec.run_id.to_string(),
@@ -152,6 +161,7 @@ pub fn attempt_status(paths: &AttemptPaths, spec: &AttemptSpec) -> Result<Attemp
         correlation_id: spec.correlation_id.clone(),
         tmux,
         slurm: None,
+        waiting,
     }))
 }
 
@@ -323,12 +333,14 @@ fn run_row(home: &Home, run: &store::RunEntry) -> Result<RunRow, String> {
         problem: None,
         host: None,
         slurm: None,
+        waiting: None,
     };
     match attempt_status(&paths, &spec).map_err(|e| e.to_string())? {
         AttemptStatus::Finished(env) => row.ended(&env),
         AttemptStatus::Live(doc) => {
             row.status = doc.status.into();
             row.started_at = doc.started_at;
+            row.waiting = doc.waiting;
         }
     }
     Ok(row)
@@ -368,6 +380,7 @@ fn damaged_row(id: &str, record: Option<&RunRecord>, problem: String) -> RunRow 
         problem: Some(problem),
         host: None,
         slurm: None,
+        waiting: None,
     }
 }
 

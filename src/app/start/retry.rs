@@ -75,6 +75,13 @@ pub struct RetryOptions {
     pub task_file: Option<std::path::PathBuf>,
     /// Values for variables: those attempt *n* had set (`spec.env.set`) and any new ones.
     pub env: BTreeMap<String, String>,
+    /// Attempt *n* ended at its account's usage limit: attempt *n+1* waits in its pane until
+    /// the limit resets (its `retry_at`), then continues the session (or, with none
+    /// recorded, runs the task again).
+    pub at_reset: bool,
+    /// Attempt *n+1* waits this long first (`10m`): instead of the reset time with
+    /// `at_reset` (a CLI that said none), or alone.
+    pub after: Option<String>,
 }
 
 impl std::fmt::Debug for RetryOptions {
@@ -83,6 +90,8 @@ impl std::fmt::Debug for RetryOptions {
             .field("resume", &self.resume)
             .field("task", &self.task.as_ref().map(|t| t.len()))
             .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("at_reset", &self.at_reset)
+            .field("after", &self.after)
             .finish()
     }
 }
@@ -136,6 +145,24 @@ pub fn plan_retry(
         )));
     }
     let outcome = previous_envelope(found, sys)?;
+    let start_at = start_at(prev, &outcome, opts)?;
+    // Waiting for the reset continues the session the limit stopped, when there is one.
+    let resumes = opts.at_reset
+        && outcome
+            .output
+            .session_id
+            .as_deref()
+            .is_some_and(|s| !s.is_empty());
+    let resumed_opts;
+    let opts = if resumes && !opts.resume {
+        resumed_opts = RetryOptions {
+            resume: true,
+            ..opts.clone()
+        };
+        &resumed_opts
+    } else {
+        opts
+    };
     let mut warnings = Vec::new();
 
     // The environment: values from this process (or --env), by the recorded names and rules.
@@ -201,8 +228,54 @@ pub fn plan_retry(
         git_time_limit_ms: prev.worktree.as_ref().and_then(|w| w.git_time_limit_ms),
         agent_cli,
     };
-    let plan = plan_attempt(&req, Some(kept), home, sys)?;
+    let mut plan = plan_attempt(&req, Some(kept), home, sys)?;
+    plan.spec.start_at = start_at;
     Ok(RetryPlan { plan, warnings })
+}
+
+/// When attempt *n+1* starts: at the reset of the usage limit attempt *n* ended at
+/// (`at_reset`), or after the delay asked (`after`); `None`: at once.
+fn start_at(
+    prev: &AttemptSpec,
+    outcome: &Envelope,
+    opts: &RetryOptions,
+) -> Result<Option<crate::spec::StartAt>, Error> {
+    let (id, n) = (&prev.run_id, prev.attempt);
+    let after = match &opts.after {
+        Some(raw) => Some(
+            crate::spec::parse_positive_duration("--after (`after`)", raw)
+                .map_err(|e| Error::invalid(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let at = |t: std::time::SystemTime, why: &str| crate::spec::StartAt {
+        at: humantime::format_rfc3339_seconds(t).to_string(),
+        why: why.to_owned(),
+    };
+    if !opts.at_reset {
+        return Ok(after.map(|d| at(std::time::SystemTime::now() + d, "asked")));
+    }
+    if outcome.failure_kind != Some(crate::envelope::FailureKind::UsageLimit) {
+        return Err(Error::invalid(format!(
+            "--at-reset (`at_reset`) waits for a usage limit to reset, and attempt {n} of run `{id}` did not end at one (it ended {}): retry without it",
+            outcome.how_it_ended()
+        )));
+    }
+    if let Some(d) = after {
+        return Ok(Some(at(std::time::SystemTime::now() + d, "usage limit")));
+    }
+    let reset = outcome
+        .output
+        .usage_limit
+        .as_ref()
+        .and_then(|u| u.retry_at.as_deref())
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok());
+    match reset {
+        Some(t) => Ok(Some(at(t, "usage limit"))),
+        None => Err(Error::invalid(format!(
+            "attempt {n} of run `{id}` hit its usage limit, but its CLI said no time it resets (output.usage_limit.retry_at is null): say how long to wait with --after (`after`), e.g. 1h"
+        ))),
+    }
 }
 
 /// A program inside worktree `wt` of attempt *n*, named from the same place in the

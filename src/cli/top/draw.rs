@@ -154,6 +154,7 @@ pub fn status_text(r: &BoardRun) -> String {
             RunState::Queued | RunState::Starting | RunState::Running => "▣ group".into(),
             _ => "▣ group ended".into(),
         },
+        RunState::Queued if row.waiting.is_some() => "◌ waiting".into(),
         RunState::Queued => "◌ queued".into(),
         RunState::Starting => "◌ starting".into(),
         RunState::Running => "● running".into(),
@@ -204,6 +205,9 @@ fn elapsed(r: &BoardRun, now: SystemTime) -> String {
 fn last(r: &BoardRun, groups: &[GroupSummary]) -> String {
     if let Some(p) = &r.row.problem {
         return p.clone();
+    }
+    if let (RunState::Queued, Some(w)) = (r.row.status, &r.row.waiting) {
+        return crate::fresh::waiting_words(w);
     }
     if let (RunState::Queued, Some(j)) = (r.row.status, &r.row.slurm) {
         let why = j.reason.as_deref().unwrap_or("?");

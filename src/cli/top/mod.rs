@@ -393,6 +393,8 @@ impl Top {
                     task: None,
                     task_file: None,
                     env: Default::default(),
+                    at_reset: false,
+                    after: None,
                 };
                 let started = app::prepare_retry(&home, &run, &opts, &RealSystem)
                     .and_then(|p| app::start(&home, p.plan).map(|s| (s, p.warnings)));

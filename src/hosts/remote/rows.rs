@@ -127,6 +127,7 @@ fn bare_row(run: &RemoteRun) -> envelope::RunRow {
         problem: None,
         host: Some(run.host.name.clone()),
         // A Slurm job's id, whatever Slurm says of it now.
+        waiting: None,
         slurm: run.job_id.clone().map(|job_id| envelope::SlurmJob {
             job_id,
             state: None,

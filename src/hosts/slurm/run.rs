@@ -188,6 +188,7 @@ fn job_doc(
         labels: Default::default(),
         correlation_id: None,
         tmux: Default::default(),
+        waiting: None,
         slurm: Some(envelope::SlurmJob {
             job_id: run.job_id.clone().unwrap_or_default(),
             state: Some(state.to_owned()),

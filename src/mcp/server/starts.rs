@@ -49,6 +49,12 @@ impl Server {
         let max_wait = self.max_wait(a.max_wait.as_deref())?;
         let (home, id) = (self.home.clone(), a.run_id.clone());
         if let Some(far) = blocking_tool(move || remote::of(&home, &id)).await? {
+            if a.at_reset || a.after.is_some() {
+                return Err(ToolError::Invalid(format!(
+                    "`at_reset` and `after` cannot be given to a retry of run {} on a host yet: retry it there when the limit has reset",
+                    a.run_id
+                )));
+            }
             let home = self.home.clone();
             return blocking_tool(move || remote::retry(&home, &far, &a, max_wait, detail)).await;
         }

@@ -193,6 +193,15 @@ pub struct RetryArgs {
     /// any new ones.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The latest attempt hit its account's usage limit: the new attempt waits until the
+    /// limit resets (its `output.usage_limit.retry_at`), then continues the session. Give
+    /// `wait: false`: the wait may be hours, and the attempt waits on its own.
+    #[serde(default)]
+    pub at_reset: bool,
+    /// Wait this long (e.g. "30m") before the new attempt starts: with `at_reset`, instead
+    /// of the reset time (a CLI that said none), or alone.
+    #[serde(default)]
+    pub after: Option<String>,
     /// true (default): answer when the attempt has ended, or after `max_wait` with it still
     /// going; false: answer at once.
     #[schemars(extend("default" = true))]
@@ -210,6 +219,8 @@ impl RetryArgs {
             task: self.task.clone(),
             task_file: self.task_file.clone(),
             env: self.env.clone(),
+            at_reset: self.at_reset,
+            after: self.after.clone(),
         }
     }
 }

@@ -174,6 +174,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         max_depth: r.max_depth,
         // Only the server of a parent's nested runs binds a run to the parent's attempt.
         within: None,
+        start_at: None,
     };
     let this = AttemptRef {
         attempt: r.attempt,

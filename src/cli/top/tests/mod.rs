@@ -56,6 +56,7 @@ fn run(id: &str, agent: AgentKind, status: RunState, age: u64) -> BoardRun {
             problem: None,
             host: None,
             slurm: None,
+            waiting: None,
         },
         paths: AttemptPaths::new(format!("/h/runs/{id}/attempts/1").into()),
         created: Some(ago(age)),
