@@ -6,8 +6,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The moment `text` names after "try again at" (any case), in the local time: a date and
 /// a clock time (`Dec 4th, 2026 12:38 AM`), or a clock time alone, then the next moment from
-/// now that the local clock reads it (`H:MM AM`, `H:MM PM`, 24-hour `HH:MM`). `None` when it
-/// names none.
+/// now that the local clock reads it (`H:MM AM`, `H:MM PM`, 24-hour `HH:MM`); `None` when it
+/// names none. The end of the minute named: the CLI prints the reset to the minute, and a
+/// retry at the minute's start could come before it (and meet the limit again).
 pub fn retry_at_clock_time(text: &str) -> Option<String> {
     let lower = text.to_ascii_lowercase();
     let at = lower.find("try again at")? + "try again at".len();
@@ -23,7 +24,7 @@ pub fn retry_at_clock_time(text: &str) -> Option<String> {
             next_at(now, crate::fresh::local_offset(now)?, h, m)
         }
     };
-    let t = UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(at).ok()?);
+    let t = UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(at + 60).ok()?);
     Some(humantime::format_rfc3339_seconds(t).to_string())
 }
 
@@ -136,7 +137,8 @@ mod tests {
         assert_eq!(dated("12:38 am"), None);
         assert_eq!(dated("dec 44th, 2026 1:00 am"), None);
         let t = retry_at_clock_time("You’ve hit your usage limit. Try again at 11:28 AM.").unwrap();
-        assert!(t.ends_with(":28:00Z"), "{t}");
+        // The end of the minute named.
+        assert!(t.ends_with(":29:00Z"), "{t}");
     }
 
     /// A dated reset is that local moment, whatever the zone (read back with localtime).
@@ -150,8 +152,8 @@ mod tests {
         let secs = at.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64;
         let offset = crate::fresh::local_offset(secs).unwrap();
         let local = secs + offset;
-        // 2026-12-04 00:38 local: days since the epoch, and the minute of the day.
+        // 2026-12-04 00:38 local, to its end: days since the epoch, and the minute of the day.
         assert_eq!(local.div_euclid(86_400), 20_791, "{t}");
-        assert_eq!(local.rem_euclid(86_400), 38 * 60, "{t}");
+        assert_eq!(local.rem_euclid(86_400), 39 * 60, "{t}");
     }
 }

@@ -77,6 +77,26 @@ pub struct Options {
     pub hosts: Vec<String>,
     /// The group's budget, over all its tasks (`--max-tokens`, `--max-cost`).
     pub budget: GroupBudget,
+    /// What a task that ends at its account's usage limit does (`--on-usage-limit`).
+    pub on_usage_limit: OnUsageLimit,
+}
+
+/// What a fan-out does with a task that ended at its account's usage limit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUsageLimit {
+    /// It ends as it is: `failed`, `usage_limit`.
+    #[default]
+    Fail,
+    /// Its run's next attempt waits for the reset in its pane (as `retry --at-reset`), keeps
+    /// the task's slot, and resumes the session; the task ends as that attempt does.
+    Wait,
+}
+
+impl OnUsageLimit {
+    pub fn is_fail(&self) -> bool {
+        *self == OnUsageLimit::Fail
+    }
 }
 
 impl Options {
@@ -116,7 +136,13 @@ struct Slot {
     run_id: String,
     what: String,
     state: Phase,
+    /// How often its run waited for a usage limit to reset (`--on-usage-limit wait`).
+    waited: u32,
 }
+
+/// A task waits for its usage limit to reset at most this often; then it ends as the limit
+/// (a limit that is still there after its reset is not one a wait ends).
+const USAGE_WAITS: u32 = 3;
 
 /// One fan-out: build it, hand [`Fanout::interrupter`] to whoever takes signals, then
 /// [`Fanout::run`].
@@ -163,6 +189,7 @@ impl<'h> Fanout<'h> {
                 line: t.line,
                 run_id: t.run_id().to_owned(),
                 what: t.what(),
+                waited: 0,
                 state: match t.place {
                     Place::Here(p) => Phase::Queued(p),
                     Place::Host(h) => Phase::QueuedThere(Box::new(t.request), Some(h)),
@@ -259,10 +286,10 @@ impl Driver for Drive<'_, '_> {
         ))
     }
 
-    fn seen(&mut self, _wl: &mut WaitLoop, seen: Seen) -> Result<ControlFlow<()>, Error> {
+    fn seen(&mut self, wl: &mut WaitLoop, seen: Seen) -> Result<ControlFlow<()>, Error> {
         match seen {
             Seen::Finished { token, envelope } => {
-                self.state.handle(token, &envelope, self.on_event)
+                self.state.handle(token, &envelope, wl, self.on_event)
             }
             Seen::Beat => self.state.emit(&Event::Tick, self.on_event),
             Seen::Changed(token) => self.state.progressed(token, self.on_event),
@@ -423,7 +450,7 @@ impl State<'_> {
                                 .ok();
                             let t = self.outcome(i, &env, dir);
                             self.finish(i, t, on_event);
-                            self.spend(i, budget::used(&env), on_event);
+                            self.spend(i, env.attempt, budget::used(&env), on_event);
                             continue;
                         }
                         far::End::Unknown(why) => self.unheard(i, None, why),
@@ -483,12 +510,17 @@ impl State<'_> {
         &mut self,
         token: Token,
         envelope: &Envelope,
+        wl: &mut WaitLoop,
         on_event: &mut dyn FnMut(&Event<'_>, &Progress),
     ) {
         let Some(i) = self.running.remove(&token) else {
             return;
         };
         self.progress.running -= 1;
+        self.spend(i, envelope.attempt, budget::used(envelope), on_event);
+        if self.waits_for_reset(i, envelope, wl, on_event) {
+            return;
+        }
         let t = match &self.slots[i].state {
             Phase::Running { started, .. } => {
                 self.outcome(i, envelope, Some(started.paths.dir().to_path_buf()))
@@ -496,7 +528,60 @@ impl State<'_> {
             _ => return,
         };
         self.finish(i, t, on_event);
-        self.spend(i, budget::used(envelope), on_event);
+    }
+
+    /// With `--on-usage-limit wait`, task `i`'s run ended at its usage limit: its next
+    /// attempt starts now and waits in its pane for the reset (`retry --at-reset`), and the
+    /// task goes on as that attempt. `false` when it ends as it is (another outcome, the
+    /// fan-out stops, or the retry cannot be made: a warning says why).
+    fn waits_for_reset(
+        &mut self,
+        i: usize,
+        env: &Envelope,
+        wl: &mut WaitLoop,
+        on_event: &mut dyn FnMut(&Event<'_>, &Progress),
+    ) -> bool {
+        if self.opts.on_usage_limit.is_fail()
+            || self.stopping
+            || env.failure_kind != Some(crate::envelope::FailureKind::UsageLimit)
+        {
+            return false;
+        }
+        let line = self.slots[i].line;
+        if self.slots[i].waited >= USAGE_WAITS {
+            let why = format!(
+                "line {line}: its usage limit was still there after {USAGE_WAITS} waits for it to reset; it ends as it is"
+            );
+            self.emit(&Event::Warning(why), on_event);
+            return false;
+        }
+        let Phase::Running { record, .. } = &self.slots[i].state else {
+            return false;
+        };
+        let record = (**record).clone();
+        let opts = super::RetryOptions {
+            at_reset: true,
+            ..super::RetryOptions::default()
+        };
+        let next = super::prepare_retry(self.home, &env.run_id, &opts, &super::RealSystem)
+            .and_then(|p| super::start(self.home, p.plan));
+        match next {
+            Ok(started) => {
+                self.slots[i].waited += 1;
+                if let Some(at) = &started.spec.start_at {
+                    let words = crate::fresh::waiting_words(at);
+                    let msg = format!("line {line}: {words}, then resuming run {}", env.run_id);
+                    self.emit(&Event::Waiting(msg), on_event);
+                }
+                self.started(wl, i, record, started, on_event);
+                true
+            }
+            Err(e) => {
+                let why = format!("line {line}: its usage limit cannot be waited for: {e}");
+                self.emit(&Event::Warning(why), on_event);
+                false
+            }
+        }
     }
 
     /// A running task's `progress.json` changed: with a budget, what it used so far counts.
@@ -508,15 +593,22 @@ impl State<'_> {
             return;
         };
         if let Some(p) = super::progress(&started.paths) {
-            self.spend(i, p.so_far, on_event);
+            let attempt = started.spec.attempt;
+            self.spend(i, attempt, p.so_far, on_event);
         }
     }
 
     /// Task `i` has used `so_far` in all: the first time the group's budget is crossed, the
     /// fan-out stops and what runs is cancelled, as `budget`.
-    fn spend(&mut self, i: usize, so_far: SoFar, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
+    fn spend(
+        &mut self,
+        i: usize,
+        attempt: u32,
+        so_far: SoFar,
+        on_event: &mut dyn FnMut(&Event<'_>, &Progress),
+    ) {
         let Some(spent) = &mut self.spent else { return };
-        let Some(hit) = spent.set(i, so_far) else {
+        let Some(hit) = spent.set((i, attempt), so_far) else {
             return;
         };
         if self.over_budget.is_some() {

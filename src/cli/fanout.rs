@@ -17,8 +17,8 @@ use super::common::{print, print_json};
 use super::interrupt;
 use crate::app::RealSystem;
 use crate::app::fanout::{
-    DEFAULT_CONCURRENCY, Event, Fanout, GroupBudget, Options, Progress, StopReason, detach,
-    new_group_id, plan_lines, plan_tasks, read_driver_input,
+    DEFAULT_CONCURRENCY, Event, Fanout, GroupBudget, OnUsageLimit, Options, Progress, StopReason,
+    detach, new_group_id, plan_lines, plan_tasks, read_driver_input,
 };
 use crate::envelope::{FailureKind, FanoutReport};
 use crate::store::Home;
@@ -125,6 +125,12 @@ pub struct FanoutArgs {
     /// cost (codex)
     #[arg(long, value_name = "USD")]
     pub max_cost: Option<crate::spec::Usd>,
+    /// A task whose run hits its account's usage limit (exit 75): `fail` ends it so; `wait`
+    /// starts the run's next attempt, which waits in its pane for the limit to reset (as
+    /// `retry --at-reset`) and resumes the session, keeping the task's slot
+    #[arg(long, value_name = "WHAT", default_value = "fail",
+          value_parser = clap::builder::PossibleValuesParser::new(["fail", "wait"]))]
+    pub on_usage_limit: String,
     /// Print one JSON document: {"group", "tasks": [{"line", "run_id", "status", …}],
     /// "summary"}; status is completed, failed, cancelled or skipped
     #[arg(long)]
@@ -153,6 +159,7 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
                 tick: None,
                 hosts: record.hosts.clone(),
                 budget: record.budget,
+                on_usage_limit: record.on_usage_limit,
             };
             (
                 record.group,
@@ -175,6 +182,10 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
                 budget: GroupBudget {
                     max_tokens: a.max_tokens,
                     max_cost: a.max_cost,
+                },
+                on_usage_limit: match a.on_usage_limit.as_str() {
+                    "wait" => OnUsageLimit::Wait,
+                    _ => OnUsageLimit::Fail,
                 },
             };
             (group, tasks, name, opts)
@@ -283,6 +294,7 @@ impl ProgressLine {
             Event::Stopping(StopReason::KillNow) => {
                 Some("subpane: killing the running tasks".to_owned())
             }
+            Event::Waiting(w) => Some(format!("subpane: {w}")),
             Event::OverBudget(hit) => Some(format!(
                 "subpane: {}: starting no more, stopping the running tasks",
                 hit.words()

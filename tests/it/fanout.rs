@@ -949,3 +949,80 @@ fn a_group_cost_budget_over_codex_is_refused() {
     assert!(!env.home.join("runs").join("ok-1").exists());
     env.assert_no_leftovers();
 }
+
+/// `--on-usage-limit wait`: a task whose run hits its usage limit (a stand-in `claude` that
+/// says, as a subscription's does, that its window resets in 3 s, and completes once resumed)
+/// goes on as its run's next attempt, which waits for the reset and resumes the session;
+/// the fan-out ends when that attempt does.
+#[test]
+fn a_task_at_its_usage_limit_waits_for_the_reset_and_resumes() {
+    let env = TestEnv::new();
+    let bin = env.root.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(
+        &claude,
+        r#"#!/bin/sh
+init='{"type":"system","subtype":"init","session_id":"s-42","model":"m"}'
+echo "$init"
+case "$*" in
+*--resume=s-42*)
+  echo '{"type":"result","subtype":"success","is_error":false,"result":"resumed","session_id":"s-42","num_turns":1}' ;;
+*)
+  at=$(( $(date +%s) + 3 ))
+  echo '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":'$at',"rateLimitType":"five_hour"},"session_id":"s-42"}'
+  echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"Claude usage limit reached","session_id":"s-42","num_turns":1}' ;;
+esac
+"#,
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let file = write_tasks(
+        &env,
+        &[
+            json!({"agent": "claude", "run_id": "w1", "task": "hi"}).to_string(),
+            task(&["true"], Some("t2")),
+        ],
+    );
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let child = env
+        .cmd()
+        .env("PATH", path)
+        .args([
+            "fanout",
+            file.to_str().unwrap(),
+            "--json",
+            "--on-usage-limit",
+            "wait",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run subpane fanout");
+    let ran = crate::harness::wait_child_within(child, LIMIT, "a fan-out waiting for a reset");
+    let v = ran.json();
+    assert_eq!(ran.code, 0, "{v:#}\n{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("line 1: waiting until ")
+            && ran.stderr.contains("(usage limit), then resuming run w1"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(v["tasks"][0]["status"], "completed", "{v:#}");
+    let first = env.read_json(&env.attempt_dir("w1", 1).join("result.json"));
+    assert_eq!(first["failure_kind"], "usage_limit", "{first:#}");
+    let second = env.read_json(&env.attempt_dir("w1", 2).join("result.json"));
+    assert_eq!(second["attempt"], 2, "{second:#}");
+    assert_eq!(second["resumed_from"], 1, "{second:#}");
+    assert_eq!(second["output"]["final_text"], "resumed", "{second:#}");
+    let spec = env.read_json(&env.attempt_dir("w1", 2).join("spec.json"));
+    let reset = first["output"]["usage_limit"]["retry_at"].as_str().unwrap();
+    assert_eq!(spec["start_at"]["at"], reset, "{spec:#}");
+    let began = humantime::parse_rfc3339_weak(second["started_at"].as_str().unwrap()).unwrap();
+    assert!(
+        began >= humantime::parse_rfc3339_weak(reset).unwrap(),
+        "{second:#}"
+    );
+    env.assert_no_leftovers();
+}

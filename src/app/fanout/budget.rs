@@ -93,7 +93,8 @@ impl GroupBudget {
 pub(super) struct Spent {
     group: String,
     budget: Budget,
-    by_task: HashMap<usize, SoFar>,
+    /// By task and attempt (a task whose run waited for a usage limit has two).
+    by_task: HashMap<(usize, u32), SoFar>,
 }
 
 impl Spent {
@@ -106,9 +107,9 @@ impl Spent {
         })
     }
 
-    /// Task `task` has used `so_far` (its totals, which replace what it said before); the
-    /// group's budget, if this crossed it.
-    pub(super) fn set(&mut self, task: usize, so_far: SoFar) -> Option<BudgetHit> {
+    /// Task `task`'s attempt has used `so_far` (its totals, which replace what it said
+    /// before); the group's budget, if this crossed it.
+    pub(super) fn set(&mut self, task: (usize, u32), so_far: SoFar) -> Option<BudgetHit> {
         self.by_task.insert(task, so_far);
         let mut hit = self.budget.crossed(&self.total())?;
         hit.group = Some(self.group.clone());
@@ -170,10 +171,10 @@ mod tests {
             max_cost: None,
         };
         let mut s = Spent::new("g", limits).unwrap();
-        assert_eq!(s.set(0, tokens(600)), None);
+        assert_eq!(s.set((0, 1), tokens(600)), None);
         // The same task again, at 900 in all: not 1500.
-        assert_eq!(s.set(0, tokens(900)), None);
-        let hit = s.set(1, tokens(200)).expect("900 + 200 is over 1000");
+        assert_eq!(s.set((0, 1), tokens(900)), None);
+        let hit = s.set((1, 1), tokens(200)).expect("900 + 200 is over 1000");
         assert_eq!(hit.limit, BudgetLimit::MaxTokens);
         assert_eq!(hit.reached, 1100.into());
         assert_eq!(hit.group.as_deref(), Some("g"));
@@ -191,10 +192,10 @@ mod tests {
             cost_usd: Some(c),
             ..SoFar::default()
         };
-        assert_eq!(s.set(0, cost(0.25)), None);
+        assert_eq!(s.set((0, 1), cost(0.25)), None);
         // A task without a cost (a command) counts as none.
-        assert_eq!(s.set(1, SoFar::default()), None);
-        let hit = s.set(2, cost(0.3)).expect("0.55 is over 0.5");
+        assert_eq!(s.set((1, 1), SoFar::default()), None);
+        let hit = s.set((2, 1), cost(0.3)).expect("0.55 is over 0.5");
         assert_eq!(hit.limit, BudgetLimit::MaxCost);
     }
 

@@ -68,6 +68,9 @@ pub struct GroupRecord {
     /// `--max-tokens`, `--max-cost`: the group's budget.
     #[serde(default, skip_serializing_if = "super::GroupBudget::is_empty")]
     pub budget: super::GroupBudget,
+    /// `--on-usage-limit`.
+    #[serde(default, skip_serializing_if = "super::OnUsageLimit::is_fail")]
+    pub on_usage_limit: super::OnUsageLimit,
     pub tasks: Vec<GroupTask>,
 }
 
@@ -110,6 +113,7 @@ pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Resul
         cancel_siblings: opts.cancel_siblings,
         hosts: opts.hosts.clone(),
         budget: opts.budget,
+        on_usage_limit: opts.on_usage_limit,
         tasks: tasks
             .iter()
             .map(|t| GroupTask {

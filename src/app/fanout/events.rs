@@ -19,6 +19,9 @@ pub enum Event<'a> {
         task: usize,
         outcome: &'a FanoutTask,
     },
+    /// A task's run hit its usage limit, and its next attempt waits for the reset
+    /// (`--on-usage-limit wait`): in words.
+    Waiting(String),
     /// The usage of the group's tasks crossed its budget (the fan-out then stops).
     OverBudget(&'a crate::envelope::BudgetHit),
     /// The fan-out stops starting tasks.

@@ -307,6 +307,7 @@ impl Server {
                 max_tokens: a.max_tokens,
                 max_cost: a.max_cost.map(crate::spec::Usd),
             },
+            on_usage_limit: a.on_usage_limit,
         };
         if opts.concurrency == 0 {
             return Err(ToolError::Invalid(

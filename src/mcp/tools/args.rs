@@ -166,6 +166,12 @@ pub struct FanoutArgs {
     /// The group's budget in US dollars, as `max_tokens`, over the cost its tasks' CLIs
     /// report; refused when a task runs a CLI that reports no cost (codex).
     pub max_cost: Option<f64>,
+    /// A task whose run hits its account's usage limit: "fail" (default) ends it so;
+    /// "wait" starts its next attempt, which waits for the reset and resumes the session
+    /// (keeping its slot).
+    #[schemars(schema_with = "on_usage_limit_schema")]
+    #[serde(default)]
+    pub on_usage_limit: crate::app::fanout::OnUsageLimit,
     /// Answer after this long at the latest, e.g. "45s" (the tasks go on; call `wait` with
     /// the group for the rest). The server's default is below the 60 s after which many
     /// clients give up on a call.
@@ -244,6 +250,12 @@ const RUN_STATES: [&str; 7] = [
 fn tasks_schema(g: &mut SchemaGenerator) -> Schema {
     let mut s = json_schema!({"type": "array"});
     s.insert("items".into(), request_schema(g).to_value());
+    s
+}
+
+fn on_usage_limit_schema(_: &mut SchemaGenerator) -> Schema {
+    let mut s = names(&["fail", "wait"]);
+    s.insert("default".into(), "fail".into());
     s
 }
 
