@@ -320,12 +320,13 @@ fn line(r: &LineRow, now: SystemTime, id_w: usize) -> String {
             format!("{mark} {id:id_w$}  {d:>5}  {words}")
         }
         LineState::Live(l) => {
-            let (state, clock) = match l.started_at {
-                Some(t) => (
-                    "running",
+            let (state, clock) = match (l.started_at, &l.waiting) {
+                (Some(t), _) => (
+                    "running".to_owned(),
                     human::clock(now.duration_since(t).unwrap_or_default()),
                 ),
-                None => ("starting", "-".to_owned()),
+                (None, Some(w)) => (crate::fresh::waiting_words(w), "-".to_owned()),
+                (None, None) => ("starting".to_owned(), "-".to_owned()),
             };
             let mut s = format!("● {id:id_w$}  {clock:>5}  {state}");
             if let Some(p) = &l.progress {
@@ -372,6 +373,7 @@ mod tests {
         LineState::Live(Live {
             started_at: Some(since),
             progress,
+            waiting: None,
         })
     }
 

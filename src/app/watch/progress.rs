@@ -19,6 +19,8 @@ pub struct Live {
     /// When the program started (from `worker.json`), once known.
     pub started_at: Option<SystemTime>,
     pub progress: Option<Progress>,
+    /// Before its program starts: the time it waits for (`spec.json`'s `start_at`).
+    pub waiting: Option<crate::spec::StartAt>,
 }
 
 impl Live {
@@ -31,6 +33,14 @@ impl Live {
                 .and_then(|f| f.started_at)
                 .and_then(|t| humantime::parse_rfc3339(&t).ok());
         }
+        self.waiting = match self.started_at {
+            Some(_) => None,
+            None => store::read_json::<crate::spec::AttemptSpec>(&paths.spec())
+                .ok()
+                .flatten()
+                .and_then(|s| s.start_at)
+                .filter(|s| s.instant().is_some_and(|t| t > SystemTime::now())),
+        };
         self.progress = progress(paths);
     }
 }

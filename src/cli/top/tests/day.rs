@@ -31,6 +31,7 @@ fn day() -> Board {
     t1.row.group = Some(G1.into());
     t1.live = Live {
         started_at: Some(ago(1799)),
+        waiting: None,
         progress: Some(progress(
             81_234,
             Some(0.4123),
@@ -96,6 +97,7 @@ fn day() -> Board {
     );
     live.live = Live {
         started_at: Some(ago(59)),
+        waiting: None,
         progress: Some(progress(
             0,
             None,

@@ -91,6 +91,7 @@ fn busy() -> Board {
     let mut fix = run("fix-tests", AgentKind::Claude, RunState::Running, 300);
     fix.live = Live {
         started_at: Some(ago(272)),
+        waiting: None,
         progress: Some(progress(
             12_345,
             None,
