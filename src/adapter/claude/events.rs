@@ -33,11 +33,13 @@ lenient! {
 }
 
 lenient! {
-    /// `rate_limit_event`'s `rate_limit_info`: a subscription's usage window.
+    /// `rate_limit_event`'s `rate_limit_info`: a subscription's usage window (`overageStatus`
+    /// `allowed` or `allowed_warning`: paid extra usage covers its overflow).
     pub(super) struct RateLimitInfo<'a> {
         status: Str<'a> = "status",
         resets_at: Num = "resetsAt",
         rate_limit_type: Str<'a> = "rateLimitType",
+        overage_status: Str<'a> = "overageStatus",
     }
 }
 

@@ -222,10 +222,23 @@ impl ClaudeParser {
                     "retry {attempt}/{max} after: {status} {err}"
                 )));
             }
-            // A subscription's window: `rejected` is its usage limit, with when it resets.
+            // A subscription's window: `rejected` is its usage limit, with when it resets,
+            // unless paid extra usage covers the overflow (its `overageStatus`). Claude Code
+            // would retry on for minutes when the reset's `retry-after` is short: the line
+            // starts the linger clock, so the worker stops it then (its `result`, if it
+            // gives up sooner, still ends it as usual).
             ("rate_limit_event", _) => {
                 let info = ev.rate_limit_info.0.as_ref();
-                if info.and_then(|i| i.status.get()) == Some("rejected") {
+                let covered = matches!(
+                    info.and_then(|i| i.overage_status.get()),
+                    Some("allowed" | "allowed_warning")
+                );
+                if covered && info.and_then(|i| i.status.get()) == Some("rejected") {
+                    r.pane.push(PaneItem::Info(
+                        "usage window reached; extra usage covers it".into(),
+                    ));
+                } else if info.and_then(|i| i.status.get()) == Some("rejected") {
+                    r.terminal = true;
                     let info = info.expect("seen above");
                     let kind = info.rate_limit_type.get().map(str::to_owned);
                     let retry_at = info.resets_at.tolerant_u64().map(|s| {

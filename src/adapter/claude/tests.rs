@@ -305,3 +305,30 @@ fn a_rejected_rate_limit_event_is_the_usage_limit_with_its_reset() {
     );
     assert_eq!(replay(&warned).report.output.usage_limit, None);
 }
+
+/// With a short `retry-after`, Claude Code retries on after the window's `rejected` event
+/// (for minutes): that event starts the linger clock, so the worker stops it; the usage
+/// limit stands without a `result`. Paid extra usage that covers the overflow
+/// (`overageStatus: allowed`) is no limit, and nothing stops.
+#[test]
+fn a_rejected_window_stops_claude_s_retries_unless_extra_usage_covers_it() {
+    let t = concat!(
+        r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-x"}"#,
+        "\n",
+        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1796310000,"rateLimitType":"five_hour"},"session_id":"s1"}"#,
+        "\n",
+        r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":30000,"error_status":429,"error":"rate_limit","session_id":"s1"}"#,
+        "\n"
+    );
+    let r = replay(t);
+    assert_eq!(r.terminal_lines(), vec![1]);
+    let limit = r.report.output.usage_limit.clone().expect("a usage limit");
+    assert_eq!(limit.retry_at.as_deref(), Some("2026-12-03T15:00:00Z"));
+    let covered = t.replace(
+        r#""rateLimitType":"five_hour""#,
+        r#""rateLimitType":"five_hour","overageStatus":"allowed""#,
+    );
+    let r = replay(&covered);
+    assert!(r.terminal_lines().is_empty(), "{:?}", r.terminal_lines());
+    assert_eq!(r.report.output.usage_limit, None);
+}
