@@ -226,6 +226,14 @@ pub trait Adapter: Sync {
     fn never_reports(&self, _limit: BudgetLimit) -> bool {
         false
     }
+    /// Settings every attempt of this CLI gets where the user's own do not say otherwise:
+    /// the file in its state directory, and a JSON object merged under the user's (pi's
+    /// provider retries off: its client would sleep a usage limit's whole `retry-after`,
+    /// silently). The attempt's state directory holds the merged file, and links to the
+    /// rest of the user's (see `app::start::overlay`).
+    fn settings_defaults(&self) -> Option<(&'static str, &'static str)> {
+        None
+    }
     /// What the CLI needs inside a sandbox besides [`BASE_ENV`].
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds::default()

@@ -222,6 +222,28 @@ pub struct AttemptSpec {
     /// and `status` say `waiting until …`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at: Option<StartAt>,
+    /// An unsandboxed agent whose CLI takes settings per attempt (see
+    /// `Adapter::settings_defaults`): its state directory for the attempt, made of links to
+    /// the user's and the merged settings file. (A sandboxed one gets them in its own
+    /// `sandbox.agent_state`.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_overlay: Option<AgentOverlay>,
+}
+
+/// The state directory an unsandboxed attempt's CLI is pointed at (`var`): `dir`, in the
+/// attempt, links to every entry of the user's `from` but the settings file, which is the
+/// user's with the adapter's defaults under it. What the CLI writes through a link (a
+/// refreshed login) reaches the user's own file.
+///
+/// ```json
+/// {"var": "PI_CODING_AGENT_DIR", "dir": "/h/runs/r/attempts/1/agent",
+///  "from": "/home/u/.pi/agent"}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentOverlay {
+    pub var: String,
+    pub dir: PathBuf,
+    pub from: PathBuf,
 }
 
 /// When an attempt's program starts, and why it waits until then.

@@ -419,6 +419,23 @@ fn usage_limit(agent: Agent) -> (Value, Vec<Value>) {
     assert!(said.starts_with(&format!("{}: ", agent.name())), "{v:#}");
     assert_valid_envelope(&v);
     assert!(mock.log_text().contains("scenario=usage_limit"));
+    if agent == Agent::Pi {
+        // The test's own pi settings leave the provider's retries on, as a user's do: the
+        // attempt's state directory has them off, and links to the rest of the user's.
+        let dir = env.attempt_dir("limit", 1).join("agent");
+        let settings: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("settings.json")).unwrap()).unwrap();
+        assert_eq!(
+            settings["retry"]["provider"]["maxRetries"], 0,
+            "{settings:#}"
+        );
+        assert_eq!(
+            settings["retry"]["maxRetries"], 2,
+            "the user's own settings: {settings:#}"
+        );
+        let models = std::fs::symlink_metadata(dir.join("models.json")).unwrap();
+        assert!(models.file_type().is_symlink());
+    }
     env.assert_no_leftovers();
     (v, evs)
 }

@@ -52,8 +52,10 @@ def setup(scratch: str, port: int) -> dict[str, str]:
         "defaultProvider": PROVIDER,
         "defaultModel": MODEL,
         "quietStartup": True,
+        # pi's provider retries are left as a user has them: subpane turns them off per
+        # attempt (its client would sleep a 429's whole retry-after).
         "retry": {"enabled": True, "maxRetries": 2, "baseDelayMs": 100,
-                  "provider": {"maxRetries": 0, "timeoutMs": 30000}},
+                  "provider": {"timeoutMs": 30000}},
     }, indent=2))
 
     # codex: a Responses-API provider without retries, full access (the sandbox is subpane's

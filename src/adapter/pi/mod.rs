@@ -100,6 +100,14 @@ impl Adapter for PiAdapter {
     fn not_live(&self, _limit: crate::envelope::BudgetLimit) -> Option<&'static str> {
         None
     }
+    fn settings_defaults(&self) -> Option<(&'static str, &'static str)> {
+        // pi's own retries (`auto_retry_start` events) stay; its provider client's are the
+        // ones that sleep a whole `retry-after` without a word.
+        Some((
+            "settings.json",
+            r#"{"retry": {"provider": {"maxRetries": 0}}}"#,
+        ))
+    }
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds {
             // pi talks to many providers; their keys and base URLs.

@@ -114,6 +114,7 @@ pub(in crate::app) fn create(home: &Home, plan: Plan) -> Result<Pending, Error> 
     if spec.sandbox.enabled {
         prepare_sandbox(&spec, &mut warnings);
     }
+    warnings.extend(super::overlay::make_overlay(&spec));
     Ok(Pending {
         paths,
         spec,

@@ -381,7 +381,10 @@ fn env_request(
     let mut env = BTreeMap::new();
     let mut missing = Vec::new();
     for name in &prev.env.set {
-        if sandboxed && set_by_sandbox(name) {
+        // Recomputed for every attempt, never looked up: the sandbox's, and an unsandboxed
+        // agent's state directory of links (`agent_overlay`).
+        let overlaid = prev.agent_overlay.as_ref().is_some_and(|o| &o.var == name);
+        if (sandboxed && set_by_sandbox(name)) || overlaid {
             continue;
         }
         if let Some(v) = opts.env.get(name) {

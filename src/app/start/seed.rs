@@ -199,6 +199,17 @@ pub(in crate::app) fn seed_agent_state(spec: &AttemptSpec) -> Vec<String> {
             note(&src, e);
         }
     }
+    // The CLI's settings for every attempt, under the user's (see overlay.rs).
+    if let Some((file, defaults)) = adapter_for(spec.agent).settings_defaults() {
+        let copy = state.dir.join(file);
+        if let Err(why) = super::overlay::write_merged(&copy, &copy, defaults) {
+            warnings.push(format!(
+                "the agent's state: {}: {why}; the attempt's {} defaults do not hold",
+                copy.display(),
+                spec.agent.as_str()
+            ));
+        }
+    }
     if !withheld.is_empty() {
         let names: Vec<String> = withheld.iter().map(|p| p.display().to_string()).collect();
         warnings.push(format!(

@@ -146,6 +146,33 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         }
         None => SandboxSpec::default(),
     };
+    // Unsandboxed, a CLI that takes settings per attempt gets a state directory of links to
+    // the user's and the merged settings (a sandboxed one has them in its own).
+    let overlay_needs = adapter_for(r.agent)
+        .settings_defaults()
+        .and(adapter_for(r.agent).sandbox_needs().state_dir)
+        .filter(|_| r.sandbox.is_none() && r.task.is_some());
+    let agent_overlay = overlay_needs.and_then(|needs| {
+        let named = env
+            .iter()
+            .find(|(k, _)| k.as_bytes() == needs.var.as_bytes())
+            .map(|(_, v)| PathBuf::from(v))
+            .filter(|p| p.is_absolute());
+        let from =
+            named.or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(needs.default)))?;
+        Some(crate::spec::AgentOverlay {
+            var: needs.var.to_owned(),
+            dir: resolved(sys, &paths.agent_state()),
+            from,
+        })
+    });
+    if let Some(o) = &agent_overlay {
+        env.retain(|(k, _)| k.as_bytes() != o.var.as_bytes());
+        env.push((o.var.clone().into(), o.dir.clone().into()));
+        if !env_spec.set.contains(&o.var) {
+            env_spec.set.push(o.var.clone());
+        }
+    }
     let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
     let spec = AttemptSpec {
         schema: SPEC_SCHEMA.to_owned(),
@@ -175,6 +202,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         // Only the server of a parent's nested runs binds a run to the parent's attempt.
         within: None,
         start_at: None,
+        agent_overlay,
     };
     let this = AttemptRef {
         attempt: r.attempt,
