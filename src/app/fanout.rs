@@ -106,8 +106,10 @@ impl Options {
         let agents: Vec<_> = tasks
             .iter()
             .map(|t| match &t.place {
-                Place::Here(p) => (t.line, Some(p.spec.agent)),
-                Place::Host(_) | Place::AnyHost => (t.line, t.request.agent),
+                Place::Here(p) => (t.line, Some(p.spec.agent), p.spec.limits.price.is_some()),
+                Place::Host(_) | Place::AnyHost => {
+                    (t.line, t.request.agent, t.request.price.is_some())
+                }
             })
             .collect();
         self.budget.check(&agents)
@@ -450,7 +452,7 @@ impl State<'_> {
                                 .ok();
                             let t = self.outcome(i, &env, dir);
                             self.finish(i, t, on_event);
-                            self.spend(i, env.attempt, budget::used(&env), on_event);
+                            self.spend(i, env.attempt, budget::used(&env, None), on_event);
                             continue;
                         }
                         far::End::Unknown(why) => self.unheard(i, None, why),
@@ -517,7 +519,16 @@ impl State<'_> {
             return;
         };
         self.progress.running -= 1;
-        self.spend(i, envelope.attempt, budget::used(envelope), on_event);
+        let price = match &self.slots[i].state {
+            Phase::Running { started, .. } => started.spec.limits.price,
+            _ => None,
+        };
+        self.spend(
+            i,
+            envelope.attempt,
+            budget::used(envelope, price.as_ref()),
+            on_event,
+        );
         if self.waits_for_reset(i, envelope, wl, on_event) {
             return;
         }
@@ -593,8 +604,10 @@ impl State<'_> {
             return;
         };
         if let Some(p) = super::progress(&started.paths) {
-            let attempt = started.spec.attempt;
-            self.spend(i, attempt, p.so_far, on_event);
+            let (attempt, price) = (started.spec.attempt, started.spec.limits.price);
+            let mut so_far = p.so_far;
+            so_far.cost_usd = crate::envelope::costed(&so_far, price.as_ref());
+            self.spend(i, attempt, so_far, on_event);
         }
     }
 

@@ -93,6 +93,8 @@ pub(crate) struct Budget {
     /// What the resumed session used before this attempt (`Limits::session_before`): the
     /// figures the attempt reports are added to it.
     before: Before,
+    /// The model's price (`--price`): the cost of usage the CLI reports no cost for.
+    price: Option<crate::spec::Price>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -117,6 +119,7 @@ impl Budget {
             max_tokens: limits.max_tokens,
             max_cost_usd: limits.max_cost_usd.map(|c| c.0),
             before,
+            price: limits.price,
         }
     }
 
@@ -145,7 +148,7 @@ impl Budget {
         let b = self.before;
         let tokens = s.total_tokens().map(|t| t.saturating_add(b.tokens));
         let turns = s.turns.map(|t| t.saturating_add(b.turns));
-        let cost = s.cost_usd.map(|c| c + b.cost_usd);
+        let cost = costed(s, self.price.as_ref()).map(|c| c + b.cost_usd);
         let hit = |limit, value: Number, reached: Number| BudgetHit {
             limit,
             value,
@@ -177,6 +180,19 @@ impl Budget {
     }
 }
 
+/// The cost of `s`: as the CLI reported it, else its usage at `price` (if given).
+pub(crate) fn costed(s: &SoFar, price: Option<&crate::spec::Price>) -> Option<f64> {
+    s.cost_usd.or_else(|| {
+        let u = s.usage.as_ref()?;
+        price?.cost([
+            u.input_tokens,
+            u.output_tokens,
+            u.cache_read_tokens,
+            u.cache_write_tokens,
+        ])
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +219,22 @@ mod tests {
             max_cost_usd: cost.map(Usd),
             ..Limits::default()
         })
+    }
+
+    /// With a price, the tokens of a CLI that reports no cost are costed.
+    #[test]
+    fn a_price_costs_the_tokens_of_a_cli_without_a_cost() {
+        let b = Budget::new(&Limits {
+            max_cost_usd: Some(Usd(0.01)),
+            price: Some("3,15".parse().unwrap()),
+            ..Limits::default()
+        });
+        // 3000 tokens: 2250 in, 750 out = $0.00675 + $0.01125.
+        let hit = b.crossed(&so_far(Some(3000), None, None)).unwrap();
+        assert_eq!(hit.limit, BudgetLimit::MaxCost);
+        assert_eq!(b.crossed(&so_far(Some(1000), None, None)), None);
+        // A cost the CLI reports is the one that counts.
+        assert_eq!(b.crossed(&so_far(Some(3000), None, Some(0.001))), None);
     }
 
     /// A resumed session's earlier usage counts: the attempt's figures are added to it.

@@ -23,7 +23,7 @@ pub use answers::{
     CancelRequested, DamagedRun, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus,
     RunRow, RunState, STATUS_SCHEMA, SlurmJob, Started, StatusDoc, TaskStatus,
 };
-pub(crate) use budget::Budget;
+pub(crate) use budget::{Budget, costed};
 pub use budget::{BudgetHit, BudgetLimit, BudgetUsage};
 pub use build::{build, duration_between};
 pub use git::{CarryResult, GitCarry, MAX_SUBMODULES, RefusalReason, bounded_paths};

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-pub use budget::Usd;
+pub use budget::{Price, Usd};
 pub use duration::{DurationError, duration_text, millis, parse_duration, parse_positive_duration};
 pub use run_id::{RunId, RunIdError};
 pub use sandbox::{
@@ -84,6 +84,9 @@ pub struct Limits {
     /// earlier attempts in this home used (their envelopes), which the budget counts too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_before: Option<crate::envelope::BudgetUsage>,
+    /// The model's price (`--price`): the cost of a CLI that reports none, from its usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
 }
 
 /// How long an agent may stay alive after its terminal event when nobody said (`--linger`).
@@ -102,6 +105,7 @@ impl Default for Limits {
             max_tokens: None,
             max_cost_usd: None,
             session_before: None,
+            price: None,
         }
     }
 }

@@ -284,3 +284,50 @@ fn at_reset_of_a_run_without_a_usage_limit_is_refused() {
     assert!(!env.attempt_dir("ok", 2).exists());
     env.assert_no_leftovers();
 }
+
+/// Claude Code reports its cost only in its final `result`: `--max-cost` is refused alone,
+/// and with a price its tokens are costed as they come, and the budget stops it.
+#[test]
+fn claude_max_cost_holds_with_a_price() {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let work = env.work.to_str().unwrap();
+    let base = [
+        "run",
+        "--json",
+        "--timeout",
+        "60s",
+        "--cwd",
+        work,
+        "--agent",
+        "claude",
+        "--tools",
+        "Bash",
+        "--max-cost",
+        "0.3",
+        "--task",
+        "SCENARIO:many_turns Keep going.",
+    ];
+    let refused = subpane(&env, &mock, &[&base[..], &["--run-id", "c0"]].concat());
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--price"), "{}", refused.stderr);
+    // $1000 a million tokens: the mock's 148 tokens a call cost $0.148.
+    let ran = subpane(
+        &env,
+        &mock,
+        &[
+            &base[..],
+            &["--run-id", "c1", "--price", "1000,1000,1000,1000"],
+        ]
+        .concat(),
+    );
+    let v = ran.json();
+    assert_eq!(ran.code, 1, "{v:#}\n{}", ran.stderr);
+    assert_eq!(v["failure_kind"], "budget", "{v:#}");
+    assert_eq!(v["budget"]["limit"], "max_cost", "{v:#}");
+    let reached = v["budget"]["reached"].as_f64().unwrap();
+    assert!(reached > 0.3 && reached < 0.3 + 0.148 * 2.0, "{v:#}");
+    let spec = env.read_json(&env.attempt_dir("c1", 1).join("spec.json"));
+    assert_eq!(spec["limits"]["price"]["input"], 1000.0, "{spec:#}");
+    env.assert_no_leftovers();
+}

@@ -20,8 +20,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::Error;
 use crate::app::invalid::Invalid;
-use crate::envelope::{Budget, BudgetHit, BudgetLimit, Envelope, SoFar, Usage};
-use crate::spec::{AgentKind, Limits, Usd};
+use crate::envelope::{Budget, BudgetHit, BudgetLimit, Envelope, SoFar, Usage, costed};
+use crate::spec::{AgentKind, Limits, Price, Usd};
 
 /// The limits of a group's budget, over the usage of all its tasks (`group.json`'s
 /// `budget`).
@@ -43,9 +43,9 @@ impl GroupBudget {
     }
 
     /// Refuses a limit that is not above zero, and a `max_cost` for a task whose agent never
-    /// reports a cost (`agents`: each task's line and agent, `None` for a task planned on a
-    /// host, which checks its own).
-    pub fn check(&self, agents: &[(usize, Option<AgentKind>)]) -> Result<(), Error> {
+    /// reports a cost and that has no price to cost its tokens (`agents`: each task's line,
+    /// agent, and whether it has a price).
+    pub fn check(&self, agents: &[(usize, Option<AgentKind>, bool)]) -> Result<(), Error> {
         if self.max_tokens == Some(0) {
             return Err(Invalid::new("max_tokens", "must be greater than zero").into());
         }
@@ -61,15 +61,15 @@ impl GroupBudget {
                 .into());
             }
             let adapter = |a: AgentKind| crate::adapter::adapter_for(a);
-            if let Some((line, a)) = agents.iter().find_map(|(line, a)| {
-                a.filter(|a| adapter(*a).never_reports(BudgetLimit::MaxCost))
+            if let Some((line, a)) = agents.iter().find_map(|(line, a, priced)| {
+                a.filter(|a| !priced && adapter(*a).never_reports(BudgetLimit::MaxCost))
                     .map(|a| (line, a))
             }) {
                 return Err(Invalid::new(
                     "max_cost",
                     format!(
                         "the group's cost cannot be known: line {line} runs {}, which reports \
-                         no cost",
+                         no cost (give that line a `price`)",
                         a.as_str()
                     ),
                 )
@@ -140,14 +140,17 @@ impl Spent {
     }
 }
 
-/// What an ended attempt used, as its envelope says.
-pub(super) fn used(env: &Envelope) -> SoFar {
-    SoFar {
+/// What an ended attempt used, as its envelope says (its tokens costed at `price` when its
+/// CLI said no cost).
+pub(super) fn used(env: &Envelope, price: Option<&Price>) -> SoFar {
+    let mut s = SoFar {
         usage: env.output.usage.clone(),
         cost_usd: env.output.cost_usd,
         turns: env.output.turns,
         tool_calls: env.output.tool_calls,
-    }
+    };
+    s.cost_usd = costed(&s, price);
+    s
 }
 
 #[cfg(test)]
@@ -215,13 +218,18 @@ mod tests {
             max_tokens: None,
             max_cost: Some(Usd(1.0)),
         };
-        assert!(cost.check(&[(1, Some(AgentKind::Pi))]).is_ok());
-        assert!(cost.check(&[(1, Some(AgentKind::Command))]).is_ok());
+        assert!(cost.check(&[(1, Some(AgentKind::Pi), false)]).is_ok());
+        assert!(cost.check(&[(1, Some(AgentKind::Command), false)]).is_ok());
         let e = cost
-            .check(&[(1, Some(AgentKind::Pi)), (2, Some(AgentKind::Codex))])
+            .check(&[
+                (1, Some(AgentKind::Pi), false),
+                (2, Some(AgentKind::Codex), false),
+            ])
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 2 runs codex"), "{e}");
+        // A price costs its tokens.
+        assert!(cost.check(&[(2, Some(AgentKind::Codex), true)]).is_ok());
         let nan = GroupBudget {
             max_tokens: None,
             max_cost: Some(Usd(f64::NAN)),

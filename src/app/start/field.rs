@@ -503,7 +503,15 @@ request_fields! {
     max_cost: Option<Usd> {
         flag: Flag::Long("max-cost"), value_name: "USD",
         help: "Stop the agent (failure budget) once the cost its CLI reports passes this many \
-               US dollars; only for an agent whose CLI reports its cost as it goes (pi)",
+               US dollars; only for an agent whose CLI reports its cost as it goes (pi), or, \
+               with a price, its tokens (claude)",
+    }
+    price: Option<String> {
+        flag: Flag::Long("price"), value_name: "IN,OUT",
+        help: "The model's price in US dollars per million tokens: input and output, then \
+               optionally cache read and cache write (3,15 or 3,15,0.3,3.75). A CLI that \
+               reports tokens but no cost is costed from its usage, for a max cost (the run's, \
+               or a fan-out group's)",
     }
     env: BTreeMap<String, String> {
         flag: Flag::Long("env"), value_name: "K=V",

@@ -140,7 +140,9 @@ fn budget(req: &RunRequest, limits: &mut Limits) -> Result<(), Error> {
             None => Ok(()),
             Some(why) => {
                 let other = match agent {
-                    AgentKind::Claude => "; Claude Code's tokens are: use {max_tokens}",
+                    AgentKind::Claude => {
+                        "; Claude Code's tokens are: use {max_tokens}, or give {price} to cost them"
+                    }
                     AgentKind::Codex | AgentKind::Command | AgentKind::Pi => "",
                 };
                 Err(Invalid::new(
@@ -163,6 +165,26 @@ fn budget(req: &RunRequest, limits: &mut Limits) -> Result<(), Error> {
             Some(n) => live(limit).map(|()| Some(u64::from(n))),
             None => Ok(None),
         }
+    };
+    limits.price = match &req.price {
+        Some(p) => Some(
+            p.parse::<crate::spec::Price>()
+                .map_err(|e| Invalid::new("price", e))?,
+        ),
+        None => None,
+    };
+    // A price costs the tokens: a cost limit holds where the tokens come as they go.
+    let priced = limits.price.is_some();
+    let live = |limit: BudgetLimit| match limit {
+        BudgetLimit::MaxCost
+            if priced
+                && adapter_for(agent)
+                    .not_live(BudgetLimit::MaxTokens)
+                    .is_none() =>
+        {
+            Ok(())
+        }
+        l => live(l),
     };
     limits.max_turns = count(BudgetLimit::MaxTurns, req.max_turns)?;
     limits.max_tokens = count(BudgetLimit::MaxTokens, req.max_tokens)?;
