@@ -26,7 +26,8 @@ never counts, whatever it holds):
                     (an agent whose turns take time, for the live views)
   model_error       HTTP 500 (an api_error); the CLIs retry, so configure them to fail fast
   usage_limit       HTTP 429 as each API answers an account's usage limit, its reset an hour
-                    ahead (`retry-after: 3600`; Anthropic's `anthropic-ratelimit-unified-*`)
+                    ahead (`retry-after: 3600`; Anthropic's `anthropic-ratelimit-unified-*`),
+                    or RESET_IN:<seconds> of the marker's text ahead
   context_overflow  the provider's context-length error (HTTP 400)
   flaky             the first call of each conversation fails with HTTP 500, the next succeeds
                     (provokes the CLIs' retry events)
@@ -242,6 +243,7 @@ def tool_names(api: str, body: dict) -> list[str]:
 
 OUTSIDE_RE = re.compile(r"OUTSIDE:(\S+)")
 PAUSE_RE = re.compile(r"PAUSE:(\d+(?:\.\d+)?)")
+RESET_IN_RE = re.compile(r"RESET_IN:(\d+)")
 
 
 def tool_command(scenario: str, text: str) -> str:
@@ -461,7 +463,7 @@ class Handler(BaseHTTPRequestHandler):
         if scenario == "model_error":
             return self._server_error(api)
         if scenario == "usage_limit":
-            return self._usage_limit(api)
+            return self._usage_limit(api, text)
         if scenario == "context_overflow":
             return self._overflow(api)
         if scenario == "stall":
@@ -503,11 +505,14 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._json(500, {"error": {"message": "The server had an error while processing your request (mock)", "type": "server_error", "param": None, "code": "server_error"}})
 
-    def _usage_limit(self, api):
+    def _usage_limit(self, api, text):
         """The account's limit, as each API answers it: HTTP 429 with a reset an hour ahead
-        (`retry-after` in seconds; Anthropic's unified rate-limit headers too)."""
-        reset = int(time.time()) + 3600
-        headers = {"retry-after": "3600"}
+        (or RESET_IN:<seconds> of the marker's text; `retry-after` in seconds, Anthropic's
+        unified rate-limit headers too)."""
+        found = RESET_IN_RE.search(text)
+        secs = int(found.group(1)) if found else 3600
+        reset = int(time.time()) + secs
+        headers = {"retry-after": str(secs)}
         if api == "messages":
             headers.update({"anthropic-ratelimit-unified-status": "rejected",
                             "anthropic-ratelimit-unified-reset": str(reset)})
@@ -516,7 +521,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._json(429, {"error": {"type": "usage_limit_reached", "code": "usage_limit_reached",
                                        "message": "You've hit your usage limit (mock)",
-                                       "resets_in_seconds": 3600, "resets_at": reset}}, headers)
+                                       "resets_in_seconds": secs, "resets_at": reset}}, headers)
 
     def _overflow(self, api):
         if api == "messages":

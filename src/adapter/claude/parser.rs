@@ -223,17 +223,27 @@ impl ClaudeParser {
                 )));
             }
             // A subscription's window: `rejected` is its usage limit, with when it resets,
-            // unless paid extra usage covers the overflow (its `overageStatus`). Claude Code
-            // would retry on for minutes when the reset's `retry-after` is short: the line
-            // starts the linger clock, so the worker stops it then (its `result`, if it
-            // gives up sooner, still ends it as usual).
+            // unless paid extra usage covers the overflow (its `overageStatus`). The pinned
+            // Claude Code says it once its own retries are spent (its `api_retry` events say
+            // only "rate_limit" before), and its `result` follows; should anything follow
+            // instead, the line starts the linger clock, so the worker stops it then.
             ("rate_limit_event", _) => {
                 let info = ev.rate_limit_info.0.as_ref();
                 let covered = matches!(
                     info.and_then(|i| i.overage_status.get()),
                     Some("allowed" | "allowed_warning")
                 );
-                if covered && info.and_then(|i| i.status.get()) == Some("rejected") {
+                let status = info.and_then(|i| i.status.get());
+                if status == Some("allowed_warning") {
+                    // Near the window's end: said, never a failure.
+                    let kind = info
+                        .and_then(|i| i.rate_limit_type.get())
+                        .unwrap_or("its window");
+                    r.pane.push(PaneItem::Info(format!(
+                        "usage window nearly spent ({})",
+                        one_line(kind, 40)
+                    )));
+                } else if covered && status == Some("rejected") {
                     r.pane.push(PaneItem::Info(
                         "usage window reached; extra usage covers it".into(),
                     ));

@@ -303,7 +303,13 @@ fn a_rejected_rate_limit_event_is_the_usage_limit_with_its_reset() {
         r#""is_error":true,"api_error_status":429"#,
         r#""is_error":false"#,
     );
-    assert_eq!(replay(&warned).report.output.usage_limit, None);
+    let warned = replay(&warned);
+    assert_eq!(warned.report.output.usage_limit, None);
+    assert!(
+        warned.pane_has_info("usage window nearly spent (five_hour)"),
+        "{:?}",
+        warned.pane()
+    );
 }
 
 /// With a short `retry-after`, Claude Code retries on after the window's `rejected` event
