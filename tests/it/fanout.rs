@@ -930,15 +930,14 @@ fn a_group_cost_budget_over_codex_is_refused() {
             json!({"agent": "codex", "task": "hi", "run_id": "cx"}).to_string(),
         ],
     );
-    let child = env
-        .cmd()
-        .env("PATH", crate::mock::path_with_clis(None))
-        .args(["fanout", file.to_str().unwrap(), "--max-cost", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run subpane fanout");
-    let ran = crate::harness::wait_child_within(child, LIMIT, "a refused fan-out");
+    let mut c = env.cmd();
+    c.env("PATH", crate::mock::path_with_clis(None)).args([
+        "fanout",
+        file.to_str().unwrap(),
+        "--max-cost",
+        "1",
+    ]);
+    let ran = crate::harness::ran_within(c, LIMIT, "a refused fan-out");
     assert_eq!(ran.code, 2, "{}", ran.stderr);
     assert!(
         ran.stderr
@@ -986,21 +985,15 @@ esac
         ],
     );
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let child = env
-        .cmd()
-        .env("PATH", path)
-        .args([
-            "fanout",
-            file.to_str().unwrap(),
-            "--json",
-            "--on-usage-limit",
-            "wait",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run subpane fanout");
-    let ran = crate::harness::wait_child_within(child, LIMIT, "a fan-out waiting for a reset");
+    let mut c = env.cmd();
+    c.env("PATH", path).args([
+        "fanout",
+        file.to_str().unwrap(),
+        "--json",
+        "--on-usage-limit",
+        "wait",
+    ]);
+    let ran = crate::harness::ran_within(c, LIMIT, "a fan-out waiting for a reset");
     let v = ran.json();
     assert_eq!(ran.code, 0, "{v:#}\n{}", ran.stderr);
     assert!(

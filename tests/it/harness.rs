@@ -419,15 +419,20 @@ impl TestEnv {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let child = self
-            .cmd()
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run subpane");
-        wait_child_within(child, limit, why_it_may_hang)
+        let mut c = self.cmd();
+        c.args(args);
+        ran_within(c, limit, why_it_may_hang)
     }
+}
+
+/// Runs `c` with its stdout and stderr piped, as [`wait_child_within`] waits for it.
+pub fn ran_within(mut c: std::process::Command, limit: Duration, why_it_may_hang: &str) -> Ran {
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run subpane");
+    wait_child_within(child, limit, why_it_may_hang)
 }
 
 /// Waits for `child` (with piped stdout/stderr) up to `limit`; kills it and fails the test

@@ -3,25 +3,19 @@
 //! attempts; `retry --at-reset` waits in its pane for a usage limit to reset (cancellable,
 //! `queued` meanwhile), then resumes the session.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::harness::{Ran, TestEnv, assert_valid_envelope, wait_child_within};
+use crate::harness::{Ran, TestEnv, assert_valid_envelope, ran_within};
 use crate::mock::Mock;
 
 const LIMIT: Duration = Duration::from_secs(90);
 
 fn subpane(env: &TestEnv, mock: &Mock, args: &[&str]) -> Ran {
-    let child = mock
-        .subpane(env, None)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run subpane");
-    wait_child_within(child, LIMIT, "a pi run against the mock did not finish")
+    let mut c = mock.subpane(env, None);
+    c.args(args);
+    ran_within(c, LIMIT, "an agent run against the mock did not finish")
 }
 
 fn total(v: &Value) -> u64 {
@@ -341,9 +335,8 @@ fn claude_on_a_subscription_says_when_its_window_resets() {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
     let work = env.work.to_str().unwrap();
-    let child = mock
-        .subpane(&env, None)
-        .env_remove("ANTHROPIC_API_KEY")
+    let mut c = mock.subpane(&env, None);
+    c.env_remove("ANTHROPIC_API_KEY")
         .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-mock")
         .env("CLAUDE_CODE_MAX_RETRIES", "1")
         .args([
@@ -359,12 +352,8 @@ fn claude_on_a_subscription_says_when_its_window_resets() {
             "claude",
             "--task",
             "SCENARIO:usage_limit RESET_IN:2 Say hello.",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run subpane");
-    let ran = wait_child_within(child, LIMIT, "claude at its usage window");
+        ]);
+    let ran = ran_within(c, LIMIT, "claude at its usage window");
     let v = ran.json();
     assert_eq!(ran.code, 75, "{v:#}\n{}", ran.stderr);
     assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");

@@ -50,16 +50,7 @@ impl GroupBudget {
             return Err(Invalid::new("max_tokens", "must be greater than zero").into());
         }
         if let Some(c) = self.max_cost {
-            if !(c.0.is_finite() && c.0 > 0.0) {
-                return Err(Invalid::new(
-                    "max_cost",
-                    format!(
-                        "must be an amount in US dollars greater than zero, not {}",
-                        c.0
-                    ),
-                )
-                .into());
-            }
+            crate::app::plan::positive_cost(c)?;
             let adapter = |a: AgentKind| crate::adapter::adapter_for(a);
             if let Some((line, a)) = agents.iter().find_map(|(line, a, priced)| {
                 a.filter(|a| !priced && adapter(*a).never_reports(BudgetLimit::MaxCost))

@@ -189,20 +189,27 @@ fn budget(req: &RunRequest, limits: &mut Limits) -> Result<(), Error> {
     limits.max_turns = count(BudgetLimit::MaxTurns, req.max_turns)?;
     limits.max_tokens = count(BudgetLimit::MaxTokens, req.max_tokens)?;
     limits.max_cost_usd = match req.max_cost {
-        Some(c) if !(c.0.is_finite() && c.0 > 0.0) => {
-            return Err(Invalid::new(
-                "max_cost",
-                format!(
-                    "must be an amount in US dollars greater than zero, not {}",
-                    c.0
-                ),
-            )
-            .into());
+        Some(c) => {
+            positive_cost(c)?;
+            live(BudgetLimit::MaxCost).map(|()| Some(c))?
         }
-        Some(c) => live(BudgetLimit::MaxCost).map(|()| Some(c))?,
         None => None,
     };
     Ok(())
+}
+
+/// A `max_cost` (a run's, or a fan-out group's) is an amount above zero.
+pub(in crate::app) fn positive_cost(c: crate::spec::Usd) -> Result<(), Invalid> {
+    if c.0.is_finite() && c.0 > 0.0 {
+        return Ok(());
+    }
+    Err(Invalid::new(
+        "max_cost",
+        format!(
+            "must be an amount in US dollars greater than zero, not {}",
+            c.0
+        ),
+    ))
 }
 
 /// A budget of an attempt that resumes a session counts the whole session: what its earlier
