@@ -866,12 +866,7 @@ fn a_group_budget_stops_the_running_tasks_and_skips_the_rest() {
         "2",
     ])
     .args(["--max-tokens", "1000"]);
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run subpane fanout");
-    let ran = crate::harness::wait_child_within(child, LIMIT, "a fan-out under a budget");
+    let ran = crate::harness::ran_within(c, LIMIT, "a fan-out under a budget");
     let v = ran.json();
     assert_eq!(ran.code, 1, "{v:#}\n{}", ran.stderr);
     assert!(
