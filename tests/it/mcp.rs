@@ -1591,3 +1591,39 @@ async fn a_waiting_run_says_the_usage_so_far() {
     c.close().await;
     env.assert_no_leftovers();
 }
+
+/// The `fanout` tool's group budget (`max_tokens`) reaches the group's driver (group.json's
+/// `budget`): the pi tasks that work on for many turns are stopped as `budget`, the queued
+/// one skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fanouts_group_budget_stops_its_tasks() {
+    let env = TestEnv::new();
+    let mock = crate::mock::Mock::start(&env);
+    let c = connect_with(&env, |cmd| mock.point(cmd, None)).await;
+    let task = |id: &str| {
+        json!({"agent": "pi", "run_id": id, "cwd": env.work, "tools": ["bash"],
+               "timeout": "2m", "task": "SCENARIO:many_turns PAUSE:0.1 Keep going."})
+    };
+    let r = c
+        .call(
+            "fanout",
+            json!({"tasks": [task("g1"), task("g2"), task("g3")], "concurrency": 2,
+                   "max_tokens": 1000, "max_wait": "50s"}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let v = doc(&r);
+    assert_eq!(v["status"], "ended", "{v}");
+    assert_eq!(v["counts"]["failed"], 2, "{v}");
+    assert_eq!(v["counts"]["skipped"], 1, "{v}");
+    let group = v["group"].as_str().unwrap().to_owned();
+    let record = env.read_json(&env.home.join("groups").join(&group).join("group.json"));
+    assert_eq!(record["budget"]["max_tokens"], 1000, "{record}");
+    for id in ["g1", "g2"] {
+        let e = env.result(id);
+        assert_eq!(e["failure_kind"], "budget", "{e:#}");
+        assert_eq!(e["budget"]["group"], group.as_str(), "{e:#}");
+    }
+    c.close().await;
+    env.assert_no_leftovers();
+}
