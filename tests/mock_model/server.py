@@ -31,6 +31,8 @@ never counts, whatever it holds):
   context_overflow  the provider's context-length error (HTTP 400)
   flaky             the first call of each conversation fails with HTTP 500, the next succeeds
                     (provokes the CLIs' retry events)
+  rate_limit_once   the first call of each conversation answers HTTP 429 with `retry-after: 1`
+                    (a transient rate limit, no usage-limit headers), the next succeeds
   stall             SSE headers and one chunk, then silence until the client disconnects
   mcp_call          the marker's text also holds MCP_TOOL:<suffix> and MCP_ARGS:<base64 of a
                     JSON object>. First call: the offered tool whose name is the suffix or
@@ -77,7 +79,7 @@ SCENARIO_RE = re.compile(r"SCENARIO:([a-z_]+)")
 STALL_MAX_SECONDS = 600
 
 _lock = threading.Lock()
-_flaky_seen: set[tuple[str, str]] = set()
+_flaky_seen: set[tuple[str, str, str]] = set()
 _log_file = None
 _dump_dir: str | None = None
 _counter = 0
@@ -453,12 +455,14 @@ class Handler(BaseHTTPRequestHandler):
 
     def _answer(self, api, body, scenario, after, text):
         answered = any(i.kind == "tool_result" for i in after)
-        if scenario == "flaky":
+        if scenario in ("flaky", "rate_limit_once"):
             with _lock:
-                first = (api, text) not in _flaky_seen
-                _flaky_seen.add((api, text))
-            if first:
+                first = (scenario, api, text) not in _flaky_seen
+                _flaky_seen.add((scenario, api, text))
+            if first and scenario == "flaky":
                 return self._server_error(api)
+            if first:
+                return self._rate_limited(api)
             scenario = "plain"
         if scenario == "model_error":
             return self._server_error(api)
@@ -504,6 +508,16 @@ class Handler(BaseHTTPRequestHandler):
             self._json(500, {"type": "error", "error": {"type": "api_error", "message": "Internal server error (mock)"}})
         else:
             self._json(500, {"error": {"message": "The server had an error while processing your request (mock)", "type": "server_error", "param": None, "code": "server_error"}})
+
+    def _rate_limited(self, api):
+        """A transient rate limit, as each API answers it: HTTP 429, try again in a second."""
+        headers = {"retry-after": "1"}
+        if api == "messages":
+            self._json(429, {"type": "error", "error": {"type": "rate_limit_error",
+                                                        "message": "Rate limited (mock)"}}, headers)
+        else:
+            self._json(429, {"error": {"type": "requests", "code": "rate_limit_exceeded",
+                                       "message": "Rate limit reached for requests (mock)"}}, headers)
 
     def _usage_limit(self, api, text):
         """The account's limit, as each API answers it: HTTP 429 with a reset an hour ahead
