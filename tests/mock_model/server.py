@@ -26,11 +26,16 @@ never counts, whatever it holds):
                     (an agent whose turns take time, for the live views)
   model_error       HTTP 500 (an api_error); the CLIs retry, so configure them to fail fast
   usage_limit       HTTP 429 as each API answers an account's usage limit, its reset an hour
-                    ahead (`retry-after: 3600`; Anthropic's `anthropic-ratelimit-unified-*`),
-                    or RESET_IN:<seconds> of the marker's text ahead
+                    ahead (`retry-after: 3600`; Anthropic's `anthropic-ratelimit-unified-*`:
+                    status rejected, reset, representative-claim five_hour, without which
+                    Claude Code takes the 429 for a transient one), or RESET_IN:<seconds>
+                    of the marker's text ahead
   context_overflow  the provider's context-length error (HTTP 400)
   flaky             the first call of each conversation fails with HTTP 500, the next succeeds
                     (provokes the CLIs' retry events)
+  usage_limit_soon  `usage_limit` whose `retry-after` is 30 s (a limit Claude Code would retry,
+                    ten times over minutes, instead of giving up); its unified reset is still
+                    an hour ahead
   rate_limit_once   the first call of each conversation answers HTTP 429 with `retry-after: 1`
                     (a transient rate limit, no usage-limit headers), the next succeeds
   stall             SSE headers and one chunk, then silence until the client disconnects
@@ -466,8 +471,9 @@ class Handler(BaseHTTPRequestHandler):
             scenario = "plain"
         if scenario == "model_error":
             return self._server_error(api)
-        if scenario == "usage_limit":
-            return self._usage_limit(api, text)
+        if scenario in ("usage_limit", "usage_limit_soon"):
+            soon = 30 if scenario == "usage_limit_soon" else None
+            return self._usage_limit(api, text, soon)
         if scenario == "context_overflow":
             return self._overflow(api)
         if scenario == "stall":
@@ -519,17 +525,18 @@ class Handler(BaseHTTPRequestHandler):
             self._json(429, {"error": {"type": "requests", "code": "rate_limit_exceeded",
                                        "message": "Rate limit reached for requests (mock)"}}, headers)
 
-    def _usage_limit(self, api, text):
+    def _usage_limit(self, api, text, retry_after=None):
         """The account's limit, as each API answers it: HTTP 429 with a reset an hour ahead
-        (or RESET_IN:<seconds> of the marker's text; `retry-after` in seconds, Anthropic's
-        unified rate-limit headers too)."""
+        (or RESET_IN:<seconds> of the marker's text; Anthropic's unified rate-limit headers
+        say so) and `retry-after` in seconds (that reset, or `retry_after`)."""
         found = RESET_IN_RE.search(text)
         secs = int(found.group(1)) if found else 3600
         reset = int(time.time()) + secs
-        headers = {"retry-after": str(secs)}
+        headers = {"retry-after": str(retry_after or secs)}
         if api == "messages":
             headers.update({"anthropic-ratelimit-unified-status": "rejected",
-                            "anthropic-ratelimit-unified-reset": str(reset)})
+                            "anthropic-ratelimit-unified-reset": str(reset),
+                            "anthropic-ratelimit-unified-representative-claim": "five_hour"})
             self._json(429, {"type": "error", "error": {"type": "rate_limit_error",
                                                         "message": "Usage limit reached (mock)"}}, headers)
         else:
