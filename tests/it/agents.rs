@@ -98,8 +98,22 @@ fn run_agent(
     agent: Agent,
     extra: &[&str],
 ) -> (i32, Value) {
+    run_agent_as(env, mock, front, run, agent, extra, |_| {})
+}
+
+/// [`run_agent`] with the environment of `subpane run` changed by `how`.
+fn run_agent_as(
+    env: &TestEnv,
+    mock: &Mock,
+    front: Option<&Path>,
+    run: &str,
+    agent: Agent,
+    extra: &[&str],
+    how: impl FnOnce(&mut std::process::Command),
+) -> (i32, Value) {
     let work = env.work.to_str().unwrap();
     let mut c = mock.subpane(env, front);
+    how(&mut c);
     c.args([
         "run",
         "--json",
@@ -396,19 +410,21 @@ fn model_error(agent: Agent) {
     env.assert_no_leftovers();
 }
 
+/// A run that met the account's usage limit, with what it ran against.
+struct Limited {
+    env: TestEnv,
+    mock: Mock,
+    v: Value,
+    evs: Vec<Value>,
+}
+
 /// The account's usage limit (the mock's 429 with a reset an hour ahead), as `agent` meets
 /// it: an outcome of its own, exit 75, never a model failure. The envelope and the events.
-fn usage_limit(agent: Agent) -> (Value, Vec<Value>) {
+fn usage_limit(agent: Agent, extra: &[&str]) -> Limited {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
-    let (code, v) = run_agent(
-        &env,
-        &mock,
-        None,
-        "limit",
-        agent,
-        &["--task", "SCENARIO:usage_limit Say hello."],
-    );
+    let args = [extra, &["--task", "SCENARIO:usage_limit Say hello."]].concat();
+    let (code, v) = run_agent(&env, &mock, None, "limit", agent, &args);
     let evs = events(&env, "limit");
     assert_eq!(code, 75, "{v:#}\n{evs:#?}");
     assert_eq!(v["status"], "failed", "{v:#}");
@@ -419,32 +435,15 @@ fn usage_limit(agent: Agent) -> (Value, Vec<Value>) {
     assert!(said.starts_with(&format!("{}: ", agent.name())), "{v:#}");
     assert_valid_envelope(&v);
     assert!(mock.log_text().contains("scenario=usage_limit"));
-    if agent == Agent::Pi {
-        // The test's own pi settings leave the provider's retries on, as a user's do: the
-        // attempt's state directory has them off, and links to the rest of the user's.
-        let dir = env.attempt_dir("limit", 1).join("agent");
-        let settings: Value =
-            serde_json::from_slice(&std::fs::read(dir.join("settings.json")).unwrap()).unwrap();
-        assert_eq!(
-            settings["retry"]["provider"]["maxRetries"], 0,
-            "{settings:#}"
-        );
-        assert_eq!(
-            settings["retry"]["maxRetries"], 2,
-            "the user's own settings: {settings:#}"
-        );
-        let models = std::fs::symlink_metadata(dir.join("models.json")).unwrap();
-        assert!(models.file_type().is_symlink());
-    }
     env.assert_no_leftovers();
-    (v, evs)
+    Limited { env, mock, v, evs }
 }
 
 /// Claude Code with an API key gives up at once on a `retry-after` over a minute; its
 /// `result` says `api_error_status: 429`.
 #[test]
 fn claude_usage_limit_is_its_own_outcome_with_exit_75() {
-    let (_, evs) = usage_limit(Agent::Claude);
+    let Limited { evs, .. } = usage_limit(Agent::Claude, &[]);
     let result = evs
         .iter()
         .rev()
@@ -453,19 +452,64 @@ fn claude_usage_limit_is_its_own_outcome_with_exit_75() {
     assert_eq!(result["api_error_status"], 429, "{result}");
 }
 
+/// As a subscriber (an OAuth token, no API key) Claude Code meets its five-hour window: the
+/// mock's 429 says retry after 30 s, which Claude would retry ten times over some six
+/// minutes were it transient, and the unified headers say the window is rejected until an
+/// hour from now. Its `rate_limit_event` ends the attempt: usage_limit, exit 75, `retry_at` the
+/// window's reset, after one request and no retry.
+#[test]
+fn claude_subscribers_usage_limit_ends_at_its_rate_limit_event() {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let task = ["--task", "SCENARIO:usage_limit_soon Say hello."];
+    let (code, v) = run_agent_as(&env, &mock, None, "sub", Agent::Claude, &task, |c| {
+        c.env_remove("ANTHROPIC_API_KEY")
+            .env_remove("CLAUDE_CODE_MAX_RETRIES")
+            .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-mock");
+    });
+    let evs = events(&env, "sub");
+    assert_eq!(code, 75, "{v:#}\n{evs:#?}");
+    assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
+    assert_eq!(v["terminal_event"], "rate_limit_event", "{v:#}");
+    let window = evs
+        .iter()
+        .find(|e| e["type"] == "rate_limit_event")
+        .expect("a rate_limit_event");
+    let reset = window["rate_limit_info"]["resetsAt"].as_u64().unwrap();
+    let reset = std::time::UNIX_EPOCH + Duration::from_secs(reset);
+    let limit = &v["output"]["usage_limit"];
+    assert_eq!(
+        limit["retry_at"],
+        humantime::format_rfc3339_seconds(reset).to_string(),
+        "{v:#}"
+    );
+    assert_eq!(limit["kind"], "five_hour", "{v:#}");
+    assert!(!evs.iter().any(|e| e["subtype"] == "api_retry"), "{evs:#?}");
+    let requests = mock
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("scenario=usage_limit_soon"))
+        .count();
+    assert_eq!(requests, 1, "{}", mock.log_text());
+    assert_valid_envelope(&v);
+    env.assert_no_leftovers();
+}
+
 /// Codex never retries it, and says when only as its local clock, to the minute.
 #[test]
 fn codex_usage_limit_is_its_own_outcome_with_exit_75() {
-    let (v, _) = usage_limit(Agent::Codex);
+    let Limited { v, .. } = usage_limit(Agent::Codex, &[]);
     let at = v["output"]["usage_limit"]["retry_at"].as_str();
     assert!(at.is_some_and(|t| t.ends_with(":00Z")), "{v:#}");
 }
 
-/// pi's own retries run (its provider's are off in the tests' settings: it would sleep the
-/// whole retry-after), and its last error is the limit.
-#[test]
-fn pi_usage_limit_is_its_own_outcome_with_exit_75() {
-    let (v, evs) = usage_limit(Agent::Pi);
+/// pi as a user's settings leave it (the tests' say nothing of its provider's retries): its
+/// provider's SDK would sleep the whole hour of `retry-after` before each retry, without a
+/// word. subpane turns those off for the attempt, so pi's own retries run (events), and its
+/// last error is the limit. The user's settings file stays as it was; the attempt's has the
+/// user's settings with the retries off.
+fn pi_usage_limit(extra: &[&str]) {
+    let Limited { env, mock, v, evs } = usage_limit(Agent::Pi, extra);
     assert!(
         evs.iter().any(|e| e["type"] == "auto_retry_start"),
         "{evs:#?}"
@@ -474,6 +518,81 @@ fn pi_usage_limit_is_its_own_outcome_with_exit_75() {
         .as_str()
         .unwrap_or_default();
     assert!(said.starts_with("pi: 429"), "{v:#}");
+    let read = |p: &Path| -> Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    };
+    let users = PathBuf::from(&mock.env["PI_CODING_AGENT_DIR"]);
+    let theirs = read(&users.join("settings.json"));
+    assert_eq!(
+        theirs["retry"]["provider"]["maxRetries"],
+        Value::Null,
+        "{theirs:#}"
+    );
+    let own = read(&env.attempt_dir("limit", 1).join("agent/settings.json"));
+    assert_eq!(own["retry"]["provider"]["maxRetries"], 0, "{own:#}");
+    assert_eq!(
+        own["defaultProvider"], "mock",
+        "the user's settings are kept: {own:#}"
+    );
+    assert_eq!(own["retry"]["baseDelayMs"], 100, "{own:#}");
+}
+
+#[test]
+fn pi_usage_limit_is_its_own_outcome_with_exit_75() {
+    pi_usage_limit(&[]);
+}
+
+/// Sandboxed, pi's state directory is the attempt's own copy, with the same settings.
+#[test]
+fn pi_sandboxed_usage_limit_is_its_own_outcome_with_exit_75() {
+    pi_usage_limit(&[
+        "--sandbox",
+        "--network",
+        "allow:127.0.0.1",
+        "--env-pass",
+        "MOCK_API_KEY",
+    ]);
+}
+
+/// A transient rate limit (the mock's 429 with `retry-after: 1`, once) is no usage limit:
+/// the CLI's own retry runs, shown as its event, and the run completes.
+fn transient_rate_limit(agent: Agent, retry_event: &str) {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let (code, v) = run_agent(
+        &env,
+        &mock,
+        None,
+        "rl",
+        agent,
+        &["--task", "SCENARIO:rate_limit_once Say hello."],
+    );
+    assert_completed(&env, "rl", agent, code, &v, MOCK_TEXT, 1);
+    assert_eq!(v["output"]["usage_limit"], Value::Null, "{v:#}");
+    let evs = events(&env, "rl");
+    assert!(
+        evs.iter()
+            .any(|e| e["type"] == retry_event || e["subtype"] == retry_event),
+        "no {retry_event}: {evs:#?}"
+    );
+    let calls = mock
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("scenario=rate_limit_once"))
+        .count();
+    assert_eq!(calls, 2, "{}", mock.log_text());
+    env.assert_no_leftovers();
+}
+
+#[test]
+fn pi_transient_rate_limit_is_retried_and_completes() {
+    transient_rate_limit(Agent::Pi, "auto_retry_start");
+}
+
+#[test]
+fn claude_transient_rate_limit_is_retried_and_completes() {
+    transient_rate_limit(Agent::Claude, "api_retry");
 }
 
 fn context_overflow(agent: Agent) {

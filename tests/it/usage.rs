@@ -326,44 +326,26 @@ fn claude_max_cost_holds_with_a_price() {
     env.assert_no_leftovers();
 }
 
-/// As a subscription user (an OAuth token) Claude Code says its window is `rejected`, with
-/// when it resets, once its retries of the 429 are spent (during them its `api_retry` events
-/// say only "rate_limit", as for a transient one): the attempt ends `usage_limit`, exit 75,
-/// `retry_at` the reset it said.
+/// A person attached to a waiting attempt's pane cancels it with Ctrl-C twice, as any run:
+/// it ends `cancelled` by the interrupt, its program never started.
 #[test]
-fn claude_on_a_subscription_says_when_its_window_resets() {
+fn ctrl_c_twice_in_the_pane_cancels_a_waiting_attempt() {
     let env = TestEnv::new();
-    let mock = Mock::start(&env);
-    let work = env.work.to_str().unwrap();
-    let mut c = mock.subpane(&env, None);
-    c.env_remove("ANTHROPIC_API_KEY")
-        .env("CLAUDE_CODE_OAUTH_TOKEN", "sk-ant-oat01-mock")
-        .env("CLAUDE_CODE_MAX_RETRIES", "1")
-        .args([
-            "run",
-            "--json",
-            "--timeout",
-            "60s",
-            "--run-id",
-            "sub",
-            "--cwd",
-            work,
-            "--agent",
-            "claude",
-            "--task",
-            "SCENARIO:usage_limit RESET_IN:2 Say hello.",
-        ]);
-    let ran = ran_within(c, LIMIT, "claude at its usage window");
-    let v = ran.json();
-    assert_eq!(ran.code, 75, "{v:#}\n{}", ran.stderr);
-    assert_eq!(v["failure_kind"], "usage_limit", "{v:#}");
-    let events = std::fs::read_to_string(env.attempt_dir("sub", 1).join("events.jsonl")).unwrap();
-    assert!(events.contains(r#""status":"rejected""#), "{events}");
-    let limit = &v["output"]["usage_limit"];
-    let at = humantime::parse_rfc3339_weak(limit["retry_at"].as_str().unwrap()).unwrap();
-    // The reset of the last 429 (2 s after it): after the start, at most 2 s past the end.
-    let t = |k: &str| humantime::parse_rfc3339_weak(v[k].as_str().unwrap()).unwrap();
-    assert!(at > t("started_at"), "{v:#}");
-    assert!(at <= t("finished_at") + Duration::from_secs(3), "{v:#}");
+    assert_eq!(env.sp(["run", "--run-id", "w", "--", "true"]).code, 0);
+    let started = env.sp(["retry", "w", "--after", "10m", "--detach"]);
+    assert_eq!(started.code, 0, "{}", started.stderr);
+    let t =
+        crate::terminal::Terminal::subpane(&env, "wait-ctrl-c", (120, 30), &[], &["attach", "w"]);
+    t.wait_for("(asked); `subpane cancel w`");
+    t.keys(&["C-c"]);
+    t.wait_for("press it again");
+    t.keys(&["C-c"]);
+    t.wait_exit();
+    let done = env.sp(["wait", "w", "--json"]);
+    let v = done.json();
+    assert_eq!(done.code, 130, "{v:#}");
+    assert_eq!(v["attempt"], 2, "{v:#}");
+    assert_eq!(v["cancelled_by"], "interrupt", "{v:#}");
+    assert_eq!(v["exit_code"], serde_json::Value::Null, "{v:#}");
     env.assert_no_leftovers();
 }

@@ -28,8 +28,7 @@ never counts, whatever it holds):
   usage_limit       HTTP 429 as each API answers an account's usage limit, its reset an hour
                     ahead (`retry-after: 3600`; Anthropic's `anthropic-ratelimit-unified-*`:
                     status rejected, reset, representative-claim five_hour, without which
-                    Claude Code takes the 429 for a transient one), or RESET_IN:<seconds>
-                    of the marker's text ahead
+                    Claude Code takes the 429 for a transient one)
   context_overflow  the provider's context-length error (HTTP 400)
   flaky             the first call of each conversation fails with HTTP 500, the next succeeds
                     (provokes the CLIs' retry events)
@@ -250,7 +249,6 @@ def tool_names(api: str, body: dict) -> list[str]:
 
 OUTSIDE_RE = re.compile(r"OUTSIDE:(\S+)")
 PAUSE_RE = re.compile(r"PAUSE:(\d+(?:\.\d+)?)")
-RESET_IN_RE = re.compile(r"RESET_IN:(\d+)")
 
 
 def tool_command(scenario: str, text: str) -> str:
@@ -473,7 +471,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._server_error(api)
         if scenario in ("usage_limit", "usage_limit_soon"):
             soon = 30 if scenario == "usage_limit_soon" else None
-            return self._usage_limit(api, text, soon)
+            return self._usage_limit(api, soon)
         if scenario == "context_overflow":
             return self._overflow(api)
         if scenario == "stall":
@@ -525,12 +523,11 @@ class Handler(BaseHTTPRequestHandler):
             self._json(429, {"error": {"type": "requests", "code": "rate_limit_exceeded",
                                        "message": "Rate limit reached for requests (mock)"}}, headers)
 
-    def _usage_limit(self, api, text, retry_after=None):
+    def _usage_limit(self, api, retry_after=None):
         """The account's limit, as each API answers it: HTTP 429 with a reset an hour ahead
-        (or RESET_IN:<seconds> of the marker's text; Anthropic's unified rate-limit headers
-        say so) and `retry-after` in seconds (that reset, or `retry_after`)."""
-        found = RESET_IN_RE.search(text)
-        secs = int(found.group(1)) if found else 3600
+        (Anthropic's unified rate-limit headers say so) and `retry-after` in seconds (that
+        reset, or `retry_after`)."""
+        secs = 3600
         reset = int(time.time()) + secs
         headers = {"retry-after": str(retry_after or secs)}
         if api == "messages":

@@ -33,13 +33,14 @@ lenient! {
 }
 
 lenient! {
-    /// `rate_limit_event`'s `rate_limit_info`: a subscription's usage window (`overageStatus`
-    /// `allowed` or `allowed_warning`: paid extra usage covers its overflow).
+    /// `rate_limit_event`'s `rate_limit_info`: a subscription's usage window. Paid extra
+    /// usage (`overageStatus` `allowed` or `allowed_warning`) carries on past it.
     pub(super) struct RateLimitInfo<'a> {
         status: Str<'a> = "status",
         resets_at: Num = "resetsAt",
         rate_limit_type: Str<'a> = "rateLimitType",
         overage_status: Str<'a> = "overageStatus",
+        is_using_overage: Flag = "isUsingOverage",
     }
 }
 

@@ -7,7 +7,10 @@
 //! * Dropped: `stream_event` (raw API stream events, asked for with
 //!   `--include-partial-messages` only so the pane shows text as it streams). The `assistant`
 //!   lines carry the same content whole.
-//! * Terminal: the first `result`.
+//! * Terminal: the first `result`, or before it a `rate_limit_event` that says the account's
+//!   window is rejected (`status: "rejected"` with its `rateLimitType`, no paid overage):
+//!   Claude Code gives up then, and should it retry on, subpane stops it after the linger
+//!   instead of waiting out minutes of retries on a limit that lasts hours.
 //! * The report comes from `result`: `result` (final text), `session_id`, `usage`,
 //!   `total_cost_usd`, `num_turns`; the model from `system/init`.
 //!

@@ -14,6 +14,9 @@ pub struct ClaudeParser {
     /// to the pane.
     pub(super) streaming_text: bool,
     is_error: bool,
+    /// The `result` came (the terminal event may have come before it: a usage limit's
+    /// `rate_limit_event`).
+    result_seen: bool,
     /// Tokens of the messages so far, for the live views (the `result` has the final sum).
     live: LiveUsage,
 }
@@ -118,7 +121,7 @@ impl Grammar for ClaudeParser {
 
     fn figures(&self) -> Figures {
         // Once the `result` came, its figures are the attempt's.
-        if self.c.terminal.is_some() {
+        if self.result_seen {
             return self.reported();
         }
         Figures {
@@ -223,33 +226,21 @@ impl ClaudeParser {
                 )));
             }
             // A subscription's window: `rejected` is its usage limit, with when it resets,
-            // unless paid extra usage covers the overflow (its `overageStatus`). The pinned
-            // Claude Code says it once its own retries are spent (its `api_retry` events say
-            // only "rate_limit" before), and its `result` follows; should anything follow
-            // instead, the line starts the linger clock, so the worker stops it then.
+            // unless paid extra usage carries on. Claude Code says so when it gives up; should
+            // it retry on, it would wait for minutes on a limit that lasts hours: the event of
+            // a named window is terminal, so the worker stops it after the linger (the
+            // `result` comes first when Claude gives up itself).
             ("rate_limit_event", _) => {
                 let info = ev.rate_limit_info.0.as_ref();
-                let covered = matches!(
-                    info.and_then(|i| i.overage_status.get()),
-                    Some("allowed" | "allowed_warning")
-                );
-                let status = info.and_then(|i| i.status.get());
-                if status == Some("allowed_warning") {
-                    // Near the window's end: said, never a failure.
-                    let kind = info
-                        .and_then(|i| i.rate_limit_type.get())
-                        .unwrap_or("its window");
+                // Near the window's end: said, never a failure.
+                if let Some(i) = info.filter(|i| i.status.get() == Some("allowed_warning")) {
+                    let kind = i.rate_limit_type.get().unwrap_or("its window");
                     r.pane.push(PaneItem::Info(format!(
                         "usage window nearly spent ({})",
                         one_line(kind, 40)
                     )));
-                } else if covered && status == Some("rejected") {
-                    r.pane.push(PaneItem::Info(
-                        "usage window reached; extra usage covers it".into(),
-                    ));
-                } else if info.and_then(|i| i.status.get()) == Some("rejected") {
-                    r.terminal = true;
-                    let info = info.expect("seen above");
+                }
+                if let Some(info) = info.filter(|i| usage_limited(i)) {
                     let kind = info.rate_limit_type.get().map(str::to_owned);
                     let retry_at = info.resets_at.tolerant_u64().map(|s| {
                         humantime::format_rfc3339_seconds(
@@ -271,6 +262,14 @@ impl ClaudeParser {
                         kind,
                         message,
                     });
+                    if window_named(info) {
+                        let figures = Figures {
+                            usage: self.live.total(),
+                            cost_usd: None,
+                            turns: None,
+                        };
+                        self.c.mark_terminal("rate_limit_event", &mut r, figures);
+                    }
                 }
             }
             ("assistant", _) => self.on_assistant(ev, &mut r),
@@ -294,7 +293,7 @@ impl ClaudeParser {
                     let text = b.text.get().unwrap_or("");
                     if api_error {
                         // Reported only if no `result` follows.
-                        if self.c.terminal.is_none() {
+                        if !self.result_seen {
                             self.c.held_errors.push(text.to_owned());
                         }
                         r.pane.push(PaneItem::Error(one_line(text, 500)));
@@ -369,10 +368,11 @@ impl ClaudeParser {
         if is_error && let Some(e) = out.errors.last() {
             r.pane.push(PaneItem::Error(one_line(e, 500)));
         }
-        if self.c.terminal.is_none() {
+        if !self.result_seen {
             // The `result` reports the API errors before it its own way.
             self.c.held_errors.clear();
         }
+        self.result_seen = true;
         let figures = self.reported();
         self.c.mark_terminal("result", r, figures);
     }
@@ -385,6 +385,26 @@ impl ClaudeParser {
             turns: self.c.out.turns,
         }
     }
+}
+
+/// Whether a `rate_limit_event` says the account is out of its window now: `rejected`, and
+/// no paid extra usage going on (Claude Code itself waits out a rejection only when its
+/// overage status is absent or rejected too).
+fn usage_limited(info: &RateLimitInfo<'_>) -> bool {
+    info.status.get() == Some("rejected")
+        && info.is_using_overage.0 != Some(true)
+        && !matches!(
+            info.overage_status.get(),
+            Some("allowed" | "allowed_warning")
+        )
+}
+
+/// Whether the rejection names the window (`rateLimitType`, from the API's
+/// representative-claim header) or the overage: what Claude Code takes for the account's
+/// usage limit, and never retries. A rejection without either it calls "temporarily
+/// limiting requests (not your usage limit)", retries, and reports by its `result`.
+fn window_named(info: &RateLimitInfo<'_>) -> bool {
+    info.rate_limit_type.get().is_some() || info.overage_status.get().is_some()
 }
 
 fn on_user(ev: &Event<'_>, pane_full: bool, r: &mut LineResult) {

@@ -312,29 +312,89 @@ fn a_rejected_rate_limit_event_is_the_usage_limit_with_its_reset() {
     );
 }
 
-/// With a short `retry-after`, Claude Code retries on after the window's `rejected` event
-/// (for minutes): that event starts the linger clock, so the worker stops it; the usage
-/// limit stands without a `result`. Paid extra usage that covers the overflow
-/// (`overageStatus: allowed`) is no limit, and nothing stops.
+/// Recorded as a subscriber (`usage_limit_soon`: a 429 whose `retry-after` is 30 s, with the
+/// unified headers of a rejected five-hour window): Claude Code gives up at once and says
+/// when the window resets. The event ends the attempt; the `result` still reports.
 #[test]
-fn a_rejected_window_stops_claude_s_retries_unless_extra_usage_covers_it() {
+fn a_subscribers_usage_limit_ends_at_its_rate_limit_event() {
+    let t = transcript!("usage_limit");
+    let r = replay(t);
+    assert_eq!(
+        r.kept(),
+        [
+            "system",
+            "system",
+            "rate_limit_event",
+            "assistant",
+            "result"
+        ]
+    );
+    assert_eq!(r.terminal_lines(), vec![2]);
+    assert_eq!(r.report.terminal_event.as_deref(), Some("rate_limit_event"));
+    let limit = r.report.output.usage_limit.clone().expect("a usage limit");
+    assert_eq!(limit.kind.as_deref(), Some("five_hour"));
+    assert_eq!(limit.retry_at.as_deref(), Some("2026-12-04T02:07:41Z"));
+    assert_eq!(
+        limit.message,
+        "claude: You've hit your 5-hour limit · resets 2:07am (UTC)"
+    );
+    // The result came: its error is reported once, the synthetic assistant's not again.
+    assert_eq!(
+        r.report.output.errors,
+        ["You've hit your 5-hour limit · resets 2:07am (UTC)"]
+    );
+    assert!(r.report.model_error);
+}
+
+/// Should Claude Code retry on after it said the window is rejected (a `retry-after` under a
+/// minute makes it retry a 429 ten times over minutes), the event has ended the attempt
+/// already: the worker stops it after the linger. Without the `result`, the limit is still
+/// the outcome and the synthetic assistant's error is reported.
+#[test]
+fn a_rejected_window_is_terminal_though_claude_would_retry_on() {
     let t = concat!(
         r#"{"type":"system","subtype":"init","session_id":"s1","model":"claude-x"}"#,
         "\n",
-        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1796310000,"rateLimitType":"five_hour"},"session_id":"s1"}"#,
+        r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1796310000,"rateLimitType":"five_hour","isUsingOverage":false},"session_id":"s1"}"#,
         "\n",
-        r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":30000,"error_status":429,"error":"rate_limit","session_id":"s1"}"#,
+        r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":35501,"error_status":429,"error":"rate_limit","session_id":"s1"}"#,
+        "\n",
+        r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":36108,"error_status":429,"error":"rate_limit","session_id":"s1"}"#,
         "\n"
     );
     let r = replay(t);
     assert_eq!(r.terminal_lines(), vec![1]);
     let limit = r.report.output.usage_limit.clone().expect("a usage limit");
     assert_eq!(limit.retry_at.as_deref(), Some("2026-12-03T15:00:00Z"));
-    let covered = t.replace(
-        r#""rateLimitType":"five_hour""#,
-        r#""rateLimitType":"five_hour","overageStatus":"allowed""#,
+    assert_eq!(
+        limit.message,
+        "claude: usage limit reached (five_hour), resets at 2026-12-03T15:00:00Z"
     );
-    let r = replay(&covered);
-    assert!(r.terminal_lines().is_empty(), "{:?}", r.terminal_lines());
+}
+
+/// A transient 429 (no rejected window: `api_retry` only, as `rate_limit_once` records it) ends
+/// nothing; nor does a rejected window that paid extra usage carries on past.
+#[test]
+fn a_transient_429_or_a_window_overage_pays_for_is_not_terminal() {
+    let retry = r#"{"type":"system","subtype":"api_retry","attempt":1,"max_retries":10,"retry_delay_ms":1000,"error_status":429,"error":"rate_limit","session_id":"s1"}"#;
+    let r = replay(&format!("{retry}\n"));
+    assert!(r.terminal_lines().is_empty());
     assert_eq!(r.report.output.usage_limit, None);
+    for overage in [
+        r#""overageStatus":"allowed""#,
+        r#""overageStatus":"allowed_warning""#,
+        r#""isUsingOverage":true"#,
+    ] {
+        let ev = format!(
+            r#"{{"type":"rate_limit_event","rate_limit_info":{{"status":"rejected","resetsAt":1796310000,{overage}}},"session_id":"s1"}}"#
+        );
+        let r = replay(&format!("{ev}\n{retry}\n"));
+        assert!(r.terminal_lines().is_empty(), "{overage}");
+        assert_eq!(r.report.output.usage_limit, None, "{overage}");
+    }
+    // A rejection that names no window is what Claude Code retries as "temporarily limiting
+    // requests (not your usage limit)": no end before its own `result`.
+    let unnamed = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1796310000,"isUsingOverage":false},"session_id":"s1"}"#;
+    let r = replay(&format!("{retry}\n{unnamed}\n"));
+    assert!(r.terminal_lines().is_empty());
 }
