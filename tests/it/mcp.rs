@@ -1043,6 +1043,12 @@ async fn list_names_a_damaged_run_and_lists_the_rest() {
         let r = env.sp(["run", "--json", "--run-id", id, "--", "true"]);
         assert_eq!(r.code, 0, "{r:?}");
     }
+    // The worker makes its records durable after result.json: damaged while it still
+    // lives, the record would be taken for not the worker's (a running attempt).
+    let pid = env.worker_pid("broken");
+    wait_until("the worker of run broken to exit", || {
+        (!pid_alive(pid)).then_some(())
+    });
     let result = env.attempt_dir("broken", 1).join("result.json");
     std::fs::remove_file(&result).unwrap();
     std::fs::write(&result, "{ not an envelope").unwrap();

@@ -705,6 +705,11 @@ fn one_damaged_record_is_reported_on_its_own_row() {
         let r = env.sp_within(LIMIT, HANG, ["run", "--json", "--run-id", id, "--", "true"]);
         assert_eq!(r.code, 0, "{r:?}");
     }
+    // Damaged once its worker has exited (it makes its records durable after result.json).
+    let pid = env.worker_pid("bad");
+    crate::harness::wait_until("the worker of run bad to exit", || {
+        (!crate::harness::pid_alive(pid)).then_some(())
+    });
     let result = env.attempt_dir("bad", 1).join("result.json");
     std::fs::remove_file(&result).unwrap();
     std::fs::write(&result, "{ this is not an envelope").unwrap();
