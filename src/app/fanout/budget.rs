@@ -84,8 +84,12 @@ impl GroupBudget {
 pub(super) struct Spent {
     group: String,
     budget: Budget,
-    /// By task and attempt (a task whose run waited for a usage limit has two).
-    by_task: HashMap<(usize, u32), SoFar>,
+    /// By task and attempt (a task whose run waited for a usage limit has two): its tokens
+    /// and cost as it last said them (`None`: not reported).
+    by_task: HashMap<(usize, u32), (Option<u64>, Option<f64>)>,
+    /// Their sums, kept as each changes (a large group's progress comes often).
+    tokens: Option<u64>,
+    cost: Option<f64>,
 }
 
 impl Spent {
@@ -95,39 +99,35 @@ impl Spent {
             group: group.to_owned(),
             budget: limits.budget(),
             by_task: HashMap::new(),
+            tokens: None,
+            cost: None,
         })
     }
 
     /// Task `task`'s attempt has used `so_far` (its totals, which replace what it said
     /// before); the group's budget, if this crossed it.
     pub(super) fn set(&mut self, task: (usize, u32), so_far: SoFar) -> Option<BudgetHit> {
-        self.by_task.insert(task, so_far);
-        let mut hit = self.budget.crossed(&self.total())?;
-        hit.group = Some(self.group.clone());
-        Some(hit)
-    }
-
-    /// The sum of every task's figures: tokens, cost (where reported).
-    fn total(&self) -> SoFar {
-        let mut tokens = None::<u64>;
-        let mut cost = None::<f64>;
-        for s in self.by_task.values() {
-            if let Some(t) = s.total_tokens() {
-                tokens = Some(tokens.unwrap_or(0).saturating_add(t));
-            }
-            if let Some(c) = s.cost_usd {
-                cost = Some(cost.unwrap_or(0.0) + c);
-            }
+        let now = (so_far.total_tokens(), so_far.cost_usd);
+        let (t0, c0) = self.by_task.insert(task, now).unwrap_or((None, None));
+        if let Some(t) = now.0 {
+            let sum = self.tokens.unwrap_or(0).saturating_sub(t0.unwrap_or(0));
+            self.tokens = Some(sum.saturating_add(t));
         }
-        SoFar {
-            usage: tokens.map(|t| Usage {
+        if let Some(c) = now.1 {
+            self.cost = Some(self.cost.unwrap_or(0.0) - c0.unwrap_or(0.0) + c);
+        }
+        let total = SoFar {
+            usage: self.tokens.map(|t| Usage {
                 total_tokens: Some(t),
                 ..Usage::default()
             }),
-            cost_usd: cost,
+            cost_usd: self.cost,
             turns: None,
             tool_calls: None,
-        }
+        };
+        let mut hit = self.budget.crossed(&total)?;
+        hit.group = Some(self.group.clone());
+        Some(hit)
     }
 }
 
