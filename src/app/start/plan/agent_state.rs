@@ -35,11 +35,7 @@ pub(in crate::app) fn agent_state(
             ..p.clone()
         });
     }
-    let named = env
-        .iter()
-        .find(|(k, _)| k.as_bytes() == needs.var.as_bytes())
-        .map(|(_, v)| PathBuf::from(v))
-        .filter(|p| p.is_absolute());
+    let named = named_dir(needs, env);
     let home_file = match (&named, needs.home_file, user_home) {
         (None, Some(f), Some(h)) => Some(h.join(f)),
         _ => None,
@@ -53,6 +49,28 @@ pub(in crate::app) fn agent_state(
         within_sight: false,
         withheld: Vec::new(),
     })
+}
+
+/// The CLI's state directory as the program's environment names it (`VAR`, absolute).
+pub(in crate::app) fn named_dir(needs: &StateDir, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    env.iter()
+        .find(|(k, _)| k.as_bytes() == needs.var.as_bytes())
+        .map(|(_, v)| PathBuf::from(v))
+        .filter(|p| p.is_absolute())
+}
+
+/// Points the program's `var` at `dir` (a value subpane sets: named in `spec.env.set`).
+pub(in crate::app) fn point(
+    env: &mut Vec<(OsString, OsString)>,
+    env_spec: &mut crate::spec::EnvSpec,
+    var: &str,
+    dir: &Path,
+) {
+    env.retain(|(k, _)| k.as_bytes() != var.as_bytes());
+    env.push((var.into(), dir.into()));
+    if !env_spec.set.iter().any(|s| s == var) {
+        env_spec.set.push(var.to_owned());
+    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@
 //! socket, the machine's sockets) is derived here, once, for a first attempt and a retry
 //! alike: a rule added here reaches both.
 
-use super::agent_state::agent_state;
+use super::agent_state::{agent_state, named_dir, point};
 use super::policy::{PolicyContext, SandboxRequest, sandbox_policy};
 use super::*;
 use crate::spec::WorktreeSpec;
@@ -103,11 +103,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
             if let Some(s) = &state {
                 // The agent's own directory, never the user's.
                 agent_dirs.push(s.dir.clone());
-                env.retain(|(k, _)| k.as_bytes() != s.var.as_bytes());
-                env.push((s.var.clone().into(), s.dir.clone().into()));
-                if !env_spec.set.contains(&s.var) {
-                    env_spec.set.push(s.var.clone());
-                }
+                point(&mut env, &mut env_spec, &s.var, &s.dir);
             }
             // With --worktree, the worktree is the workspace.
             let workspace = r.worktree.as_ref().map_or(&r.cwd, |wt| &wt.path);
@@ -153,13 +149,8 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         .and(adapter_for(r.agent).sandbox_needs().state_dir)
         .filter(|_| r.sandbox.is_none() && r.task.is_some());
     let agent_overlay = overlay_needs.and_then(|needs| {
-        let named = env
-            .iter()
-            .find(|(k, _)| k.as_bytes() == needs.var.as_bytes())
-            .map(|(_, v)| PathBuf::from(v))
-            .filter(|p| p.is_absolute());
-        let from =
-            named.or_else(|| caller_var("HOME").map(|h| PathBuf::from(h).join(needs.default)))?;
+        let home = || caller_var("HOME").map(|h| PathBuf::from(h).join(needs.default));
+        let from = named_dir(&needs, &env).or_else(home)?;
         Some(crate::spec::AgentOverlay {
             var: needs.var.to_owned(),
             dir: resolved(sys, &paths.agent_state()),
@@ -167,11 +158,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
         })
     });
     if let Some(o) = &agent_overlay {
-        env.retain(|(k, _)| k.as_bytes() != o.var.as_bytes());
-        env.push((o.var.clone().into(), o.dir.clone().into()));
-        if !env_spec.set.contains(&o.var) {
-            env_spec.set.push(o.var.clone());
-        }
+        point(&mut env, &mut env_spec, &o.var, &o.dir);
     }
     let created_at = humantime::format_rfc3339_millis(sys.now()).to_string();
     let spec = AttemptSpec {
