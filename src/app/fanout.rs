@@ -12,7 +12,7 @@
 //!  Interrupter::interrupt (any thread) ─► the loop: 1st stops and cancels, 2nd kills
 //!  Options::tick ─► the loop's heartbeat ─► Event::Tick (a clock to redraw; no other timer)
 //!  Options::budget ─► each task's usage (progress.json, its end) summed ─► crossed: stop,
-//!                     cancel what runs as `budget` (budget.rs)
+//!                     cancel what runs as `budget` (usage.rs, budget.rs)
 //!
 //!  a task for a host ─► a thread: start there and wait there, one ssh session (far.rs)
 //!                        ─► News (started, ended) ─► waker ─► Driver::settled takes it
@@ -37,6 +37,7 @@ mod detached;
 mod events;
 mod far;
 mod tasks;
+mod usage;
 
 pub use budget::GroupBudget;
 pub use detached::{
@@ -539,97 +540,6 @@ impl State<'_> {
             _ => return,
         };
         self.finish(i, t, on_event);
-    }
-
-    /// With `--on-usage-limit wait`, task `i`'s run ended at its usage limit: its next
-    /// attempt starts now and waits in its pane for the reset (`retry --at-reset`), and the
-    /// task goes on as that attempt. `false` when it ends as it is (another outcome, the
-    /// fan-out stops, or the retry cannot be made: a warning says why).
-    fn waits_for_reset(
-        &mut self,
-        i: usize,
-        env: &Envelope,
-        wl: &mut WaitLoop,
-        on_event: &mut dyn FnMut(&Event<'_>, &Progress),
-    ) -> bool {
-        if self.opts.on_usage_limit.is_fail()
-            || self.stopping
-            || env.failure_kind != Some(crate::envelope::FailureKind::UsageLimit)
-        {
-            return false;
-        }
-        let line = self.slots[i].line;
-        if self.slots[i].waited >= USAGE_WAITS {
-            let why = format!(
-                "line {line}: its usage limit was still there after {USAGE_WAITS} waits for it to reset; it ends as it is"
-            );
-            self.emit(&Event::Warning(why), on_event);
-            return false;
-        }
-        let Phase::Running { record, .. } = &self.slots[i].state else {
-            return false;
-        };
-        let record = (**record).clone();
-        let opts = super::RetryOptions {
-            at_reset: true,
-            ..super::RetryOptions::default()
-        };
-        let next = super::prepare_retry(self.home, &env.run_id, &opts, &super::RealSystem)
-            .and_then(|p| super::start(self.home, p.plan));
-        match next {
-            Ok(started) => {
-                self.slots[i].waited += 1;
-                if let Some(at) = &started.spec.start_at {
-                    let words = crate::fresh::waiting_words(at);
-                    let msg = format!("line {line}: {words}, then resuming run {}", env.run_id);
-                    self.emit(&Event::Waiting(msg), on_event);
-                }
-                self.started(wl, i, record, started, on_event);
-                true
-            }
-            Err(e) => {
-                let why = format!("line {line}: its usage limit cannot be waited for: {e}");
-                self.emit(&Event::Warning(why), on_event);
-                false
-            }
-        }
-    }
-
-    /// A running task's `progress.json` changed: with a budget, what it used so far counts.
-    fn progressed(&mut self, token: Token, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
-        let (Some(_), Some(&i)) = (&self.spent, self.running.get(&token)) else {
-            return;
-        };
-        let Phase::Running { started, .. } = &self.slots[i].state else {
-            return;
-        };
-        if let Some(p) = super::progress(&started.paths) {
-            let (attempt, price) = (started.spec.attempt, started.spec.limits.price);
-            let mut so_far = p.so_far;
-            so_far.cost_usd = crate::envelope::costed(&so_far, price.as_ref());
-            self.spend(i, attempt, so_far, on_event);
-        }
-    }
-
-    /// Task `i` has used `so_far` in all: the first time the group's budget is crossed, the
-    /// fan-out stops and what runs is cancelled, as `budget`.
-    fn spend(
-        &mut self,
-        i: usize,
-        attempt: u32,
-        so_far: SoFar,
-        on_event: &mut dyn FnMut(&Event<'_>, &Progress),
-    ) {
-        let Some(spent) = &mut self.spent else { return };
-        let Some(hit) = spent.set((i, attempt), so_far) else {
-            return;
-        };
-        if self.over_budget.is_some() {
-            return;
-        }
-        self.emit(&Event::OverBudget(&hit), on_event);
-        self.over_budget = Some(hit);
-        self.stop(StopReason::Budget, on_event);
     }
 
     /// Acts on interrupts that came since the last look.
