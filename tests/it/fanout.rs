@@ -944,13 +944,10 @@ fn a_group_cost_budget_over_codex_is_refused() {
     env.assert_no_leftovers();
 }
 
-/// `--on-usage-limit wait`: a task whose run hits its usage limit (a stand-in `claude` that
-/// says, as a subscription's does, that its window resets in 3 s, and completes once resumed)
-/// goes on as its run's next attempt, which waits for the reset and resumes the session;
-/// the fan-out ends when that attempt does.
-#[test]
-fn a_task_at_its_usage_limit_waits_for_the_reset_and_resumes() {
-    let env = TestEnv::new();
+/// A fan-out with `--on-usage-limit wait` of two tasks: a stand-in `claude` (run `w1`) that
+/// hits its usage limit, saying (`says_reset`), as a subscription's does, that its window
+/// resets in 3 s, and completes once resumed; and a command.
+fn fan_at_a_usage_limit(env: &TestEnv, says_reset: bool) -> Ran {
     let bin = env.root.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
     let claude = bin.join("claude");
@@ -964,7 +961,7 @@ case "$*" in
   echo '{"type":"result","subtype":"success","is_error":false,"result":"resumed","session_id":"s-42","num_turns":1}' ;;
 *)
   at=$(( $(date +%s) + 3 ))
-  echo '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":'$at',"rateLimitType":"five_hour"},"session_id":"s-42"}'
+  [ -n "$SAYS_RESET" ] && echo '{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":'$at',"rateLimitType":"five_hour"},"session_id":"s-42"}'
   echo '{"type":"result","subtype":"success","is_error":true,"api_error_status":429,"result":"Claude usage limit reached","session_id":"s-42","num_turns":1}' ;;
 esac
 "#,
@@ -973,7 +970,7 @@ esac
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
     let file = write_tasks(
-        &env,
+        env,
         &[
             json!({"agent": "claude", "run_id": "w1", "task": "hi"}).to_string(),
             task(&["true"], Some("t2")),
@@ -981,6 +978,9 @@ esac
     );
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
     let mut c = env.cmd();
+    if says_reset {
+        c.env("SAYS_RESET", "1");
+    }
     c.env("PATH", path).args([
         "fanout",
         file.to_str().unwrap(),
@@ -988,7 +988,16 @@ esac
         "--on-usage-limit",
         "wait",
     ]);
-    let ran = crate::harness::ran_within(c, LIMIT, "a fan-out waiting for a reset");
+    crate::harness::ran_within(c, LIMIT, "a fan-out waiting for a reset")
+}
+
+/// `--on-usage-limit wait`: the task at its usage limit goes on as its run's next attempt,
+/// which waits for the reset and resumes the session; the fan-out ends when that attempt
+/// does.
+#[test]
+fn a_task_at_its_usage_limit_waits_for_the_reset_and_resumes() {
+    let env = TestEnv::new();
+    let ran = fan_at_a_usage_limit(&env, true);
     let v = ran.json();
     assert_eq!(ran.code, 0, "{v:#}\n{}", ran.stderr);
     assert!(
@@ -1012,5 +1021,26 @@ esac
         began >= humantime::parse_rfc3339_weak(reset).unwrap(),
         "{second:#}"
     );
+    env.assert_no_leftovers();
+}
+
+/// A usage limit whose CLI said no reset time cannot be waited for: the fan-out says so, and
+/// the task ends as it is (`usage_limit`, the fan-out's exit 75); no second attempt.
+#[test]
+fn a_usage_limit_without_a_reset_time_is_not_waited_for() {
+    let env = TestEnv::new();
+    let ran = fan_at_a_usage_limit(&env, false);
+    let v = ran.json();
+    assert_eq!(ran.code, 75, "{v:#}\n{}", ran.stderr);
+    assert!(
+        ran.stderr
+            .contains("line 1: its usage limit cannot be waited for"),
+        "{}",
+        ran.stderr
+    );
+    assert_eq!(v["tasks"][0]["status"], "failed", "{v:#}");
+    assert_eq!(v["tasks"][0]["failure_kind"], "usage_limit", "{v:#}");
+    assert_eq!(v["tasks"][1]["status"], "completed", "{v:#}");
+    assert!(!env.attempt_dir("w1", 2).exists());
     env.assert_no_leftovers();
 }
