@@ -19,7 +19,8 @@
 //!
 //! * L0 pure types: [`spec`] (what to run), [`envelope`] (how it went, and every other JSON
 //!   answer; builds on `spec`, never the reverse), [`exit_code`], [`term`] (text made safe
-//!   for a terminal)
+//!   for a terminal), [`secrets`] (which variables hold one, and the matcher that masks
+//!   their values)
 //! * L1 one resource each: [`store`] (files), [`tmux`] (the tmux binary), [`git`] (the git
 //!   binary), [`command`] (the deadline every tmux and git command runs under), [`procs`]
 //!   (the kernel's process table), [`sandbox`] (the kernel's namespaces, Landlock and seccomp,
@@ -44,6 +45,7 @@ pub mod hosts;
 pub mod mcp;
 pub mod procs;
 pub mod sandbox;
+pub mod secrets;
 pub mod spec;
 pub mod store;
 pub mod supervisor;

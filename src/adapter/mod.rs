@@ -238,6 +238,11 @@ pub trait Adapter: Sync {
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds::default()
     }
+    /// The variables the CLI's configuration in its state directory names as its key (their
+    /// values are masked; a name like `*_API_KEY` is masked anyway).
+    fn key_vars(&self, _state_dir: &std::path::Path) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// subpane's thinking levels (pi's own; Claude Code and Codex get them as their effort).

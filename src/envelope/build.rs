@@ -74,6 +74,7 @@ pub fn build(
         worktree: facts.worktree.clone(),
         git: facts.git.clone(),
         budget: facts.budget.clone(),
+        secrets: facts.secrets.clone(),
     }
 }
 

@@ -389,6 +389,22 @@ pub struct Envelope {
     /// The limit of its budget that stopped the agent (`failure_kind: "budget"`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<BudgetHit>,
+    /// The variables whose values were masked as `***`, and those too short to mask
+    /// (absent when the program was given no secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<Secrets>,
+}
+
+/// The attempt's secrets, by name (never a value): whose values were masked in every file
+/// and answer, and those under 6 bytes that were not (the run warned of them).
+///
+/// ```json
+/// {"masked": ["API_TOKEN", "ANTHROPIC_API_KEY"], "too_short": ["PIN"]}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Secrets {
+    pub masked: Vec<String>,
+    pub too_short: Vec<String>,
 }
 
 /// Where an attempt ran, when not on this machine (`host` in the envelope).

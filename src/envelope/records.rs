@@ -99,6 +99,9 @@ pub struct WorkerFacts {
     /// The limit of its budget that stopped the agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<super::BudgetHit>,
+    /// The attempt's secrets by name (see the envelope's `secrets`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secrets: Option<super::Secrets>,
 }
 
 /// `cancel.json`: a cancel request. Written before the worker is signalled, so a worker that

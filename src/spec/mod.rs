@@ -128,6 +128,15 @@ pub struct EnvSpec {
     /// needs, and `--env-pass`).
     #[serde(default)]
     pub passed: Vec<String>,
+    /// The names whose values are secret, masked as `***` wherever subpane writes: every
+    /// `--env` name, the caller's variables named like a secret (`*_TOKEN`, `*_KEY`, …, see
+    /// [`crate::secrets::looks_secret`]) and the agent's key variables, but never an
+    /// `--env-plain` name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret: Vec<String>,
+    /// Names set with `--env-plain` (values that are not secret; a retry keeps them so).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plain: Vec<String>,
 }
 
 /// What an agent adapter was asked to do (absent for the `command` adapter).

@@ -200,6 +200,16 @@ impl Worker {
         self.carry_git(&mut output);
         // Before worker.json: what became of the worktree is one of the worker's facts.
         self.end_worktree(outcome.status, &mut output);
+        // What the agent said, its errors and its usage limit's message: the program's words,
+        // which may hold a secret (the parser read it unmasked).
+        if !self.masker.is_empty()
+            && let Ok(mut v) = serde_json::to_value(&output)
+        {
+            self.masker.mask_value(&mut v);
+            if let Ok(masked) = serde_json::from_value(v) {
+                output = masked;
+            }
+        }
         // Both are renamed before result.json, whose write fsyncs the directory once for all
         // three; their contents are fsynced after it (`Worker::records_durable`): each fsync
         // is a disk flush between the program's exit and the envelope.

@@ -21,7 +21,10 @@
 use std::fs::File;
 use std::io::{IoSlice, Write};
 
+use std::sync::Arc;
+
 use super::digest::RunningHash;
+use crate::secrets::Masker;
 
 /// What a log lost to failed writes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -42,6 +45,9 @@ pub(crate) struct LogFile {
     /// The digest of every byte written, while every write succeeded.
     hash: Option<RunningHash>,
     written: u64,
+    /// The attempt's secrets, masked in each line before it is written (one scan of a
+    /// batch; only a batch that holds one is masked line by line).
+    masker: Option<Arc<Masker>>,
 }
 
 impl LogFile {
@@ -54,7 +60,13 @@ impl LogFile {
             lost: Lost::default(),
             hash: Some(RunningHash::new()),
             written: 0,
+            masker: None,
         }
+    }
+
+    /// Masks the attempt's secrets in every line from now on.
+    pub(crate) fn set_masker(&mut self, m: Arc<Masker>) {
+        self.masker = (!m.is_empty()).then_some(m);
     }
 
     /// Bytes written and their SHA-256 (hex), when every write succeeded: what the file holds
@@ -67,6 +79,8 @@ impl LogFile {
     pub(crate) fn line(&mut self, line: &[u8]) {
         if line.len() >= self.cap {
             self.flush();
+            let masked = self.masker.as_ref().and_then(|m| m.line(line));
+            let line = masked.as_deref().unwrap_or(line);
             let r = write_all_vectored(&mut self.file, &[line, b"\n"]);
             self.hashed(&r, &[line, b"\n"]);
             self.account(r, 1, line.len() as u64 + 1);
@@ -92,6 +106,22 @@ impl LogFile {
     pub(crate) fn flush(&mut self) {
         if self.buf.is_empty() {
             return;
+        }
+        if let Some(m) = self.masker.as_ref().filter(|m| m.any(&self.buf)) {
+            let mut masked = Vec::with_capacity(self.buf.len());
+            for l in self
+                .buf
+                .strip_suffix(b"\n")
+                .unwrap_or(&self.buf)
+                .split(|b| *b == b'\n')
+            {
+                match m.line(l) {
+                    Some(x) => masked.extend_from_slice(&x),
+                    None => masked.extend_from_slice(l),
+                }
+                masked.push(b'\n');
+            }
+            self.buf = masked;
         }
         let r = self.file.write_all(&self.buf);
         let (lines, bytes) = (self.pending, self.buf.len() as u64);

@@ -12,11 +12,13 @@
 //! sees no room drops its deltas unread).
 
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::sync::Arc;
 
 use nix::fcntl::{FcntlArg, OFlag, fcntl};
 
 use super::render::Render;
 use crate::adapter::PaneItem;
+use crate::secrets::{Masker, StreamMask};
 
 /// Pending bytes kept for a slow pane.
 const PENDING_CAP: usize = 256 * 1024;
@@ -40,6 +42,10 @@ pub struct Pane {
     /// What the pane may still take in this window, and when the window ends.
     budget: usize,
     window_end: Option<std::time::Instant>,
+    /// The attempt's secrets: every item is masked before it is rendered; streamed text
+    /// (a value can come in two deltas) through `text_mask`.
+    masker: Option<Arc<Masker>>,
+    text_mask: StreamMask,
 }
 
 impl Pane {
@@ -65,7 +71,14 @@ impl Pane {
             input_raw,
             budget: WINDOW_BUDGET,
             window_end: None,
+            masker: None,
+            text_mask: StreamMask::default(),
         }
+    }
+
+    /// Masks the attempt's secrets in what the pane shows from now on.
+    pub fn set_masker(&mut self, m: Arc<Masker>) {
+        self.masker = (!m.is_empty()).then_some(m);
     }
 
     /// Once per wake-up: a new window when the last one is over.
@@ -151,8 +164,45 @@ impl Pane {
         self.push_raw(&s);
     }
 
-    /// One stdout line of the program or an adapter item.
+    /// One stdout line of the program or an adapter item, its secrets masked.
     pub fn item(&mut self, item: &PaneItem) {
+        let Some(m) = self.masker.clone() else {
+            return self.show(item);
+        };
+        let mut text = Vec::new();
+        match item {
+            PaneItem::Text(t) => {
+                self.text_mask
+                    .feed(&m, t.as_bytes(), &mut |b| text.extend_from_slice(b));
+            }
+            _ => self.text_mask.finish(&mut |b| text.extend_from_slice(b)),
+        }
+        if !text.is_empty() {
+            self.show(&PaneItem::Text(String::from_utf8_lossy(&text).into_owned()));
+        }
+        let t = |s: &String| m.text(s).into_owned();
+        match item {
+            PaneItem::Text(_) => {}
+            PaneItem::TextEnd => self.show(item),
+            PaneItem::Raw(b) => match m.line(b) {
+                Some(masked) => self.show(&PaneItem::Raw(masked)),
+                None => self.show(item),
+            },
+            PaneItem::ToolCall { name, summary } => self.show(&PaneItem::ToolCall {
+                name: t(name),
+                summary: t(summary),
+            }),
+            PaneItem::ToolResult { summary, is_error } => self.show(&PaneItem::ToolResult {
+                summary: t(summary),
+                is_error: *is_error,
+            }),
+            PaneItem::Error(e) => self.show(&PaneItem::Error(t(e))),
+            PaneItem::Info(i) => self.show(&PaneItem::Info(t(i))),
+        }
+    }
+
+    /// An item as it is.
+    fn show(&mut self, item: &PaneItem) {
         // Checked before rendering, so a full pane costs nothing; the end of a text block
         // takes no room of its own.
         if !matches!(item, PaneItem::TextEnd) && !self.take_room() {
@@ -197,6 +247,12 @@ impl Pane {
     /// Before the final lines: writes what the terminal takes now, and drops the rest (counted
     /// as skipped), so the status line is never stuck behind a backlog.
     pub fn make_room_for_final(&mut self) {
+        // Streamed text held back as the possible start of a secret: it was not one.
+        let mut held = Vec::new();
+        self.text_mask.finish(&mut |b| held.extend_from_slice(b));
+        if !held.is_empty() {
+            self.show(&PaneItem::Text(String::from_utf8_lossy(&held).into_owned()));
+        }
         // The end is always shown, whatever the window allows.
         self.budget = usize::MAX;
         self.window_end = None;

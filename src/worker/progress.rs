@@ -26,6 +26,7 @@ use crate::envelope::{
     Progress, SoFar,
 };
 use crate::fresh::now_rfc3339;
+use crate::secrets::Masker;
 use crate::store::{self, AttemptPaths};
 use crate::term::sanitize;
 
@@ -138,17 +139,19 @@ impl Tracker {
         }
     }
 
-    /// The last event as one line safe for a terminal.
-    fn last_event(&self) -> Option<LastEvent> {
+    /// The last event as one line safe for a terminal, its secrets masked (also one its
+    /// bound cuts).
+    fn last_event(&self, masker: &Masker) -> Option<LastEvent> {
         let kind = self.kind?;
+        let masked = masker.line(&self.last);
+        let last = masked.as_deref().unwrap_or(&self.last);
         let text = if kind == EventKind::Text {
             // The last line that has something on it.
-            self.last
-                .split(|b| *b == b'\n')
+            last.split(|b| *b == b'\n')
                 .rfind(|l| l.iter().any(|b| !b.is_ascii_whitespace()))
                 .unwrap_or_default()
         } else {
-            &self.last[..]
+            last
         };
         let line: Vec<u8> = text
             .iter()
@@ -161,16 +164,17 @@ impl Tracker {
             })
             .collect();
         let s = String::from_utf8_lossy(&line);
-        Some(LastEvent {
-            kind,
-            text: sanitize(
-                crate::term::without_sgr(s.trim()).as_bytes(),
-                LAST_EVENT_CHARS,
-            )
-            .chars()
-            .take(LAST_EVENT_CHARS)
-            .collect(),
-        })
+        let whole = sanitize(
+            crate::term::without_sgr(s.trim()).as_bytes(),
+            LAST_EVENT_CHARS,
+        );
+        let text: String = whole.chars().take(LAST_EVENT_CHARS).collect();
+        let text = if text.len() < whole.len() {
+            masker.cut_end(&text).into_owned()
+        } else {
+            text
+        };
+        Some(LastEvent { kind, text })
     }
 
     /// Writes `progress.json` if a change is due at `now`.
@@ -178,6 +182,7 @@ impl Tracker {
         &mut self,
         now: Instant,
         paths: &AttemptPaths,
+        masker: &Masker,
         so_far: impl FnOnce() -> SoFar,
     ) {
         if self.due().is_none_or(|due| due > now) {
@@ -187,7 +192,7 @@ impl Tracker {
             schema: PROGRESS_SCHEMA.to_owned(),
             updated_at: now_rfc3339(),
             so_far: so_far(),
-            last_event: self.last_event(),
+            last_event: self.last_event(masker),
         };
         // Worth nothing once result.json exists: no fsync, and a failed write only costs
         // the live views a moment of staleness.
@@ -230,14 +235,14 @@ mod tests {
     use super::*;
 
     fn last(t: &Tracker) -> (EventKind, String) {
-        let e = t.last_event().unwrap();
+        let e = t.last_event(&Masker::default()).unwrap();
         (e.kind, e.text)
     }
 
     #[test]
     fn the_last_event_is_the_last_line_of_text_or_the_last_item() {
         let mut t = Tracker::new(false);
-        assert!(t.last_event().is_none() && t.due().is_none());
+        assert!(t.last_event(&Masker::default()).is_none() && t.due().is_none());
         t.item(&PaneItem::Text("Looking at the ".into()));
         // Colour is dropped (the table shows none), any other escape shown as text.
         t.item(&PaneItem::Text(
@@ -316,12 +321,15 @@ mod tests {
             Some(first),
             "later changes wait for the first write"
         );
-        t.write_if_due(first - PROGRESS_FIRST / 2, &paths, || {
-            unreachable!("too early")
-        });
+        t.write_if_due(
+            first - PROGRESS_FIRST / 2,
+            &paths,
+            &Masker::default(),
+            || unreachable!("too early"),
+        );
         assert!(!paths.progress().exists());
         let t0 = first;
-        t.write_if_due(t0, &paths, SoFar::default);
+        t.write_if_due(t0, &paths, &Masker::default(), SoFar::default);
         assert!(
             paths.progress().exists(),
             "the first change is written then"
@@ -330,10 +338,10 @@ mod tests {
         t.item(&PaneItem::Raw(b"two".to_vec()));
         let due = t.due().unwrap();
         assert_eq!(due, t0 + PROGRESS_EVERY);
-        t.write_if_due(due - PROGRESS_EVERY / 2, &paths, || {
+        t.write_if_due(due - PROGRESS_EVERY / 2, &paths, &Masker::default(), || {
             unreachable!("too early")
         });
-        t.write_if_due(due, &paths, SoFar::default);
+        t.write_if_due(due, &paths, &Masker::default(), SoFar::default);
         let p: Progress =
             serde_json::from_slice(&std::fs::read(paths.progress()).unwrap()).unwrap();
         assert_eq!(p.last_event.unwrap().text, "two");

@@ -118,6 +118,9 @@ pub(crate) struct Worker {
     records_wake: Option<std::sync::mpsc::Sender<()>>,
     /// The environment file once read (emptied): the first `worker.json` takes its inode.
     pub(crate) spare: Option<store::Spare>,
+    /// The program's secrets (set at the spawn): masked in all it writes, the proxy's log
+    /// and the envelope.
+    pub(crate) masker: std::sync::Arc<crate::secrets::Masker>,
 }
 
 use crate::envelope::Budget;
@@ -142,6 +145,7 @@ impl Worker {
             cancels_seen: Vec::new(),
             cancelled_by: None,
             group_budget: None,
+            masker: Default::default(),
             interrupted_at: None,
             proxy: None,
             report_writer: None,

@@ -95,6 +95,7 @@ impl Worker {
             &self.paths.proxy_socket(),
             patterns.clone(),
             &self.paths.network_log(),
+            self.masker.clone(),
         )
         .map_err(|e| {
             SandboxFailure::Network {

@@ -5,9 +5,11 @@
 //! * The logs are opened before the spawn: a program that cannot be recorded is not started.
 //! * The clock of the timeout starts just before the spawn, not when the loop first polls.
 
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::Instant;
 
 use super::logfile::LogFile;
@@ -17,6 +19,7 @@ use super::stop::Event;
 use crate::envelope::ProcRef;
 use crate::fresh::now_rfc3339;
 use crate::procs;
+use crate::secrets::Masker;
 use crate::spec::Stdin;
 use crate::store;
 use crate::term::sanitize;
@@ -99,6 +102,7 @@ impl Worker {
             )
         })?;
         self.spare = Some(spare);
+        self.mask_secrets(&env);
         let argv = self.spec.argv.clone();
         let program = argv.first().ok_or("the spec has an empty argv")?;
         let (mut cmd, report) = if self.spec.sandbox.enabled {
@@ -158,6 +162,38 @@ impl Worker {
         self.stream.attach(child.stdout.take(), child.stderr.take());
         self.feed(Event::Spawned, started);
         Ok(())
+    }
+}
+
+impl Worker {
+    /// The matcher of the secrets in the program's environment (`spec.env.secret`), before
+    /// anything the program writes is read; the envelope names them (`secrets`).
+    fn mask_secrets(&mut self, env: &[(std::ffi::OsString, std::ffi::OsString)]) {
+        let secret = &self.spec.env.secret;
+        if secret.is_empty() {
+            return;
+        }
+        let values: Vec<(&str, &[u8])> = env
+            .iter()
+            .filter_map(|(k, v)| {
+                let k = k.to_str()?;
+                secret.iter().any(|s| s == k).then_some((k, v.as_bytes()))
+            })
+            .filter(|(_, v)| !v.is_empty())
+            .collect();
+        let (mut masked, mut short): (Vec<_>, Vec<_>) = values
+            .iter()
+            .partition(|(_, v)| v.len() >= crate::secrets::MIN_LEN);
+        masked.sort();
+        short.sort();
+        let masker = Arc::new(Masker::new(masked.iter().map(|(_, v)| *v)));
+        self.stream.set_masker(masker.clone());
+        self.pane.set_masker(masker.clone());
+        self.masker = masker;
+        self.facts.secrets = Some(crate::envelope::Secrets {
+            masked: masked.iter().map(|(k, _)| (*k).to_owned()).collect(),
+            too_short: short.iter().map(|(k, _)| (*k).to_owned()).collect(),
+        });
     }
 }
 

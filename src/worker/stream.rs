@@ -33,6 +33,7 @@ use super::stop::Event;
 use crate::adapter::{AgentReport, LineAction, StreamParser};
 use crate::envelope::Budget;
 use crate::envelope::FilterCounts;
+use crate::secrets::{Masker, StreamMask};
 
 /// The stderr tail the adapter sees at the end.
 const STDERR_TAIL: usize = 64 * 1024;
@@ -49,6 +50,10 @@ pub(crate) struct Stream {
     stderr_log: Option<LogFile>,
     /// The last of stderr (between one and two `STDERR_TAIL`s), for the adapter's report.
     stderr_tail: Vec<u8>,
+    /// The attempt's secrets; stderr is masked as it is read (before its log, its tail and
+    /// the pane), stdout's logs as they are written, progress.json when it is.
+    masker: std::sync::Arc<Masker>,
+    stderr_mask: StreamMask,
 }
 
 /// Where stdout lines go: the adapter decides, the logs keep.
@@ -102,7 +107,20 @@ impl Stream {
             },
             stderr_log: None,
             stderr_tail: Vec::new(),
+            masker: Default::default(),
+            stderr_mask: StreamMask::default(),
         }
+    }
+
+    /// Masks the attempt's secrets in everything written from now on (before the spawn).
+    pub(crate) fn set_masker(&mut self, m: std::sync::Arc<Masker>) {
+        for log in [&mut self.filter.events, &mut self.filter.stdout_log]
+            .into_iter()
+            .flatten()
+        {
+            log.set_masker(m.clone());
+        }
+        self.masker = m;
     }
 
     /// The log files, opened before the spawn.
@@ -185,7 +203,8 @@ impl Stream {
     /// Writes `progress.json` if a change is due at `now`.
     pub(crate) fn write_progress(&mut self, now: Instant, paths: &crate::store::AttemptPaths) {
         let f = &mut self.filter;
-        f.live.write_if_due(now, paths, || f.parser.so_far());
+        f.live
+            .write_if_due(now, paths, &self.masker, || f.parser.so_far());
     }
 
     /// The logs' sizes and digests as written (see [`crate::store::Written`]).
@@ -268,11 +287,18 @@ impl Stream {
         let Some(pipe) = self.err.as_mut() else {
             return;
         };
+        let (log, tail, lines) = (
+            &mut self.stderr_log,
+            &mut self.stderr_tail,
+            &mut self.stderr_splitter,
+        );
+        let live = &mut self.filter.live;
+        let mut take = |b: &[u8]| stderr_bytes(b, log, tail, lines, live, pane);
         loop {
             match pipe.read(buf) {
                 Ok(0) => {
-                    let live = &mut self.filter.live;
-                    self.stderr_splitter.finish(&mut |p| {
+                    self.stderr_mask.finish(&mut take);
+                    lines.finish(&mut |p| {
                         if let Piece::Line(l) = p {
                             pane.stderr_line(l);
                             live.stderr_line(l);
@@ -282,22 +308,7 @@ impl Stream {
                 }
                 Ok(n) => {
                     seen.output = true;
-                    let chunk = &buf[..n];
-                    if let Some(f) = self.stderr_log.as_mut() {
-                        f.bytes(chunk);
-                    }
-                    self.stderr_tail.extend_from_slice(chunk);
-                    if self.stderr_tail.len() > 2 * STDERR_TAIL {
-                        let cut = self.stderr_tail.len() - STDERR_TAIL;
-                        self.stderr_tail.drain(..cut);
-                    }
-                    let live = &mut self.filter.live;
-                    self.stderr_splitter.feed(chunk, &mut |p| {
-                        if let Piece::Line(l) = p {
-                            pane.stderr_line(l);
-                            live.stderr_line(l);
-                        }
-                    });
+                    self.stderr_mask.feed(&self.masker, &buf[..n], &mut take);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -306,6 +317,31 @@ impl Stream {
         }
         self.err = None;
     }
+}
+
+/// Masked stderr bytes: to its log, its tail and the pane.
+fn stderr_bytes(
+    chunk: &[u8],
+    log: &mut Option<LogFile>,
+    tail: &mut Vec<u8>,
+    lines: &mut LineSplitter,
+    live: &mut Tracker,
+    pane: &mut Pane,
+) {
+    if let Some(f) = log.as_mut() {
+        f.bytes(chunk);
+    }
+    tail.extend_from_slice(chunk);
+    if tail.len() > 2 * STDERR_TAIL {
+        let cut = tail.len() - STDERR_TAIL;
+        tail.drain(..cut);
+    }
+    lines.feed(chunk, &mut |p| {
+        if let Piece::Line(l) = p {
+            pane.stderr_line(l);
+            live.stderr_line(l);
+        }
+    });
 }
 
 impl Filter {

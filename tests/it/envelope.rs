@@ -133,6 +133,7 @@ fn schema_requires_every_field_the_code_writes() {
         "host",
         "parent_run",
         "resumed_from",
+        "secrets",
         "tails",
         "worktree",
     ];

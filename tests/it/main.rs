@@ -38,6 +38,7 @@ mod retry;
 mod run;
 mod sandbox_exec;
 mod sandbox_run;
+mod secrets;
 mod slurm;
 mod snap;
 mod snap_cli;

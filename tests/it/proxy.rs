@@ -36,7 +36,7 @@ impl Proxy {
             .iter()
             .map(|p| HostPattern::parse(p).unwrap())
             .collect();
-        let handle = proxy::start_with(&sock, allow, &log, timeouts).unwrap();
+        let handle = proxy::start_with(&sock, allow, &log, Default::default(), timeouts).unwrap();
         Proxy {
             _dir: dir,
             sock,
@@ -542,7 +542,13 @@ fn a_socket_path_past_the_address_limit_works() {
     std::fs::create_dir_all(&deep).unwrap();
     let sock = deep.join("proxy.sock");
     let allow = vec![HostPattern::parse("127.0.0.1").unwrap()];
-    let handle = proxy::start(&sock, allow, &deep.join("network.jsonl")).unwrap();
+    let handle = proxy::start(
+        &sock,
+        allow,
+        &deep.join("network.jsonl"),
+        Default::default(),
+    )
+    .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let relay_port = listener.local_addr().unwrap().port();
     let stop = listener.try_clone().unwrap();

@@ -101,7 +101,13 @@ fn the_relay_child_keeps_only_its_listener_and_dies_with_the_program() {
     std::fs::create_dir_all(&attempt).unwrap();
     let sock = attempt.join("proxy.sock");
     let allow = vec![HostPattern::parse("127.0.0.1").unwrap()];
-    let _proxy = proxy::start(&sock, allow, &attempt.join("network.jsonl")).unwrap();
+    let _proxy = proxy::start(
+        &sock,
+        allow,
+        &attempt.join("network.jsonl"),
+        Default::default(),
+    )
+    .unwrap();
 
     let port = free_port();
     let (helper, relay) = fork_helper(port, &sock);

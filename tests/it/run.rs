@@ -346,7 +346,12 @@ fn env_values_reach_the_program_but_no_record() {
     assert_valid_envelope(&v);
     let dir = env.attempt_dir("sec", 1);
     let f = facts(&std::fs::read(dir.join("stdout.log")).unwrap());
-    assert_eq!(f["secret"], secret, "the value reaches the program");
+    assert_eq!(
+        f["secret_reversed"],
+        secret.chars().rev().collect::<String>(),
+        "the value reaches the program"
+    );
+    assert_eq!(f["secret"], "***", "the value is masked in stdout.log");
     assert!(
         !r.stdout.contains(secret),
         "the value is printed in the envelope"

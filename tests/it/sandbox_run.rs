@@ -96,7 +96,7 @@ fn a_sandboxed_program_gets_only_the_variables_it_needs_and_records_keep_names()
             "--sandbox",
             "--env-pass",
             "KEEP_ME",
-            "--env",
+            "--env-plain",
             "SET_ME=set-value",
             "--",
             "bash",

@@ -174,7 +174,7 @@ fn labels_env_values_and_fanout_tasks_are_never_expanded_by_tmux() {
             "labelled",
             "--label",
             &format!("k={label}"),
-            "--env",
+            "--env-plain",
             &format!("V={value}"),
             "--",
             "sh",

@@ -46,6 +46,13 @@ never counts, whatever it holds):
                     that tool's result is in the request: `Subagent said: ` and the result's
                     text (its first 4000 characters). No such tool: a text starting
                     `mock mcp_call: no tool ending in '<suffix>' was offered; tools: [...]`.
+  tool_echo_env     the marker's text also holds ECHO_VAR:<NAME> (a variable's name). First
+                    call: the CLI's shell tool prints that variable's value raw and as base64
+                    on stdout, and raw on stderr (`printf '%s\n' "$NAME"; printf '%s' "$NAME" |
+                    base64 -w0; echo; printf '%s\n' "$NAME" >&2`); once the tool result is in
+                    the request: the final text `Tool said: ` and the result's text (its
+                    first 4000 characters), so the value reaches the agent's answer too. No
+                    ECHO_VAR: a text starting `mock tool_echo_env:` that says so
 
 Usage:
   server.py [--port-file FILE] [--log FILE] [--max-seconds N] [--dump-dir DIR]
@@ -266,6 +273,30 @@ class Call(NamedTuple):
     name: str
     args: dict
     namespace: str | None = None  # responses: the namespace the tool is offered in
+
+
+ECHO_VAR_RE = re.compile(r"ECHO_VAR:([A-Za-z_][A-Za-z0-9_]*)")
+ECHO_RESULT_CHARS = 4000
+
+
+def echo_env_command(name: str) -> str:
+    """The tool_echo_env command: `$name` raw and base64 on stdout, raw on stderr."""
+    v = f'"${name}"'
+    return f"printf '%s\\n' {v}; printf '%s' {v} | base64 -w0; echo; printf '%s\\n' {v} >&2"
+
+
+def echo_env_step(api: str, body: dict, text: str, after: list[Item]) -> tuple[str, Call | None]:
+    """The tool_echo_env scenario: (final text, or the shell tool call to make first)."""
+    found = ECHO_VAR_RE.findall(text)
+    if not found:
+        return "mock tool_echo_env: the marker's text needs ECHO_VAR:<NAME>", None
+    results = [i for i in after if i.kind == "tool_result"]
+    if results:
+        return "Tool said: " + results[-1].text[:ECHO_RESULT_CHARS], None
+    call = shell_call(api, body, echo_env_command(found[-1]))
+    if call is None:
+        return f"mock tool_echo_env: no shell tool was offered; tools: {tool_names(api, body)}", None
+    return "", call
 
 
 def shell_call(api: str, body: dict, command: str = TOOL_COMMAND) -> Call | None:
@@ -497,6 +528,9 @@ class Handler(BaseHTTPRequestHandler):
             if pause:
                 command = f"sleep {pause.group(1)}; {command}"
             call = shell_call(api, body, command) if done < MANY_TURNS else None
+        if scenario == "tool_echo_env":
+            final, call = echo_env_step(api, body, text, after)
+            log(f"tool_echo_env: {'call ' + call.name if call else 'final'}")
         if scenario == "mcp_call":
             final, call = mcp_step(api, body, text, after)
             log(f"mcp_call: {'call ' + call.name if call else 'final ' + repr(final[:200])}")

@@ -62,6 +62,21 @@ const READ_ONLY_TOOLS: [&str; 9] = [
 ];
 
 impl Adapter for CodexAdapter {
+    /// `config.toml`: each provider's `env_key = "NAME"`.
+    fn key_vars(&self, state_dir: &std::path::Path) -> Vec<String> {
+        let Ok(text) = std::fs::read_to_string(state_dir.join("config.toml")) else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter_map(|l| {
+                let (k, v) = l.split_once('=')?;
+                (k.trim() == "env_key").then(|| v.trim().trim_matches(['"', '\'']))
+            })
+            .filter(|k| super::common::names_a_variable(k))
+            .map(str::to_owned)
+            .collect()
+    }
+
     fn kind(&self) -> AgentKind {
         AgentKind::Codex
     }

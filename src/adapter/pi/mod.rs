@@ -43,6 +43,25 @@ use parser::PiParser;
 pub struct PiAdapter;
 
 impl Adapter for PiAdapter {
+    /// `models.json`: a provider's `apiKey` that names a variable (pi reads its value).
+    fn key_vars(&self, state_dir: &std::path::Path) -> Vec<String> {
+        let Ok(text) = std::fs::read(state_dir.join("models.json")) else {
+            return Vec::new();
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(&text) else {
+            return Vec::new();
+        };
+        let Some(providers) = v.get("providers").and_then(Value::as_object) else {
+            return Vec::new();
+        };
+        providers
+            .values()
+            .filter_map(|p| p.get("apiKey")?.as_str())
+            .filter(|k| super::common::names_a_variable(k))
+            .map(str::to_owned)
+            .collect()
+    }
+
     fn kind(&self) -> AgentKind {
         AgentKind::Pi
     }

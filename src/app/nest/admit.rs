@@ -169,7 +169,11 @@ pub(super) fn admit(n: &NestRequest, parent: &AttemptSpec) -> Result<RunRequest,
             )));
         }
     }
-    let names = req.env.keys().chain(&req.env_pass);
+    let names = req
+        .env
+        .keys()
+        .chain(req.env_plain.keys())
+        .chain(&req.env_pass);
     refuse_loader_vars(names.map(String::as_str))?;
     if !n.cwd.is_absolute() {
         return Err(Error::invalid("the request's cwd is not an absolute path"));

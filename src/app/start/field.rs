@@ -516,7 +516,13 @@ request_fields! {
     env: BTreeMap<String, String> {
         flag: Flag::Long("env"), value_name: "K=V",
         help: "Variables set for the program (K=V, repeatable on the command line); records \
-               keep their names only, never the values",
+               keep their names only, never the values, and each value (with its base64, URL \
+               and JSON encodings) is masked as *** in every log, file and answer",
+    }
+    env_plain: BTreeMap<String, String> {
+        flag: Flag::Long("env-plain"), value_name: "K=V",
+        help: "Variables set for the program whose values are not secret (K=V, repeatable): \
+               as {env}, but their values are not masked",
     }
     keep_session: bool {
         flag: Flag::Long("keep-session"),

@@ -21,6 +21,7 @@ impl std::fmt::Debug for RunRequest {
             .field("timeout", &self.timeout)
             .field("idle_timeout", &self.idle_timeout)
             .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("env_plain", &self.env_plain.keys().collect::<Vec<_>>())
             .field("sandbox", &self.sandbox)
             .field("network", &self.network)
             .finish_non_exhaustive()

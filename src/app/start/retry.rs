@@ -379,6 +379,8 @@ fn env_request(
     let sandboxed = prev.sandbox.enabled;
     let vars = sys.vars();
     let mut env = BTreeMap::new();
+    // Attempt n's `--env-plain` names stay plain; every other value stays secret.
+    let mut env_plain = BTreeMap::new();
     let mut missing = Vec::new();
     for name in &prev.env.set {
         // Recomputed for every attempt, never looked up: the sandbox's, and an unsandboxed
@@ -387,14 +389,19 @@ fn env_request(
         if (sandboxed && set_by_sandbox(name)) || overlaid {
             continue;
         }
+        let into = if prev.env.plain.contains(name) {
+            &mut env_plain
+        } else {
+            &mut env
+        };
         if let Some(v) = opts.env.get(name) {
-            env.insert(name.clone(), v.clone());
+            into.insert(name.clone(), v.clone());
             continue;
         }
         match vars.iter().find(|(k, _)| k == name.as_str()) {
             Some((_, v)) => match v.to_str() {
                 Some(v) => {
-                    env.insert(name.clone(), v.to_owned());
+                    into.insert(name.clone(), v.to_owned());
                 }
                 // Inherited as it is; in a sandbox it cannot be passed by name and value.
                 None if !sandboxed => {}
@@ -404,7 +411,9 @@ fn env_request(
         }
     }
     for (k, v) in &opts.env {
-        env.entry(k.clone()).or_insert_with(|| v.clone());
+        if !env_plain.contains_key(k) {
+            env.entry(k.clone()).or_insert_with(|| v.clone());
+        }
     }
     // In a sandbox: what attempt n was given from its caller, and what it was told to pass.
     let mut env_pass: Vec<String> = Vec::new();
@@ -419,6 +428,7 @@ fn env_request(
         sandbox: sandboxed,
         env_pass,
         env,
+        env_plain,
         // A worktree attempt's git must find its worktree, not a GIT_DIR of the caller's.
         worktree: prev.worktree.is_some(),
         ..RunRequest::default()

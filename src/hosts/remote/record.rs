@@ -94,6 +94,7 @@ pub fn local_end(
         worktree: None,
         git: None,
         budget: None,
+        secrets: None,
     }
 }
 

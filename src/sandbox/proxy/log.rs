@@ -12,7 +12,10 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::secrets::Masker;
 
 pub use crate::envelope::{NetworkEntry, Verdict};
 
@@ -20,15 +23,18 @@ pub use crate::envelope::{NetworkEntry, Verdict};
 #[derive(Debug)]
 pub struct DecisionLog {
     file: File,
+    /// The attempt's secrets: a URL's userinfo or query can hold one.
+    masker: Arc<Masker>,
     failed: AtomicU64,
     closed: AtomicBool,
 }
 
 impl DecisionLog {
-    pub fn open(path: &Path) -> io::Result<Self> {
+    pub fn open(path: &Path, masker: Arc<Masker>) -> io::Result<Self> {
         let file = OpenOptions::new().append(true).create(true).open(path)?;
         Ok(DecisionLog {
             file,
+            masker,
             failed: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         })
@@ -39,7 +45,20 @@ impl DecisionLog {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
-        let mut line = match serde_json::to_vec(entry) {
+        // A secret in a refused URL (its userinfo, its query) is masked in the entry's
+        // strings, as they are (a reason quotes the URL escaped as JSON escapes it).
+        let masked = (!self.masker.is_empty())
+            .then(|| serde_json::to_value(entry).ok())
+            .flatten()
+            .map(|mut v| {
+                self.masker.mask_value(&mut v);
+                v
+            });
+        let line = match &masked {
+            Some(v) => serde_json::to_vec(v),
+            None => serde_json::to_vec(entry),
+        };
+        let mut line = match line {
             Ok(l) => l,
             Err(_) => return self.note_failure(),
         };
@@ -77,7 +96,7 @@ mod tests {
     fn entries_are_whole_lines_of_json_even_from_many_threads() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("network.jsonl");
-        let log = DecisionLog::open(&path).unwrap();
+        let log = DecisionLog::open(&path, Default::default()).unwrap();
         let entry = |i: u16| NetworkEntry {
             at: "2026-11-30T03:39:43.512Z".into(),
             method: Some("CONNECT".into()),

@@ -113,8 +113,13 @@ impl ProxyHandle {
 /// Starts the proxy on the Unix socket `socket` (threads of the calling process). It lets
 /// through only hosts that `allow` matches and appends every decision to `log`
 /// (`network.jsonl`).
-pub fn start(socket: &Path, allow: Vec<HostPattern>, log: &Path) -> io::Result<ProxyHandle> {
-    start_with(socket, allow, log, Timeouts::default())
+pub fn start(
+    socket: &Path,
+    allow: Vec<HostPattern>,
+    log: &Path,
+    masker: Arc<crate::secrets::Masker>,
+) -> io::Result<ProxyHandle> {
+    start_with(socket, allow, log, masker, Timeouts::default())
 }
 
 /// [`start`] with other [`Timeouts`] than the defaults.
@@ -122,9 +127,10 @@ pub fn start_with(
     socket: &Path,
     allow: Vec<HostPattern>,
     log: &Path,
+    masker: Arc<crate::secrets::Masker>,
     timeouts: Timeouts,
 ) -> io::Result<ProxyHandle> {
-    let log = DecisionLog::open(log)?;
+    let log = DecisionLog::open(log, masker)?;
     let listener = UnixListener::bind(SocketPath::new(socket)?.usable())?;
     // From here on the socket file is ours to remove, also when starting fails.
     let unlink = Unlink(socket);

@@ -93,14 +93,24 @@ pub(in crate::app) fn environment(
             put(&mut env, "NODE_USE_ENV_PROXY", "1");
         }
     }
-    for (k, v) in &req.env {
-        if !valid_env_name(k) {
-            return Err(Error::about(
-                "{env}",
-                format!("name `{k}` is not a valid variable name"),
-            ));
+    for (field, vars) in [("{env}", &req.env), ("{env_plain}", &req.env_plain)] {
+        for (k, v) in vars {
+            if !valid_env_name(k) {
+                return Err(Error::about(
+                    field,
+                    format!("name `{k}` is not a valid variable name"),
+                ));
+            }
+            if field == "{env_plain}" && req.env.contains_key(k) {
+                return Err(Error::about(
+                    field,
+                    format!(
+                        "`{k}` is given with {{env}} too: give it once, with {{env}} if its value is secret"
+                    ),
+                ));
+            }
+            put(&mut env, k, v);
         }
-        put(&mut env, k, v);
     }
     // The environment file separates variables with NUL: one inside a value would begin
     // another variable (a request over JSON can carry it; a real environment cannot).
@@ -113,7 +123,10 @@ pub(in crate::app) fn environment(
             k.to_string_lossy().replace('\0', "\\0")
         )));
     }
+    let secret = secret_names(req, agent, &env);
     let spec = EnvSpec {
+        secret,
+        plain: req.env_plain.keys().cloned().collect(),
         inherit: !req.sandbox,
         set,
         removed: REMOVED_VARS
@@ -124,4 +137,58 @@ pub(in crate::app) fn environment(
         passed,
     };
     Ok((env, spec))
+}
+
+/// The names whose values the worker masks: every `--env` name, and each variable of the
+/// caller's that is named like a secret or is one of the agent's keys, but never an
+/// `--env-plain` name or one subpane sets itself.
+fn secret_names(req: &RunRequest, agent: AgentKind, env: &[(OsString, OsString)]) -> Vec<String> {
+    let keys = agent_key_vars(agent, env);
+    let mut names: Vec<String> = env
+        .iter()
+        .filter_map(|(k, _)| k.to_str())
+        .filter(|k| {
+            req.env.contains_key(*k)
+                || (!(req.env_plain.contains_key(*k) || req.sandbox && set_by_sandbox(k))
+                    && (crate::secrets::looks_secret(k) || keys.iter().any(|n| n == k)))
+        })
+        .map(str::to_owned)
+        .collect();
+    names.sort();
+    names
+}
+
+/// The variables the agent's own configuration names as its key (pi's `models.json`
+/// `apiKey`, Codex's `config.toml` `env_key`), read from its state directory.
+fn agent_key_vars(agent: AgentKind, env: &[(OsString, OsString)]) -> Vec<String> {
+    let Some(needs) = adapter_for(agent).sandbox_needs().state_dir else {
+        return Vec::new();
+    };
+    let dir = super::agent_state::named_dir(&needs, env).or_else(|| {
+        let home = env.iter().find(|(k, _)| k == "HOME")?;
+        Some(Path::new(&home.1).join(needs.default))
+    });
+    dir.map(|d| adapter_for(agent).key_vars(&d))
+        .unwrap_or_default()
+}
+
+/// A warning for each secret too short to mask (its name only).
+pub(in crate::app) fn short_secret_warnings(
+    env: &[(OsString, OsString)],
+    spec: &EnvSpec,
+) -> Vec<String> {
+    spec.secret
+        .iter()
+        .filter(|name| {
+            env.iter()
+                .find(|(k, _)| k.as_bytes() == name.as_bytes())
+                .is_some_and(|(_, v)| !v.is_empty() && v.len() < crate::secrets::MIN_LEN)
+        })
+        .map(|name| {
+            format!(
+                "the value of {name} is under {} bytes and is not masked in the logs (a short value would mask every word that holds it); give it with --env-plain if it is not secret",
+                crate::secrets::MIN_LEN
+            )
+        })
+        .collect()
 }

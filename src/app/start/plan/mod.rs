@@ -390,7 +390,7 @@ pub(in crate::app) fn plan_attempt(
     if let (Some(wt), Some(given)) = (&worktree, req.argv.first()) {
         argv[0] = worktree::rebase_program(given, &argv[0], wt);
     }
-    let mut warnings = Vec::new();
+    let mut warnings = env::short_secret_warnings(&env, &env_spec);
     let (sandbox, group, resumed_from, record) = match kept {
         Some(k) => (k.sandbox, k.group, k.resumed_from, Some(k.record)),
         None => {

@@ -242,3 +242,64 @@ fn arguments_the_kernel_would_refuse_are_refused_first() {
     };
     assert!(plan(&req, &home(), &sys).is_ok());
 }
+
+/// What the worker masks: every `--env` name, the caller's variables named like a secret and
+/// the agent's configured key, never an `--env-plain` name or one subpane sets; a short
+/// value is warned of by name.
+#[test]
+fn secret_names_are_recorded_and_plain_ones_are_not() {
+    let mut sys = Fake::new();
+    sys.vars
+        .push(("GITHUB_TOKEN".into(), "ghp_inherited_value".into()));
+    sys.vars.push(("EDITOR".into(), "vim-editor".into()));
+    let mut req = cmd(&["make"]);
+    req.env
+        .insert("API_BASE".into(), "http://secret-host".into());
+    req.env.insert("PIN".into(), "1234".into());
+    req.env_plain.insert("MODE".into(), "visible".into());
+    let p = plan(&req, &home(), &sys).unwrap();
+    assert_eq!(p.spec.env.secret, ["API_BASE", "GITHUB_TOKEN", "PIN"]);
+    assert_eq!(p.spec.env.plain, ["MODE"]);
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    assert!(
+        p.warnings[0].contains("PIN") && !p.warnings[0].contains("1234"),
+        "{:?}",
+        p.warnings
+    );
+    // A name given both ways is refused.
+    req.env_plain.insert("PIN".into(), "1234".into());
+    assert!(refused(&req, &sys).contains("`PIN` is given with --env too"));
+    // An inherited variable made plain is not secret.
+    let mut req = cmd(&["make"]);
+    req.env_plain
+        .insert("GITHUB_TOKEN".into(), "public-token".into());
+    let p = plan(&req, &home(), &sys).unwrap();
+    assert!(p.spec.env.secret.is_empty(), "{:?}", p.spec.env.secret);
+}
+
+/// The key a pi `models.json` or a Codex `config.toml` names, even under a name that does
+/// not look secret.
+#[test]
+fn the_key_an_agents_config_names_is_secret() {
+    use crate::adapter::adapter_for;
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("models.json"),
+        r#"{"providers": {"a": {"apiKey": "LLM_ACCESS"}, "b": {"apiKey": "sk-literal"}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        d.path().join("config.toml"),
+        "model = \"m\"\n[model_providers.p]\nenv_key = \"GATEWAY_ACCESS\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        adapter_for(AgentKind::Pi).key_vars(d.path()),
+        ["LLM_ACCESS"]
+    );
+    assert_eq!(
+        adapter_for(AgentKind::Codex).key_vars(d.path()),
+        ["GATEWAY_ACCESS"]
+    );
+    assert!(adapter_for(AgentKind::Claude).key_vars(d.path()).is_empty());
+}
