@@ -169,6 +169,13 @@ impl Pane {
         let Some(m) = self.masker.clone() else {
             return self.show(item);
         };
+        // A full pane skips the item before any masking costs the filter (as `show` would).
+        if !matches!(item, PaneItem::TextEnd) && !self.has_room() {
+            // Text held back is never shown now: what follows it starts afresh.
+            self.text_mask = StreamMask::default();
+            self.skip();
+            return;
+        }
         let mut text = Vec::new();
         match item {
             PaneItem::Text(t) => {
