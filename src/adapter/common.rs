@@ -104,6 +104,13 @@ pub(crate) fn toml_string(s: &str) -> String {
     out
 }
 
+/// A CLI's configuration file, read for the name of its key: at most 1 MiB, a regular file
+/// and not through a link (a run from a sandbox names the directory in its own variables, so
+/// what is there may be the program's: a FIFO, a link to a file of the user's, a huge file).
+pub(crate) fn read_config(path: &std::path::Path) -> Option<Vec<u8>> {
+    crate::store::read_bounded(path, 1 << 20).ok().flatten()
+}
+
 /// Whether a configuration's key is the name of a variable (`MY_API_KEY`), not a value.
 pub(crate) fn names_a_variable(s: &str) -> bool {
     let mut b = s.bytes();

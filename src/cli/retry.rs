@@ -59,7 +59,8 @@ pub struct RetryArgs {
     #[arg(long, value_name = "TEXT|@FILE", help = TASK_HELP.as_str())]
     pub task: Option<String>,
     /// Give variable K the value V (repeatable): for names the run set with --env that this
-    /// shell lacks, or new ones; records keep the name only
+    /// shell lacks, or new ones; records keep the name only, and the value is masked as ***
+    /// in the logs unless attempt n had the name with --env-plain
     #[arg(long = "env", value_name = "K=V")]
     pub envs: Vec<String>,
     /// The latest attempt hit its account's usage limit: attempt n+1 waits in its pane until

@@ -64,9 +64,10 @@ const READ_ONLY_TOOLS: [&str; 9] = [
 impl Adapter for CodexAdapter {
     /// `config.toml`: each provider's `env_key = "NAME"`.
     fn key_vars(&self, state_dir: &std::path::Path) -> Vec<String> {
-        let Ok(text) = std::fs::read_to_string(state_dir.join("config.toml")) else {
+        let Some(text) = super::common::read_config(&state_dir.join("config.toml")) else {
             return Vec::new();
         };
+        let text = String::from_utf8_lossy(&text);
         text.lines()
             .filter_map(|l| {
                 let (k, v) = l.split_once('=')?;

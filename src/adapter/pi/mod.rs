@@ -45,7 +45,7 @@ pub struct PiAdapter;
 impl Adapter for PiAdapter {
     /// `models.json`: a provider's `apiKey` that names a variable (pi reads its value).
     fn key_vars(&self, state_dir: &std::path::Path) -> Vec<String> {
-        let Ok(text) = std::fs::read(state_dir.join("models.json")) else {
+        let Some(text) = super::common::read_config(&state_dir.join("models.json")) else {
             return Vec::new();
         };
         let Ok(v) = serde_json::from_slice::<Value>(&text) else {

@@ -303,3 +303,28 @@ fn the_key_an_agents_config_names_is_secret() {
     );
     assert!(adapter_for(AgentKind::Claude).key_vars(d.path()).is_empty());
 }
+
+/// A run from a sandbox names the agent's state directory in its own variables: what is
+/// there (a FIFO, a link, a huge file) is the program's, and reading the agent's config for
+/// its key must neither hang nor follow it.
+#[test]
+fn the_agents_config_is_read_bounded_and_not_through_a_link() {
+    use crate::adapter::adapter_for;
+    let d = tempfile::tempdir().unwrap();
+    nix::unistd::mkfifo(&d.path().join("models.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let outside = d.path().join("outside.toml");
+    std::fs::write(&outside, "env_key = \"LEAKED_NAME\"\n").unwrap();
+    std::os::unix::fs::symlink(&outside, d.path().join("config.toml")).unwrap();
+    let dir = d.path().to_owned();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let pi = adapter_for(AgentKind::Pi).key_vars(&dir);
+        let codex = adapter_for(AgentKind::Codex).key_vars(&dir);
+        let _ = tx.send((pi, codex));
+    });
+    let (pi, codex) = rx
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("reading a FIFO for the agent's key hung the planner");
+    assert!(pi.is_empty(), "{pi:?}");
+    assert!(codex.is_empty(), "a link was followed: {codex:?}");
+}
