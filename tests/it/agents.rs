@@ -35,14 +35,14 @@ const MOCK_TEXT: &str = "Hello from the mock model.";
 const TOOL_DONE_TEXT: &str = "I wrote made_by_agent.txt.";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Agent {
+pub(crate) enum Agent {
     Pi,
     Claude,
     Codex,
 }
 
 impl Agent {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Agent::Pi => "pi",
             Agent::Claude => "claude",
@@ -52,7 +52,7 @@ impl Agent {
     /// `--tools` that let the CLI run its shell tool. None for codex: any `--tools` turns on
     /// codex's own sandbox (`workspace-write`), which containers may not support, and the
     /// mock's config already gives it full access.
-    fn tools_args(self) -> &'static [&'static str] {
+    pub(crate) fn tools_args(self) -> &'static [&'static str] {
         match self {
             Agent::Pi => &["--tools", "bash"],
             Agent::Claude => &["--tools", "Bash"],
@@ -102,7 +102,7 @@ fn run_agent(
 }
 
 /// [`run_agent`] with the environment of `subpane run` changed by `how`.
-fn run_agent_as(
+pub(crate) fn run_agent_as(
     env: &TestEnv,
     mock: &Mock,
     front: Option<&Path>,
@@ -1156,20 +1156,8 @@ fn pane_shows_the_conversation(agent: Agent, usage_line: &str) {
     let (code, v) = run_agent(&env, &mock, None, "pane", agent, &args);
     assert_completed(&env, "pane", agent, code, &v, TOOL_DONE_TEXT, 2);
     let session = v["tmux"]["session"].as_str().unwrap().to_owned();
-    let capture = || env.capture_pane(&session);
     // The worker writes its closing lines after result.json.
-    let end = Instant::now() + crate::harness::DEADLINE;
-    let pane = loop {
-        let s = capture();
-        if s.contains("session kept") {
-            break s;
-        }
-        assert!(
-            Instant::now() < end,
-            "the pane never showed its closing lines:\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let pane = env.capture_pane_until(&session, "session kept");
     let lines: Vec<&str> = pane
         .lines()
         .map(str::trim_end)

@@ -151,6 +151,22 @@ impl TestEnv {
     }
 
     /// The whole pane of `session` (history included, wrapped lines joined).
+    /// The pane's text once it shows `needle` (within [`DEADLINE`]).
+    pub fn capture_pane_until(&self, session: &str, needle: &str) -> String {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let s = self.capture_pane(session);
+            if s.contains(needle) {
+                return s;
+            }
+            assert!(
+                Instant::now() < end,
+                "the pane never showed {needle:?}; it shows:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn capture_pane(&self, session: &str) -> String {
         let out = self
             .tmux()

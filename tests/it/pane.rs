@@ -2,7 +2,6 @@
 //! neutralised; the session's life; a pane that falls behind loses pane lines, never events.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -10,25 +9,9 @@ use crate::harness::{
     DEADLINE, Ran, TestEnv, assert_valid_envelope, fixture, wait_child_within, wait_until,
 };
 
-/// The whole pane (history included), wrapped lines joined.
-fn capture(env: &TestEnv, session: &str) -> String {
-    env.capture_pane(session)
-}
-
 /// Waits until the pane shows `needle` (the worker writes its last lines after result.json).
 fn capture_until(env: &TestEnv, session: &str, needle: &str) -> String {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        let s = capture(env, session);
-        if s.contains(needle) {
-            return s;
-        }
-        assert!(
-            Instant::now() < end,
-            "the pane never showed {needle:?}; it shows:\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    env.capture_pane_until(session, needle)
 }
 
 /// With `--keep-session` the tmux server stays up (and its command line names the worker):

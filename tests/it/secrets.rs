@@ -12,16 +12,13 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use crate::harness::{DEADLINE, TestEnv, assert_valid_envelope, wait_child_within};
+use crate::agents::{Agent, run_agent_as};
+use crate::harness::{DEADLINE, TestEnv, assert_valid_envelope};
 use crate::mock::Mock;
-
-/// Upper bound for one `subpane run` of a real CLI; the run's own `--timeout` is shorter.
-const RUN_LIMIT: Duration = Duration::from_secs(90);
-const RUN_TIMEOUT: &str = "60s";
 
 /// What Claude Code and Codex get as their key in these tests instead of the mock's short one.
 const CLAUDE_KEY: &str = "sk-ant-mock-Qx7Lp2Vz9Kd4Rt8WmN3b";
@@ -30,32 +27,6 @@ const CODEX_KEY: &str = "mock-key-Hj5Tq8Zr2Xw6Lc9Pv4Ns";
 const PI_TOKEN: &str = "pi-token-Bf3Ky7Qm1Wd9Ze5Ur2Ta";
 /// A value given with `--env` to Claude Code, with characters that JSON and URLs escape.
 const CLAUDE_PASSWORD: &str = "pw/Gq4+Mx8\"Ls2\\Yn6=Vc1 Jh7&Rk3";
-
-#[derive(Clone, Copy, Debug)]
-enum Agent {
-    Pi,
-    Claude,
-    Codex,
-}
-
-impl Agent {
-    fn name(self) -> &'static str {
-        match self {
-            Agent::Pi => "pi",
-            Agent::Claude => "claude",
-            Agent::Codex => "codex",
-        }
-    }
-    /// `--tools` that let the CLI run its shell tool (none for codex, as in agents.rs: any
-    /// `--tools` turns on codex's own sandbox; the mock's config gives it full access).
-    fn tools_args(self) -> &'static [&'static str] {
-        match self {
-            Agent::Pi => &["--tools", "bash"],
-            Agent::Claude => &["--tools", "Bash"],
-            Agent::Codex => &[],
-        }
-    }
-}
 
 /// `subpane run --agent A` on the `tool_echo_env` scenario echoing `var`, with the pane kept
 /// (to read it afterwards), `extra` arguments and the environment changed by `how`. Checks
@@ -70,39 +41,13 @@ fn echo_run(
     extra: &[&str],
     how: impl FnOnce(&mut std::process::Command),
 ) -> Value {
-    let work = env.work.to_str().unwrap();
     let task = format!("SCENARIO:tool_echo_env ECHO_VAR:{var} Print the variable.");
-    let mut c = mock.subpane(env, None);
-    how(&mut c);
-    c.args([
-        "run",
-        "--json",
-        "--keep-session",
-        "--timeout",
-        RUN_TIMEOUT,
-        "--run-id",
-        run,
-        "--cwd",
-        work,
-        "--agent",
-        agent.name(),
-    ]);
-    c.args(agent.tools_args())
-        .args(extra)
-        .args(["--task", &task]);
-    let child = c
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run subpane");
-    let ran = wait_child_within(
-        child,
-        RUN_LIMIT,
-        "a real agent CLI against the mock model did not finish",
-    );
-    let v = ran.json();
-    assert_valid_envelope(&v);
-    assert_eq!(ran.code, 0, "{v:#}\nstderr: {}", ran.stderr);
+    let mut args = vec!["--keep-session"];
+    args.extend(agent.tools_args());
+    args.extend(extra);
+    args.extend(["--task", &task]);
+    let (code, v) = run_agent_as(env, mock, None, run, agent, &args, how);
+    assert_eq!(code, 0, "{v:#}");
     assert_eq!(v["status"], "completed", "{v:#}");
     assert!(
         v["output"]["tool_calls"].as_u64().is_some_and(|n| n >= 1),
@@ -169,24 +114,8 @@ fn forms(value: &[u8]) -> Vec<(String, Vec<u8>)> {
 
 /// Standard base64 (RFC 4648, with padding).
 fn base64(bytes: &[u8]) -> String {
-    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (b[0] as u32) << 16 | (b[1] as u32) << 8 | b[2] as u32;
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -351,18 +280,7 @@ fn assert_nowhere(env: &TestEnv, run: &str, values: &[&[u8]]) {
         .as_str()
         .expect("the envelope names the tmux session")
         .to_owned();
-    let end = Instant::now() + DEADLINE;
-    let pane = loop {
-        let s = env.capture_pane(&session);
-        if s.contains("session kept") {
-            break s;
-        }
-        assert!(
-            Instant::now() < end,
-            "the pane never showed its closing lines:\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let pane = env.capture_pane_until(&session, "session kept");
     places.push((format!("the pane of {session}"), pane.into_bytes()));
 
     let mut found = Vec::new();
@@ -396,94 +314,88 @@ fn finish(env: &TestEnv, run: &str) {
     env.assert_no_leftovers();
 }
 
+/// One real CLI's case: the tool echoes `var`, given `extra` arguments and `vars` in the
+/// environment of `subpane run`; none of `values` may be anywhere, and the answer shows
+/// them masked.
+fn echo_case(
+    run: &str,
+    agent: Agent,
+    var: &str,
+    extra: &[&str],
+    vars: &[(&str, &str)],
+    values: &[&str],
+) {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let v = echo_run(&env, &mock, run, agent, var, extra, |c| {
+        c.envs(vars.iter().copied());
+    });
+    let values: Vec<&[u8]> = values.iter().map(|v| v.as_bytes()).collect();
+    assert_nowhere(&env, run, &values);
+    assert_masked_answer(&v);
+    finish(&env, run);
+}
+
 /// pi's tool prints a token given with `--env`.
 #[test]
 fn pi_masks_an_env_token_its_tool_prints() {
-    let env = TestEnv::new();
-    let mock = Mock::start(&env);
     let pass = format!("PI_ECHO_TOKEN={PI_TOKEN}");
-    let v = echo_run(
-        &env,
-        &mock,
+    let extra = ["--env", pass.as_str()];
+    echo_case(
         "pi-env",
         Agent::Pi,
         "PI_ECHO_TOKEN",
-        &["--env", &pass],
-        |_| {},
+        &extra,
+        &[],
+        &[PI_TOKEN],
     );
-    assert_nowhere(&env, "pi-env", &[PI_TOKEN.as_bytes()]);
-    assert_masked_answer(&v);
-    finish(&env, "pi-env");
 }
 
 /// Claude Code's tool prints its own key, ANTHROPIC_API_KEY (inherited).
 #[test]
 fn claude_masks_its_api_key_its_tool_prints() {
-    let env = TestEnv::new();
-    let mock = Mock::start(&env);
-    let v = echo_run(
-        &env,
-        &mock,
+    let key = [("ANTHROPIC_API_KEY", CLAUDE_KEY)];
+    echo_case(
         "claude-key",
         Agent::Claude,
         "ANTHROPIC_API_KEY",
         &[],
-        |c| {
-            c.env("ANTHROPIC_API_KEY", CLAUDE_KEY);
-        },
+        &key,
+        &[CLAUDE_KEY],
     );
-    assert_nowhere(&env, "claude-key", &[CLAUDE_KEY.as_bytes()]);
-    assert_masked_answer(&v);
-    finish(&env, "claude-key");
 }
 
 /// Claude Code's tool prints a password given with `--env`, one with characters that JSON
 /// and URLs escape; its key is in the attempt's environment too and must not show either.
 #[test]
 fn claude_masks_an_env_password_its_tool_prints() {
-    let env = TestEnv::new();
-    let mock = Mock::start(&env);
     let pass = format!("DEPLOY_PASSWORD={CLAUDE_PASSWORD}");
-    let v = echo_run(
-        &env,
-        &mock,
+    let extra = ["--env", pass.as_str()];
+    let key = [("ANTHROPIC_API_KEY", CLAUDE_KEY)];
+    let values = [CLAUDE_PASSWORD, CLAUDE_KEY];
+    echo_case(
         "claude-env",
         Agent::Claude,
         "DEPLOY_PASSWORD",
-        &["--env", &pass],
-        |c| {
-            c.env("ANTHROPIC_API_KEY", CLAUDE_KEY);
-        },
+        &extra,
+        &key,
+        &values,
     );
-    assert_nowhere(
-        &env,
-        "claude-env",
-        &[CLAUDE_PASSWORD.as_bytes(), CLAUDE_KEY.as_bytes()],
-    );
-    assert_masked_answer(&v);
-    finish(&env, "claude-env");
 }
 
 /// Codex's tool prints its provider's key, MOCK_API_KEY (the config's `env_key`): codex
 /// 0.169 hands its shell tool the whole environment, the key included.
 #[test]
 fn codex_masks_its_provider_key_its_tool_prints() {
-    let env = TestEnv::new();
-    let mock = Mock::start(&env);
-    let v = echo_run(
-        &env,
-        &mock,
+    let key = [("MOCK_API_KEY", CODEX_KEY)];
+    echo_case(
         "codex-key",
         Agent::Codex,
         "MOCK_API_KEY",
         &[],
-        |c| {
-            c.env("MOCK_API_KEY", CODEX_KEY);
-        },
+        &key,
+        &[CODEX_KEY],
     );
-    assert_nowhere(&env, "codex-key", &[CODEX_KEY.as_bytes()]);
-    assert_masked_answer(&v);
-    finish(&env, "codex-key");
 }
 
 /// The forms searched for are the ones an encoder writes.
@@ -556,21 +468,43 @@ fn command_values() -> Vec<&'static [u8]> {
     v
 }
 
-/// `subpane run` of [`PRINTER`] with the secrets, `extra` before `--`; its envelope.
+/// `subpane run --json --keep-session --run-id RUN EXTRA… -- PROGRAM…`, with
+/// MY_SERVICE_TOKEN inherited; its envelope (which must be `completed`) and its stderr.
+fn run_command(env: &TestEnv, run: &str, extra: &[&str], program: &[&str]) -> (Value, String) {
+    let r = env
+        .cmd()
+        .env("MY_SERVICE_TOKEN", INHERITED)
+        .args([
+            "run",
+            "--json",
+            "--keep-session",
+            "--timeout",
+            "60s",
+            "--run-id",
+            run,
+        ])
+        .args(extra)
+        .arg("--")
+        .args(program)
+        .output()
+        .expect("run subpane");
+    let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
+    let v: Value = serde_json::from_slice(&r.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&r.stdout)));
+    assert_valid_envelope(&v);
+    assert_eq!(r.status.code(), Some(0), "{v:#}\n{stderr}");
+    assert_eq!(v["status"], "completed", "{v:#}");
+    (v, stderr)
+}
+
+/// [`PRINTER`] run with the secrets (and a short and a plain value), `extra` before `--`.
 fn run_printer(env: &TestEnv, run: &str, extra: &[&str]) -> (Value, String) {
     let script = env.work.join("printer.py");
     std::fs::write(&script, PRINTER).unwrap();
     let token = format!("SECRET_TOKEN={TOKEN}");
     let key = format!("KEY_FILE={KEY_FILE}");
     let plain = format!("MODE={PLAIN}");
-    let mut args: Vec<&str> = vec![
-        "run",
-        "--json",
-        "--keep-session",
-        "--timeout",
-        "60s",
-        "--run-id",
-        run,
+    let mut args = vec![
         "--env",
         &token,
         "--env",
@@ -581,20 +515,7 @@ fn run_printer(env: &TestEnv, run: &str, extra: &[&str]) -> (Value, String) {
         &plain,
     ];
     args.extend(extra);
-    let script = script.to_str().unwrap();
-    args.extend(["--", "python3", script]);
-    let r = env
-        .cmd()
-        .env("MY_SERVICE_TOKEN", INHERITED)
-        .args(&args)
-        .output()
-        .expect("run subpane");
-    let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
-    let v: Value = serde_json::from_slice(&r.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&r.stdout)));
-    assert_valid_envelope(&v);
-    assert_eq!(r.status.code(), Some(0), "{v:#}\n{stderr}");
-    (v, stderr)
+    run_command(env, run, &args, &["python3", script.to_str().unwrap()])
 }
 
 /// What every command run must show besides masking: the plain value as it is, each event a
@@ -667,32 +588,10 @@ for target in ["http://me:" + urllib.parse.quote(os.environ["SECRET_TOKEN"], saf
     )
     .unwrap();
     let token = format!("SECRET_TOKEN={TOKEN}");
-    let r = env
-        .cmd()
-        .env("MY_SERVICE_TOKEN", INHERITED)
-        .args([
-            "run",
-            "--json",
-            "--keep-session",
-            "--timeout",
-            "60s",
-            "--run-id",
-            "urls",
-            "--sandbox",
-            "--network",
-            "allow:example.com",
-            "--env-pass",
-            "MY_SERVICE_TOKEN",
-            "--env",
-            &token,
-            "--",
-            "python3",
-            script.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    let v: Value = serde_json::from_slice(&r.stdout).unwrap();
-    assert_eq!(v["status"], "completed", "{v:#}");
+    let sandbox = ["--sandbox", "--network", "allow:example.com", "--env-pass"];
+    let mut extra = sandbox.to_vec();
+    extra.extend(["MY_SERVICE_TOKEN", "--env", &token]);
+    run_command(&env, "urls", &extra, &["python3", script.to_str().unwrap()]);
     let log = std::fs::read_to_string(env.attempt_dir("urls", 1).join("network.jsonl")).unwrap();
     let entries: Vec<Value> = log
         .lines()
