@@ -238,6 +238,20 @@ pub trait Adapter: Sync {
     fn sandbox_needs(&self) -> SandboxNeeds {
         SandboxNeeds::default()
     }
+    /// The directories where the CLI keeps its session transcripts inside subpane's home (a
+    /// sandboxed agent's state directory `state_dir`; pi's `--session-dir`): what the agent
+    /// saw, masked when the attempt ends (its key echoed by a tool is in them).
+    fn transcript_dirs(
+        &self,
+        _argv: &[String],
+        state_dir: Option<&std::path::Path>,
+    ) -> Vec<std::path::PathBuf> {
+        let Some(session) = self.sandbox_needs().state_dir.and_then(|s| s.session) else {
+            return Vec::new();
+        };
+        let top = session.split('/').next().unwrap_or(session);
+        state_dir.map(|d| vec![d.join(top)]).unwrap_or_default()
+    }
     /// The variables the CLI's configuration in its state directory names as its key (their
     /// values are masked; a name like `*_API_KEY` is masked anyway).
     fn key_vars(&self, _state_dir: &std::path::Path) -> Vec<String> {

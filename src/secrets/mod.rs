@@ -8,6 +8,7 @@
 //!     stdout lines ─► mask ─► adapter ─► events.jsonl, stdout.log, pane, final text, progress
 //!     stderr chunks ─► StreamMask (holds back a possible start of a value) ─► stderr.log, pane
 //!     proxy: each network.jsonl line
+//!     the end: the envelope's output, output.txt, the agent's transcripts subpane keeps
 //! ```
 //!
 //! Common pitfalls:

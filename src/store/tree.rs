@@ -270,6 +270,43 @@ impl ProgramTree {
         Ok((found, more))
     }
 
+    /// Puts `bytes` in place of the regular file `name` (one name of the top directory): a
+    /// new file made beside it (`O_EXCL`, never through a link) and renamed over the name, so
+    /// whatever is at the name then (a link swapped in) is replaced, never written through.
+    /// The new file keeps the old one's permission bits.
+    pub fn replace_file(
+        &self,
+        name: &std::ffi::OsStr,
+        bytes: &[u8],
+        mode: u32,
+    ) -> std::io::Result<()> {
+        use std::io::Write;
+        if name.as_bytes().contains(&b'/') {
+            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        let mut temp = OsString::from(".");
+        temp.push(name);
+        temp.push(".subpane-masked");
+        let fd = nix::fcntl::openat(
+            &self.dir,
+            temp.as_os_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(mode & 0o777),
+        )?;
+        let written = File::from(fd).write_all(bytes);
+        let renamed = written.and_then(|()| {
+            nix::fcntl::renameat(&self.dir, temp.as_os_str(), &self.dir, name).map_err(Into::into)
+        });
+        if renamed.is_err() {
+            let _ = nix::unistd::unlinkat(
+                &self.dir,
+                temp.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+        }
+        renamed
+    }
+
     /// Hard-links the regular file `name` (one name of the top directory) to `to`, a path
     /// of subpane's. `Ok(false)`, and nothing left at `to`, when it is not a regular file.
     pub fn link_file(&self, name: &std::ffi::OsStr, to: &Path) -> std::io::Result<bool> {

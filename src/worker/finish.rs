@@ -200,6 +200,21 @@ impl Worker {
         self.carry_git(&mut output);
         // Before worker.json: what became of the worktree is one of the worker's facts.
         self.end_worktree(outcome.status, &mut output);
+        // The agent's transcripts kept in subpane's home hold what it saw (the agent is gone).
+        if !self.masker.is_empty() {
+            let sandbox = &self.spec.sandbox;
+            let state = sandbox
+                .agent_state
+                .as_ref()
+                .filter(|_| sandbox.enabled)
+                .map(|s| s.dir.as_path());
+            let adapter = adapter_for(self.spec.agent);
+            for dir in adapter.transcript_dirs(&self.spec.argv, state) {
+                for why in super::transcripts::mask_below(&dir, &self.masker) {
+                    output.push_error(format!("the agent's transcript was not masked: {why}"));
+                }
+            }
+        }
         // What the agent said, its errors and its usage limit's message: the program's words,
         // which may hold a secret (the parser read it unmasked).
         if !self.masker.is_empty()

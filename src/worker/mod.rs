@@ -54,6 +54,7 @@ mod sandboxed;
 mod spawn;
 mod stop;
 mod stream;
+mod transcripts;
 mod wait_start;
 mod within;
 mod worktree;

@@ -3,8 +3,10 @@
 //! answers. The mock's `tool_echo_env` scenario makes each CLI's shell tool print the
 //! variable named by `ECHO_VAR:` raw and as base64 on stdout, and raw on stderr; the final
 //! answer is `Tool said: ` and the tool's output. Then no form of the value (raw, JSON-escaped,
-//! URL-encoded, base64 at each of the three alignments) may be in any file of the run's
-//! directory, in `subpane logs`, `status`, `ls`, in an answer of `subpane mcp`, or in the pane.
+//! URL-encoded, base64 at each of the three alignments) may be in any file under subpane's
+//! home (the agent's transcripts there included), in `subpane logs`, `status`, `ls`, in an
+//! answer of `subpane mcp`, or in the pane. The same for any program (`command`) printing
+//! each form, sandboxed and not.
 //!
 //! The values are long and distinctive (a real key is too), so a masker with a minimum
 //! length has no excuse, and a hit is never a coincidence.
@@ -221,12 +223,9 @@ fn mcp_answers(env: &TestEnv, calls: &[(&str, Value)]) -> Vec<(String, Vec<u8>)>
 /// pane of its attempt. The panic names every place and the form of the value it held.
 fn assert_nowhere(env: &TestEnv, run: &str, values: &[&[u8]]) {
     let mut places: Vec<(String, Vec<u8>)> = Vec::new();
+    // pi's session transcripts too (pi writes them where subpane keeps them for `--resume`),
+    // and a sandboxed agent's state directory: masked when the attempt ends.
     files_under(&env.home, &mut places);
-    // pi's own session transcript (pi writes it where subpane keeps it for `--resume`) holds
-    // what the agent saw, as Claude Code's and Codex's do in their own directories: the
-    // agent's files, not subpane's (README, Secrets: honest limits).
-    let sessions = env.run_dir(run).join("sessions");
-    places.retain(|(p, _)| !Path::new(p).starts_with(&sessions));
     assert!(
         places
             .iter()
@@ -380,6 +379,33 @@ fn claude_masks_an_env_password_its_tool_prints() {
         &extra,
         &key,
         &values,
+    );
+}
+
+/// Sandboxed, Claude Code keeps its transcript in the attempt's own state directory: masked
+/// there too; and pi's in the run's sessions.
+#[test]
+fn sandboxed_agents_transcripts_are_masked_too() {
+    let sandbox = ["--sandbox", "--network", "allow:127.0.0.1"];
+    let key = [("ANTHROPIC_API_KEY", CLAUDE_KEY)];
+    let var = "ANTHROPIC_API_KEY";
+    echo_case(
+        "claude-sbx",
+        Agent::Claude,
+        var,
+        &sandbox,
+        &key,
+        &[CLAUDE_KEY],
+    );
+    let pass = format!("PI_ECHO_TOKEN={PI_TOKEN}");
+    let extra = [&sandbox[..], &["--env", pass.as_str()]].concat();
+    echo_case(
+        "pi-sbx",
+        Agent::Pi,
+        "PI_ECHO_TOKEN",
+        &extra,
+        &[],
+        &[PI_TOKEN],
     );
 }
 

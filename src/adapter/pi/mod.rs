@@ -43,6 +43,18 @@ use parser::PiParser;
 pub struct PiAdapter;
 
 impl Adapter for PiAdapter {
+    /// The `--session-dir` subpane gave it (under subpane's home, sandboxed or not).
+    fn transcript_dirs(
+        &self,
+        argv: &[String],
+        _state_dir: Option<&std::path::Path>,
+    ) -> Vec<std::path::PathBuf> {
+        argv.windows(2)
+            .filter(|w| w[0] == "--session-dir")
+            .map(|w| std::path::PathBuf::from(&w[1]))
+            .collect()
+    }
+
     /// `models.json`: a provider's `apiKey` that names a variable (pi reads its value).
     fn key_vars(&self, state_dir: &std::path::Path) -> Vec<String> {
         let Some(text) = super::common::read_config(&state_dir.join("models.json")) else {
