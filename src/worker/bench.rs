@@ -85,13 +85,20 @@ pub fn filter_parts(kind: AgentKind, stream: &[u8]) -> FilterParts {
         std::hint::black_box(Sha256::digest(&kept));
     });
     // As the worker masks: each batch of what the logs keep scanned once for any of 20
-    // secrets (none is in the stream).
-    let values: Vec<String> = (0..20u64)
-        .map(|i| {
-            format!(
-                "bench-secret-{i:02}-{:016x}",
-                0x9e37_79b9_7f4a_7c15u64.wrapping_mul(i + 1)
-            )
+    // secrets (none is in the stream), each 32 characters of base64url as scripts/bench's
+    // are: random bytes, as a real key's are (a shared prefix would scan faster).
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let values: Vec<String> = (0..20)
+        .map(|_| {
+            (0..32)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                        [(x % 64) as usize] as char
+                })
+                .collect()
         })
         .collect();
     let masker = crate::secrets::Masker::new(values.iter().map(|v| v.as_bytes()));
