@@ -296,16 +296,7 @@ impl Stream {
         let mut take = |b: &[u8]| stderr_bytes(b, log, tail, lines, live, pane);
         loop {
             match pipe.read(buf) {
-                Ok(0) => {
-                    self.stderr_mask.finish(&mut take);
-                    lines.finish(&mut |p| {
-                        if let Piece::Line(l) = p {
-                            pane.stderr_line(l);
-                            live.stderr_line(l);
-                        }
-                    });
-                    break;
-                }
+                Ok(0) => break,
                 Ok(n) => {
                     seen.output = true;
                     self.stderr_mask.feed(&self.masker, &buf[..n], &mut take);
@@ -315,6 +306,15 @@ impl Stream {
                 Err(_) => break,
             }
         }
+        // The end: what was held back as the possible start of a value was none, and the
+        // last line may lack its newline.
+        self.stderr_mask.finish(&mut take);
+        lines.finish(&mut |p| {
+            if let Piece::Line(l) = p {
+                pane.stderr_line(l);
+                live.stderr_line(l);
+            }
+        });
         self.err = None;
     }
 }

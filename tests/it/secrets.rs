@@ -486,6 +486,8 @@ for name in ["SECRET_TOKEN", "KEY_FILE", "MY_SERVICE_TOKEN"]:
     out(f"{v[5:]} end\n", sys.stderr)
 out("plain " + os.environ["MODE"] + "\n")
 out("pin " + os.environ["PIN"] + "\n")
+# The start of a value last, with no newline: held back until the end, then written.
+out("last " + os.environ["SECRET_TOKEN"][:4], sys.stderr)
 "#;
 
 fn command_values() -> Vec<&'static [u8]> {
@@ -574,6 +576,10 @@ fn assert_printed_masked(env: &TestEnv, run: &str, v: &Value, stderr: &str) {
     let err = std::fs::read_to_string(dir.join("stderr.log")).unwrap();
     assert_eq!(err.matches("stderr ***\n").count(), 3, "{err}");
     assert_eq!(err.matches("stderr split *** end\n").count(), 3, "{err}");
+    assert!(
+        err.ends_with("\nlast tok/"),
+        "what was held back is written at the end: {err}"
+    );
     assert_eq!(
         v["secrets"],
         json!({"masked": ["KEY_FILE", "MY_SERVICE_TOKEN", "SECRET_TOKEN"], "too_short": ["PIN"]}),
