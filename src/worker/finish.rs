@@ -217,12 +217,19 @@ impl Worker {
         }
         // What the agent said, its errors and its usage limit's message: the program's words,
         // which may hold a secret (the parser read it unmasked).
-        if !self.masker.is_empty()
-            && let Ok(mut v) = serde_json::to_value(&output)
-        {
-            self.masker.mask_value(&mut v);
-            if let Ok(masked) = serde_json::from_value(v) {
-                output = masked;
+        if !self.masker.is_empty() {
+            let m = &self.masker;
+            let mask = |s: &mut String| {
+                if let std::borrow::Cow::Owned(masked) = m.text(s) {
+                    *s = masked;
+                }
+            };
+            output.final_text.iter_mut().for_each(mask);
+            output.errors.iter_mut().for_each(mask);
+            output.model.iter_mut().for_each(mask);
+            if let Some(limit) = output.usage_limit.as_mut() {
+                mask(&mut limit.message);
+                limit.kind.iter_mut().for_each(mask);
             }
         }
         // Both are renamed before result.json, whose write fsyncs the directory once for all
