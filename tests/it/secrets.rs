@@ -222,6 +222,10 @@ fn mcp_answers(env: &TestEnv, calls: &[(&str, Value)]) -> Vec<(String, Vec<u8>)>
 /// what `subpane logs`, `status`, `ls` and `subpane mcp` answer about `run`, or in the kept
 /// pane of its attempt. The panic names every place and the form of the value it held.
 fn assert_nowhere(env: &TestEnv, run: &str, values: &[&[u8]]) {
+    // Everything the worker writes is written once it is gone (it renames its last records
+    // after result.json: a walk before would race them).
+    let w = env.read_json(&env.attempt_dir(run, 1).join("worker.json"));
+    crate::harness::wait_pid_gone(w["worker"]["pid"].as_i64().unwrap() as i32);
     let mut places: Vec<(String, Vec<u8>)> = Vec::new();
     // pi's session transcripts too (pi writes them where subpane keeps them for `--resume`),
     // and a sandboxed agent's state directory: masked when the attempt ends.
