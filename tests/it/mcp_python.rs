@@ -54,6 +54,15 @@ fn scenario(env: &TestEnv, name: &str, limit: Duration) {
     eprintln!("{}", ran.stdout);
 }
 
+/// Issue 29 through the official SDK: `env` values are masked in every answer and progress
+/// message; `env_plain` is not; a short value is named.
+#[test]
+fn secrets_reach_no_answer_of_the_python_sdk() {
+    let env = TestEnv::new();
+    scenario(&env, "secrets", Duration::from_secs(60));
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn the_python_sdk_takes_every_schema() {
     let env = TestEnv::new();

@@ -403,6 +403,43 @@ def invalid_requests():
     print("invalid_requests: ok")
 
 
+async def secrets(s):
+    """A run given secrets through `env`: no answer (progress messages included) holds a
+    value or its base64; the one given through `env_plain` shows; a short one is named."""
+    import base64
+    token = "mcp-Secret-Value/7Qz+9Lw"
+    said = []
+
+    async def progress(p, total, message):
+        said.append(message or "")
+
+    program = ("printf 'raw %s\\n' \"$T\"; printf '%s' \"$T\" | base64; "
+               "printf 'plain %s\\n' \"$P\"; sleep 1.5; printf 'err %s\\n' \"$T\" >&2; exit 3")
+    r = await s.call_tool("run", {
+        "argv": ["sh", "-c", program], "run_id": "sec",
+        "env": {"T": token, "PIN": "1234"}, "env_plain": {"P": "plain-visible-value"},
+    }, progress_callback=progress)
+    answers = [r.model_dump_json(by_alias=True)]
+    for tool, args in [("status", {"run_id": "sec", "detail": True}),
+                       ("wait", {"run_ids": ["sec"], "detail": True}),
+                       ("logs", {"run_id": "sec", "file": "stdout"}),
+                       ("logs", {"run_id": "sec", "file": "stderr"}),
+                       ("logs", {"run_id": "sec", "file": "events"})]:
+        a = await s.call_tool(tool, args)
+        assert not a.is_error, (tool, text(a))
+        answers.append(a.model_dump_json(by_alias=True))
+    b64 = base64.b64encode(token.encode()).decode()[:-4]
+    for place in answers + said:
+        for form in (token, json.dumps(token)[1:-1], b64):
+            assert form not in place, (form, place[:2000])
+    doc = r.structured_content
+    assert doc["secrets"] == {"masked": ["T"], "too_short": ["PIN"]}, doc.get("secrets")
+    logs = answers[3]
+    assert "raw ***" in logs and "plain plain-visible-value" in logs, logs[:2000]
+    assert "err ***" in answers[4], answers[4][:2000]
+    print(f"secrets: {len(answers)} answers and {len(said)} progress messages hold no value")
+
+
 async def connected(scenario):
     async with stdio_client(server()) as (read, write):
         async with ClientSession(read, write) as s:
@@ -419,7 +456,7 @@ def main():
     else:
         scenarios = {"schemas": schemas, "long_run": long_run, "sizes": sizes,
                      "answers": answers, "running_fanout": running_fanout, "pages": pages,
-                     "defaults": defaults, "bad_requests": bad_requests}
+                     "defaults": defaults, "bad_requests": bad_requests, "secrets": secrets}
         asyncio.run(connected(scenarios[name]))
 
 
