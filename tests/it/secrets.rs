@@ -342,16 +342,14 @@ fn echo_case(
 /// pi's tool prints a token given with `--env`.
 #[test]
 fn pi_masks_an_env_token_its_tool_prints() {
+    pi_echoes_a_token("pi-env", &[]);
+}
+
+/// pi's tool prints PI_ECHO_TOKEN, given with `--env` after `front`.
+fn pi_echoes_a_token(run: &str, front: &[&str]) {
     let pass = format!("PI_ECHO_TOKEN={PI_TOKEN}");
-    let extra = ["--env", pass.as_str()];
-    echo_case(
-        "pi-env",
-        Agent::Pi,
-        "PI_ECHO_TOKEN",
-        &extra,
-        &[],
-        &[PI_TOKEN],
-    );
+    let extra = [front, &["--env", pass.as_str()]].concat();
+    echo_case(run, Agent::Pi, "PI_ECHO_TOKEN", &extra, &[], &[PI_TOKEN]);
 }
 
 /// Claude Code's tool prints its own key, ANTHROPIC_API_KEY (inherited).
@@ -401,16 +399,7 @@ fn sandboxed_agents_transcripts_are_masked_too() {
         &key,
         &[CLAUDE_KEY],
     );
-    let pass = format!("PI_ECHO_TOKEN={PI_TOKEN}");
-    let extra = [&sandbox[..], &["--env", pass.as_str()]].concat();
-    echo_case(
-        "pi-sbx",
-        Agent::Pi,
-        "PI_ECHO_TOKEN",
-        &extra,
-        &[],
-        &[PI_TOKEN],
-    );
+    pi_echoes_a_token("pi-sbx", &sandbox);
 }
 
 /// Codex's tool prints its provider's key, MOCK_API_KEY (the config's `env_key`): codex
