@@ -774,3 +774,66 @@ fn a_hosts_ls_rows_are_made_safe_for_the_terminal_here() {
         "{ls:?}"
     );
 }
+
+/// Issue 29 on a host: the value of `--env` goes to the host's worker, which masks it; the
+/// envelope copied here, `logs` and `status` from here, and every file on either side hold
+/// `***`, and a value given with `--env-plain` shows.
+#[test]
+fn a_secret_given_to_a_run_on_a_host_is_masked_there_and_here() {
+    let h = Host::new();
+    let secret = "far-Secret-Zq8Lw2Nx5";
+    let r = h.sp([
+        "run",
+        "--host",
+        "loop",
+        "--run-id",
+        "far-sec",
+        "--json",
+        "--env",
+        &format!("FAR_TOKEN={secret}"),
+        "--env-plain",
+        "SHOWN=plain-far-value",
+        "--",
+        "sh",
+        "-c",
+        "echo \"said $FAR_TOKEN $SHOWN\"; echo \"err $FAR_TOKEN\" >&2; exit 3",
+    ]);
+    assert_eq!(r.code, 1, "{r:?}");
+    let env = json(&r);
+    assert_valid_envelope(&env);
+    assert_eq!(
+        env["secrets"],
+        serde_json::json!({"masked": ["FAR_TOKEN"], "too_short": []})
+    );
+    let logs = h.sp(["logs", "far-sec"]);
+    assert_eq!(logs.stdout, "said *** plain-far-value\n", "{logs:?}");
+    let st = h.sp(["status", "far-sec", "--json"]);
+    for (what, text) in [
+        ("run", &r.stdout),
+        ("logs", &logs.stdout),
+        ("status", &st.stdout),
+    ] {
+        assert!(!text.contains(secret), "{what} holds the value: {text}");
+    }
+    // The host's worker renames its last records after result.json: walk once it is gone.
+    let w = h
+        .env
+        .read_json(&h.remote_attempt("far-sec").join("worker.json"));
+    crate::harness::wait_pid_gone(w["worker"]["pid"].as_i64().unwrap() as i32);
+    let mut stack = vec![h.env.home.clone(), h.remote_home.clone()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let meta = std::fs::symlink_metadata(e.path()).unwrap();
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else if meta.is_file() {
+                let bytes = std::fs::read(e.path()).unwrap();
+                assert!(
+                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+                    "{} holds the value",
+                    e.path().display()
+                );
+            }
+        }
+    }
+}
