@@ -111,14 +111,6 @@ pub(crate) fn read_config(path: &std::path::Path) -> Option<Vec<u8>> {
     crate::store::read_bounded(path, 1 << 20).ok().flatten()
 }
 
-/// Whether a configuration's key is the name of a variable (`MY_API_KEY`), not a value.
-pub(crate) fn names_a_variable(s: &str) -> bool {
-    let mut b = s.bytes();
-    b.next()
-        .is_some_and(|c| c.is_ascii_uppercase() || c == b'_')
-        && b.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
-}
-
 /// At most `max` chars of `s` on one line, with `…` when cut.
 pub(crate) fn one_line(s: &str, max: usize) -> String {
     let mut out = String::new();

@@ -252,8 +252,8 @@ pub trait Adapter: Sync {
         let top = session.split('/').next().unwrap_or(session);
         state_dir.map(|d| vec![d.join(top)]).unwrap_or_default()
     }
-    /// The variables the CLI's configuration in its state directory names as its key (their
-    /// values are masked; a name like `*_API_KEY` is masked anyway).
+    /// What the CLI's configuration in its state directory gives as its key: the planner masks
+    /// the variables of those names the program has (a name like `*_API_KEY` is masked anyway).
     fn key_vars(&self, _state_dir: &std::path::Path) -> Vec<String> {
         Vec::new()
     }

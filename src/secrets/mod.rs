@@ -25,6 +25,12 @@ pub use mask::{Masker, StreamMask};
 /// The shortest value that is masked.
 pub const MIN_LEN: usize = 6;
 
+/// A value given but too short to mask (the run warns of it by name); an empty one is no
+/// secret at all.
+pub fn too_short(value: &[u8]) -> bool {
+    !value.is_empty() && value.len() < MIN_LEN
+}
+
 /// What a value is replaced with.
 pub const MASK: &[u8] = b"***";
 

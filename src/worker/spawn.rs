@@ -183,7 +183,7 @@ impl Worker {
             .collect();
         let (mut masked, mut short): (Vec<_>, Vec<_>) = values
             .iter()
-            .partition(|(_, v)| v.len() >= crate::secrets::MIN_LEN);
+            .partition(|(_, v)| !crate::secrets::too_short(v));
         masked.sort();
         short.sort();
         let masker = Arc::new(Masker::new(masked.iter().map(|(_, v)| *v)));

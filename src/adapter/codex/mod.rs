@@ -73,7 +73,6 @@ impl Adapter for CodexAdapter {
                 let (k, v) = l.split_once('=')?;
                 (k.trim() == "env_key").then(|| v.trim().trim_matches(['"', '\'']))
             })
-            .filter(|k| super::common::names_a_variable(k))
             .map(str::to_owned)
             .collect()
     }

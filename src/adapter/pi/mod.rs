@@ -55,7 +55,8 @@ impl Adapter for PiAdapter {
             .collect()
     }
 
-    /// `models.json`: a provider's `apiKey` that names a variable (pi reads its value).
+    /// `models.json`: each provider's `apiKey`, a variable's name (pi reads its value) or a
+    /// literal (the planner keeps only the names the program's environment has).
     fn key_vars(&self, state_dir: &std::path::Path) -> Vec<String> {
         let Some(text) = super::common::read_config(&state_dir.join("models.json")) else {
             return Vec::new();
@@ -69,7 +70,6 @@ impl Adapter for PiAdapter {
         providers
             .values()
             .filter_map(|p| p.get("apiKey")?.as_str())
-            .filter(|k| super::common::names_a_variable(k))
             .map(str::to_owned)
             .collect()
     }

@@ -142,7 +142,11 @@ pub(in crate::app) fn environment(
 /// The names whose values the worker masks: every `--env` name, and each variable of the
 /// caller's that is named like a secret or is one of the agent's keys, but never an
 /// `--env-plain` name or one subpane sets itself.
-fn secret_names(req: &RunRequest, agent: AgentKind, env: &[(OsString, OsString)]) -> Vec<String> {
+pub(in crate::app) fn secret_names(
+    req: &RunRequest,
+    agent: AgentKind,
+    env: &[(OsString, OsString)],
+) -> Vec<String> {
     let keys = agent_key_vars(agent, env);
     let mut names: Vec<String> = env
         .iter()
@@ -182,7 +186,7 @@ pub(in crate::app) fn short_secret_warnings(
         .filter(|name| {
             env.iter()
                 .find(|(k, _)| k.as_bytes() == name.as_bytes())
-                .is_some_and(|(_, v)| !v.is_empty() && v.len() < crate::secrets::MIN_LEN)
+                .is_some_and(|(_, v)| crate::secrets::too_short(v.as_bytes()))
         })
         .map(|name| {
             format!(

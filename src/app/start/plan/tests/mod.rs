@@ -293,15 +293,27 @@ fn the_key_an_agents_config_names_is_secret() {
         "model = \"m\"\n[model_providers.p]\nenv_key = \"GATEWAY_ACCESS\"\n",
     )
     .unwrap();
+    // What the config gives as a key, a name or a literal value …
     assert_eq!(
         adapter_for(AgentKind::Pi).key_vars(d.path()),
-        ["LLM_ACCESS"]
+        ["LLM_ACCESS", "sk-literal"]
     );
     assert_eq!(
         adapter_for(AgentKind::Codex).key_vars(d.path()),
         ["GATEWAY_ACCESS"]
     );
     assert!(adapter_for(AgentKind::Claude).key_vars(d.path()).is_empty());
+    // … of which the planner keeps the names the program's environment has.
+    let env: Vec<(OsString, OsString)> = vec![
+        ("PI_CODING_AGENT_DIR".into(), d.path().into()),
+        ("LLM_ACCESS".into(), "llm-access-value".into()),
+        ("EDITOR".into(), "vim".into()),
+    ];
+    let req = RunRequest::default();
+    assert_eq!(
+        super::env::secret_names(&req, AgentKind::Pi, &env),
+        ["LLM_ACCESS"]
+    );
 }
 
 /// A run from a sandbox names the agent's state directory in its own variables: what is
