@@ -453,6 +453,27 @@ pub fn ran_within(mut c: std::process::Command, limit: Duration, why_it_may_hang
 
 /// Waits for `child` (with piped stdout/stderr) up to `limit`; kills it and fails the test
 /// with `why_it_may_hang` if it is still running then.
+/// Every regular file under `dir` with its bytes (no link followed): what a test searches
+/// for a value that must be nowhere.
+pub fn files_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display()));
+    for e in entries {
+        let p = e.unwrap().path();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            files_under(&p, out);
+        } else if meta.is_file() {
+            let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
+            out.push((p.display().to_string(), bytes));
+        }
+    }
+}
+
+/// Whether `hay` holds `needle` (an empty needle never).
+pub fn holds(hay: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
+}
+
 pub fn wait_child_within(
     mut child: std::process::Child,
     limit: Duration,

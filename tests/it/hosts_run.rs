@@ -820,20 +820,13 @@ fn a_secret_given_to_a_run_on_a_host_is_masked_there_and_here() {
         .env
         .read_json(&h.remote_attempt("far-sec").join("worker.json"));
     crate::harness::wait_pid_gone(w["worker"]["pid"].as_i64().unwrap() as i32);
-    let mut stack = vec![h.env.home.clone(), h.remote_home.clone()];
-    while let Some(dir) = stack.pop() {
-        for e in std::fs::read_dir(&dir).unwrap().flatten() {
-            let meta = std::fs::symlink_metadata(e.path()).unwrap();
-            if meta.is_dir() {
-                stack.push(e.path());
-            } else if meta.is_file() {
-                let bytes = std::fs::read(e.path()).unwrap();
-                assert!(
-                    !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
-                    "{} holds the value",
-                    e.path().display()
-                );
-            }
-        }
+    let mut files = Vec::new();
+    crate::harness::files_under(&h.env.home, &mut files);
+    crate::harness::files_under(&h.remote_home, &mut files);
+    for (path, bytes) in &files {
+        assert!(
+            !crate::harness::holds(bytes, secret.as_bytes()),
+            "{path} holds the value"
+        );
     }
 }

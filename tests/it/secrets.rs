@@ -12,7 +12,6 @@
 //! length has no excuse, and a hit is never a coincidence.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
 use std::process::Stdio;
 use std::time::Instant;
 
@@ -120,26 +119,6 @@ fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
-}
-
-/// Every regular file under `dir` (symlinks are not followed), with its bytes.
-fn files_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display()));
-    for e in entries {
-        let e = e.unwrap();
-        let p = e.path();
-        let meta = std::fs::symlink_metadata(&p).unwrap();
-        if meta.is_dir() {
-            files_under(&p, out);
-        } else if meta.is_file() {
-            let bytes = std::fs::read(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
-            out.push((p.display().to_string(), bytes));
-        }
-    }
-}
-
 /// `subpane mcp`'s answers to `calls` (tool name, arguments), each as its whole JSON-RPC line
 /// and as the texts of its content (decoded once more: a text is often a JSON document).
 fn mcp_answers(env: &TestEnv, calls: &[(&str, Value)]) -> Vec<(String, Vec<u8>)> {
@@ -229,7 +208,7 @@ fn assert_nowhere(env: &TestEnv, run: &str, values: &[&[u8]]) {
     let mut places: Vec<(String, Vec<u8>)> = Vec::new();
     // pi's session transcripts too (pi writes them where subpane keeps them for `--resume`),
     // and a sandboxed agent's state directory: masked when the attempt ends.
-    files_under(&env.home, &mut places);
+    crate::harness::files_under(&env.home, &mut places);
     assert!(
         places
             .iter()
@@ -291,7 +270,7 @@ fn assert_nowhere(env: &TestEnv, run: &str, values: &[&[u8]]) {
         for value in values {
             let held: Vec<String> = forms(value)
                 .into_iter()
-                .filter(|(_, needle)| contains(bytes, needle))
+                .filter(|(_, needle)| crate::harness::holds(bytes, needle))
                 .map(|(form, _)| form)
                 .collect();
             if !held.is_empty() {
