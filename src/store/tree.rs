@@ -273,17 +273,20 @@ impl ProgramTree {
     /// Puts `bytes` in place of the regular file `name` (one name of the top directory): a
     /// new file made beside it (`O_EXCL`, never through a link) and renamed over the name, so
     /// whatever is at the name then (a link swapped in) is replaced, never written through.
-    /// The new file keeps the old one's permission bits.
-    pub fn replace_file(
-        &self,
-        name: &std::ffi::OsStr,
-        bytes: &[u8],
-        mode: u32,
-    ) -> std::io::Result<()> {
+    /// The new file keeps the old one's permission bits; anything but a regular file at the
+    /// name is refused.
+    pub fn replace_file(&self, name: &std::ffi::OsStr, bytes: &[u8]) -> std::io::Result<()> {
         use std::io::Write;
         if name.as_bytes().contains(&b'/') {
             return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
         }
+        let st =
+            nix::sys::stat::fstatat(&self.dir, name, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        let kind = Kind::of(&st);
+        if kind != Kind::File {
+            return Err(refused(kind, REGULAR));
+        }
+        let mode = st.st_mode;
         let mut temp = OsString::from(".");
         temp.push(name);
         temp.push(".subpane-masked");

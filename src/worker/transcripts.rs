@@ -60,10 +60,6 @@ fn walk(tree: &ProgramTree, m: &Masker, depth: usize, failed: &mut Vec<String>) 
 }
 
 fn mask_file(tree: &ProgramTree, name: &Path, m: &Masker) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let f = tree.open_file(name).map_err(|e| e.to_string())?;
-    let mode = f.metadata().map_or(0o600, |md| md.permissions().mode());
-    drop(f);
     let Some(bytes) = tree.read(name, FILE_LIMIT).map_err(|e| e.to_string())? else {
         return Ok(());
     };
@@ -82,7 +78,7 @@ fn mask_file(tree: &ProgramTree, name: &Path, m: &Masker) -> Result<(), String> 
     if !bytes.ends_with(b"\n") {
         out.pop();
     }
-    tree.replace_file(name.as_os_str(), &out, mode)
+    tree.replace_file(name.as_os_str(), &out)
         .map_err(|e| e.to_string())
 }
 
@@ -101,6 +97,9 @@ mod tests {
         let secret = "transcript-Secret-9Qz7";
         let line = format!("{{\"role\":\"tool\",\"text\":\"key {secret}\"}}\n");
         std::fs::write(root.join("a.jsonl"), &line).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::Permissions::from_mode(0o640);
+        std::fs::set_permissions(root.join("a.jsonl"), mode).unwrap();
         std::fs::write(root.join("p/q/b.jsonl"), format!("{line}{line}")).unwrap();
         std::fs::write(root.join("settings.json"), &line).unwrap();
         let users = d.path().join("users.jsonl");
@@ -135,5 +134,18 @@ mod tests {
             line
         );
         assert!(mask_below(&d.path().join("none"), &m).is_empty());
+        let kept = std::fs::metadata(root.join("a.jsonl"))
+            .unwrap()
+            .permissions();
+        assert_eq!(
+            kept.mode() & 0o777,
+            0o640,
+            "the replaced file keeps its mode"
+        );
+        // Replacing a name that is a link is refused, and the link's target is untouched.
+        let tree = ProgramTree::open(&root).unwrap();
+        let e = tree.replace_file("link.jsonl".as_ref(), b"x").unwrap_err();
+        assert!(e.to_string().contains("link"), "{e}");
+        assert_eq!(std::fs::read_to_string(&users).unwrap(), line);
     }
 }
