@@ -36,6 +36,7 @@ mod budget;
 mod detached;
 mod events;
 mod far;
+mod stop;
 mod tasks;
 mod usage;
 
@@ -52,10 +53,8 @@ use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use super::wait_loop::{Driver, Interrupter, Seen, WaitLoop, done_when};
-use super::{Error, Found, Plan, RunRequest, Started, cancel_asking, start_many};
-use crate::envelope::{
-    BudgetHit, CancelOrigin, Envelope, FanoutReport, FanoutTask, SoFar, TaskStatus,
-};
+use super::{Error, Plan, RunRequest, Started, start_many};
+use crate::envelope::{BudgetHit, Envelope, FanoutReport, FanoutTask, SoFar, TaskStatus};
 use crate::spec::RunRecord;
 use crate::store::Home;
 use crate::supervisor::Token;
@@ -540,102 +539,6 @@ impl State<'_> {
             _ => return,
         };
         self.finish(i, t, on_event);
-    }
-
-    /// Acts on interrupts that came since the last look.
-    fn take_interrupts(&mut self, hits: u32, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
-        if hits == self.interrupts_seen {
-            return;
-        }
-        let first = self.interrupts_seen == 0;
-        self.interrupts_seen = hits;
-        if first && hits == 1 {
-            self.stop(StopReason::Interrupted, on_event);
-        } else {
-            if !self.stopping {
-                self.stop(StopReason::Interrupted, on_event);
-            }
-            self.emit(&Event::Stopping(StopReason::KillNow), on_event);
-            self.cancel_running(Some(0), CancelOrigin::Fanout, on_event);
-        }
-    }
-
-    /// Starts nothing more; cancels what runs if the reason asks for it.
-    fn stop(&mut self, why: StopReason, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
-        self.stopping = true;
-        self.emit(&Event::Stopping(why), on_event);
-        self.skip_queued(on_event);
-        let cancel = match why {
-            StopReason::Failed {
-                cancel_siblings, ..
-            } => cancel_siblings.then_some(CancelOrigin::Sibling),
-            StopReason::Interrupted | StopReason::KillNow => Some(CancelOrigin::Fanout),
-            StopReason::Budget => Some(CancelOrigin::Budget),
-        };
-        if let Some(origin) = cancel {
-            self.cancel_running(None, origin, on_event);
-        }
-    }
-
-    fn skip_queued(&mut self, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
-        while let Some(i) = self.queue.pop_front() {
-            self.progress.queued -= 1;
-            self.progress.skipped += 1;
-            let (line, run_id, what) = self.ids(i);
-            let mut t = skipped(line, run_id, what);
-            t.error = self
-                .over_budget
-                .as_ref()
-                .map(|hit| format!("not started: {}", hit.words()));
-            self.emit(
-                &Event::Skipped {
-                    task: i,
-                    outcome: &t,
-                },
-                on_event,
-            );
-            self.slots[i].state = Phase::Done(t);
-        }
-    }
-
-    /// Asks every running task to stop (`grace_ms`: `None` for the run's own grace), as
-    /// asked by `origin`.
-    fn cancel_running(
-        &mut self,
-        grace_ms: Option<u64>,
-        origin: CancelOrigin,
-        on_event: &mut dyn FnMut(&Event<'_>, &Progress),
-    ) {
-        let mut warnings = Vec::new();
-        for &i in self.running.values() {
-            let Phase::Running { record, started } = &self.slots[i].state else {
-                continue;
-            };
-            let found = Found {
-                record: (**record).clone(),
-                paths: started.paths.clone(),
-                spec: started.spec.clone(),
-            };
-            let hit = self
-                .over_budget
-                .as_ref()
-                .filter(|_| origin == CancelOrigin::Budget);
-            if let Err(e) = cancel_asking(&found, grace_ms, origin, hit) {
-                warnings.push(format!("cannot cancel {}: {e}", started.spec.run_id));
-            }
-        }
-        for w in warnings {
-            self.emit(&Event::Warning(w), on_event);
-        }
-        let there: Vec<_> = self
-            .slots
-            .iter()
-            .filter_map(|s| match &s.state {
-                Phase::There { run, .. } => Some(run.as_deref()),
-                _ => None,
-            })
-            .collect();
-        self.far.cancel(there, grace_ms, origin);
     }
 
     /// Task `i` ended (its run ended, or it could not start); with `fail_fast`, the first
