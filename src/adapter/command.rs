@@ -33,6 +33,17 @@ impl Adapter for CommandAdapter {
     fn expects_terminal_event(&self) -> bool {
         false
     }
+    /// With `--stdin pipe`: each message is its text and a newline; there is no prompt, and
+    /// no turn to interrupt.
+    fn no_input(&self) -> Option<&'static str> {
+        None
+    }
+    fn say(&self, what: super::Say<'_>) -> Option<Vec<u8>> {
+        match what {
+            super::Say::Message(t) => Some(format!("{t}\n").into_bytes()),
+            super::Say::Prompt(_) | super::Say::Interrupt => None,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -54,7 +65,7 @@ pub fn is_json_event(line: &[u8]) -> bool {
 impl StreamParser for CommandParser {
     fn on_line(&mut self, line: &[u8]) -> LineResult {
         let mut r = LineResult::plain_unshown();
-        if is_json_event(line) {
+        if is_json_event(line) && !super::is_own_event(line) {
             r.action = LineAction::KeepAndPlain;
         }
         if self.pane_full {

@@ -63,6 +63,26 @@ pub fn is_json_line(line: &[u8]) -> bool {
     common::from_line::<serde::de::IgnoredAny>(line).is_some()
 }
 
+/// The type of subpane's own events in `events.jsonl` (what was said to the agent).
+pub const OWN_EVENT: &str = "subpane.input";
+
+/// Whether a JSON line an agent wrote claims to be one of subpane's own events: such a line
+/// is never an event (it goes to `stdout.log`), so `events.jsonl` holds only subpane's.
+/// A fast look first: the bytes `subpane.` must be there at all.
+pub fn is_own_event(line: &[u8]) -> bool {
+    if memchr::memmem::find(line, b"subpane.").is_none() {
+        return false;
+    }
+    #[derive(serde::Deserialize)]
+    struct Typed<'a> {
+        #[serde(borrow, rename = "type")]
+        kind: Option<std::borrow::Cow<'a, str>>,
+    }
+    common::from_line::<Typed<'_>>(line)
+        .and_then(|t| t.kind)
+        .is_some_and(|k| k.starts_with("subpane."))
+}
+
 /// What happens to one stdout line.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LineAction {
@@ -104,10 +124,24 @@ pub struct LineResult {
     pub action: LineAction,
     /// This line is the agent's terminal event: the linger clock starts.
     pub terminal: bool,
+    /// This line ends a turn of the agent: the terminal event, and in an input mode each
+    /// later turn's end too (the worker then closes the input, or keeps it open).
+    pub turn_end: bool,
     pub pane: Vec<PaneItem>,
     /// Pane lines the parser did not build because the pane had no room (see
     /// `StreamParser::set_pane_room`); they count as skipped, as if built and skipped.
     pub unshown: u64,
+    /// In the CLI's input mode: this line says the CLI took the oldest message (or
+    /// interrupt) subpane gave it that it had not yet said so of (see [`Adapter::say`]).
+    pub taken: Option<Took>,
+}
+
+/// What a CLI said it took (messages and interrupts are taken in their own orders).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Took {
+    /// A user message (the prompt first).
+    Message,
+    Interrupt,
 }
 
 impl LineResult {
@@ -115,24 +149,30 @@ impl LineResult {
         Self {
             action: LineAction::Keep,
             terminal: false,
+            turn_end: false,
             pane: Vec::new(),
             unshown: 0,
+            taken: None,
         }
     }
     pub fn drop_line() -> Self {
         Self {
             action: LineAction::Drop,
             terminal: false,
+            turn_end: false,
             pane: Vec::new(),
             unshown: 0,
+            taken: None,
         }
     }
     pub fn plain(line: &[u8]) -> Self {
         Self {
             action: LineAction::Plain,
             terminal: false,
+            turn_end: false,
             pane: vec![PaneItem::Raw(line.to_vec())],
             unshown: 0,
+            taken: None,
         }
     }
     /// A plain line with nothing for the pane.
@@ -140,8 +180,10 @@ impl LineResult {
         Self {
             action: LineAction::Plain,
             terminal: false,
+            turn_end: false,
             pane: Vec::new(),
             unshown: 0,
+            taken: None,
         }
     }
 }
@@ -173,6 +215,18 @@ pub trait StreamParser: Send {
     fn so_far(&self) -> SoFar {
         SoFar::default()
     }
+}
+
+/// What subpane says to an agent CLI on its stdin, in the CLI's input mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Say<'a> {
+    /// The task, as the first user message.
+    Prompt(&'a str),
+    /// A user message while it runs: a steer of the turn under way where the CLI can,
+    /// else its next turn.
+    Message(&'a str),
+    /// Stop the current turn, not the CLI.
+    Interrupt,
 }
 
 /// Paths an adapter may use when building argv (e.g. where pi keeps its sessions).
@@ -256,6 +310,22 @@ pub trait Adapter: Sync {
     /// the variables of those names the program has (a name like `*_API_KEY` is masked anyway).
     fn key_vars(&self, _state_dir: &std::path::Path) -> Vec<String> {
         Vec::new()
+    }
+    /// Why this CLI cannot take messages while it runs; `None` when it can: its argv for a
+    /// task with `input` set starts its input mode (`Stdin::Input`), and [`Adapter::say`]
+    /// speaks it.
+    fn no_input(&self) -> Option<&'static str> {
+        Some("it has no input mode subpane can speak")
+    }
+    /// The bytes that say `what` on the CLI's stdin in its input mode (whole lines); `None`
+    /// when the CLI cannot be told that (an interrupt), or needs no prompt there.
+    fn say(&self, _what: Say<'_>) -> Option<Vec<u8>> {
+        None
+    }
+    /// Whether the CLI says on stdout that it took a message ([`LineResult::taken`]); when it
+    /// does not, a message is taken once written to its stdin.
+    fn acknowledges(&self) -> bool {
+        false
     }
 }
 

@@ -66,9 +66,11 @@ impl Common {
         }
     }
 
-    /// The first terminal event: marks the line terminal and closes the pane with the usage
-    /// line of these figures. Later ones change nothing.
+    /// A terminal event: the line ends a turn; the first one is also the terminal event
+    /// (the linger clock starts), and closes the pane with the usage line of these figures.
+    /// Later ones (the turns an input mode takes after the first) end their turns only.
     pub fn mark_terminal(&mut self, kind: &str, r: &mut LineResult, figures: Figures) {
+        r.turn_end = true;
         if self.terminal.is_some() {
             return;
         }
@@ -130,6 +132,9 @@ impl<G: Grammar> StreamParser for G {
         // line is parsed exactly once, by the hook that needs it; a line that fails that parse
         // takes the slow path, which says whether it was JSON at all.
         if let Some(kind) = leading_type(line) {
+            if kind.starts_with("subpane.") {
+                return LineResult::plain(line);
+            }
             let r = if G::is_delta(kind) {
                 if self.common().pane_full
                     && let Some(r) = self.drop_unread(kind, line)
@@ -149,6 +154,7 @@ impl<G: Grammar> StreamParser for G {
         }
         let peeked = peek(line);
         let kind = match &peeked {
+            Peeked::Event(Some(k)) if k.starts_with("subpane.") => return LineResult::plain(line),
             Peeked::Event(Some(k)) => k.as_ref(),
             Peeked::Event(None) => return LineResult::keep(),
             _ => return not_an_event(line, &peeked),

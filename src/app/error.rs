@@ -101,6 +101,10 @@ pub enum Error {
     /// An attempt the caller waited for ended, but no envelope could be read.
     #[error("the attempt ended without an envelope")]
     NoEnvelope,
+    /// A message for a running agent was not taken (the agent ended first, the worker
+    /// could not be reached).
+    #[error("{0}")]
+    NotSent(String),
     /// A batch start ended without a word about this plan.
     #[error("the attempt was not started")]
     NotStarted,
@@ -163,6 +167,7 @@ impl Error {
             | Error::NoEnvelope
             | Error::CancelNotDelivered { .. }
             | Error::NotStarted
+            | Error::NotSent(_)
             | Error::Nest(_) => false,
         }
     }

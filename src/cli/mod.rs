@@ -25,6 +25,7 @@ mod reference;
 mod remote;
 mod retry;
 mod run;
+mod send;
 mod slurm_job;
 mod status;
 mod table;
@@ -80,6 +81,8 @@ pub enum Command {
     Logs(logs::LogsArgs),
     /// Cancel a run: SIGTERM to its process group, SIGKILL after the grace period
     Cancel(cancel::CancelArgs),
+    /// Give a running agent a user message (or --interrupt its turn), as its CLI's input
+    Send(send::SendArgs),
     /// Attach this terminal to a run's tmux pane (detach with Ctrl-b d)
     Attach(attach::AttachArgs),
     /// List runs, newest first
@@ -89,7 +92,7 @@ pub enum Command {
     /// Remove finished sessions and old run directories
     Gc(gc::GcArgs),
     /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
-    /// logs, cancel, list, fanout, retry)
+    /// logs, cancel, send, list, fanout, retry)
     Mcp(mcp::McpArgs),
     /// Record, list, forget and check the hosts attempts will run on (ssh://)
     Hosts(hosts::HostsArgs),
@@ -273,6 +276,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Fanout(a) => fanout::fanout(&home, a),
         Command::Logs(a) => logs::logs(&home, a),
         Command::Cancel(a) => cancel::cancel(&home, a),
+        Command::Send(a) => send::send(&home, a),
         Command::Attach(a) => attach::attach(&home, a),
         Command::Ls(a) => ls::ls(&home, a),
         Command::Top(a) => top::top(&home, a),

@@ -75,6 +75,7 @@ pub fn build(
         git: facts.git.clone(),
         budget: facts.budget.clone(),
         secrets: facts.secrets.clone(),
+        input: facts.input.clone(),
     }
 }
 

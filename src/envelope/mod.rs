@@ -393,6 +393,26 @@ pub struct Envelope {
     /// (absent when the program was given no secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<Secrets>,
+    /// What was said to the running agent (`subpane send`, MCP `send`, the pane's input
+    /// line); absent for an attempt without input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<InputCounts>,
+}
+
+/// The messages and interrupts given to an attempt's agent while it ran (each is a
+/// `subpane.input` event of `events.jsonl`), and how many of them it took.
+///
+/// ```json
+/// {"messages": 2, "interrupts": 0, "taken": 2, "from": {"cli": 1, "pane": 1}}
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputCounts {
+    pub messages: u64,
+    pub interrupts: u64,
+    /// Of both, those the agent said it took (or, for a command, written to its stdin).
+    pub taken: u64,
+    /// Who sent them: `cli`, `mcp`, `pane`.
+    pub from: BTreeMap<String, u64>,
 }
 
 /// The attempt's secrets, by name (never a value): whose values were masked in every file

@@ -102,6 +102,9 @@ pub struct WorkerFacts {
     /// The attempt's secrets by name (see the envelope's `secrets`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secrets: Option<super::Secrets>,
+    /// What was said to the running agent (see the envelope's `input`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<super::InputCounts>,
 }
 
 /// `cancel.json`: a cancel request. Written before the worker is signalled, so a worker that

@@ -5,6 +5,7 @@
 
 mod budget;
 mod duration;
+mod input;
 mod run_id;
 mod sandbox;
 mod size;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 
 pub use budget::{Price, Usd};
 pub use duration::{DurationError, duration_text, millis, parse_duration, parse_positive_duration};
+pub use input::{INPUT_REQUEST_LIMIT, InputAnswer, InputFrom, InputRequest};
 pub use run_id::{RunId, RunIdError};
 pub use sandbox::{
     AgentState, GitRepo, HostPattern, Network, SandboxAsk, SandboxLimits, SandboxSpec,
@@ -87,6 +89,10 @@ pub struct Limits {
     /// The model's price (`--price`): the cost of a CLI that reports none, from its usage.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub price: Option<Price>,
+    /// With input (`stdin: "input"`): how long an agent that finished its turn waits for a
+    /// next message before its input is closed (`--keep-open`); `None` closes it at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_open_ms: Option<u64>,
 }
 
 /// How long an agent may stay alive after its terminal event when nobody said (`--linger`).
@@ -106,6 +112,7 @@ impl Default for Limits {
             max_cost_usd: None,
             session_before: None,
             price: None,
+            keep_open_ms: None,
         }
     }
 }
@@ -153,6 +160,10 @@ pub struct TaskSpec {
     pub thinking: Option<String>,
     /// The agent session to continue (`--resume`).
     pub resume_session: Option<String>,
+    /// The CLI runs in its input mode (stream-json input, RPC): the prompt is its first
+    /// message on stdin and more may follow (`Stdin::Input`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub input: bool,
 }
 
 /// Where the attempt's pane lives.
@@ -179,6 +190,10 @@ pub enum Stdin {
     Null,
     /// `prompt.txt` of the attempt (CLIs that read a large prompt from stdin).
     PromptFile,
+    /// A pipe from the worker: the agent CLI's structured input (its prompt first, then the
+    /// messages `subpane send`, MCP `send` and the pane's input line give it), or for a
+    /// command (`--stdin pipe`) each message's text and a newline.
+    Input,
 }
 
 /// The resolved launch spec, `runs/<id>/attempts/<n>/spec.json`.

@@ -135,6 +135,10 @@ impl AttemptPaths {
     file!(progress, "progress.json");
     file!(result, "result.json");
     file!(cancel, "cancel.json");
+    // The socket of an attempt with input (`stdin: "input"`): `subpane send`, MCP `send` ask
+    // the worker there to give the running agent a message. Out of a sandbox's reach (the
+    // home is hidden in it).
+    file!(input_socket, "input.sock");
     file!(events, "events.jsonl");
     file!(stdout_log, "stdout.log");
     file!(stderr_log, "stderr.log");

@@ -42,6 +42,7 @@
 mod bench;
 mod digest;
 mod finish;
+mod input;
 mod lines;
 mod logfile;
 mod nest;
@@ -61,5 +62,5 @@ mod worktree;
 
 pub use bench::{FilterParts, filter_parts};
 pub use lines::{LineSplitter, MAX_LINE, Piece};
-pub use render::{Render, Style};
+pub use render::{Render, Style, said_line};
 pub use run::main;

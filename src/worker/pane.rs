@@ -46,6 +46,9 @@ pub struct Pane {
     /// (a value can come in two deltas) through `text_mask`.
     masker: Option<Arc<Masker>>,
     text_mask: StreamMask,
+    /// The input line at the bottom (an attempt with input, in a terminal): the terminal's
+    /// rows, the last of which it takes (output scrolls above it). `None`: no input line.
+    input_rows: Option<u16>,
 }
 
 impl Pane {
@@ -73,6 +76,66 @@ impl Pane {
             window_end: None,
             masker: None,
             text_mask: StreamMask::default(),
+            input_rows: None,
+        }
+    }
+
+    /// Gives the pane an input line at its bottom: output scrolls in the rows above it. Only
+    /// in a terminal of at least 4 rows; call before the first line.
+    pub fn enable_input(&mut self) {
+        if !self.input_raw {
+            return;
+        }
+        self.input_rows = Some(0);
+        self.resized();
+    }
+
+    /// The terminal changed its size (SIGWINCH): the scroll region follows.
+    pub fn resized(&mut self) {
+        if self.input_rows.is_none() || self.dead {
+            return;
+        }
+        let rows = rows_of(self.fd).filter(|r| *r >= 4);
+        let Some(r) = rows else {
+            // Too small for a line of its own: the whole terminal scrolls again.
+            self.input_rows = Some(0);
+            self.control("\x1b7\x1b[r\x1b8");
+            return;
+        };
+        self.input_rows = Some(r);
+        // DECSTBM moves the cursor home: keep it where the output is.
+        self.control(&format!("\x1b7\x1b[1;{}r\x1b8", r - 1));
+    }
+
+    /// Whether the pane reads keys for its input line.
+    pub fn takes_keys(&self) -> bool {
+        self.input_rows.is_some() && !self.dead
+    }
+
+    /// Draws the input line: what is typed (`text`, already masked), or that the input is
+    /// closed.
+    pub fn draw_input(&mut self, text: &str, open: bool) {
+        let Some(rows) = self.input_rows.filter(|r| *r > 0) else {
+            return;
+        };
+        let cols = cols_of(self.fd).unwrap_or(80).max(20) as usize;
+        let shown = if open {
+            let typed = crate::term::sanitize(text.as_bytes(), usize::MAX);
+            // The end of a long line: where the cursor is.
+            let room = cols.saturating_sub(10);
+            let chars: Vec<char> = typed.chars().collect();
+            let tail: String = chars[chars.len().saturating_sub(room)..].iter().collect();
+            format!("\x1b[1msend ▸\x1b[0m {tail}")
+        } else {
+            "\x1b[2m(input closed)\x1b[0m".to_owned()
+        };
+        self.control(&format!("\x1b7\x1b[{rows};1H\x1b[2K{shown}\x1b8"));
+    }
+
+    /// Bytes of our own for the terminal (cursor and region moves): never skipped.
+    fn control(&mut self, s: &str) {
+        if !self.dead {
+            self.pending.extend_from_slice(s.as_bytes());
         }
     }
 
@@ -254,6 +317,10 @@ impl Pane {
     /// Before the final lines: writes what the terminal takes now, and drops the rest (counted
     /// as skipped), so the status line is never stuck behind a backlog.
     pub fn make_room_for_final(&mut self) {
+        // The input line goes: the whole terminal scrolls again for the end.
+        if let Some(rows) = self.input_rows.take().filter(|r| *r > 0) {
+            self.control(&format!("\x1b7\x1b[{rows};1H\x1b[2K\x1b[r\x1b8"));
+        }
         // Streamed text held back as the possible start of a secret: it was not one.
         let mut held = Vec::new();
         self.text_mask.finish(&mut |b| held.extend_from_slice(b));
@@ -325,6 +392,22 @@ impl Pane {
             }
         }
     }
+}
+
+/// The terminal's rows and columns (TIOCGWINSZ), when it says.
+fn winsize(fd: RawFd) -> Option<libc::winsize> {
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ fills the struct we pass.
+    let r = unsafe { libc::ioctl(fd, libc::TIOCGWINSZ, &mut ws) };
+    (r == 0 && ws.ws_row > 0).then_some(ws)
+}
+
+fn rows_of(fd: RawFd) -> Option<u16> {
+    winsize(fd).map(|w| w.ws_row)
+}
+
+fn cols_of(fd: RawFd) -> Option<u16> {
+    winsize(fd).map(|w| w.ws_col)
 }
 
 /// Reads the pane's input until a cursor position report (`ESC [ row ; col R`) arrives or

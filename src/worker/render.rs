@@ -156,6 +156,16 @@ impl Render {
     }
 }
 
+/// A message or interrupt given to the running agent, as the pane and `logs --pretty` show
+/// it (a `subpane.input` event).
+pub fn said_line(from: &str, interrupt: bool, text: &str) -> String {
+    if interrupt {
+        format!("» {from}: (interrupt)")
+    } else {
+        format!("» {from}: {text}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

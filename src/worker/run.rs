@@ -28,6 +28,7 @@ pub fn main(dir: &Path) -> i32 {
         Signal::SIGHUP,
         Signal::SIGUSR1,
         Signal::SIGQUIT,
+        Signal::SIGWINCH,
     ] {
         mask.add(s);
     }
@@ -121,6 +122,8 @@ pub(crate) struct Worker {
     /// The program's secrets (set at the spawn): masked in all it writes, the proxy's log
     /// and the envelope.
     pub(crate) masker: std::sync::Arc<crate::secrets::Masker>,
+    /// The agent's input (`stdin: "input"`), from the spawn on.
+    pub(crate) input: Option<super::input::Input>,
 }
 
 use crate::envelope::Budget;
@@ -146,6 +149,7 @@ impl Worker {
             cancelled_by: None,
             group_budget: None,
             masker: Default::default(),
+            input: None,
             interrupted_at: None,
             proxy: None,
             report_writer: None,
@@ -203,6 +207,9 @@ impl Worker {
         // worker seeing cancel.json (checked here, and again after that first write).
         // SAFETY: prctl with integer arguments only.
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        if self.spec.stdin == crate::spec::Stdin::Input {
+            self.pane.enable_input();
+        }
         self.header();
         let parent_lives = self.watch_parent();
         if !parent_lives || self.cancel_pending() {

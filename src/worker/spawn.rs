@@ -135,8 +135,22 @@ impl Worker {
                 Ok(())
             })
         };
+        if self.spec.stdin == Stdin::Input {
+            let keep_open = self
+                .spec
+                .limits
+                .keep_open_ms
+                .map(std::time::Duration::from_millis);
+            let adapter = crate::adapter::adapter_for(self.spec.agent);
+            self.input = Some(super::input::Input::bind(
+                adapter,
+                &self.paths.input_socket(),
+                keep_open,
+            )?);
+        }
         match self.spec.stdin {
             Stdin::Null => cmd.stdin(Stdio::null()),
+            Stdin::Input => cmd.stdin(Stdio::piped()),
             Stdin::PromptFile => {
                 let f = store::open_read(&self.paths.prompt())
                     .map_err(|e| format!("cannot open the prompt file: {e}"))?;
@@ -160,6 +174,11 @@ impl Worker {
             self.read_sandbox_report(pipe);
         }
         self.stream.attach(child.stdout.take(), child.stderr.take());
+        if let Some(i) = self.input.as_mut() {
+            let prompt = self.spec.task.as_ref().map(|t| t.prompt.as_str());
+            i.attach(child.stdin.take(), prompt);
+            self.draw_input_line();
+        }
         self.feed(Event::Spawned, started);
         Ok(())
     }

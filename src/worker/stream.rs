@@ -78,6 +78,7 @@ struct Ready {
     signals: bool,
     nest: bool,
     parent: bool,
+    input: super::input::InputReady,
 }
 
 /// What one wake-up's reads saw.
@@ -87,6 +88,8 @@ struct Seen {
     terminal: bool,
     /// The usage crossed a limit of the budget (the first time).
     budget: bool,
+    /// What the lines said the agent took, in order.
+    taken: Vec<crate::adapter::Took>,
 }
 
 impl Stream {
@@ -195,6 +198,13 @@ impl Stream {
         }
     }
 
+    /// An event of subpane's own (`subpane.input`), into `events.jsonl` (masked there as the
+    /// agent's are).
+    pub(crate) fn own_event(&mut self, line: &[u8]) {
+        write_line(&mut self.filter.events, line);
+        self.filter.live.touch();
+    }
+
     /// When a change of `progress.json` waits for its write.
     pub(crate) fn progress_due(&self) -> Option<Instant> {
         self.filter.live.due()
@@ -259,7 +269,7 @@ impl Stream {
                 Ok(n) => {
                     seen.output = true;
                     self.splitter.feed(&buf[..n], &mut |p| {
-                        seen.terminal |= self.filter.on_piece(p, pane, counts);
+                        self.filter.on_piece(p, pane, counts, seen);
                         seen.budget |= self.filter.check_budget();
                     });
                     budget = budget.saturating_sub(n);
@@ -275,7 +285,7 @@ impl Stream {
         if eof {
             // The last line may lack its newline.
             self.splitter.finish(&mut |p| {
-                seen.terminal |= self.filter.on_piece(p, pane, counts);
+                self.filter.on_piece(p, pane, counts, seen);
                 seen.budget |= self.filter.check_budget();
             });
             self.out = None;
@@ -355,8 +365,9 @@ impl Filter {
         self.budget_hit.is_some()
     }
 
-    /// One stdout line through the adapter; `true` when it was the agent's terminal event.
-    fn on_piece(&mut self, p: Piece<'_>, pane: &mut Pane, f: &mut FilterCounts) -> bool {
+    /// One stdout line through the adapter; `seen` says whether it was the agent's terminal
+    /// event, and whether it said the agent took a message.
+    fn on_piece(&mut self, p: Piece<'_>, pane: &mut Pane, f: &mut FilterCounts, seen: &mut Seen) {
         match p {
             Piece::Oversized { bytes } => {
                 f.oversized_lines += 1;
@@ -366,7 +377,6 @@ impl Filter {
                     Style::Dim,
                     &format!("… a line of {bytes} bytes was dropped (over the 64 MiB bound)"),
                 );
-                false
             }
             Piece::Line(line) => {
                 self.parser.set_pane_room(pane.has_room());
@@ -403,7 +413,8 @@ impl Filter {
                     self.live.item(item);
                 }
                 pane.skipped_unbuilt(r.unshown);
-                r.terminal
+                seen.terminal |= r.terminal || r.turn_end;
+                seen.taken.extend(r.taken);
             }
         }
     }
@@ -414,10 +425,20 @@ impl Worker {
     pub(crate) fn stream(&mut self) {
         let mut buf = vec![0u8; 256 * 1024];
         while !self.life.done() {
-            let next = match (self.life.next_deadline(), self.stream.progress_due()) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            let input_due = self.input.as_ref().and_then(|i| {
+                [i.deadline(), i.conn_deadline()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            });
+            let next = [
+                self.life.next_deadline(),
+                self.stream.progress_due(),
+                input_due,
+            ]
+            .into_iter()
+            .flatten()
+            .min();
             let timeout = match next {
                 None => PollTimeout::NONE,
                 Some(t) => {
@@ -436,6 +457,7 @@ impl Worker {
             if ready.parent {
                 self.parent_ended();
             }
+            self.serve_input(&ready.input, Instant::now());
             // A new window for the pane before what this wake-up reads, not after it: a line
             // read after a quiet spell must not be judged by the budget of a window long over.
             self.pane.tick(Instant::now());
@@ -457,8 +479,13 @@ impl Worker {
                 if seen.budget {
                     self.feed(Event::BudgetCrossed, now);
                 }
+                if let Some(i) = self.input.as_mut() {
+                    for t in seen.taken.drain(..) {
+                        i.took(t);
+                    }
+                }
                 if seen.terminal {
-                    self.feed(Event::TerminalSeen, now);
+                    self.turn_ended(now);
                 }
                 if self.stream.closed() {
                     self.feed(Event::PipesClosed, now);
@@ -469,9 +496,11 @@ impl Worker {
             }
             // One write per wake-up, not one per line: under a flood each write to the pane
             // also costs the tmux server a wake-up and a parse.
+            self.input_tick(Instant::now());
             self.pane.flush();
             self.feed(Event::Tick, Instant::now());
         }
+        self.end_input("the agent ended");
     }
 
     /// One poll(2); what is ready. `None` on an error that would repeat (EINTR counts as a
@@ -500,6 +529,16 @@ impl Worker {
         if self.pane.wants_write() {
             fds.push(PollFd::new(pane_b, PollFlags::POLLOUT));
         }
+        // SAFETY: fd 0 (the pane's terminal) stays open for the life of the process.
+        let keys = self
+            .pane
+            .takes_keys()
+            .then(|| unsafe { BorrowedFd::borrow_raw(0) });
+        let input_slots = self
+            .input
+            .as_ref()
+            .map(|i| i.poll_fds(&mut fds, keys))
+            .unwrap_or_default();
         match poll(&mut fds, timeout) {
             Ok(_) => {}
             Err(nix::errno::Errno::EINTR) => return Some(Ready::default()),
@@ -513,6 +552,7 @@ impl Worker {
             signals: ready(Some(0)),
             nest: ready(ni),
             parent: ready(pi),
+            input: super::input::Input::ready(&input_slots, &fds),
         })
     }
 
@@ -533,6 +573,10 @@ impl Worker {
                     }
                     self.cancel_requested(false)
                 }
+                Ok(Signal::SIGWINCH) => {
+                    self.pane.resized();
+                    self.draw_input_line();
+                }
                 Ok(Signal::SIGHUP) => {
                     self.pane.set_dead();
                     self.feed(Event::PaneClosed, Instant::now());
@@ -549,7 +593,7 @@ fn write_line(w: &mut Option<LogFile>, line: &[u8]) {
     }
 }
 
-fn set_nonblocking(fd: i32) {
+pub(super) fn set_nonblocking(fd: i32) {
     use nix::fcntl::{FcntlArg, OFlag, fcntl};
     // SAFETY: fd is a pipe we own for the duration of the loop.
     let b = unsafe { BorrowedFd::borrow_raw(fd) };

@@ -131,6 +131,7 @@ fn schema_requires_every_field_the_code_writes() {
         "git",
         "group",
         "host",
+        "input",
         "parent_run",
         "resumed_from",
         "secrets",

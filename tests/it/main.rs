@@ -42,6 +42,7 @@ mod secrets;
 mod slurm;
 mod snap;
 mod snap_cli;
+mod steer;
 mod terminal;
 mod tmux_formats;
 mod tmux_hangs;

@@ -206,7 +206,7 @@ async fn lists_every_tool_with_a_schema_and_a_description() {
     assert_eq!(
         names,
         [
-            "run", "status", "wait", "logs", "cancel", "list", "fanout", "retry"
+            "run", "status", "wait", "logs", "cancel", "send", "list", "fanout", "retry"
         ]
     );
     for t in &tools {

@@ -67,7 +67,8 @@ def walk(v, f):
 async def schemas(s):
     tools = (await s.list_tools()).tools
     names = [t.name for t in tools]
-    assert names == ["run", "status", "wait", "logs", "cancel", "list", "fanout", "retry"], names
+    assert names == ["run", "status", "wait", "logs", "cancel", "send", "list", "fanout",
+                     "retry"], names
     for t in tools:
         schema = t.input_schema if hasattr(t, "input_schema") else t.inputSchema
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -153,12 +154,17 @@ async def defaults(s):
     assert "sandbox setting" in props["max_procs"]["description"], props["max_procs"]
     r = await s.call_tool("run", {"argv": ["true"], "run_id": "d0"})
     assert not r.is_error, text(r)
+    # A run that takes input, for `send`: it reads one line.
+    r = await s.call_tool("run", {"argv": ["sh", "-c", "read a; echo \"$a\""], "run_id": "d3",
+                                  "stdin": "pipe", "wait": False})
+    assert not r.is_error, text(r)
     calls = [
         ("run", {"argv": ["true"], "run_id": "d1"}),
         ("status", {"run_id": "d0"}),
         ("wait", {"run_ids": ["d0"]}),
         ("logs", {"run_id": "d0"}),
         ("cancel", {"run_id": "d0"}),
+        ("send", {"run_id": "d3", "text": "hello"}),
         ("list", {}),
         ("fanout", {"tasks": [{"argv": ["true"]}, {"argv": ["true"]}]}),
         ("retry", {"run_id": "d1"}),

@@ -53,6 +53,13 @@ never counts, whatever it holds):
                     the request: the final text `Tool said: ` and the result's text (its
                     first 4000 characters), so the value reaches the agent's answer too. No
                     ECHO_VAR: a text starting `mock tool_echo_env:` that says so
+  steer             for steering tests: until a message of the conversation (any role, a
+                    tool result never) holds a marker STEER:<word>, the CLI's shell tool runs
+                    `sleep S; echo slept` (S from SLEEP:<seconds> in the marker's text,
+                    default 2), at most 5 times; once one does, the final text
+                    `Heard STEER:<word>` (the last such marker); after 5 sleeps without one,
+                    `No steer heard`. Claude Code gives a message taken mid-turn as a system
+                    message, which is why any role counts
 
 Usage:
   server.py [--port-file FILE] [--log FILE] [--max-seconds N] [--dump-dir DIR]
@@ -252,6 +259,46 @@ def offered_tools(api: str, body: dict) -> list[Tool]:
 
 def tool_names(api: str, body: dict) -> list[str]:
     return [t.full for t in offered_tools(api, body)]
+
+
+STEER_RE = re.compile(r"STEER:([A-Za-z0-9_-]+)")
+SLEEP_RE = re.compile(r"SLEEP:(\d+(?:\.\d+)?)")
+STEER_SLEEPS = 5
+
+
+def steer_texts(api: str, body: dict) -> list[str]:
+    """Every text of the conversation but tool results: system, developer and user messages
+    (and Claude Code's messages taken mid-turn, which it sends as system messages)."""
+    out: list[str] = []
+    if api == "responses":
+        inp = body.get("input")
+        if isinstance(inp, str):
+            return [inp]
+        for it in inp or []:
+            if isinstance(it, dict) and it.get("role") in ("user", "system", "developer"):
+                out.extend(_texts(it.get("content")))
+        return out
+    system = body.get("system")
+    out.extend(_texts(system) if system is not None else [])
+    for m in body.get("messages") or []:
+        if isinstance(m, dict) and m.get("role") in ("user", "system", "developer"):
+            out.extend(_texts(m.get("content")))
+    return out
+
+
+def steer_step(api: str, body: dict, text: str, after: list[Item]) -> tuple[str, Call | None]:
+    """The steer scenario: (final text, or the sleeping shell call to make first)."""
+    heard = [w for t in steer_texts(api, body) for w in STEER_RE.findall(t)]
+    if heard:
+        return f"Heard STEER:{heard[-1]}", None
+    slept = sum(1 for i in after if i.kind == "tool_result")
+    if slept >= STEER_SLEEPS:
+        return "No steer heard", None
+    found = SLEEP_RE.findall(text)
+    call = shell_call(api, body, f"sleep {found[-1] if found else 2}; echo slept")
+    if call is None:
+        return f"mock steer: no shell tool was offered; tools: {tool_names(api, body)}", None
+    return "", call
 
 
 OUTSIDE_RE = re.compile(r"OUTSIDE:(\S+)")
@@ -531,6 +578,9 @@ class Handler(BaseHTTPRequestHandler):
         if scenario == "tool_echo_env":
             final, call = echo_env_step(api, body, text, after)
             log(f"tool_echo_env: {'call ' + call.name if call else 'final'}")
+        if scenario == "steer":
+            final, call = steer_step(api, body, text, after)
+            log(f"steer: {'call ' + call.name if call else 'final ' + repr(final)}")
         if scenario == "mcp_call":
             final, call = mcp_step(api, body, text, after)
             log(f"mcp_call: {'call ' + call.name if call else 'final ' + repr(final[:200])}")

@@ -29,6 +29,8 @@ lenient! {
         terminal_reason: Str<'a> = "terminal_reason",
         api_error_status: Num = "api_error_status",
         rate_limit_info: Present<RateLimitInfo<'a>> = "rate_limit_info",
+        is_replay: Flag = "isReplay",
+        response: Present<ControlResponse<'a>> = "response",
     }
 }
 
@@ -41,6 +43,14 @@ lenient! {
         rate_limit_type: Str<'a> = "rateLimitType",
         overage_status: Str<'a> = "overageStatus",
         is_using_overage: Flag = "isUsingOverage",
+    }
+}
+
+lenient! {
+    /// `control_response`'s `response`: which request it answers, and how.
+    pub(super) struct ControlResponse<'a> {
+        subtype: Str<'a> = "subtype",
+        request_id: Str<'a> = "request_id",
     }
 }
 

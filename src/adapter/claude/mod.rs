@@ -40,6 +40,9 @@ mod tests;
 
 use parser::ClaudeParser;
 
+/// The `request_id` of subpane's interrupts: its `control_response` says the CLI took one.
+const INTERRUPT_ID: &str = "subpane-interrupt";
+
 pub struct ClaudeAdapter;
 
 impl Adapter for ClaudeAdapter {
@@ -75,6 +78,16 @@ impl Adapter for ClaudeAdapter {
         if let Some(effort) = task.thinking.as_deref().and_then(effort_for) {
             argv.push(format!("--effort={effort}"));
         }
+        if task.input {
+            // The prompt is the first message on stdin (with stream-json input an argv prompt
+            // is ignored); each message taken is echoed back (`isReplay`).
+            argv.push("--input-format=stream-json".into());
+            argv.push("--replay-user-messages".into());
+            return AgentLaunch {
+                argv,
+                stdin: crate::spec::Stdin::Input,
+            };
+        }
         let inline = fits_argv(&task.prompt) && !task.prompt.is_empty();
         if inline {
             argv.push("--".into());
@@ -84,6 +97,31 @@ impl Adapter for ClaudeAdapter {
             argv,
             stdin: stdin_for(inline),
         }
+    }
+    fn no_input(&self) -> Option<&'static str> {
+        None
+    }
+    /// stream-json input: a user message is one line; a message sent while a turn runs is
+    /// taken into that turn at its next tool boundary (Claude Code's "next" priority), else
+    /// it is the next turn. An interrupt is a control request.
+    fn say(&self, what: super::Say<'_>) -> Option<Vec<u8>> {
+        let v = match what {
+            super::Say::Prompt(t) | super::Say::Message(t) => serde_json::json!({
+                "type": "user",
+                "message": {"role": "user", "content": [{"type": "text", "text": t}]},
+            }),
+            super::Say::Interrupt => serde_json::json!({
+                "type": "control_request",
+                "request_id": INTERRUPT_ID,
+                "request": {"subtype": "interrupt"},
+            }),
+        };
+        let mut line = serde_json::to_vec(&v).ok()?;
+        line.push(b'\n');
+        Some(line)
+    }
+    fn acknowledges(&self) -> bool {
+        true
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(ClaudeParser::default())

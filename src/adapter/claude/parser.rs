@@ -3,6 +3,7 @@
 
 use super::events::*;
 use super::*;
+use crate::adapter::Took;
 
 /// Reads `claude -p --output-format stream-json`.
 #[derive(Default)]
@@ -19,6 +20,9 @@ pub struct ClaudeParser {
     result_seen: bool,
     /// Tokens of the messages so far, for the live views (the `result` has the final sum).
     live: LiveUsage,
+    /// An interrupt was taken (its `control_response`): the next `result` ends the turn it
+    /// stopped, and is no failure.
+    interrupted: bool,
 }
 
 /// Tokens of the assistant messages so far. A message is reported several times (once per
@@ -273,7 +277,21 @@ impl ClaudeParser {
                 }
             }
             ("assistant", _) => self.on_assistant(ev, &mut r),
+            // stream-json input: the message subpane gave, echoed as it is taken into the
+            // conversation (the pane showed it when it was sent).
+            ("user", _) if ev.is_replay.0 == Some(true) => r.taken = Some(Took::Message),
             ("user", _) => on_user(ev, self.c.pane_full, &mut r),
+            ("control_response", _) => {
+                let resp = ev.response.0.as_ref();
+                if resp.is_some_and(|c| {
+                    c.request_id.get() == Some(super::INTERRUPT_ID)
+                        && c.subtype.get() == Some("success")
+                }) {
+                    r.taken = Some(Took::Interrupt);
+                    self.interrupted = true;
+                    r.pane.push(PaneItem::Info("turn interrupted".into()));
+                }
+            }
             ("result", _) => self.on_result(ev, &mut r),
             _ => {}
         }
@@ -314,9 +332,13 @@ impl ClaudeParser {
 
     fn on_result(&mut self, ev: &Event<'_>, r: &mut LineResult) {
         let subtype = ev.subtype.get().unwrap_or("");
+        // The end of a turn subpane interrupted: no answer, and no failure.
+        let interrupted = std::mem::take(&mut self.interrupted);
         // `is_error` first: a failed call can say "success".
-        let is_error = ev.is_error.0.unwrap_or(subtype != "success")
-            || (!subtype.is_empty() && subtype != "success");
+        let is_error = !interrupted
+            && (ev.is_error.0.unwrap_or(subtype != "success")
+                || (!subtype.is_empty() && subtype != "success"));
+        let before = self.result_seen.then(|| self.reported());
         let text = ev.result.get();
         let out = &mut self.c.out;
         if let Some(id) = ev.session_id.get() {
@@ -328,10 +350,12 @@ impl ClaudeParser {
                 Some(t) if !t.is_empty() => out.push_error(t),
                 _ => out.push_error(format!("claude reported {subtype}")),
             }
+        } else if interrupted {
+            out.final_text = None;
         } else {
             out.final_text = text.map(str::to_owned);
         }
-        for e in &ev.errors.0 {
+        for e in ev.errors.0.iter().filter(|_| !interrupted) {
             out.push_error(e.as_str().map_or_else(|| e.to_string(), str::to_owned));
         }
         // An API's 429 it gave up on (its retry-after beyond what it waits): the account's
@@ -359,6 +383,20 @@ impl ClaudeParser {
         }
         out.cost_usd = ev.total_cost_usd.as_f64();
         out.turns = ev.num_turns.tolerant_u64();
+        // With stream-json input each turn has its `result`: its usage and turns are that
+        // turn's (the cost is the process's so far), so the run's are their sums.
+        if let Some(b) = before {
+            if let Some(mut sum) = b.usage {
+                if let Some(u) = &out.usage {
+                    super::super::common::add_usage(&mut sum, u);
+                }
+                out.usage = Some(sum);
+            }
+            out.turns = match (b.turns, out.turns) {
+                (Some(a), Some(t)) => Some(a + t),
+                (a, t) => a.or(t),
+            };
+        }
         out.tool_calls = Some(self.c.tool_calls);
         let reason = ev.terminal_reason.get().unwrap_or("");
         if reason == "prompt_too_long" || out.errors.iter().any(|e| mentions_context_overflow(e)) {

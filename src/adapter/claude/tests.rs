@@ -244,6 +244,7 @@ fn argv_maps_the_task() {
         tools: vec!["Bash".into(), "Read".into()],
         thinking: Some("minimal".into()),
         resume_session: Some("ebeacbed-2871-424d-bbb0-4c8c5fdc3bf1".into()),
+        input: false,
     };
     assert_eq!(
         launch(&task).argv[5..],

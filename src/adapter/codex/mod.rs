@@ -135,6 +135,13 @@ impl Adapter for CodexAdapter {
             stdin: stdin_for(inline),
         }
     }
+    /// `codex exec` reads no input while it runs; Codex's app-server protocol could be
+    /// steered (`turn/steer`), and subpane does not speak it yet.
+    fn no_input(&self) -> Option<&'static str> {
+        Some(
+            "subpane runs Codex as `codex exec`, which reads no input while it works (Codex's app-server protocol, which can be steered, is not spoken yet)",
+        )
+    }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(CodexParser::default())
     }

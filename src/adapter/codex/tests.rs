@@ -189,6 +189,7 @@ fn argv_maps_the_task() {
         tools: vec!["read".into(), "bash".into()],
         thinking: Some("off".into()),
         resume_session: Some("01a22a90-2642-7fd3-95f6-5a10c206c2bd".into()),
+        input: false,
     };
     assert_eq!(
         launch(&task).argv[4..],

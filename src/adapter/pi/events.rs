@@ -21,6 +21,16 @@ lenient! {
         error_message: Str<'a> = "errorMessage",
         success: Flag = "success",
         reason: Str<'a> = "reason",
+        command: Str<'a> = "command",
+        error: Str<'a> = "error",
+        data: Present<State<'a>> = "data",
+    }
+}
+
+lenient! {
+    /// RPC mode: the `data` of `get_state`'s `response`.
+    pub(super) struct State<'a> {
+        session_id: Str<'a> = "sessionId",
     }
 }
 

@@ -88,7 +88,9 @@ impl Adapter for PiAdapter {
         let mut argv: Vec<String> = vec![
             program.to_owned(),
             "--mode".into(),
-            "json".into(),
+            // RPC: the prompt and every message are commands on stdin, the events are
+            // `--mode json`'s (without its session header: `get_state` says the session).
+            if task.input { "rpc" } else { "json" }.into(),
             "-p".into(),
             // Kept (not --no-session) in a directory shared by all runs, so any later run can
             // resume the session with --session ID.
@@ -111,6 +113,12 @@ impl Adapter for PiAdapter {
         if let Some(t) = &task.thinking {
             argv.extend(["--thinking".into(), t.clone()]);
         }
+        if task.input {
+            return AgentLaunch {
+                argv,
+                stdin: crate::spec::Stdin::Input,
+            };
+        }
         let p = &task.prompt;
         let inline = fits_argv(p) && !p.is_empty() && !p.starts_with('-') && !p.starts_with('@');
         if inline {
@@ -123,6 +131,36 @@ impl Adapter for PiAdapter {
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(PiParser::default())
+    }
+    fn no_input(&self) -> Option<&'static str> {
+        None
+    }
+    /// RPC commands: the prompt, then `get_state` (its answer names the session); a message
+    /// is a `prompt` that steers the run under way (taken at its next step) or, when pi is
+    /// idle, starts its next one; an interrupt is `abort`. Each is answered by a `response`.
+    fn say(&self, what: super::Say<'_>) -> Option<Vec<u8>> {
+        let lines = match what {
+            super::Say::Prompt(t) => vec![
+                serde_json::json!({"id": "subpane-prompt", "type": "prompt", "message": t}),
+                serde_json::json!({"id": "subpane-state", "type": "get_state"}),
+            ],
+            super::Say::Message(t) => vec![serde_json::json!({
+                "id": "subpane-message", "type": "prompt", "message": t,
+                "streamingBehavior": "steer",
+            })],
+            super::Say::Interrupt => {
+                vec![serde_json::json!({"id": "subpane-interrupt", "type": "abort"})]
+            }
+        };
+        let mut out = Vec::new();
+        for l in lines {
+            out.extend(serde_json::to_vec(&l).ok()?);
+            out.push(b'\n');
+        }
+        Some(out)
+    }
+    fn acknowledges(&self) -> bool {
+        true
     }
     fn expects_terminal_event(&self) -> bool {
         true

@@ -59,6 +59,7 @@ impl Grammar for PiParser {
                 Some(self.on_repeat(kind, ev))
             }
             "session"
+            | "response"
             | "message_end"
             | "tool_execution_start"
             | "tool_execution_end"
@@ -122,6 +123,34 @@ impl PiParser {
                 if let Some(id) = ev.id.get() {
                     self.c.out.session_id = Some(id.to_owned());
                     r.pane.push(PaneItem::Info(format!("pi session {id}")));
+                }
+            }
+            // RPC mode: pi's answer to a command subpane gave it (see `PiAdapter::say`).
+            "response" => {
+                match ev.command.get() {
+                    Some("prompt") => r.taken = Some(crate::adapter::Took::Message),
+                    Some("abort") => {
+                        r.taken = Some(crate::adapter::Took::Interrupt);
+                        r.pane.push(PaneItem::Info("turn interrupted".into()));
+                    }
+                    Some("get_state") => {
+                        let state = ev.data.0.as_ref();
+                        if let Some(id) = state.and_then(|d| d.session_id.get()) {
+                            self.c.out.session_id = Some(id.to_owned());
+                            r.pane.push(PaneItem::Info(format!("pi session {id}")));
+                        }
+                    }
+                    _ => {}
+                }
+                if ev.success.0 == Some(false) {
+                    let e = ev.error.get().unwrap_or("refused");
+                    r.pane.push(PaneItem::Error(one_line(
+                        &format!(
+                            "pi refused {}: {e}",
+                            ev.command.get().unwrap_or("a command")
+                        ),
+                        500,
+                    )));
                 }
             }
             "message_end" if ev.message.role.get() == Some("assistant") => {

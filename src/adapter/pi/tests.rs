@@ -276,6 +276,7 @@ fn argv_maps_the_task() {
         tools: vec!["read".into(), "bash".into()],
         thinking: Some("high".into()),
         resume_session: Some(SESSION.into()),
+        input: false,
     };
     assert_eq!(
         launch(&task).argv[6..],

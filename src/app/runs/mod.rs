@@ -6,6 +6,9 @@
 
 pub mod group;
 pub mod names;
+mod send;
+
+pub use send::{Sent, send, send_within};
 
 use std::time::{Duration, SystemTime};
 

@@ -485,6 +485,18 @@ request_fields! {
         flag: Flag::Long("linger"), value_name: "DUR", default: secs(DEFAULT_LINGER),
         help: "How long an agent may stay alive after its final event before it is killed",
     }
+    stdin: Option<String> {
+        flag: Flag::Long("stdin"), value_name: "pipe|null",
+        help: "The program's stdin: pipe, its input while it runs (the messages of `subpane \
+               send` and of the pane's input line: an agent CLI's structured input, or for a \
+               command each message and a newline), or null (/dev/null). An agent whose CLI \
+               has an input mode gets pipe when left out, a command null",
+    }
+    keep_open: Option<String> {
+        flag: Flag::Long("keep-open"), value_name: "DUR",
+        help: "With input: how long an agent that finished its turn waits for a next \
+               message before its input is closed and it ends (by default it ends at once)",
+    }
     grace: Option<String> {
         flag: Flag::Long("grace"), value_name: "DUR", default: secs(DEFAULT_GRACE),
         help: "Time between the polite stop signal (SIGTERM) and the kill, when a run is stopped",

@@ -212,6 +212,15 @@ pub fn plan_retry(
     req.labels = prev.labels.clone();
     req.correlation_id = prev.correlation_id.clone();
     req.keep_session = prev.keep_session;
+    // Input as the attempt before had it (its keep-open is among the limits kept).
+    req.stdin = Some(
+        if prev.stdin == crate::spec::Stdin::Input {
+            "pipe"
+        } else {
+            "null"
+        }
+        .into(),
+    );
     let kept = Kept {
         attempt: n + 1,
         record: found.record.clone(),
@@ -991,7 +1000,12 @@ mod tests {
                 _ => "resume sess-7",
             };
             assert!(argv.contains(resumed), "{kind:?}: {argv}");
-            assert!(argv.contains("Which word?"), "{argv}");
+            // The follow-up: on the command line, or (an input mode) the first message.
+            let t = s.task.as_ref().unwrap();
+            assert!(
+                argv.contains("Which word?") || (t.input && t.prompt == "Which word?"),
+                "{argv}"
+            );
             assert!(!argv.contains("BANANA"), "{argv}");
             // Without --task: the default follow-up.
             let bare = RetryOptions {

@@ -57,6 +57,11 @@ impl PrettyLog {
 fn show(p: Piece<'_>, parser: &mut dyn StreamParser, render: &mut Render, out: &mut String) {
     match p {
         Piece::Line(l) => {
+            // What was said to the agent: subpane's own event, shown as the pane showed it.
+            if let Some(said) = said(l) {
+                render.line(Style::Cyan, &said, out);
+                return;
+            }
             for item in parser.on_line(l).pane {
                 render.item(&item, out);
             }
@@ -67,6 +72,19 @@ fn show(p: Piece<'_>, parser: &mut dyn StreamParser, render: &mut Render, out: &
             out,
         ),
     }
+}
+
+/// A `subpane.input` event as its line in the pane.
+fn said(line: &[u8]) -> Option<String> {
+    if !crate::adapter::is_own_event(line) {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_slice(line).ok()?;
+    let from = v.get("from")?.as_str()?;
+    let interrupt = v.get("kind").and_then(|k| k.as_str()) == Some("interrupt");
+    let text = v.get("text").and_then(|t| t.as_str()).unwrap_or("");
+    let shown = crate::worker::said_line(from, interrupt, text);
+    Some(crate::term::sanitize(shown.as_bytes(), 2000))
 }
 
 #[cfg(test)]

@@ -95,6 +95,7 @@ pub fn local_end(
         git: None,
         budget: None,
         secrets: None,
+        input: None,
     }
 }
 

@@ -27,8 +27,8 @@ use super::answer::{self, MAX_DOC};
 use super::call::{Call, Cancels, Reporter, blocking, blocking_tool};
 use super::reply::{self, bounded, finished, live, prepend, result, to_value};
 use super::tools::{
-    self, CancelArgs, Detail, FanoutArgs, ListArgs, LogsArgs, Mode, Paging, RetryArgs, StatusArgs,
-    WaitArgs, Waiting,
+    self, CancelArgs, Detail, FanoutArgs, ListArgs, LogsArgs, Mode, Paging, RetryArgs, SendArgs,
+    StatusArgs, WaitArgs, Waiting,
 };
 use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
 use crate::app::{
@@ -36,7 +36,7 @@ use crate::app::{
     RunRequest, Started, WaitLoop, WaitMode, WaitOptions, WaitProgress,
 };
 use crate::envelope::CancelOrigin;
-use crate::spec::{AttemptSpec, parse_duration, parse_positive_duration};
+use crate::spec::{AttemptSpec, InputFrom, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
 
 mod remote;
@@ -73,6 +73,7 @@ impl Server {
             tools::WAIT => self.wait(args, call).await,
             tools::LOGS => self.logs(args).await,
             tools::CANCEL => self.cancel(args).await,
+            tools::SEND => self.send(args).await,
             tools::LIST => self.list(args).await,
             tools::FANOUT => self.fanout(args, call).await,
             tools::RETRY => self.retry(args, call).await,

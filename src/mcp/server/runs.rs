@@ -106,6 +106,36 @@ impl Server {
         .await
     }
 
+    pub(super) async fn send(&self, args: Value) -> Answer {
+        let a: SendArgs = parse(tools::SEND, args)?;
+        let max_wait = self.max_wait(a.max_wait.as_deref())?;
+        let home = self.home.clone();
+        blocking_tool(move || {
+            if remote::of(&home, &a.run_id)?.is_some() {
+                return Err(app::Error::invalid(format!(
+                    "run `{}` runs on a host: this server sends to runs of this machine only",
+                    a.run_id
+                ))
+                .into());
+            }
+            let f = app::find_run(&home, &a.run_id, None)?;
+            let s = app::send_within(&f, InputFrom::Mcp, a.text, a.interrupt, Some(max_wait))?;
+            let what = if a.interrupt { "the interrupt" } else { "the message" };
+            let text = if s.taken {
+                format!("run {} (attempt {}) took {what} (#{})", s.run_id, s.attempt, s.seq)
+            } else {
+                format!(
+                    "{what} (#{}) waits for run {} (attempt {}) to take it: it reaches the agent at its next step",
+                    s.seq, s.run_id, s.attempt
+                )
+            };
+            let doc = json!({"summary": text, "run_id": s.run_id, "attempt": s.attempt,
+                             "seq": s.seq, "taken": s.taken});
+            Ok(result(text, doc))
+        })
+        .await
+    }
+
     pub(super) async fn list(&self, mut args: Value) -> Answer {
         let Paging { offset } = split(tools::LIST, &mut args)?;
         let a: ListArgs = parse(tools::LIST, args)?;

@@ -118,6 +118,23 @@ pub struct CancelArgs {
     pub grace: Option<String>,
 }
 
+/// `send`: a message for a running agent.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendArgs {
+    /// The run id.
+    pub run_id: String,
+    /// The user message; leave it out with interrupt.
+    pub text: Option<String>,
+    /// Stop the agent's turn under way instead of sending a message.
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    pub interrupt: bool,
+    /// How long to wait for the agent to take the message, e.g. "30s"; the server's limit
+    /// when left out.
+    pub max_wait: Option<String>,
+}
+
 /// `list`: runs, newest first.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

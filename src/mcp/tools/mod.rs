@@ -22,7 +22,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use args::{
-    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, StatusArgs, WaitArgs, Waiting,
+    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, SendArgs, StatusArgs, WaitArgs,
+    Waiting,
 };
 #[cfg(test)]
 use schema::STANDARD_FORMATS;
@@ -32,12 +33,13 @@ pub const STATUS: &str = "status";
 pub const WAIT: &str = "wait";
 pub const LOGS: &str = "logs";
 pub const CANCEL: &str = "cancel";
+pub const SEND: &str = "send";
 pub const LIST: &str = "list";
 pub const FANOUT: &str = "fanout";
 pub const RETRY: &str = "retry";
 
 /// Every tool's name, in the order tools/list gives them.
-pub const NAMES: [&str; 8] = [RUN, STATUS, WAIT, LOGS, CANCEL, LIST, FANOUT, RETRY];
+pub const NAMES: [&str; 9] = [RUN, STATUS, WAIT, LOGS, CANCEL, SEND, LIST, FANOUT, RETRY];
 
 /// How long a call waits at most unless its `max_wait` (or `subpane mcp --max-wait`) says
 /// otherwise: below the 60 s after which the TypeScript SDK and Codex give up on a call.
@@ -114,6 +116,8 @@ enum Acts {
     Stops,
     /// Starts programs that may do anything.
     Starts,
+    /// Tells a running program something (it may act on it).
+    Tells,
 }
 
 fn tool(
@@ -133,6 +137,11 @@ fn tool(
             .idempotent(true)
             .open_world(false),
         Acts::Starts => a.read_only(false).destructive(true).open_world(true),
+        Acts::Tells => a
+            .read_only(false)
+            .destructive(false)
+            .idempotent(false)
+            .open_world(false),
     };
     Tool::new(name, description, Arc::new(input))
         .with_title(title)
@@ -200,6 +209,19 @@ pub fn all() -> Vec<Tool> {
             with::<Detail>(schema::of::<CancelArgs>()),
             schema::run_output(),
             Acts::Stops,
+        ),
+        tool(
+            SEND,
+            "Send a message to a running subagent",
+            "Give a running agent a user message (text), as its CLI's input: taken into the \
+             turn under way where the CLI can (claude at its next tool call, pi at once), else \
+             its next turn; or interrupt: true to stop the turn under way (the run goes on and \
+             waits for a next message). Answers once the agent took it (taken: true), or after \
+             max_wait with taken: false (it still reaches the agent). A run that has ended, \
+             was started without input, or whose agent finished its last turn is refused.",
+            schema::of::<SendArgs>(),
+            schema::send_output(),
+            Acts::Tells,
         ),
         tool(
             LIST,
@@ -505,6 +527,7 @@ mod tests {
             WAIT => de::<WaitArgs>(args),
             LOGS => de::<LogsArgs>(args),
             CANCEL => de::<CancelArgs>(args),
+            SEND => de::<SendArgs>(args),
             LIST => de::<ListArgs>(args),
             FANOUT => de::<FanoutArgs>(args),
             RETRY => de::<RetryArgs>(args),

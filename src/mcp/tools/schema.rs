@@ -181,6 +181,21 @@ pub fn wait_output() -> JsonObject {
     }))
 }
 
+/// The output schema of `send`.
+pub fn send_output() -> JsonObject {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "summary": summary(),
+            "run_id": {"type": "string"},
+            "attempt": {"type": "integer", "minimum": 1},
+            "seq": {"type": "integer", "minimum": 0},
+            "taken": {"type": "boolean"},
+        },
+        "required": ["summary", "run_id", "attempt", "taken"],
+    }))
+}
+
 /// The output schema of `logs`.
 pub fn logs_output() -> JsonObject {
     object(json!({

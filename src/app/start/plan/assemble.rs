@@ -27,6 +27,8 @@ pub(in crate::app) struct Resolved {
     /// The program and its arguments; for an agent, its CLI alone (the adapter adds the rest).
     pub(in crate::app) argv: Vec<String>,
     pub(in crate::app) task: Option<TaskSpec>,
+    /// The program's stdin is its input (see `Program::input`).
+    pub(in crate::app) input: bool,
     /// The directory the program runs in (with a worktree: the repository's, which the
     /// worktree mirrors).
     pub(in crate::app) cwd: PathBuf,
@@ -80,6 +82,7 @@ pub(in crate::app) fn assemble(r: Resolved, home: &Home, sys: &dyn System) -> Re
             let launch = adapter_for(r.agent).launch(&r.argv[0], t, &ctx);
             (launch.argv, launch.stdin)
         }
+        None if r.input => (r.argv, Stdin::Input),
         None => (r.argv, Stdin::Null),
     };
     check_exec_size(&argv, &r.env, sys.arg_max())?;

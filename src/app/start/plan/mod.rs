@@ -125,6 +125,7 @@ pub(in crate::app) fn limits(req: &RunRequest) -> Result<Limits, Error> {
         idle_timeout_ms: positive("idle_timeout", &req.idle_timeout)?,
         linger_ms: any("linger", &req.linger, d.linger_ms)?,
         grace_ms: any("grace", &req.grace, d.grace_ms)?,
+        keep_open_ms: positive("keep_open", &req.keep_open)?,
         ..d
     };
     budget(req, &mut limits)?;
@@ -386,6 +387,7 @@ pub(in crate::app) fn plan_attempt(
         agent,
         mut argv,
         task,
+        input,
     } = program(req, sys, &cwd, path_var.as_deref(), kept.as_ref())?;
     if let (Some(wt), Some(given)) = (&worktree, req.argv.first()) {
         argv[0] = worktree::rebase_program(given, &argv[0], wt);
@@ -406,6 +408,7 @@ pub(in crate::app) fn plan_attempt(
             agent,
             argv,
             task,
+            input,
             cwd,
             worktree,
             limits,

@@ -58,6 +58,47 @@ pub(in crate::app) struct Program {
     pub(in crate::app) agent: AgentKind,
     pub(in crate::app) argv: Vec<String>,
     pub(in crate::app) task: Option<TaskSpec>,
+    /// The program's stdin is its input (`Stdin::Input`): an agent CLI's input mode, or a
+    /// command's `stdin: pipe`.
+    pub(in crate::app) input: bool,
+}
+
+/// Whether the program takes input ({stdin}): an agent whose CLI can, unless `null`; a
+/// command only with `pipe`. `pipe` for a CLI that cannot is refused, saying why.
+fn takes_input(req: &RunRequest, agent: Option<AgentKind>) -> Result<bool, Error> {
+    let asked = match req.stdin.as_deref() {
+        None => None,
+        Some("pipe") => Some(true),
+        Some("null") => Some(false),
+        Some(other) => {
+            return Err(Error::about(
+                "{stdin}",
+                format!("`{other}` is not a stdin: give pipe or null"),
+            ));
+        }
+    };
+    let input = match agent {
+        None => asked.unwrap_or(false),
+        Some(kind) => match (asked, adapter_for(kind).no_input()) {
+            (Some(true), Some(why)) => {
+                return Err(Error::about(
+                    "{stdin}",
+                    format!(
+                        "pipe cannot be given to {}: {why}; leave {{stdin}} out",
+                        kind.as_str()
+                    ),
+                ));
+            }
+            (asked, why) => asked.unwrap_or(true) && why.is_none(),
+        },
+    };
+    if !input && req.keep_open.is_some() {
+        return Err(Error::about(
+            "{keep_open}",
+            "keeps an agent's input open, and this run has none: give {stdin} pipe (or leave it out, for an agent that takes input)",
+        ));
+    }
+    Ok(input)
 }
 
 pub(in crate::app) fn program(
@@ -68,6 +109,7 @@ pub(in crate::app) fn program(
     kept: Option<&Kept>,
 ) -> Result<Program, Error> {
     let agent = req.agent.filter(|a| *a != AgentKind::Command);
+    let input = takes_input(req, agent)?;
     let agent_only = [
         ("{model}", req.model.is_some()),
         (
@@ -106,6 +148,7 @@ pub(in crate::app) fn program(
                 agent: AgentKind::Command,
                 argv,
                 task: None,
+                input,
             })
         }
         (Some(kind), true) => {
@@ -186,7 +229,9 @@ pub(in crate::app) fn program(
                         .collect(),
                     thinking: req.thinking.clone(),
                     resume_session: req.resume.clone(),
+                    input,
                 }),
+                input,
             })
         }
     }

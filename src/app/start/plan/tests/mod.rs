@@ -90,7 +90,9 @@ fn at_file_tasks_are_read_and_missing_ones_refused() {
     let p = plan(&req, &home(), &sys).unwrap();
     assert_eq!(p.prompt.as_deref(), Some("fix the test"));
     assert_eq!(p.spec.argv[0], "/usr/bin/pi");
-    assert!(p.spec.argv.contains(&"fix the test".to_owned()));
+    // pi takes input (RPC): the task is its first message, not an argument.
+    assert_eq!(p.spec.task.as_ref().unwrap().prompt, "fix the test");
+    assert_eq!(p.spec.stdin, crate::spec::Stdin::Input);
     let req = RunRequest {
         task_file: Some("nope.md".into()),
         ..req
