@@ -33,16 +33,9 @@ impl Adapter for CommandAdapter {
     fn expects_terminal_event(&self) -> bool {
         false
     }
-    /// With `--stdin pipe`: each message is its text and a newline; there is no prompt, and
-    /// no turn to interrupt.
+    /// With `--stdin pipe` (see `CommandParser::say`).
     fn no_input(&self) -> Option<&'static str> {
         None
-    }
-    fn say(&self, what: super::Say<'_>) -> Option<Vec<u8>> {
-        match what {
-            super::Say::Message(t) => Some(format!("{t}\n").into_bytes()),
-            super::Say::Prompt(_) | super::Say::Interrupt => None,
-        }
     }
 }
 
@@ -77,6 +70,14 @@ impl StreamParser for CommandParser {
     }
     fn set_pane_room(&mut self, room: bool) {
         self.pane_full = !room;
+    }
+    /// With `--stdin pipe`: a message is its text and a newline; there is no prompt, and no
+    /// turn to interrupt.
+    fn say(&mut self, what: super::Say<'_>) -> Option<Vec<u8>> {
+        match what {
+            super::Say::Message(t) => Some(format!("{t}\n").into_bytes()),
+            super::Say::Prompt(_) | super::Say::Interrupt => None,
+        }
     }
     fn finish(&mut self, _stderr_tail: &[u8]) -> AgentReport {
         AgentReport::default()

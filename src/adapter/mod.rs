@@ -132,8 +132,11 @@ pub struct LineResult {
     /// `StreamParser::set_pane_room`); they count as skipped, as if built and skipped.
     pub unshown: u64,
     /// In the CLI's input mode: this line says the CLI took the oldest message (or
-    /// interrupt) subpane gave it that it had not yet said so of (see [`Adapter::say`]).
+    /// interrupt) subpane gave it that it had not yet said so of (see [`StreamParser::say`]).
     pub taken: Option<Took>,
+    /// Bytes for the CLI's stdin in its input mode, this line's answer (a protocol's next
+    /// request once the CLI answered the last one).
+    pub reply: Option<Vec<u8>>,
 }
 
 /// What a CLI said it took (messages and interrupts are taken in their own orders).
@@ -153,6 +156,7 @@ impl LineResult {
             pane: Vec::new(),
             unshown: 0,
             taken: None,
+            reply: None,
         }
     }
     pub fn drop_line() -> Self {
@@ -163,6 +167,7 @@ impl LineResult {
             pane: Vec::new(),
             unshown: 0,
             taken: None,
+            reply: None,
         }
     }
     pub fn plain(line: &[u8]) -> Self {
@@ -173,6 +178,7 @@ impl LineResult {
             pane: vec![PaneItem::Raw(line.to_vec())],
             unshown: 0,
             taken: None,
+            reply: None,
         }
     }
     /// A plain line with nothing for the pane.
@@ -184,6 +190,7 @@ impl LineResult {
             pane: Vec::new(),
             unshown: 0,
             taken: None,
+            reply: None,
         }
     }
 }
@@ -214,6 +221,12 @@ pub trait StreamParser: Send {
     /// times a second, never per line.
     fn so_far(&self) -> SoFar {
         SoFar::default()
+    }
+    /// The bytes that say `what` on the CLI's stdin in its input mode (whole lines); `None`
+    /// when the CLI cannot be told that (an interrupt), or needs no prompt there. The
+    /// parser speaks it: what it read may be needed (the turn to steer).
+    fn say(&mut self, _what: Say<'_>) -> Option<Vec<u8>> {
+        None
     }
 }
 
@@ -312,15 +325,10 @@ pub trait Adapter: Sync {
         Vec::new()
     }
     /// Why this CLI cannot take messages while it runs; `None` when it can: its argv for a
-    /// task with `input` set starts its input mode (`Stdin::Input`), and [`Adapter::say`]
-    /// speaks it.
+    /// task with `input` set starts its input mode (`Stdin::Input`), and its parser speaks it
+    /// ([`StreamParser::say`]).
     fn no_input(&self) -> Option<&'static str> {
         Some("it has no input mode subpane can speak")
-    }
-    /// The bytes that say `what` on the CLI's stdin in its input mode (whole lines); `None`
-    /// when the CLI cannot be told that (an interrupt), or needs no prompt there.
-    fn say(&self, _what: Say<'_>) -> Option<Vec<u8>> {
-        None
     }
     /// Whether the CLI says on stdout that it took a message ([`LineResult::taken`]); when it
     /// does not, a message is taken once written to its stdin.

@@ -124,6 +124,10 @@ pub(crate) trait Grammar: Send {
     }
     /// The agent reported a failure.
     fn model_error(&self) -> bool;
+    /// See [`StreamParser::say`].
+    fn say(&mut self, _what: crate::adapter::Say<'_>) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 impl<G: Grammar> StreamParser for G {
@@ -169,6 +173,10 @@ impl<G: Grammar> StreamParser for G {
 
     fn set_pane_room(&mut self, room: bool) {
         self.common_mut().pane_full = !room;
+    }
+
+    fn say(&mut self, what: crate::adapter::Say<'_>) -> Option<Vec<u8>> {
+        G::say(self, what)
     }
 
     fn so_far(&self) -> SoFar {

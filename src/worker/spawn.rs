@@ -176,7 +176,7 @@ impl Worker {
         self.stream.attach(child.stdout.take(), child.stderr.take());
         if let Some(i) = self.input.as_mut() {
             let prompt = self.spec.task.as_ref().map(|t| t.prompt.as_str());
-            i.attach(child.stdin.take(), prompt);
+            i.attach(child.stdin.take(), prompt, self.stream.parser_mut());
             self.draw_input_line();
         }
         self.feed(Event::Spawned, started);

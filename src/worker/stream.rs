@@ -90,6 +90,8 @@ struct Seen {
     budget: bool,
     /// What the lines said the agent took, in order.
     taken: Vec<crate::adapter::Took>,
+    /// What the lines answer on the agent's stdin (its input mode's protocol), in order.
+    replies: Vec<Vec<u8>>,
 }
 
 impl Stream {
@@ -168,6 +170,11 @@ impl Stream {
     /// The limit of the budget the agent's usage crossed, if it did.
     pub(crate) fn budget_hit(&self) -> Option<&crate::envelope::BudgetHit> {
         self.filter.budget_hit.as_ref()
+    }
+
+    /// The adapter's parser, which speaks the CLI's input mode too.
+    pub(crate) fn parser_mut(&mut self) -> &mut dyn StreamParser {
+        self.filter.parser.as_mut()
     }
 
     /// The adapter's report, once the agent is gone.
@@ -415,6 +422,7 @@ impl Filter {
                 pane.skipped_unbuilt(r.unshown);
                 seen.terminal |= r.terminal || r.turn_end;
                 seen.taken.extend(r.taken);
+                seen.replies.extend(r.reply);
             }
         }
     }
@@ -480,6 +488,9 @@ impl Worker {
                     self.feed(Event::BudgetCrossed, now);
                 }
                 if let Some(i) = self.input.as_mut() {
+                    for r in seen.replies.drain(..) {
+                        i.reply(&r);
+                    }
                     for t in seen.taken.drain(..) {
                         i.took(t);
                     }

@@ -101,25 +101,6 @@ impl Adapter for ClaudeAdapter {
     fn no_input(&self) -> Option<&'static str> {
         None
     }
-    /// stream-json input: a user message is one line; a message sent while a turn runs is
-    /// taken into that turn at its next tool boundary (Claude Code's "next" priority), else
-    /// it is the next turn. An interrupt is a control request.
-    fn say(&self, what: super::Say<'_>) -> Option<Vec<u8>> {
-        let v = match what {
-            super::Say::Prompt(t) | super::Say::Message(t) => serde_json::json!({
-                "type": "user",
-                "message": {"role": "user", "content": [{"type": "text", "text": t}]},
-            }),
-            super::Say::Interrupt => serde_json::json!({
-                "type": "control_request",
-                "request_id": INTERRUPT_ID,
-                "request": {"subtype": "interrupt"},
-            }),
-        };
-        let mut line = serde_json::to_vec(&v).ok()?;
-        line.push(b'\n');
-        Some(line)
-    }
     fn acknowledges(&self) -> bool {
         true
     }
@@ -183,4 +164,24 @@ fn effort_for(level: &str) -> Option<&str> {
         "minimal" => Some("low"),
         other => Some(other),
     }
+}
+
+/// stream-json input: a user message is one line; a message sent while a turn runs is
+/// taken into that turn at its next tool boundary (Claude Code's "next" priority), else
+/// it is the next turn. An interrupt is a control request.
+pub(super) fn say(what: super::Say<'_>) -> Option<Vec<u8>> {
+    let v = match what {
+        super::Say::Prompt(t) | super::Say::Message(t) => serde_json::json!({
+            "type": "user",
+            "message": {"role": "user", "content": [{"type": "text", "text": t}]},
+        }),
+        super::Say::Interrupt => serde_json::json!({
+            "type": "control_request",
+            "request_id": INTERRUPT_ID,
+            "request": {"subtype": "interrupt"},
+        }),
+    };
+    let mut line = serde_json::to_vec(&v).ok()?;
+    line.push(b'\n');
+    Some(line)
 }

@@ -93,6 +93,10 @@ fn max_into(a: &mut Usage, b: &Usage) {
 }
 
 impl Grammar for ClaudeParser {
+    fn say(&mut self, what: crate::adapter::Say<'_>) -> Option<Vec<u8>> {
+        super::say(what)
+    }
+
     fn common(&self) -> &Common {
         &self.c
     }

@@ -135,30 +135,6 @@ impl Adapter for PiAdapter {
     fn no_input(&self) -> Option<&'static str> {
         None
     }
-    /// RPC commands: the prompt, then `get_state` (its answer names the session); a message
-    /// is a `prompt` that steers the run under way (taken at its next step) or, when pi is
-    /// idle, starts its next one; an interrupt is `abort`. Each is answered by a `response`.
-    fn say(&self, what: super::Say<'_>) -> Option<Vec<u8>> {
-        let lines = match what {
-            super::Say::Prompt(t) => vec![
-                serde_json::json!({"id": "subpane-prompt", "type": "prompt", "message": t}),
-                serde_json::json!({"id": "subpane-state", "type": "get_state"}),
-            ],
-            super::Say::Message(t) => vec![serde_json::json!({
-                "id": "subpane-message", "type": "prompt", "message": t,
-                "streamingBehavior": "steer",
-            })],
-            super::Say::Interrupt => {
-                vec![serde_json::json!({"id": "subpane-interrupt", "type": "abort"})]
-            }
-        };
-        let mut out = Vec::new();
-        for l in lines {
-            out.extend(serde_json::to_vec(&l).ok()?);
-            out.push(b'\n');
-        }
-        Some(out)
-    }
     fn acknowledges(&self) -> bool {
         true
     }
@@ -214,4 +190,29 @@ impl Adapter for PiAdapter {
             }),
         }
     }
+}
+
+/// RPC commands: the prompt, then `get_state` (its answer names the session); a message
+/// is a `prompt` that steers the run under way (taken at its next step) or, when pi is
+/// idle, starts its next one; an interrupt is `abort`. Each is answered by a `response`.
+pub(super) fn say(what: super::Say<'_>) -> Option<Vec<u8>> {
+    let lines = match what {
+        super::Say::Prompt(t) => vec![
+            serde_json::json!({"id": "subpane-prompt", "type": "prompt", "message": t}),
+            serde_json::json!({"id": "subpane-state", "type": "get_state"}),
+        ],
+        super::Say::Message(t) => vec![serde_json::json!({
+            "id": "subpane-message", "type": "prompt", "message": t,
+            "streamingBehavior": "steer",
+        })],
+        super::Say::Interrupt => {
+            vec![serde_json::json!({"id": "subpane-interrupt", "type": "abort"})]
+        }
+    };
+    let mut out = Vec::new();
+    for l in lines {
+        out.extend(serde_json::to_vec(&l).ok()?);
+        out.push(b'\n');
+    }
+    Some(out)
 }

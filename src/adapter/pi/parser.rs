@@ -22,6 +22,10 @@ pub struct PiParser {
 }
 
 impl Grammar for PiParser {
+    fn say(&mut self, what: crate::adapter::Say<'_>) -> Option<Vec<u8>> {
+        super::say(what)
+    }
+
     const UNPARSED_IS_PLAIN: bool = true;
 
     fn common(&self) -> &Common {

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags};
 
-use crate::adapter::{Adapter, Say, Took};
+use crate::adapter::{Adapter, Say, StreamParser, Took};
 use crate::envelope::InputCounts;
 use crate::sandbox::relay::SocketPath;
 use crate::spec::{INPUT_REQUEST_LIMIT, InputAnswer, InputFrom, InputRequest};
@@ -164,12 +164,17 @@ impl Input {
 
     /// Takes the agent's stdin, made non-blocking, and says the prompt first (when the CLI
     /// takes it there).
-    pub(crate) fn attach(&mut self, pipe: Option<ChildStdin>, prompt: Option<&str>) {
+    pub(crate) fn attach(
+        &mut self,
+        pipe: Option<ChildStdin>,
+        prompt: Option<&str>,
+        parser: &mut dyn StreamParser,
+    ) {
         if let Some(p) = &pipe {
             super::stream::set_nonblocking(p.as_raw_fd());
         }
         self.pipe = pipe;
-        if let Some(bytes) = prompt.and_then(|p| self.adapter.say(Say::Prompt(p))) {
+        if let Some(bytes) = prompt.and_then(|p| parser.say(Say::Prompt(p))) {
             self.queue(&bytes);
             self.turn_open = true;
             if self.adapter.acknowledges() {
@@ -195,6 +200,14 @@ impl Input {
     /// When the input closes by itself (`--keep-open`).
     pub(crate) fn deadline(&self) -> Option<Instant> {
         self.close_at
+    }
+
+    /// Bytes the CLI's protocol answers with (a parser's `reply`), written in turn.
+    pub(crate) fn reply(&mut self, bytes: &[u8]) {
+        if self.pipe.is_some() {
+            self.queue(bytes);
+            self.write_out();
+        }
     }
 
     fn queue(&mut self, bytes: &[u8]) {
@@ -257,7 +270,12 @@ impl Input {
     }
 
     /// Serves what is ready: new clients, their requests, the pipe. Returns what was said.
-    pub(crate) fn serve(&mut self, ready: &InputReady, now: Instant) -> Vec<Said> {
+    pub(crate) fn serve(
+        &mut self,
+        ready: &InputReady,
+        now: Instant,
+        parser: &mut dyn StreamParser,
+    ) -> Vec<Said> {
         let mut said = Vec::new();
         if ready.pipe {
             self.write_out();
@@ -288,7 +306,7 @@ impl Input {
             let (_, stream) = taken_conns.swap_remove(pos);
             match req {
                 Ok(req) => {
-                    if let Some(s) = self.say(req, Some(stream), now) {
+                    if let Some(s) = self.say(req, Some(stream), now, parser) {
                         said.push(s);
                     }
                 }
@@ -356,6 +374,7 @@ impl Input {
         req: InputRequest,
         reply: Option<UnixStream>,
         now: Instant,
+        parser: &mut dyn StreamParser,
     ) -> Option<Said> {
         let what = match (&req.text, req.interrupt) {
             (Some(_), true) => Err("give a message or an interrupt, not both".to_owned()),
@@ -371,7 +390,7 @@ impl Input {
             if w == Say::Interrupt && !self.turn_open {
                 return Err("no turn of the agent is under way to interrupt".to_owned());
             }
-            self.adapter.say(w).ok_or_else(|| {
+            parser.say(w).ok_or_else(|| {
                 "this agent's CLI cannot interrupt a turn; send a message instead, or cancel the run"
                     .to_owned()
             })

@@ -12,7 +12,8 @@ impl crate::worker::run::Worker {
         let Some(i) = self.input.as_mut() else {
             return;
         };
-        let mut said = i.serve(ready, now);
+        let parser = self.stream.parser_mut();
+        let mut said = i.serve(ready, now, parser);
         let mut redraw = false;
         if ready.keys {
             let mut buf = [0u8; 4096];
@@ -28,7 +29,7 @@ impl crate::worker::run::Worker {
                             text: Some(text),
                             interrupt: false,
                         };
-                        said.extend(i.say(req, None, now));
+                        said.extend(i.say(req, None, now, parser));
                     }
                 }
             }
