@@ -330,6 +330,17 @@ pub trait Adapter: Sync {
     fn no_input(&self) -> Option<&'static str> {
         Some("it has no input mode subpane can speak")
     }
+    /// The parser of the CLI's input mode when it is not [`Adapter::parser`] (another
+    /// protocol on stdout): built for the task, whose settings it may speak.
+    fn input_parser(&self, _task: &TaskSpec) -> Option<Box<dyn StreamParser>> {
+        None
+    }
+    /// The parser of an attempt's stdout: its input mode's, or the plain one.
+    fn parser_for(&self, task: Option<&TaskSpec>) -> Box<dyn StreamParser> {
+        task.filter(|t| t.input)
+            .and_then(|t| self.input_parser(t))
+            .unwrap_or_else(|| self.parser())
+    }
     /// Whether the CLI says on stdout that it took a message ([`LineResult::taken`]); when it
     /// does not, a message is taken once written to its stdin.
     fn acknowledges(&self) -> bool {

@@ -124,6 +124,11 @@ pub(crate) trait Grammar: Send {
     }
     /// The agent reported a failure.
     fn model_error(&self) -> bool;
+    /// A JSON object without a `type` (a JSON-RPC message, for a CLI that speaks one);
+    /// `None` keeps it as it is.
+    fn on_untyped(&mut self, _line: &[u8]) -> Option<LineResult> {
+        None
+    }
     /// See [`StreamParser::say`].
     fn say(&mut self, _what: crate::adapter::Say<'_>) -> Option<Vec<u8>> {
         None
@@ -160,7 +165,7 @@ impl<G: Grammar> StreamParser for G {
         let kind = match &peeked {
             Peeked::Event(Some(k)) if k.starts_with("subpane.") => return LineResult::plain(line),
             Peeked::Event(Some(k)) => k.as_ref(),
-            Peeked::Event(None) => return LineResult::keep(),
+            Peeked::Event(None) => return self.on_untyped(line).unwrap_or_else(LineResult::keep),
             _ => return not_an_event(line, &peeked),
         };
         if G::is_delta(kind) {

@@ -160,7 +160,11 @@ pub fn logs(home: &crate::store::Home, a: LogsArgs) -> Result<i32, CliError> {
     // An agent's log reads like its pane on a terminal, unless a file was named.
     let pretty = agent && (a.pretty || (terminal && file.is_none()));
     let mut shown = if pretty {
-        Shown::Pretty(app::PrettyLog::new(f.spec.agent, color_stdout()))
+        Shown::Pretty(app::PrettyLog::for_task(
+            f.spec.agent,
+            f.spec.task.as_ref(),
+            color_stdout(),
+        ))
     } else if terminal {
         Shown::Safe(TerminalFilter::default())
     } else {

@@ -11,12 +11,12 @@ use crate::spec::InputFrom;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 The message reaches the agent as its CLI takes input: Claude Code (stream-json input) takes it \
-into the turn under way at its next tool call, else as its next turn; pi (RPC mode) steers the \
-turn under way, else starts its next one; a command started with --stdin pipe gets the text and \
-a newline on its stdin. The person at the attempt's pane can type the same on its input line.
+into the turn under way at its next tool call, else as its next turn; pi (RPC mode) and Codex \
+(app-server) steer the turn under way, else start their next one; a command started with \
+--stdin pipe gets the text and a newline on its stdin. The person at the attempt's pane can type the same on its input line.
 
 Exit code: 0 when the agent took the message; 2 when the run has finished, takes no input \
-(started with --stdin null, a command without --stdin pipe, an agent whose CLI cannot), its \
+(started with --stdin null, a command without --stdin pipe), its \
 input is closed (the agent finished its last turn), or the message is empty; 1 when the agent \
 ended before it took the message, or the worker could not be reached.")]
 pub struct SendArgs {
@@ -27,7 +27,7 @@ pub struct SendArgs {
     #[arg(value_name = "TEXT|@FILE", required_unless_present = "interrupt")]
     pub text: Option<String>,
     /// Stop the agent's current turn instead (the run goes on, and waits for a next message:
-    /// --keep-open, or 5 minutes); for an agent whose CLI allows it (claude, pi)
+    /// --keep-open, or 5 minutes); for an agent (a command has no turn)
     #[arg(long, conflicts_with = "text")]
     pub interrupt: bool,
     /// Print {"run_id", "attempt", "seq", "taken"} as JSON

@@ -141,7 +141,7 @@ impl Worker {
         let color = std::env::var_os("NO_COLOR").is_none();
         Self {
             stream: Stream::new(
-                adapter_for(spec.agent).parser(),
+                adapter_for(spec.agent).parser_for(spec.task.as_ref()),
                 spec.agent == crate::spec::AgentKind::Command,
                 Budget::new(&spec.limits),
             ),

@@ -400,9 +400,12 @@ fn model_error(agent: Agent) {
             assert_eq!(result["subtype"], "success", "{result}");
             assert_eq!(result["is_error"], true, "{result}");
         }
+        // Codex's app-server: the turn's end says it failed.
         Agent::Codex => assert!(
-            evs.iter().any(|e| e["type"] == "turn.failed"),
-            "no turn.failed"
+            evs.iter()
+                .any(|e| e["method"] == "turn/completed"
+                    && e["params"]["turn"]["status"] == "failed"),
+            "no failed turn/completed"
         ),
     }
     assert!(v["terminal_event"].is_string(), "{v:#}");
@@ -923,7 +926,7 @@ fn codex_lingering_after_its_answer_is_killed_and_completed() {
     let v = lingering(Agent::Codex, "plain");
     assert_eq!(v["status"], "completed", "{v:#}");
     assert_eq!(v["failure_kind"], Value::Null);
-    assert_eq!(v["terminal_event"], "turn.completed");
+    assert_eq!(v["terminal_event"], "turn/completed");
     assert_eq!(v["output"]["final_text"], MOCK_TEXT);
 }
 

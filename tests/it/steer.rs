@@ -236,10 +236,23 @@ fn pi_takes_a_message_sent_while_its_tool_runs() {
 }
 
 #[test]
-fn an_interrupt_stops_claudes_turn_and_the_run_takes_the_next_message() {
+fn codex_takes_a_message_sent_while_its_tool_runs() {
+    message_during_a_tool_reaches_the_model(Agent::Codex);
+}
+
+/// What the CLI writes when a turn ends (in events.jsonl).
+fn turn_end(agent: Agent) -> &'static str {
+    match agent {
+        Agent::Claude => "\"type\":\"result\"",
+        Agent::Pi => "\"type\":\"agent_end\"",
+        Agent::Codex => "\"method\":\"turn/completed\"",
+    }
+}
+
+fn an_interrupt_stops_the_turn_and_the_run_takes_the_next_message(agent: Agent) {
     let env = TestEnv::new();
     let mock = Mock::start(&env);
-    start_steered(&env, &mock, "int", Agent::Claude, &[]);
+    start_steered(&env, &mock, "int", agent, &[]);
     wait_for_the_tool(&env, "int");
     let mut c = mock.subpane(&env, None);
     c.args(["send", "int", "--interrupt"]);
@@ -247,7 +260,7 @@ fn an_interrupt_stops_claudes_turn_and_the_run_takes_the_next_message() {
     assert_eq!(s.code, 0, "{}", s.stderr);
     // The turn ended by the interrupt; the run waits for what comes next.
     let events = env.attempt_dir("int", 1).join("events.jsonl");
-    wait_for_text(&events, "\"type\":\"result\"");
+    wait_for_text(&events, turn_end(agent));
     assert_eq!(
         env.sp(["status", "int"]).code,
         3,
@@ -265,6 +278,21 @@ fn an_interrupt_stops_claudes_turn_and_the_run_takes_the_next_message() {
     assert_eq!(e["input"]["interrupts"], 1);
     assert_eq!(e["input"]["messages"], 1);
     env.assert_no_leftovers();
+}
+
+#[test]
+fn an_interrupt_stops_claudes_turn_and_the_run_takes_the_next_message() {
+    an_interrupt_stops_the_turn_and_the_run_takes_the_next_message(Agent::Claude);
+}
+
+#[test]
+fn an_interrupt_stops_pis_turn_and_the_run_takes_the_next_message() {
+    an_interrupt_stops_the_turn_and_the_run_takes_the_next_message(Agent::Pi);
+}
+
+#[test]
+fn an_interrupt_stops_codexs_turn_and_the_run_takes_the_next_message() {
+    an_interrupt_stops_the_turn_and_the_run_takes_the_next_message(Agent::Codex);
 }
 
 #[test]
@@ -382,5 +410,70 @@ fn a_sandboxed_program_cannot_reach_the_input_socket() {
     );
     let out = std::fs::read_to_string(env.attempt_dir("sx", 1).join("stdout.log")).unwrap();
     assert_eq!(out, "hidden\nrefused\n");
+    env.assert_no_leftovers();
+}
+
+/// The input socket is the user's alone (mode 0600), and a client speaks as `cli` or `mcp`:
+/// one that claims the pane, or sends what is no request, is refused with why, and nothing
+/// reaches the program.
+#[test]
+fn the_input_socket_is_private_and_refuses_a_client_that_claims_the_pane() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    let r = env.sp([
+        "run",
+        "--run-id",
+        "p",
+        "--stdin",
+        "pipe",
+        "--detach",
+        "--",
+        "sh",
+        "-c",
+        "read a; echo \"got:$a\"",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let sock = env.attempt_dir("p", 1).join("input.sock");
+    wait_until("the input socket", || sock.exists().then_some(()));
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "input.sock is {mode:o}");
+    let ask = |line: &str| -> Value {
+        let mut s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        s.write_all(line.as_bytes()).unwrap();
+        let mut answer = String::new();
+        BufReader::new(&s).read_line(&mut answer).unwrap();
+        serde_json::from_str(&answer).unwrap()
+    };
+    for (line, says) in [
+        (
+            "{\"from\":\"pane\",\"text\":\"forged\"}\n",
+            "only the pane's input line",
+        ),
+        (
+            "{\"from\":\"cli\",\"text\":\"x\",\"extra\":1}\n",
+            "not one subpane reads",
+        ),
+        ("not json\n", "not one subpane reads"),
+        (
+            "{\"from\":\"cli\",\"text\":\"  \"}\n",
+            "the message is empty",
+        ),
+        ("{\"from\":\"cli\",\"interrupt\":true}\n", "no turn"),
+    ] {
+        let a = ask(line);
+        assert_eq!(a["refused"], true, "{line}: {a}");
+        assert!(a["error"].as_str().unwrap().contains(says), "{line}: {a}");
+    }
+    let s = env.sp_within(LIMIT, "send waits for the worker", ["send", "p", "real"]);
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert_eq!(
+        env.sp_within(LIMIT, "the command ends", ["wait", "p"]).code,
+        0
+    );
+    let out = std::fs::read_to_string(env.attempt_dir("p", 1).join("stdout.log")).unwrap();
+    assert_eq!(out, "got:real\n");
+    let e = env.result("p");
+    assert_eq!(e["input"]["messages"], 1, "{e:#}");
     env.assert_no_leftovers();
 }

@@ -1,4 +1,5 @@
-//! The `codex` adapter (`codex exec --json`).
+//! The `codex` adapter: `codex app-server` for a run with input (the default; see
+//! `app_server`), `codex exec --json` without (`--stdin null`), described here.
 //!
 //! ```text
 //! thread.started ─ turn.started ─ item.started|updated|completed* ─ turn.completed | turn.failed
@@ -39,6 +40,7 @@ use super::{
 use crate::envelope::Usage;
 use crate::spec::{AgentKind, TaskSpec};
 
+mod app_server;
 mod events;
 mod parser;
 #[cfg(test)]
@@ -47,6 +49,22 @@ mod tests;
 use parser::CodexParser;
 
 pub struct CodexAdapter;
+
+/// The sandbox a task's tools pick: only read-only tools give `read-only`, any other
+/// `workspace-write`; no tools leave codex's own config to say.
+fn sandbox_mode(tools: &[String]) -> Option<&'static str> {
+    if tools.is_empty() {
+        return None;
+    }
+    let read_only = tools
+        .iter()
+        .all(|t| READ_ONLY_TOOLS.contains(&t.to_ascii_lowercase().as_str()));
+    Some(if read_only {
+        "read-only"
+    } else {
+        "workspace-write"
+    })
+}
 
 /// Tools that only read: a task limited to these runs codex's read-only sandbox.
 const READ_ONLY_TOOLS: [&str; 9] = [
@@ -87,6 +105,14 @@ impl Adapter for CodexAdapter {
         "install Codex with `npm install -g @openai/codex`"
     }
     fn launch(&self, program: &str, task: &TaskSpec, _ctx: &ArgvContext<'_>) -> AgentLaunch {
+        if task.input {
+            // The task's settings go to `thread/start` (`app_server`), the prompt to its first
+            // turn: all on stdin.
+            return AgentLaunch {
+                argv: vec![program.to_owned(), "app-server".into()],
+                stdin: crate::spec::Stdin::Input,
+            };
+        }
         let mut argv: Vec<String> = vec![
             program.to_owned(),
             "exec".into(),
@@ -109,16 +135,7 @@ impl Adapter for CodexAdapter {
                 format!("model_reasoning_effort={}", toml_string(effort)),
             ]);
         }
-        if !task.tools.is_empty() {
-            let read_only = task
-                .tools
-                .iter()
-                .all(|t| READ_ONLY_TOOLS.contains(&t.to_ascii_lowercase().as_str()));
-            let mode = if read_only {
-                "read-only"
-            } else {
-                "workspace-write"
-            };
+        if let Some(mode) = sandbox_mode(&task.tools) {
             argv.extend(["-c".into(), format!("sandbox_mode={}", toml_string(mode))]);
         }
         if let Some(id) = &task.resume_session {
@@ -135,12 +152,15 @@ impl Adapter for CodexAdapter {
             stdin: stdin_for(inline),
         }
     }
-    /// `codex exec` reads no input while it runs; Codex's app-server protocol could be
-    /// steered (`turn/steer`), and subpane does not speak it yet.
+    /// Through its app-server protocol (`app_server`).
     fn no_input(&self) -> Option<&'static str> {
-        Some(
-            "subpane runs Codex as `codex exec`, which reads no input while it works (Codex's app-server protocol, which can be steered, is not spoken yet)",
-        )
+        None
+    }
+    fn acknowledges(&self) -> bool {
+        true
+    }
+    fn input_parser(&self, task: &TaskSpec) -> Option<Box<dyn StreamParser>> {
+        Some(Box::new(app_server::AppServerParser::new(task)))
     }
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(CodexParser::default())

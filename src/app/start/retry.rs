@@ -992,14 +992,17 @@ mod tests {
                 vec![],
             );
             assert_eq!((e.attempt, e.resumed_from), (2, Some(1)));
-            // The adapter's argv carries the session and the follow-up.
+            // The adapter's argv carries the session (Codex's app-server is told on stdin,
+            // by `thread/resume`), and the task the follow-up.
             let argv = s.argv.join(" ");
             let resumed = match kind {
                 AgentKind::Pi => "--session sess-7",
                 AgentKind::Claude => "--resume=sess-7",
-                _ => "resume sess-7",
+                _ => "app-server",
             };
             assert!(argv.contains(resumed), "{kind:?}: {argv}");
+            let session = s.task.as_ref().and_then(|t| t.resume_session.as_deref());
+            assert_eq!(session, Some("sess-7"), "{kind:?}");
             // The follow-up: on the command line, or (an input mode) the first message.
             let t = s.task.as_ref().unwrap();
             assert!(

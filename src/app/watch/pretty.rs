@@ -27,9 +27,15 @@ pub struct PrettyLog {
 impl PrettyLog {
     /// For the events of `agent`; `color` for ANSI styles.
     pub fn new(agent: AgentKind, color: bool) -> Self {
+        Self::for_task(agent, None, color)
+    }
+
+    /// For the events of an attempt of `agent` with `task` (its input mode may speak another
+    /// protocol: Codex's app-server).
+    pub fn for_task(agent: AgentKind, task: Option<&crate::spec::TaskSpec>, color: bool) -> Self {
         Self {
             splitter: LineSplitter::new(MAX_LINE),
-            parser: adapter_for(agent).parser(),
+            parser: adapter_for(agent).parser_for(task),
             render: Render::new(color, "\n"),
         }
     }

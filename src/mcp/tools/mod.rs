@@ -214,7 +214,8 @@ pub fn all() -> Vec<Tool> {
             SEND,
             "Send a message to a running subagent",
             "Give a running agent a user message (text), as its CLI's input: taken into the \
-             turn under way where the CLI can (claude at its next tool call, pi at once), else \
+             turn under way (claude at its next tool call, pi and codex after their running \
+             tool), else \
              its next turn; or interrupt: true to stop the turn under way (the run goes on and \
              waits for a next message). Answers once the agent took it (taken: true), or after \
              max_wait with taken: false (it still reaches the agent). A run that has ended, \

@@ -138,6 +138,11 @@ impl Input {
             |e: std::io::Error| format!("cannot make the input socket {}: {e}", path.display());
         let at = SocketPath::new(path).map_err(why)?;
         let listener = UnixListener::bind(at.usable()).map_err(why)?;
+        // The user's alone: connecting takes write permission on the socket (and a client of
+        // another uid is turned away on accept anyway, `same_user`).
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(at.usable(), std::fs::Permissions::from_mode(0o600))
+            .map_err(why)?;
         listener.set_nonblocking(true).map_err(why)?;
         Ok(Self {
             adapter,
@@ -305,6 +310,12 @@ impl Input {
             };
             let (_, stream) = taken_conns.swap_remove(pos);
             match req {
+                Ok(req) if req.from == InputFrom::Pane => {
+                    answer(
+                        &mut { stream },
+                        &refused("only the pane's input line speaks as the pane".into()),
+                    );
+                }
                 Ok(req) => {
                     if let Some(s) = self.say(req, Some(stream), now, parser) {
                         said.push(s);
@@ -325,7 +336,8 @@ impl Input {
         while self.conns.len() < MAX_CONNS {
             match l.accept() {
                 Ok((stream, _)) => {
-                    if stream.set_nonblocking(true).is_err() {
+                    // Only this user says anything to the agent.
+                    if !same_user(&stream) || stream.set_nonblocking(true).is_err() {
                         continue;
                     }
                     self.conns.push(Conn {
@@ -616,6 +628,23 @@ impl Input {
         if let Some((path, _)) = self.socket.take() {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+/// Whether the peer of `stream` runs as this process's user (SO_PEERCRED).
+fn same_user(stream: &UnixStream) -> bool {
+    // SAFETY: getsockopt fills a ucred of the size given, on a socket we own.
+    unsafe {
+        let mut cred: libc::ucred = std::mem::zeroed();
+        let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+        let r = libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        );
+        r == 0 && cred.uid == libc::geteuid()
     }
 }
 

@@ -41,7 +41,12 @@ pub fn detail(run: &BoardRun, lines: usize) -> Detail {
     let events = if run.row.agent == AgentKind::Command {
         tail(output_end_keep_sgr(&p.stdout_log(), size))
     } else {
-        pretty_tail(run.row.agent, &p.events(), lines)
+        // Its task says which protocol its events are (Codex's app-server, with input).
+        let spec = store::read_json::<crate::spec::AttemptSpec>(&p.spec())
+            .ok()
+            .flatten();
+        let task = spec.as_ref().and_then(|s| s.task.as_ref());
+        pretty_tail(run.row.agent, task, &p.events(), lines)
     };
     Detail {
         run_id: run.row.run_id.clone(),
@@ -57,7 +62,12 @@ pub fn detail(run: &BoardRun, lines: usize) -> Detail {
 
 /// The last `lines` lines of an agent's events as its pane showed them: the end of the file
 /// from its first whole line, through the adapter and the pane's renderer.
-fn pretty_tail(agent: AgentKind, path: &std::path::Path, lines: usize) -> Vec<String> {
+fn pretty_tail(
+    agent: AgentKind,
+    task: Option<&crate::spec::TaskSpec>,
+    path: &std::path::Path,
+    lines: usize,
+) -> Vec<String> {
     // Never through a link: the program may have put one under the log's name.
     let Ok(mut f) = store::open_read(path) else {
         return Vec::new();
@@ -73,7 +83,7 @@ fn pretty_tail(agent: AgentKind, path: &std::path::Path, lines: usize) -> Vec<St
     } else {
         0
     };
-    let mut log = PrettyLog::new(agent, false);
+    let mut log = PrettyLog::for_task(agent, task, false);
     let mut text = log.push(&bytes[from..]);
     text.push_str(&log.finish());
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
