@@ -830,3 +830,79 @@ fn a_secret_given_to_a_run_on_a_host_is_masked_there_and_here() {
         );
     }
 }
+
+/// `send` to a run on a host goes there over ssh: each text as it was typed (one that starts
+/// with `-`, quotes, spaces), the host's answer and exit code as they are.
+#[test]
+fn send_gives_a_run_on_a_host_its_messages_there() {
+    let h = Host::new();
+    let limit = std::time::Duration::from_secs(90);
+    let send = |args: &[&str]| {
+        let mut c = h.cmd();
+        c.arg("send").args(args);
+        crate::harness::ran_within(c, limit, "send waits for the host's worker")
+    };
+    let script = "read a; echo \"got:$a\"; read b; echo \"got:$b\"";
+    let r = h.sp([
+        "run", "--host", "loop", "--run-id", "far-in", "--stdin", "pipe", "--detach", "--", "sh",
+        "-c", script,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let s = send(&["far-in", "--json", "first"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    let sent = json(&s);
+    assert_eq!(sent["run_id"], "far-in", "{sent}");
+    assert_eq!(sent["seq"], 1, "{sent}");
+    assert_eq!(sent["taken"], true, "{sent}");
+    // A command cannot be interrupted: refused there, exit 2 here (the run goes on).
+    let i = send(&["far-in", "--interrupt"]);
+    assert_eq!(i.code, 2, "{i:?}");
+    assert!(i.stderr.contains("interrupt"), "{i:?}");
+    // A text that starts with `-`, with spaces and quotes: one word there, intact.
+    let second = "-dash text, it's \"quoted\"";
+    let s = send(&["far-in", "--", second]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert!(s.stdout.contains("took message #2"), "{s:?}");
+    let w = h.sp(["wait", "far-in", "--json"]);
+    assert_eq!(w.code, 0, "{w:?}");
+    let env = json(&w);
+    assert_valid_envelope(&env);
+    assert_eq!(env["host"]["name"], "loop", "{env}");
+    assert_eq!(env["input"]["messages"], 2, "{env}");
+    assert_eq!(env["input"]["from"]["cli"], 2, "{env}");
+    let logs = h.sp(["logs", "far-in"]);
+    assert_eq!(logs.code, 0, "{logs:?}");
+    assert_eq!(
+        logs.stdout,
+        format!("got:first\ngot:{second}\n"),
+        "{logs:?}"
+    );
+    // A finished run takes nothing: exit 2, saying why.
+    let late = send(&["far-in", "more"]);
+    assert_eq!(late.code, 2, "{late:?}");
+    assert!(late.stderr.contains("has finished"), "{late:?}");
+    // @FILE is read here; its text goes as it is, even one that itself starts with `@`
+    // (never a file's name there).
+    let r = h.sp([
+        "run",
+        "--host",
+        "loop",
+        "--run-id",
+        "far-at",
+        "--stdin",
+        "pipe",
+        "--detach",
+        "--",
+        "sh",
+        "-c",
+        "read a; echo \"got:$a\"",
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let text = "@notes.md says: go on";
+    std::fs::write(h.env.work.join("msg.txt"), text).unwrap();
+    let s = send(&["far-at", "@msg.txt"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(h.sp(["wait", "far-at"]).code, 0);
+    let logs = h.sp(["logs", "far-at"]);
+    assert_eq!(logs.stdout, format!("got:{text}\n"), "{logs:?}");
+}
