@@ -33,17 +33,24 @@ pub struct SendArgs {
     /// Print {"run_id", "attempt", "seq", "taken"} as JSON
     #[arg(long)]
     pub json: bool,
+    /// TEXT is the message as it is, never @FILE (internal: a send forwarded from another
+    /// machine, which read its @FILE there)
+    #[arg(long, hide = true, requires = "text")]
+    pub literal: bool,
 }
 
 pub fn send(home: &crate::store::Home, a: SendArgs) -> Result<i32, CliError> {
     let mut text = a.text;
-    if let Some(path) = app::at_file(&mut text) {
+    if !a.literal
+        && let Some(path) = app::at_file(&mut text)
+    {
         let content = std::fs::read_to_string(&path).map_err(|e| {
             app::Error::invalid(format!("`{}` cannot be read: {e}", path.display()))
         })?;
         text = Some(content);
     }
-    // A run on a host: its worker is there, and so is the socket (the text goes as a word).
+    // A run on a host: its worker is there, and so is the socket (the text goes as a word,
+    // --literal: a file's text that starts with `@` is no file's name there).
     if let Some(r) = super::remote::of(home, &a.run)? {
         let mut words = vec!["send", r.run_id.as_str()];
         if a.interrupt {
@@ -53,7 +60,7 @@ pub fn send(home: &crate::store::Home, a: SendArgs) -> Result<i32, CliError> {
             words.push("--json");
         }
         if let Some(t) = &text {
-            words.extend(["--", t.as_str()]);
+            words.extend(["--literal", "--", t.as_str()]);
         }
         return super::remote::pass_through(home, &r, &words, false);
     }
