@@ -33,9 +33,9 @@ pub struct SendArgs {
     /// Print {"run_id", "attempt", "seq", "taken"} as JSON
     #[arg(long)]
     pub json: bool,
-    /// TEXT is the message as it is, never @FILE (internal: a send forwarded from another
-    /// machine, which read its @FILE there)
-    #[arg(long, hide = true, requires = "text")]
+    /// TEXT is the message as it is, even when it starts with @ (no file is read; a send
+    /// to a run on a host passes a @FILE's text there so)
+    #[arg(long, requires = "text")]
     pub literal: bool,
 }
 
