@@ -477,3 +477,52 @@ fn the_input_socket_is_private_and_refuses_a_client_that_claims_the_pane() {
     assert_eq!(e["input"]["messages"], 1, "{e:#}");
     env.assert_no_leftovers();
 }
+
+/// A message is text as other text is: a secret in it is masked in its event, the pane and
+/// the logs (the program, given it raw on its stdin, prints it: masked there too).
+#[test]
+fn a_secret_in_a_message_is_masked_in_every_record() {
+    let env = TestEnv::new();
+    let secret = "msg-Secret-8Hq2Lz";
+    let r = env.sp([
+        "run",
+        "--run-id",
+        "m",
+        "--stdin",
+        "pipe",
+        "--detach",
+        "--keep-session",
+        "--env",
+        &format!("MSG_TOKEN={secret}"),
+        "--",
+        "sh",
+        "-c",
+        "read a; echo \"got:$a\"",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let s = env.sp_within(
+        LIMIT,
+        "send waits for the worker",
+        ["send", "m", &format!("use {secret} now")],
+    );
+    assert_eq!(s.code, 0, "{}", s.stderr);
+    assert_eq!(
+        env.sp_within(LIMIT, "the command ends", ["wait", "m"]).code,
+        0
+    );
+    assert_eq!(said(&env, "m")[0]["text"], "use *** now");
+    let pane = env.capture_pane_until("m-1", "» cli: use *** now");
+    assert!(!pane.contains(secret), "{pane}");
+    let mut files = Vec::new();
+    crate::harness::files_under(&env.home, &mut files);
+    for (name, bytes) in &files {
+        assert!(
+            !crate::harness::holds(bytes, secret.as_bytes()),
+            "{name} holds the secret"
+        );
+    }
+    let out = std::fs::read_to_string(env.attempt_dir("m", 1).join("stdout.log")).unwrap();
+    assert_eq!(out, "got:use *** now\n");
+    env.sp(["gc", "--older-than", "0s"]);
+    env.assert_no_leftovers();
+}
