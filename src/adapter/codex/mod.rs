@@ -50,6 +50,26 @@ use parser::CodexParser;
 
 pub struct CodexAdapter;
 
+/// Codex's token counts as the envelope's usage: its input count includes the cached part,
+/// the envelope's does not (as pi and Claude report it); the total is input and output.
+fn usage_of(
+    input: Option<u64>,
+    cached: Option<u64>,
+    output: Option<u64>,
+    cache_write: Option<u64>,
+) -> Usage {
+    Usage {
+        input_tokens: input.map(|i| i.saturating_sub(cached.unwrap_or(0))),
+        output_tokens: output,
+        cache_read_tokens: cached,
+        cache_write_tokens: cache_write,
+        total_tokens: match (input, output) {
+            (None, None) => None,
+            (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
+        },
+    }
+}
+
 /// The sandbox a task's tools pick: only read-only tools give `read-only`, any other
 /// `workspace-write`; no tools leave codex's own config to say.
 fn sandbox_mode(tools: &[String]) -> Option<&'static str> {

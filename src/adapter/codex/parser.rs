@@ -181,19 +181,12 @@ impl CodexParser {
     }
 
     fn add_usage(&mut self, u: &TurnUsage<'_>) {
-        let input = u.input_tokens.tolerant_u64();
-        let cached = u.cached_input_tokens.tolerant_u64();
-        let output = u.output_tokens.tolerant_u64();
-        let turn = Usage {
-            input_tokens: input.map(|i| i.saturating_sub(cached.unwrap_or(0))),
-            output_tokens: output,
-            cache_read_tokens: cached,
-            cache_write_tokens: u.cache_write_input_tokens.tolerant_u64(),
-            total_tokens: match (input, output) {
-                (None, None) => None,
-                (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
-            },
-        };
+        let turn = super::usage_of(
+            u.input_tokens.tolerant_u64(),
+            u.cached_input_tokens.tolerant_u64(),
+            u.output_tokens.tolerant_u64(),
+            u.cache_write_input_tokens.tolerant_u64(),
+        );
         let sum = self.usage.get_or_insert_with(Usage::default);
         super::super::common::add_usage(sum, &turn);
     }

@@ -455,20 +455,15 @@ impl Grammar for AppServerParser {
     }
 }
 
-/// The thread's total usage, as the envelope counts it (input without the cached part).
+/// The thread's total usage (`tokenUsage.total`), as the envelope counts it.
 fn usage_of(t: &Value) -> Usage {
     let n = |k: &str| t.get(k).and_then(Value::as_u64);
-    let (input, cached, output) = (n("inputTokens"), n("cachedInputTokens"), n("outputTokens"));
-    Usage {
-        input_tokens: input.map(|i| i.saturating_sub(cached.unwrap_or(0))),
-        output_tokens: output,
-        cache_read_tokens: cached,
-        cache_write_tokens: n("cacheWriteInputTokens"),
-        total_tokens: match (input, output) {
-            (None, None) => None,
-            (i, o) => Some(i.unwrap_or(0) + o.unwrap_or(0)),
-        },
-    }
+    super::usage_of(
+        n("inputTokens"),
+        n("cachedInputTokens"),
+        n("outputTokens"),
+        n("cacheWriteInputTokens"),
+    )
 }
 
 fn rpc_error(error: Option<&Value>, what: &str) -> String {
