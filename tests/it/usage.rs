@@ -250,6 +250,10 @@ fn at_reset_waits_for_the_reset_time_and_a_cancel_ends_the_wait() {
     });
     let top_row = env.sp(["ls", "--json"]).json();
     assert_eq!(top_row[0]["status"], "queued", "{top_row:#}");
+    // Its agent is not there yet to take a message: refused at once, saying when.
+    let early = env.sp(["send", "cx", "are you there?"]);
+    assert_eq!(early.code, 2, "{}", early.stderr);
+    assert!(early.stderr.contains("waits until"), "{}", early.stderr);
     let cancel = env.sp(["cancel", "cx", "--json"]);
     assert_eq!(cancel.code, 0, "{}", cancel.stderr);
     let done = subpane(&env, &mock, &["wait", "cx", "--json"]);

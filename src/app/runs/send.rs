@@ -90,6 +90,16 @@ pub fn send_within(
             "run `{id}` (attempt {n}) takes no input: {why}"
         )));
     }
+    // Waiting to start (`retry --at-reset`, `--after`): its agent, and its input, come then.
+    if let Some(at) = spec.start_at.as_ref().filter(|a| {
+        a.instant()
+            .is_some_and(|t| t > std::time::SystemTime::now())
+    }) {
+        return Err(Error::invalid(format!(
+            "run `{id}` (attempt {n}) waits until {} to start ({}): its agent takes messages once it runs",
+            at.at, at.why
+        )));
+    }
     let path = found.paths.input_socket();
     let deadline = Instant::now() + START_WAIT;
     let mut stream = loop {
