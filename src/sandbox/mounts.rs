@@ -559,6 +559,11 @@ fn set_read_only(path: &Path) -> io::Result<()> {
 
 /// `mount_setattr(2)` setting `attr` on the mount at `path` (and those below it with
 /// `AT_RECURSIVE` in `flags`).
+///
+/// Making a mount read-only fails with EBUSY while anything holds its writer count, and a
+/// path lookup through a symlink on it does, briefly (`touch_atime` in `pick_link`): the
+/// change is tried again a few times, as runc and Bazel's sandbox do (seen once here, on the
+/// private `/dev` under load).
 fn set_attr(path: &Path, flags: libc::c_uint, attr: u64) -> io::Result<()> {
     let p = cstr(path)?;
     let attr = libc::mount_attr {
@@ -567,18 +572,28 @@ fn set_attr(path: &Path, flags: libc::c_uint, attr: u64) -> io::Result<()> {
         propagation: 0,
         userns_fd: 0,
     };
-    // SAFETY: mount_setattr(2) on a valid path with a mount_attr of the size passed.
-    cvt(unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            libc::AT_FDCWD,
-            p.as_ptr(),
-            flags,
-            &attr as *const libc::mount_attr,
-            std::mem::size_of::<libc::mount_attr>(),
-        )
-    })
-    .map(drop)
+    let mut pause = std::time::Duration::from_millis(10);
+    for tries_left in (0..5).rev() {
+        // SAFETY: mount_setattr(2) on a valid path with a mount_attr of the size passed.
+        let r = cvt(unsafe {
+            libc::syscall(
+                libc::SYS_mount_setattr,
+                libc::AT_FDCWD,
+                p.as_ptr(),
+                flags,
+                &attr as *const libc::mount_attr,
+                std::mem::size_of::<libc::mount_attr>(),
+            )
+        });
+        match r {
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && tries_left > 0 => {
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            r => return r.map(drop),
+        }
+    }
+    unreachable!("the last try returns")
 }
 
 fn make_mount_point(path: &Path, is_dir: bool) -> io::Result<()> {
