@@ -53,6 +53,12 @@ impl Worker {
                 crate::tmux::DETACH_HINT
             ),
         );
+        if self.pane.takes_keys() {
+            self.pane.line(
+                Style::Dim,
+                "type on the bottom line and press Enter to send the agent a message",
+            );
+        }
         self.pane.line(Style::Dim, &"─".repeat(60));
     }
 

@@ -344,6 +344,8 @@ fn a_message_typed_in_the_pane_reaches_the_agent_and_read_only_never_sends() {
     ro.wait_exit();
     drop(ro);
     let t = Terminal::subpane(&env, "rw", (120, 30), &[], &["attach", "typed"]);
+    // The header says how.
+    t.wait_for("press Enter to send the agent a message");
     t.wait_for("send ▸");
     t.keys(&["-l", "Typed here: STEER:pane"]);
     t.wait_for("send ▸ Typed here: STEER:pane");
