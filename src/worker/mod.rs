@@ -1,7 +1,9 @@
 //! The worker: the process inside the tmux pane (`subpane __worker ATTEMPT_DIR`).
 //!
 //! ```text
-//!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null, pipes)   spawn.rs
+//!  spec.json ─► worker ─► spawn agent (own process group, stdin /dev/null or its      spawn.rs
+//!                  │      input pipe, stdout/stderr pipes)
+//!                  │  input: input.sock, the pane's keys, the agent's stdin          input/
 //!                  │  (sandboxed: the proxy, the server of nested runs,              nest.rs
 //!                  │   then the sandbox helper)                                 sandboxed.rs
 //!                  │  a thread: fsync the launch records (spec.json, run.json, …)    run.rs

@@ -4,9 +4,10 @@
 //! ```text
 //!  spawn: bind input.sock; the agent's stdin is a pipe; the prompt is its first message
 //!  poll: input.sock ─► accept ─► one request line ─┐
-//!        the pane's keys ─► the line editor ─ Enter ┤ ─► Adapter::say ─► the pipe (non-blocking)
+//!        the pane's keys ─► the line editor ─ Enter ┤ ─► the parser's say ─► the pipe (non-blocking)
 //!                                                   └─► a `subpane.input` event, the pane
 //!        the agent's stdout: a line the parser says `taken` ─► the oldest waiting client's answer
+//!                            a line the parser answers (`reply`: a protocol's next request) ─► the pipe
 //!  a turn ended (the terminal event) and nothing waits:
 //!        --keep-open DUR: wait that long for a next message; else (or then) close the pipe,
 //!        the agent ends as without input, and the linger clock starts
@@ -19,8 +20,9 @@
 //! * A message sent while the turn's end is on its way is still in flight when the terminal
 //!   event comes: the input stays open until every message sent was taken and its turn
 //!   ended, or a steered turn would be cut off before the agent read it.
-//! * A client is answered once, when its message is taken, refused, or can no longer be
-//!   (the agent ended); a client that hangs up first loses nothing but its answer.
+//! * A client is answered at once (refused, or queued with its number), then once more when its
+//!   message is taken or can no longer be (the agent ended); a client that hangs up first
+//!   loses nothing but its answer.
 //! * Only subpane writes `subpane.input` events: the parsers turn an agent's line of that
 //!   type into a plain line (`adapter::is_own_event`).
 
