@@ -10,7 +10,11 @@
 //!                    skipped
 //!
 //!  Interrupter::interrupt (any thread) ─► the loop: 1st stops and cancels, 2nd kills
-//!  Options::tick ─► the loop's heartbeat ─► Event::Tick (a clock to redraw; no other timer)
+//!  Options::tick ─► the loop's heartbeat ─► Event::Tick (a clock to redraw)
+//!  queue fields (queue.rs): a task is ready once its `after` completed, its `after_any`
+//!      ended and its `start_after`/`start_at` passed; the ready ones start by `priority`
+//!      (then file order); the next start time is the loop's wake_at (no polling); a task
+//!      whose `after` did not complete is skipped ("its dependency \"plan\" failed")
 //!  Options::budget ─► each task's usage (progress.json, its end) summed ─► crossed: stop,
 //!                     cancel what runs as `budget` (usage.rs, budget.rs)
 //!
@@ -36,6 +40,7 @@ mod budget;
 mod detached;
 mod events;
 mod far;
+pub mod queue;
 mod stop;
 mod tasks;
 mod usage;
@@ -46,6 +51,7 @@ pub use detached::{
     is_driver, read_driver_input,
 };
 pub use events::{Event, Progress, StopReason};
+pub use queue::{Line, QUEUE_FIELDS, Queue};
 pub use tasks::{Place, Task, new_group_id, plan_lines, plan_requests, plan_tasks};
 
 use std::collections::{HashMap, VecDeque};
@@ -135,6 +141,8 @@ enum Phase {
 
 struct Slot {
     line: usize,
+    /// Its queue `id`, if it has one.
+    id: Option<String>,
     run_id: String,
     what: String,
     state: Phase,
@@ -170,6 +178,10 @@ struct State<'h> {
     over_budget: Option<BudgetHit>,
     progress: Progress,
     t0: Instant,
+    /// Each task's dependencies and priority (queue.rs).
+    order: queue::Order,
+    /// When each task may start at the earliest (from `order`, once `t0` is known).
+    not_before: Vec<Option<Instant>>,
 }
 
 impl<'h> Fanout<'h> {
@@ -185,10 +197,16 @@ impl<'h> Fanout<'h> {
         }
         opts.fail_fast |= opts.cancel_siblings;
         opts.check_budget(&tasks)?;
+        let queues: Vec<_> = tasks.iter().map(|t| (t.line, &t.queue)).collect();
+        let order = queue::order(&queues, "line").map_err(|bad| {
+            let lines: Vec<String> = bad.iter().map(|(n, e)| format!("line {n}: {e}")).collect();
+            Error::invalid(format!("{}\nnothing was started", lines.join("\n")))
+        })?;
         let slots: Vec<Slot> = tasks
             .into_iter()
             .map(|t| Slot {
                 line: t.line,
+                id: t.queue.id.clone(),
                 run_id: t.run_id().to_owned(),
                 what: t.what(),
                 waited: 0,
@@ -220,6 +238,8 @@ impl<'h> Fanout<'h> {
                 spent,
                 over_budget: None,
                 t0: Instant::now(),
+                not_before: Vec::new(),
+                order,
                 opts,
             },
             wl,
@@ -239,6 +259,13 @@ impl<'h> Fanout<'h> {
     ) -> Result<FanoutReport, Error> {
         let Fanout { mut wl, mut state } = self;
         state.t0 = Instant::now();
+        let t0 = state.t0;
+        state.not_before = state
+            .order
+            .not_before
+            .iter()
+            .map(|n| n.map(|n| n.instant(t0)))
+            .collect();
         let tick = state.opts.tick;
         wl.run(
             None,
@@ -253,10 +280,14 @@ impl<'h> Fanout<'h> {
         let tasks = state
             .slots
             .into_iter()
-            .map(|s| match s.state {
-                Phase::Done(t) => t,
-                // Unreachable by the loop's exit condition; reported rather than lost.
-                _ => skipped(s.line, s.run_id, s.what),
+            .map(|s| {
+                let mut t = match s.state {
+                    Phase::Done(t) => t,
+                    // Unreachable by the loop's exit condition; reported rather than lost.
+                    _ => skipped(s.line, s.run_id, s.what),
+                };
+                t.id = s.id;
+                t
             })
             .collect();
         Ok(FanoutReport::new(
@@ -280,12 +311,27 @@ impl Driver for Drive<'_, '_> {
         s.take_far_news(self.on_event);
         s.take_interrupts(wl.interrupts(), self.on_event);
         // Until nothing more can start: a batch whose every start failed frees its slots at
-        // once, and no end would come to refill them.
-        while !s.stopping && !s.queue.is_empty() && s.fill(wl, self.on_event) > 0 {}
+        // once, and no end would come to refill them (and its dependants are due now).
+        loop {
+            s.skip_blocked(self.on_event);
+            if s.stopping || s.queue.is_empty() || s.fill(wl, self.on_event) == 0 {
+                break;
+            }
+        }
+        if s.running.is_empty() && s.far.is_empty() && !s.queue.is_empty() {
+            // Nothing runs to end and free a task: only a time can (or nothing, never).
+            if s.next_start().is_none() {
+                s.skip_queued(self.on_event);
+            }
+        }
         // Nothing runs, and nothing will start.
         Ok(done_when(
             s.running.is_empty() && s.far.is_empty() && (s.stopping || s.queue.is_empty()),
         ))
+    }
+
+    fn wake_at(&self) -> Option<Instant> {
+        self.state.next_start()
     }
 
     fn seen(&mut self, wl: &mut WaitLoop, seen: Seen) -> Result<ControlFlow<()>, Error> {
@@ -320,7 +366,13 @@ impl State<'_> {
         let mut batch = Vec::new();
         let mut there = Vec::new();
         let mut left = VecDeque::with_capacity(self.queue.len());
-        while let Some(i) = self.queue.pop_front() {
+        // The ready ones, higher priority first (a stable sort: then the file's order).
+        let now = Instant::now();
+        let (mut ready, waiting): (Vec<usize>, Vec<usize>) = std::mem::take(&mut self.queue)
+            .into_iter()
+            .partition(|&i| self.is_ready(i, now));
+        ready.sort_by_key(|&i| std::cmp::Reverse(self.order.priority[i]));
+        for i in ready {
             let to = match &self.slots[i].state {
                 Phase::Queued(_) if here_free > 0 => {
                     here_free -= 1;
@@ -348,7 +400,11 @@ impl State<'_> {
                 None => left.push_back(i),
             }
         }
-        self.queue = left;
+        // The queue keeps the file's order.
+        left.extend(waiting);
+        let mut left: Vec<usize> = left.into();
+        left.sort_unstable();
+        self.queue = left.into();
         let n = batch.len() + there.len();
         for (i, host) in there {
             let Phase::QueuedThere(req, _) =
@@ -396,6 +452,7 @@ impl State<'_> {
         let (line, run_id, what) = self.ids(i);
         FanoutTask {
             line,
+            id: None,
             run_id: Some(run_id),
             status: TaskStatus::Failed,
             failure_kind: None,
@@ -412,6 +469,7 @@ impl State<'_> {
         let (line, _, what) = self.ids(i);
         FanoutTask {
             line,
+            id: None,
             run_id: None,
             status: TaskStatus::Failed,
             failure_kind: Some(crate::envelope::FailureKind::Spawn),
@@ -595,6 +653,7 @@ impl State<'_> {
 fn skipped(line: usize, _planned_id: String, what: String) -> FanoutTask {
     FanoutTask {
         line,
+        id: None,
         run_id: None,
         status: TaskStatus::Skipped,
         failure_kind: None,

@@ -155,7 +155,13 @@ pub(super) fn run_request(home: &Home) -> Result<i32, CliError> {
 pub(super) fn check_requests(home: &Home) -> Result<i32, CliError> {
     let r: crate::hosts::remote::RemoteCheck = read_request("the fan-out's lines")?;
     same_version(&r.version)?;
-    let errors = match app::fanout::plan_lines(r.requests, home, &RealSystem, &r.group, &[]) {
+    let errors = match app::fanout::plan_lines(
+        r.requests.into_iter().map(|(n, r)| (n, r.into())).collect(),
+        home,
+        &RealSystem,
+        &r.group,
+        &[],
+    ) {
         Ok(_) => Vec::new(),
         Err(e) if e.nothing_started() => e
             .to_string()

@@ -142,6 +142,7 @@ mod tests {
     fn task(line: usize, id: &str, status: TaskStatus, code: Option<i32>) -> FanoutTask {
         FanoutTask {
             line,
+            id: None,
             run_id: Some(id.into()),
             status,
             failure_kind: (status == TaskStatus::Failed).then_some(FailureKind::Exit),

@@ -240,6 +240,7 @@ fn runs_table(shown: &[&RunAnswer], group: Option<&str>) -> String {
         .map(|r| {
             let mut t = FanoutTask {
                 line: 0,
+                id: None,
                 run_id: Some(r.run_id.clone()),
                 status: TaskStatus::Running,
                 failure_kind: None,

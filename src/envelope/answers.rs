@@ -345,6 +345,9 @@ impl From<Status> for TaskStatus {
 pub struct FanoutTask {
     /// The line of the file (1-based, counting blank and comment lines).
     pub line: usize,
+    /// The line's queue `id`, when it has one (what `after` of other lines names).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
     /// The task's run; `null` for a task that never started (skipped, or its run could
     /// not be created).
     pub run_id: Option<String>,
@@ -504,6 +507,7 @@ mod tests {
     fn a_fanout_report_counts_and_takes_the_worst_code() {
         let task = |line, status, kind| FanoutTask {
             line,
+            id: None,
             run_id: Some(format!("r{line}")),
             status,
             failure_kind: kind,

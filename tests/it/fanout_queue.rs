@@ -26,7 +26,7 @@ fn write_tasks(env: &TestEnv, lines: &[String]) -> PathBuf {
     p
 }
 
-fn fanout(env: &TestEnv, file: &PathBuf, args: &[&str]) -> crate::harness::Ran {
+fn fanout(env: &TestEnv, file: &std::path::Path, args: &[&str]) -> crate::harness::Ran {
     let mut all = vec!["fanout", "--json", file.to_str().unwrap()];
     all.extend_from_slice(args);
     env.sp_within(LIMIT, "fanout did not end", all)
@@ -35,7 +35,9 @@ fn fanout(env: &TestEnv, file: &PathBuf, args: &[&str]) -> crate::harness::Ran {
 /// An RFC 3339 time of an envelope.
 fn time(env: &TestEnv, run: &str, key: &str) -> SystemTime {
     let e = env.read_json(&env.attempt_dir(run, 1).join("result.json"));
-    let t = e[key].as_str().unwrap_or_else(|| panic!("{run}: {key} in {e}"));
+    let t = e[key]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run}: {key} in {e}"));
     humantime::parse_rfc3339(t).unwrap()
 }
 
@@ -143,7 +145,13 @@ fn fanout_a_cycle_or_an_unknown_id_starts_nothing() {
 fn fanout_priority_orders_the_ready_tasks() {
     let env = TestEnv::new();
     let p = |id: &str, n: i64| line(id, &["true"], json!({"priority": n}));
-    let lines = [p("p0", 0), p("p5a", 5), p("p5b", 5), p("m1", -1), p("p10", 10)];
+    let lines = [
+        p("p0", 0),
+        p("p5a", 5),
+        p("p5b", 5),
+        p("m1", -1),
+        p("p10", 10),
+    ];
     let file = write_tasks(&env, &lines);
     let r = fanout(&env, &file, &["--concurrency", "1"]);
     assert_eq!(r.code, 0, "{r:?}");
@@ -202,6 +210,10 @@ fn fanout_a_detached_driver_keeps_the_dependencies() {
     assert_after(&env, "db", "dc");
     let record = env.read_json(&env.home.join("groups").join(&group).join("group.json"));
     let t = &record["tasks"][0];
-    assert_eq!((&t["id"], &t["after"]), (&json!("dc"), &json!(["db"])), "{record}");
+    assert_eq!(
+        (&t["id"], &t["after"]),
+        (&json!("dc"), &json!(["db"])),
+        "{record}"
+    );
     env.assert_no_leftovers();
 }

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  caller: plan every task (refused: nothing starts)
-//!        ─► groups/<G>/group.json      the tasks: line, run id, what (subpane's record)
+//!        ─► groups/<G>/group.json      the tasks: line, run id, what, queue fields (`id`,
+//!                                      `after`, `priority`, …: what the driver honours)
 //!        ─► groups/<G>/requests.jsonl  the requests, as planned (ids fixed)
 //!        ─► run G: `subpane fanout --driver groups/<G>` in its own pane  ─► Started
 //!  driver (in the pane): plans the requests again, starts them as `fanout` does, shows the
@@ -83,6 +84,9 @@ pub struct GroupTask {
     /// It runs on a host (the line's own, or one of the group's `hosts`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub remote: bool,
+    /// Its queue fields (`id`, `after`, `after_any`, `priority`, `start_after`, `start_at`).
+    #[serde(flatten)]
+    pub queue: super::Queue,
 }
 
 /// One line of `requests.jsonl`.
@@ -121,6 +125,7 @@ pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Resul
                 run_id: t.run_id().to_owned(),
                 what: t.what(),
                 remote: !matches!(t.place, super::Place::Here(_)),
+                queue: t.queue.clone(),
             })
             .collect(),
     };
@@ -158,10 +163,11 @@ pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Resul
     start(home, p)
 }
 
-/// What a driver reads: the group record and the requests, by line.
+/// What a driver reads: the group record and the lines (each request with its task's queue
+/// fields from the record), by line.
 pub fn read_driver_input(
     dir: &std::path::Path,
-) -> Result<(GroupRecord, Vec<(usize, RunRequest)>), Error> {
+) -> Result<(GroupRecord, Vec<(usize, super::Line)>), Error> {
     let record: GroupRecord =
         store::read_json(&dir.join("group.json"))?.ok_or_else(|| Error::Damaged {
             path: dir.join("group.json"),
@@ -180,7 +186,19 @@ pub fn read_driver_input(
             path: path.clone(),
             problem: format!("has a line that is not a request ({e})"),
         })?;
-        requests.push((n.line, n.request));
+        let queue = record
+            .tasks
+            .iter()
+            .find(|t| t.line == n.line)
+            .map(|t| t.queue.clone())
+            .unwrap_or_default();
+        requests.push((
+            n.line,
+            super::Line {
+                queue,
+                request: n.request,
+            },
+        ));
     }
     Ok((record, requests))
 }
@@ -212,6 +230,7 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
             .unwrap_or(false);
         let mut task = FanoutTask {
             line: t.line,
+            id: t.queue.id.clone(),
             run_id: None,
             status: TaskStatus::Queued,
             failure_kind: None,

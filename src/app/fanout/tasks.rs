@@ -1,8 +1,9 @@
-//! A fan-out file: one [`RunRequest`] per JSON line, every line planned before anything
-//! starts.
+//! A fan-out file: one [`Line`] (queue fields and a [`RunRequest`]) per JSON line, every line
+//! planned before anything starts.
 //!
 //! ```text
-//!  text ─► lines (blank and `#` lines skipped) ─► serde RunRequest ─► plan ─► Task (here)
+//!  text ─► lines (blank and `#` lines skipped) ─► Line ─► plan ─► Task (here)
+//!                                                  queue fields: checked together (queue.rs)
 //!                                                  run ids: unique in the file, new on disk
 //!                                                  group: set on run.json and spec.json
 //!          a line with `host`, or any line with --hosts ─► Task (there): an id drawn here,
@@ -20,6 +21,7 @@ use std::collections::HashMap;
 
 use super::super::runs::{what, what_of};
 use super::super::{Error, Plan, RunRequest, System, plan};
+use super::queue::{Line, Queue};
 use crate::store::Home;
 
 /// One line of a fan-out file, planned.
@@ -31,6 +33,8 @@ pub struct Task {
     /// The request it was planned from, with its run id (a generated one too): what a
     /// driver of its own plans again.
     pub request: RunRequest,
+    /// Its queue fields (`id`, `after`, `priority`, …), checked with the others'.
+    pub queue: Queue,
 }
 
 /// Where a task runs.
@@ -76,7 +80,7 @@ pub fn plan_tasks(
     hosts: &[String],
 ) -> Result<Vec<Task>, Error> {
     let mut errors: Vec<String> = Vec::new();
-    let mut requests: Vec<(usize, RunRequest)> = Vec::new();
+    let mut requests: Vec<(usize, Line)> = Vec::new();
     // A byte order mark some editors write is not part of the first task.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (i, raw) in text.lines().enumerate() {
@@ -85,12 +89,18 @@ pub fn plan_tasks(
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        let mut de = serde_json::Deserializer::from_str(trimmed);
-        match serde_path_to_error::deserialize::<_, RunRequest>(&mut de) {
-            Ok(mut r) => {
+        let value = match serde_json::from_str::<serde_json::Value>(trimmed) {
+            Ok(v) => v,
+            Err(e) => {
+                errors.push(format!("line {line}: {}", json_message(&e)));
+                continue;
+            }
+        };
+        match Line::from_value(value) {
+            Ok(mut l) => {
                 // A file's `task` may be `@FILE`, as on the command line.
-                r.read_at_files();
-                requests.push((line, r));
+                l.request.read_at_files();
+                requests.push((line, l));
             }
             Err(e) => {
                 let path = e.path().to_string();
@@ -105,10 +115,10 @@ pub fn plan_tasks(
     plan_numbered(requests, errors, home, sys, group, hosts, "line")
 }
 
-/// Like [`plan_tasks`], for requests given one by one (an MCP `fanout` call's `tasks`):
+/// Like [`plan_tasks`], for lines given one by one (an MCP `fanout` call's `tasks`):
 /// errors name them `task N` (1-based), and [`Task::line`] is N.
 pub fn plan_requests(
-    requests: Vec<RunRequest>,
+    requests: Vec<Line>,
     home: &Home,
     sys: &dyn System,
     group: &str,
@@ -122,10 +132,10 @@ pub fn plan_requests(
     plan_numbered(numbered, Vec::new(), home, sys, group, hosts, "task")
 }
 
-/// Like [`plan_tasks`], for requests already read with their line numbers (what a driver
-/// of its own reads back).
+/// Like [`plan_tasks`], for lines already read with their numbers (what a driver of its own
+/// reads back; a host's check, whose lines have no queue fields: the queue is this side's).
 pub fn plan_lines(
-    requests: Vec<(usize, RunRequest)>,
+    requests: Vec<(usize, Line)>,
     home: &Home,
     sys: &dyn System,
     group: &str,
@@ -134,9 +144,9 @@ pub fn plan_lines(
     plan_numbered(requests, Vec::new(), home, sys, group, hosts, "line")
 }
 
-/// Plans numbered requests (`unit` N names each in errors), all or none.
+/// Plans numbered lines (`unit` N names each in errors), all or none.
 fn plan_numbered(
-    requests: Vec<(usize, RunRequest)>,
+    lines: Vec<(usize, Line)>,
     mut errors: Vec<String>,
     home: &Home,
     sys: &dyn System,
@@ -153,6 +163,14 @@ fn plan_numbered(
             Err(e) => errors.push(format!("hosts: {e}")),
         }
     }
+    let queues: Vec<(usize, &Queue)> = lines.iter().map(|(n, l)| (*n, &l.queue)).collect();
+    if let Err(bad) = super::queue::order(&queues, unit) {
+        errors.extend(bad.into_iter().map(|(n, e)| format!("{unit} {n}: {e}")));
+    }
+    let (requests, queues): (Vec<(usize, RunRequest)>, Vec<Queue>) = lines
+        .into_iter()
+        .map(|(n, l)| ((n, l.request), l.queue))
+        .unzip();
     // Explicit ids first, so a generated one never takes an id a later line asks for.
     let mut taken: HashMap<String, usize> = HashMap::new();
     for (line, r) in &requests {
@@ -173,7 +191,7 @@ fn plan_numbered(
         }
     };
     let mut tasks = Vec::with_capacity(requests.len());
-    for (line, r) in &requests {
+    for ((line, r), queue) in requests.iter().zip(queues) {
         let far = r.host.is_some() || !hosts.is_empty();
         let planned = if far {
             place_there(r, home, &taken, hosts).map_err(|e| format!("{unit} {line}: {e}"))
@@ -194,6 +212,7 @@ fn plan_numbered(
                     line: *line,
                     place,
                     request,
+                    queue,
                 });
             }
             Err(e) => errors.push(e),
@@ -335,6 +354,8 @@ fn json_message(e: &serde_json::Error) -> String {
     }
     match e.classify() {
         serde_json::error::Category::Eof => format!("{msg} (the line ends early)"),
+        // Read from a parsed value: no column to name (the path says where).
+        _ if e.line() == 0 => msg.to_owned(),
         _ => format!("{msg} (column {})", e.column()),
     }
 }
@@ -380,7 +401,7 @@ mod tests {
     #[test]
     fn json_values_are_numbered_as_tasks() {
         let (_d, h) = home();
-        let req = |v: serde_json::Value| serde_json::from_value::<RunRequest>(v).unwrap();
+        let req = |v: serde_json::Value| Line::from_value(v).unwrap();
         let ok = vec![
             req(serde_json::json!({"argv": ["true"], "run_id": "a"})),
             req(serde_json::json!({"argv": ["true"]})),

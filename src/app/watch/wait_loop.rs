@@ -7,11 +7,12 @@
 //!
 //!  ┌─► driver.settled(loop)  refill, copy, act on new interrupts ─── Break ─► Ended::Done
 //!  │        │
-//!  │   Waiter::next(earliest of deadline, heartbeat)     one poll(2) over every attempt
+//!  │   Waiter::next(earliest of deadline, heartbeat,     one poll(2) over every attempt
+//!  │                driver.wake_at)
 //!  │        ├ Finished / Changed ─► driver.seen(…) ─────────────────── Break ─► Ended::Done
 //!  │        │   then each event the waiter already knows (a past deadline: no sleep)
 //!  │        └ TimedOut: the deadline passed ─────────────────────────────► Ended::DeadlinePassed
-//!  │                    a beat is due ─► driver.seen(Beat)
+//!  │                    a beat is due ─► driver.seen(Beat); the driver's wake_at: settled
 //!  └────────┘
 //! ```
 //!
@@ -65,6 +66,11 @@ pub trait Driver {
     /// has been seen: refill, copy, act on interrupts. `Break` ends the loop.
     fn settled(&mut self, _wl: &mut WaitLoop) -> Result<ControlFlow<()>, Error> {
         Ok(ControlFlow::Continue(()))
+    }
+    /// When the loop must wake without an event (asked before each sleep): a driver's own
+    /// timer, e.g. a task that may start at a time. `settled` runs once it passed.
+    fn wake_at(&self) -> Option<Instant> {
+        None
     }
     /// One event. `Break` ends the loop.
     fn seen(&mut self, wl: &mut WaitLoop, seen: Seen) -> Result<ControlFlow<()>, Error>;
@@ -253,10 +259,10 @@ impl WaitLoop {
             if driver.settled(self)?.is_break() {
                 return Ok(Ended::Done);
             }
-            let wake_at = match (deadline, beat.map(|b| b.due)) {
-                (Some(d), Some(b)) => Some(d.min(b)),
-                (d, b) => d.or(b),
-            };
+            let wake_at = [deadline, beat.map(|b| b.due), driver.wake_at()]
+                .into_iter()
+                .flatten()
+                .min();
             let mut event = self.waiter.next(wake_at)?;
             loop {
                 let seen = match event {

@@ -314,7 +314,7 @@ impl Server {
                 "`concurrency` must be at least 1".into(),
             ));
         }
-        let requests: Vec<RunRequest> = a.tasks;
+        let requests = a.tasks;
         let home = self.home.clone();
         let reporter = call.reporter();
         // The group's driver is a run of its own: this call only starts it, and waits.

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
-use crate::app::{LogFile, RetryOptions, RunRequest};
+use crate::app::{LogFile, RetryOptions};
 use crate::envelope::RunState;
 use serde_json::Value;
 
@@ -157,9 +157,10 @@ pub struct ListArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FanoutArgs {
-    /// One request per run, with the fields of `run` (without `wait` and `max_wait`).
+    /// One request per run, with the fields of `run` (without `wait` and `max_wait`), and
+    /// the queue fields: `id`, `after`, `after_any`, `priority`, `start_after`, `start_at`.
     #[schemars(schema_with = "tasks_schema")]
-    pub tasks: Vec<RunRequest>,
+    pub tasks: Vec<crate::app::fanout::Line>,
     /// Run at most this many at once.
     #[schemars(range(min = 1), extend("default" = crate::app::fanout::DEFAULT_CONCURRENCY))]
     pub concurrency: Option<usize>,
@@ -264,9 +265,13 @@ const RUN_STATES: [&str; 7] = [
     "damaged",
 ];
 
+/// A task: a request's fields and the queue fields of a fan-out line.
 fn tasks_schema(g: &mut SchemaGenerator) -> Schema {
+    let mut item = request_schema(g).to_value();
+    let props = item["properties"].as_object_mut().expect("an object");
+    props.extend(crate::app::fanout::queue::properties());
     let mut s = json_schema!({"type": "array"});
-    s.insert("items".into(), request_schema(g).to_value());
+    s.insert("items".into(), item);
     s
 }
 
@@ -336,7 +341,7 @@ mod tests {
 
     #[test]
     fn a_task_is_text_even_when_it_begins_with_an_at() {
-        let r: RunRequest = serde_json::from_value(
+        let r: crate::app::RunRequest = serde_json::from_value(
             serde_json::json!({"agent": "pi", "task": "@alice asked: fix it"}),
         )
         .unwrap();
