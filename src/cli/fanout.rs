@@ -41,8 +41,13 @@ static AFTER_HELP: LazyLock<String> = LazyLock::new(|| {
     let text = format!(
         "Each line is a JSON object with the fields of `run`'s options: argv (a program and its \
          arguments) or agent with task (or task_file); of all: {}. Blank lines and lines \
-         starting with # are skipped.{REST}",
-        fields.join(", ")
+         starting with # are skipped. Queue fields (fan-out lines only): {}{REST}",
+        fields.join(", "),
+        crate::app::fanout::QUEUE_FIELDS
+            .iter()
+            .map(|(name, _, help)| format!("{name}: {help}"))
+            .collect::<Vec<_>>()
+            .join(" ")
     );
     textwrap_lines(&text)
 });

@@ -314,7 +314,18 @@ impl Server {
                 "`concurrency` must be at least 1".into(),
             ));
         }
-        let requests = a.tasks;
+        let mut requests = Vec::with_capacity(a.tasks.len());
+        for (i, t) in a.tasks.into_iter().enumerate() {
+            let l = crate::app::fanout::Line::from_value(t).map_err(|e| ToolError::Args {
+                tool: tools::FANOUT,
+                path: match e.path().to_string() {
+                    p if p == "." => format!("tasks[{i}]"),
+                    p => format!("tasks[{i}].{p}"),
+                },
+                source: e.into_inner(),
+            })?;
+            requests.push(l);
+        }
         let home = self.home.clone();
         let reporter = call.reporter();
         // The group's driver is a run of its own: this call only starts it, and waits.

@@ -160,7 +160,9 @@ pub struct FanoutArgs {
     /// One request per run, with the fields of `run` (without `wait` and `max_wait`), and
     /// the queue fields: `id`, `after`, `after_any`, `priority`, `start_after`, `start_at`.
     #[schemars(schema_with = "tasks_schema")]
-    pub tasks: Vec<crate::app::fanout::Line>,
+    // Read one by one (`app::fanout::Line::from_value`), so an error names the field inside
+    // the task (`tasks[1].sandbx`).
+    pub tasks: Vec<Value>,
     /// Run at most this many at once.
     #[schemars(range(min = 1), extend("default" = crate::app::fanout::DEFAULT_CONCURRENCY))]
     pub concurrency: Option<usize>,

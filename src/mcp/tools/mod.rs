@@ -468,6 +468,31 @@ mod tests {
         assert!(items.get("wait").is_none(), "{s:?}");
     }
 
+    /// A `fanout` task takes the queue fields, described for a model (no flags), and `run`
+    /// takes none of them.
+    #[test]
+    fn fanout_tasks_take_the_queue_fields_and_run_does_not() {
+        let s = schema::of::<FanoutArgs>();
+        let items = &s["properties"]["tasks"]["items"]["properties"];
+        let run = run_schema();
+        for (name, ..) in crate::app::fanout::QUEUE_FIELDS {
+            let d = items[name]["description"].as_str().unwrap_or_default();
+            assert!(!d.is_empty() && !d.contains("--"), "{name}: {d:?}");
+            assert!(run["properties"].get(name).is_none(), "run: {name}");
+        }
+        assert_eq!(items["after"]["items"]["type"], "string");
+        use crate::app::fanout::Line;
+        let l = Line::from_value(serde_json::json!(
+            {"argv": ["true"], "after": ["a"], "priority": 2, "start_after": "1s"}))
+        .unwrap();
+        assert_eq!(l.queue.after, ["a"]);
+        let bad = serde_json::json!({"argv": ["true"], "aftr": ["a"]});
+        assert_eq!(
+            Line::from_value(bad).unwrap_err().path().to_string(),
+            "aftr"
+        );
+    }
+
     /// Every field of the table is an argument of `run` and of a `fanout` task, and the
     /// server takes it: a field the tools lack fails here.
     #[test]
