@@ -50,6 +50,30 @@ use parser::CodexParser;
 
 pub struct CodexAdapter;
 
+/// What both of Codex's streams (exec's events, the app-server's notifications) count the
+/// same way: the usage, the turns, and whether the agent failed (its last turn failed, or an
+/// error came that no completed turn followed). Codex reports no cost.
+#[derive(Default)]
+struct Tally {
+    usage: Option<Usage>,
+    turns: u64,
+    turn_failed: bool,
+    pending_error: bool,
+}
+
+impl Tally {
+    fn figures(&self) -> Figures {
+        Figures {
+            usage: self.usage.clone(),
+            cost_usd: None,
+            turns: Some(self.turns),
+        }
+    }
+    fn model_error(&self) -> bool {
+        self.turn_failed || self.pending_error
+    }
+}
+
 /// Codex's token counts as the envelope's usage: its input count includes the cached part,
 /// the envelope's does not (as pi and Claude report it); the total is input and output.
 fn usage_of(

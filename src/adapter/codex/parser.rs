@@ -9,15 +9,10 @@ use super::*;
 #[derive(Default)]
 pub struct CodexParser {
     c: Common,
-    usage: Option<Usage>,
-    turns: u64,
+    t: super::Tally,
     /// Ids of tool items already counted (an item can be started and completed); a set, as a
     /// long session has tens of thousands.
     tool_items: std::collections::HashSet<String>,
-    /// The last turn failed.
-    turn_failed: bool,
-    /// An `error` event that no completed turn has followed yet.
-    pending_error: bool,
 }
 
 impl Grammar for CodexParser {
@@ -38,15 +33,11 @@ impl Grammar for CodexParser {
     }
 
     fn figures(&self) -> Figures {
-        Figures {
-            usage: self.usage.clone(),
-            cost_usd: None,
-            turns: Some(self.turns),
-        }
+        self.t.figures()
     }
 
     fn model_error(&self) -> bool {
-        self.turn_failed || self.pending_error
+        self.t.model_error()
     }
 }
 
@@ -66,23 +57,23 @@ impl CodexParser {
                 }
             }
             "turn.completed" => {
-                self.turns += 1;
-                self.turn_failed = false;
-                self.pending_error = false;
+                self.t.turns += 1;
+                self.t.turn_failed = false;
+                self.t.pending_error = false;
                 if let Some(u) = &ev.usage.0 {
                     self.add_usage(u);
                 }
                 self.mark_terminal(kind, &mut r);
             }
             "turn.failed" => {
-                self.turns += 1;
-                self.turn_failed = true;
+                self.t.turns += 1;
+                self.t.turn_failed = true;
                 let msg = ev.error.message.get().unwrap_or("turn failed");
                 self.error(msg, &mut r);
                 self.mark_terminal(kind, &mut r);
             }
             "error" => {
-                self.pending_error = true;
+                self.t.pending_error = true;
                 let msg = ev.message.get().unwrap_or("error");
                 // turn.failed usually repeats this message; show it once.
                 if mentions_context_overflow(msg) {
@@ -187,7 +178,7 @@ impl CodexParser {
             u.output_tokens.tolerant_u64(),
             u.cache_write_input_tokens.tolerant_u64(),
         );
-        let sum = self.usage.get_or_insert_with(Usage::default);
+        let sum = self.t.usage.get_or_insert_with(Usage::default);
         super::super::common::add_usage(sum, &turn);
     }
 

@@ -73,11 +73,8 @@ pub struct AppServerParser {
     /// Messages given before the first turn could take them (sent once it runs).
     early: Vec<Value>,
     messages: u64,
-    usage: Option<Usage>,
-    turns: u64,
+    t: super::Tally,
     tool_items: HashSet<String>,
-    turn_failed: bool,
-    pending_error: bool,
 }
 
 impl AppServerParser {
@@ -109,11 +106,8 @@ impl AppServerParser {
             asked: HashMap::new(),
             early: Vec::new(),
             messages: 0,
-            usage: None,
-            turns: 0,
+            t: super::Tally::default(),
             tool_items: HashSet::new(),
-            turn_failed: false,
-            pending_error: false,
         }
     }
 
@@ -246,7 +240,7 @@ impl AppServerParser {
             }
             "thread/tokenUsage/updated" => {
                 if let Some(t) = p.pointer("/tokenUsage/total") {
-                    self.usage = Some(usage_of(t));
+                    self.t.usage = Some(usage_of(t));
                 }
             }
             "error" => {
@@ -265,14 +259,14 @@ impl AppServerParser {
                     )));
                     return;
                 }
-                self.pending_error = true;
+                self.t.pending_error = true;
                 self.fail(msg, r);
             }
             "turn/completed" => {
                 let turn = p.get("turn").unwrap_or(&Value::Null);
                 match turn.get("status").and_then(Value::as_str) {
                     Some("failed") => {
-                        self.turn_failed = true;
+                        self.t.turn_failed = true;
                         let msg = turn
                             .pointer("/error/message")
                             .and_then(Value::as_str)
@@ -285,11 +279,11 @@ impl AppServerParser {
                         self.c.out.final_text = None;
                     }
                     _ => {
-                        self.turn_failed = false;
-                        self.pending_error = false;
+                        self.t.turn_failed = false;
+                        self.t.pending_error = false;
                     }
                 }
-                self.turns += 1;
+                self.t.turns += 1;
                 self.turn = None;
                 self.end_turn("turn/completed", r);
             }
@@ -411,14 +405,10 @@ impl Grammar for AppServerParser {
         Some(r)
     }
     fn figures(&self) -> Figures {
-        Figures {
-            usage: self.usage.clone(),
-            cost_usd: None,
-            turns: Some(self.turns),
-        }
+        self.t.figures()
     }
     fn model_error(&self) -> bool {
-        self.turn_failed || self.pending_error
+        self.t.model_error()
     }
     fn say(&mut self, what: Say<'_>) -> Option<Vec<u8>> {
         match what {
@@ -438,7 +428,7 @@ impl Grammar for AppServerParser {
                 let input = Self::input(t);
                 if self.turn.is_some() {
                     self.steer(input, &client)
-                } else if self.thread_id.is_some() && self.prompt.is_none() && self.turns > 0 {
+                } else if self.thread_id.is_some() && self.prompt.is_none() && self.t.turns > 0 {
                     self.turn_start(input, &client)
                 } else {
                     // The first turn is on its way: it takes the message once it runs.
