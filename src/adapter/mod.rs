@@ -66,6 +66,11 @@ pub fn is_json_line(line: &[u8]) -> bool {
 /// The type of subpane's own events in `events.jsonl` (what was said to the agent).
 pub const OWN_EVENT: &str = "subpane.input";
 
+/// Whether an event type is one of subpane's own (`subpane.`…): only subpane writes those.
+pub fn is_own_type(kind: &str) -> bool {
+    kind.starts_with("subpane.")
+}
+
 /// Whether a JSON line an agent wrote claims to be one of subpane's own events: such a line
 /// is never an event (it goes to `stdout.log`), so `events.jsonl` holds only subpane's.
 /// A fast look first: the bytes `subpane.` must be there at all.
@@ -80,7 +85,7 @@ pub fn is_own_event(line: &[u8]) -> bool {
     }
     common::from_line::<Typed<'_>>(line)
         .and_then(|t| t.kind)
-        .is_some_and(|k| k.starts_with("subpane."))
+        .is_some_and(|k| is_own_type(&k))
 }
 
 /// What happens to one stdout line.

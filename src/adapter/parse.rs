@@ -141,7 +141,7 @@ impl<G: Grammar> StreamParser for G {
         // line is parsed exactly once, by the hook that needs it; a line that fails that parse
         // takes the slow path, which says whether it was JSON at all.
         if let Some(kind) = leading_type(line) {
-            if kind.starts_with("subpane.") {
+            if super::is_own_type(kind) {
                 return LineResult::plain(line);
             }
             let r = if G::is_delta(kind) {
@@ -163,7 +163,7 @@ impl<G: Grammar> StreamParser for G {
         }
         let peeked = peek(line);
         let kind = match &peeked {
-            Peeked::Event(Some(k)) if k.starts_with("subpane.") => return LineResult::plain(line),
+            Peeked::Event(Some(k)) if super::is_own_type(k) => return LineResult::plain(line),
             Peeked::Event(Some(k)) => k.as_ref(),
             Peeked::Event(None) => return self.on_untyped(line).unwrap_or_else(LineResult::keep),
             _ => return not_an_event(line, &peeked),

@@ -857,9 +857,10 @@ fn send_gives_a_run_on_a_host_its_messages_there() {
     // A command cannot be interrupted: refused there, exit 2 here (the run goes on).
     let i = send(&["far-in", "--interrupt"]);
     assert_eq!(i.code, 2, "{i:?}");
-    assert!(i.stderr.contains("cannot interrupt"), "{i:?}");
-    // A text that starts with `-`, with spaces and quotes: one word there, intact.
-    let second = "-dash text, it's \"quoted\"";
+    assert!(i.stderr.contains("no turn to interrupt"), "{i:?}");
+    // A text that starts with `-`, with spaces, quotes and what a shell would expand: one
+    // word there, intact (data, never a command of the host's shell).
+    let second = "-dash text, it's \"quoted\" $(echo EXPANDED) `echo TICK` ; exit 7";
     let s = send(&["far-in", "--", second]);
     assert_eq!(s.code, 0, "{s:?}");
     assert!(s.stdout.contains("took message #2"), "{s:?}");

@@ -461,7 +461,10 @@ fn the_input_socket_is_private_and_refuses_a_client_that_claims_the_pane() {
             "{\"from\":\"cli\",\"text\":\"  \"}\n",
             "the message is empty",
         ),
-        ("{\"from\":\"cli\",\"interrupt\":true}\n", "no turn"),
+        (
+            "{\"from\":\"cli\",\"interrupt\":true}\n",
+            "a command has no turn to interrupt",
+        ),
     ] {
         let a = ask(line);
         assert_eq!(a["refused"], true, "{line}: {a}");
@@ -526,5 +529,54 @@ fn a_secret_in_a_message_is_masked_in_every_record() {
     let out = std::fs::read_to_string(env.attempt_dir("m", 1).join("stdout.log")).unwrap();
     assert_eq!(out, "got:use *** now\n");
     env.sp(["gc", "--older-than", "0s"]);
+    env.assert_no_leftovers();
+}
+
+/// A message the program never takes (it closed its stdin, then ends): `send` waits for the
+/// end and exits 1, saying so; the envelope counts it sent, not taken.
+#[test]
+fn a_message_the_program_never_takes_is_a_failure_of_send() {
+    let env = TestEnv::new();
+    let flag = env.root.path().join("go");
+    let script = format!(
+        "exec 0<&-; while [ ! -e {f} ]; do sleep 0.05; done",
+        f = crate::harness::shell_quote(flag.to_str().unwrap())
+    );
+    let r = env.sp([
+        "run", "--run-id", "nt", "--stdin", "pipe", "--detach", "--", "sh", "-c", &script,
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let sock = env.attempt_dir("nt", 1).join("input.sock");
+    wait_until("the input socket", || sock.exists().then_some(()));
+    let mut c = env.cmd();
+    c.args(["send", "nt", "hello?"]);
+    let child = c
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It waits: the program is alive and took nothing.
+    wait_until("the message's event", || {
+        (!said(&env, "nt").is_empty()).then_some(())
+    });
+    crate::harness::touch(&flag);
+    let s = crate::harness::wait_child_within(child, LIMIT, "send waits for the end");
+    assert_eq!(s.code, 1, "{s:?}");
+    assert!(
+        s.stderr.contains("ended before it took the message"),
+        "{s:?}"
+    );
+    let e = env
+        .sp_within(LIMIT, "the program ends", ["wait", "nt", "--json"])
+        .json();
+    assert_eq!(e["status"], "completed", "{e:#}");
+    assert_eq!(
+        (
+            e["input"]["messages"].as_u64(),
+            e["input"]["taken"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{e:#}"
+    );
     env.assert_no_leftovers();
 }

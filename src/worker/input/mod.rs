@@ -29,6 +29,8 @@
 mod clients;
 mod editor;
 mod serve;
+#[cfg(test)]
+mod tests;
 
 use clients::{Conn, answer, refused};
 
@@ -188,6 +190,8 @@ impl Input {
                     end: self.queued,
                 });
             }
+            // At once: the CLI waits for it (what the pipe does not take waits for POLLOUT).
+            self.write_out();
         }
     }
 
@@ -204,6 +208,12 @@ impl Input {
     /// When the input closes by itself (`--keep-open`).
     pub(crate) fn deadline(&self) -> Option<Instant> {
         self.close_at
+    }
+
+    /// Whether the program works in turns that end (an agent CLI's terminal events); a
+    /// command's input stays open until it exits.
+    fn has_turns(&self) -> bool {
+        self.adapter.expects_terminal_event()
     }
 
     /// Bytes the CLI's protocol answers with (a parser's `reply`), written in turn.
@@ -281,6 +291,11 @@ impl Input {
         parser: &mut dyn StreamParser,
     ) -> Vec<Said> {
         let mut said = Vec::new();
+        // Most wake-ups are the agent's output: nothing of the input's to do.
+        let quiet = !ready.pipe && !ready.listener && ready.conns.is_empty();
+        if quiet && self.conns.is_empty() {
+            return said;
+        }
         if ready.pipe {
             self.write_out();
         }
@@ -349,6 +364,12 @@ impl Input {
             if let Some(why) = self.closed {
                 return Err(why.to_owned());
             }
+            if w == Say::Interrupt && !self.has_turns() {
+                return Err(
+                    "a command has no turn to interrupt; send it a message, or cancel the run"
+                        .to_owned(),
+                );
+            }
             if w == Say::Interrupt && !self.turn_open {
                 return Err("no turn of the agent is under way to interrupt".to_owned());
             }
@@ -382,7 +403,7 @@ impl Input {
             .or_default() += 1;
         // A message comes before the input could close: it waits for its turn's end.
         self.close_at = None;
-        if !req.interrupt {
+        if !req.interrupt && self.has_turns() {
             self.turn_open = true;
         }
         let mut reply = reply;

@@ -45,7 +45,7 @@ impl crate::worker::run::Worker {
     /// A message or interrupt given to the agent: its event, and a line in the pane.
     fn record_said(&mut self, s: &Said) {
         let event = serde_json::json!({
-            "type": "subpane.input",
+            "type": crate::adapter::OWN_EVENT,
             "seq": s.seq,
             "from": s.from.as_str(),
             "at": crate::fresh::now_rfc3339(),
