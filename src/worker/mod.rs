@@ -8,7 +8,8 @@
 //!                  │   then the sandbox helper)                                 sandboxed.rs
 //!                  │  a thread: fsync the launch records (spec.json, run.json, …)    run.rs
 //!                  │    5 s in, or right after result.json when that comes first
-//!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;            stream.rs
+//!                  │  poll(2): stdout pipe, stderr pipe, signalfd, pane fd;      poll.rs
+//!                  │           (the filter of stdout and stderr:                 stream.rs)
 //!                  │           timeout = the stop machine's next deadline
 //!                  │    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane
 //!                  │    stderr ─► stderr.log, pane        (logs: logfile.rs, losses counted)
@@ -50,6 +51,7 @@ mod logfile;
 mod nest;
 mod not_started;
 mod pane;
+mod poll;
 mod progress;
 mod render;
 mod run;

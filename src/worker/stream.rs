@@ -1,13 +1,10 @@
-//! The poll loop, and the agent's stdout and stderr through the filter.
+//! The agent's stdout and stderr through the filter (the poll loop that reads them is
+//! `poll.rs`).
 //!
 //! ```text
-//!  poll(2): signalfd, stdout, stderr, pane (when it has something to write), the request
-//!           socket of nested runs, the parent's worker (a run from a sandbox)
-//!           timeout = the machine's one next deadline (no timer of our own)
-//!    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane   ┐ Output,
-//!    stderr ─► stderr.log, tail for the adapter, LineSplitter ─► pane       ┘ TerminalSeen
-//!    signals ─► reap (AgentExited), cancel, pane closed
-//!    then: flush the logs, progress.json when due (progress.rs), one pane write, Tick
+//!    stdout ─► LineSplitter ─► adapter ─► events.jsonl / stdout.log, pane   ┐ Seen: output,
+//!    stderr ─► stderr.log, tail for the adapter, LineSplitter ─► pane       ┘ a turn's end,
+//!    then: flush the logs, progress.json when due (progress.rs)               taken, replies
 //! ```
 //!
 //! Common pitfalls:
@@ -17,19 +14,14 @@
 //! * The logs are flushed every wake-up, so `logs -f` stays live within a poll.
 
 use std::io::Read;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::process::{ChildStderr, ChildStdout};
 use std::time::Instant;
-
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::signal::Signal;
 
 use super::lines::{LineSplitter, MAX_LINE, Piece};
 use super::logfile::{LogFile, Lost};
 use super::pane::{Pane, Style};
 use super::progress::Tracker;
-use super::run::Worker;
-use super::stop::Event;
 use crate::adapter::{AgentReport, LineAction, StreamParser};
 use crate::envelope::Budget;
 use crate::envelope::FilterCounts;
@@ -69,29 +61,17 @@ struct Filter {
     budget_hit: Option<crate::envelope::BudgetHit>,
 }
 
-/// What one poll(2) found ready: the program's stdout and stderr, the signalfd, the request
-/// socket of nested runs, the parent's worker (it has exited).
-#[derive(Default)]
-struct Ready {
-    out: bool,
-    err: bool,
-    signals: bool,
-    nest: bool,
-    parent: bool,
-    input: super::input::InputReady,
-}
-
 /// What one wake-up's reads saw.
 #[derive(Default)]
-struct Seen {
-    output: bool,
-    terminal: bool,
+pub(super) struct Seen {
+    pub(super) output: bool,
+    pub(super) terminal: bool,
     /// The usage crossed a limit of the budget (the first time).
-    budget: bool,
+    pub(super) budget: bool,
     /// What the lines said the agent took, in order.
-    taken: Vec<crate::adapter::Took>,
+    pub(super) taken: Vec<crate::adapter::Took>,
     /// What the lines answer on the agent's stdin (its input mode's protocol), in order.
-    replies: Vec<Vec<u8>>,
+    pub(super) replies: Vec<Vec<u8>>,
 }
 
 impl Stream {
@@ -154,6 +134,15 @@ impl Stream {
         }
         self.out = out;
         self.err = err;
+    }
+
+    /// The program's stdout and stderr, while open, for the poll set.
+    pub(super) fn pipe_fds(&self) -> (Option<BorrowedFd<'_>>, Option<BorrowedFd<'_>>) {
+        use std::os::fd::AsFd;
+        (
+            self.out.as_ref().map(|o| o.as_fd()),
+            self.err.as_ref().map(|e| e.as_fd()),
+        )
     }
 
     /// Both pipes are closed (EOF, an error, or given up on).
@@ -259,7 +248,7 @@ impl Stream {
     }
 
     /// Reads what stdout has now, up to the budget; drops the pipe at EOF.
-    fn read_stdout(
+    pub(super) fn read_stdout(
         &mut self,
         buf: &mut [u8],
         pane: &mut Pane,
@@ -300,7 +289,7 @@ impl Stream {
     }
 
     /// Reads what stderr has now; drops the pipe at EOF.
-    fn read_stderr(&mut self, buf: &mut [u8], pane: &mut Pane, seen: &mut Seen) {
+    pub(super) fn read_stderr(&mut self, buf: &mut [u8], pane: &mut Pane, seen: &mut Seen) {
         let Some(pipe) = self.err.as_mut() else {
             return;
         };
@@ -423,176 +412,6 @@ impl Filter {
                 seen.terminal |= r.terminal || r.turn_end;
                 seen.taken.extend(r.taken);
                 seen.replies.extend(r.reply);
-            }
-        }
-    }
-}
-
-impl Worker {
-    /// The poll loop: runs until the machine says the agent exited and its pipes closed.
-    pub(crate) fn stream(&mut self) {
-        let mut buf = vec![0u8; 256 * 1024];
-        while !self.life.done() {
-            let input_due = self.input.as_ref().and_then(|i| {
-                [i.deadline(), i.conn_deadline()]
-                    .into_iter()
-                    .flatten()
-                    .min()
-            });
-            let next = [
-                self.life.next_deadline(),
-                self.stream.progress_due(),
-                input_due,
-            ]
-            .into_iter()
-            .flatten()
-            .min();
-            let timeout = match next {
-                None => PollTimeout::NONE,
-                Some(t) => {
-                    let ms = t.saturating_duration_since(Instant::now()).as_millis();
-                    // Round up so we do not wake a hair early and spin.
-                    PollTimeout::try_from((ms + 1).min(i32::MAX as u128) as i32)
-                        .unwrap_or(PollTimeout::MAX)
-                }
-            };
-            let Some(ready) = self.wait(timeout) else {
-                break;
-            };
-            if ready.nest {
-                self.serve_nest();
-            }
-            if ready.parent {
-                self.parent_ended();
-            }
-            self.serve_input(&ready.input, Instant::now());
-            // A new window for the pane before what this wake-up reads, not after it: a line
-            // read after a quiet spell must not be judged by the budget of a window long over.
-            self.pane.tick(Instant::now());
-            let mut seen = Seen::default();
-            let s = &mut self.stream;
-            if ready.out {
-                s.read_stdout(&mut buf, &mut self.pane, &mut self.facts.filter, &mut seen);
-            }
-            if ready.err {
-                s.read_stderr(&mut buf, &mut self.pane, &mut seen);
-            }
-            s.flush();
-            let now = Instant::now();
-            s.write_progress(now, &self.paths);
-            if seen.output || s.closed() {
-                if seen.output {
-                    self.feed(Event::Output, now);
-                }
-                if seen.budget {
-                    self.feed(Event::BudgetCrossed, now);
-                }
-                if let Some(i) = self.input.as_mut() {
-                    for r in seen.replies.drain(..) {
-                        i.reply(&r);
-                    }
-                    for t in seen.taken.drain(..) {
-                        i.took(t);
-                    }
-                }
-                if seen.terminal {
-                    self.turn_ended(now);
-                }
-                if self.stream.closed() {
-                    self.feed(Event::PipesClosed, now);
-                }
-            }
-            if ready.signals {
-                self.handle_signals();
-            }
-            // One write per wake-up, not one per line: under a flood each write to the pane
-            // also costs the tmux server a wake-up and a parse.
-            self.input_tick(Instant::now());
-            self.pane.flush();
-            self.feed(Event::Tick, Instant::now());
-        }
-        self.end_input("the agent ended");
-    }
-
-    /// One poll(2); what is ready. `None` on an error that would repeat (EINTR counts as a
-    /// wake-up with nothing ready).
-    fn wait(&self, timeout: PollTimeout) -> Option<Ready> {
-        // SAFETY: fd 1 stays open for the life of the process.
-        let pane_b = unsafe { BorrowedFd::borrow_raw(self.pane.fd()) };
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(6);
-        fds.push(PollFd::new(self.sfd.as_fd(), PollFlags::POLLIN));
-        let oi = self.stream.out.as_ref().map(|o| {
-            fds.push(PollFd::new(o.as_fd(), PollFlags::POLLIN));
-            fds.len() - 1
-        });
-        let ei = self.stream.err.as_ref().map(|e| {
-            fds.push(PollFd::new(e.as_fd(), PollFlags::POLLIN));
-            fds.len() - 1
-        });
-        let ni = self.nest_listener.as_ref().map(|l| {
-            fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
-            fds.len() - 1
-        });
-        let pi = self.parent.as_ref().map(|p| {
-            fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
-            fds.len() - 1
-        });
-        if self.pane.wants_write() {
-            fds.push(PollFd::new(pane_b, PollFlags::POLLOUT));
-        }
-        // SAFETY: fd 0 (the pane's terminal) stays open for the life of the process.
-        let keys = self
-            .pane
-            .takes_keys()
-            .then(|| unsafe { BorrowedFd::borrow_raw(0) });
-        let input_slots = self
-            .input
-            .as_ref()
-            .map(|i| i.poll_fds(&mut fds, keys))
-            .unwrap_or_default();
-        match poll(&mut fds, timeout) {
-            Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => return Some(Ready::default()),
-            Err(_) => return None,
-        }
-        let ready =
-            |i: Option<usize>| i.is_some_and(|i| fds[i].revents().is_some_and(|r| !r.is_empty()));
-        Some(Ready {
-            out: ready(oi),
-            err: ready(ei),
-            signals: ready(Some(0)),
-            nest: ready(ni),
-            parent: ready(pi),
-            input: super::input::Input::ready(&input_slots, &fds),
-        })
-    }
-
-    pub(crate) fn handle_signals(&mut self) {
-        while let Ok(Some(info)) = self.sfd.read_signal() {
-            match Signal::try_from(info.ssi_signo as i32) {
-                // The only place that reaps while the agent may be alive.
-                Ok(Signal::SIGCHLD) => {
-                    self.reap_now();
-                }
-                Ok(Signal::SIGUSR1) => self.cancel_requested(true),
-                Ok(Signal::SIGINT) => self.interrupt_from_pane(Instant::now()),
-                Ok(sig @ (Signal::SIGTERM | Signal::SIGQUIT)) => {
-                    if self.cancelled_by.is_none() {
-                        let origin = crate::envelope::CancelOrigin::Signal;
-                        self.cancelled_by =
-                            Some((origin, format!("{} ({})", origin.words(), sig.as_str())));
-                    }
-                    self.cancel_requested(false)
-                }
-                Ok(Signal::SIGWINCH) => {
-                    self.pane.resized();
-                    self.draw_input_line();
-                }
-                Ok(Signal::SIGHUP) => {
-                    self.pane.set_dead();
-                    self.feed(Event::PaneClosed, Instant::now());
-                }
-                _ => {}
             }
         }
     }
