@@ -38,20 +38,23 @@
 //! * A skipped task never had a run: its `attempt_dir` is `null`, and nothing on disk knows
 //!   it. Only this report does.
 
+mod adopt;
 mod budget;
+pub mod control;
 mod detached;
 mod events;
 mod far;
 pub mod queue;
 mod refill;
+pub mod revive;
 mod stop;
 mod tasks;
 mod usage;
 
 pub use budget::GroupBudget;
 pub use detached::{
-    DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, group_record, group_report,
-    is_driver, read_driver_input,
+    DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, driver_tasks, group_record,
+    group_report, is_driver, read_driver_input,
 };
 pub use events::{Event, Progress, StopReason};
 pub use queue::{Line, QUEUE_FIELDS, Queue};
@@ -59,7 +62,7 @@ pub use tasks::{Place, Task, new_group_id, plan_lines, plan_requests, plan_tasks
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::ControlFlow;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::wait_loop::{Driver, Interrupter, Seen, WaitLoop, done_when};
 use super::{Error, Plan, RunRequest, Started, start_many};
@@ -116,7 +119,7 @@ impl Options {
             .iter()
             .map(|t| match &t.place {
                 Place::Here(p) => (t.line, Some(p.spec.agent), p.spec.limits.price.is_some()),
-                Place::Host(_) | Place::AnyHost => {
+                Place::Host(_) | Place::AnyHost | Place::Started(_) => {
                     (t.line, t.request.agent, t.request.price.is_some())
                 }
             })
@@ -140,6 +143,8 @@ enum Phase {
         run: Option<Box<crate::hosts::remote::RemoteRun>>,
     },
     Done(FanoutTask),
+    /// Its run exists already (a driver started again): adopted as the loop starts.
+    Adopt(adopt::Existing),
 }
 
 struct Slot {
@@ -151,6 +156,9 @@ struct Slot {
     state: Phase,
     /// How often its run waited for a usage limit to reset (`--on-usage-limit wait`).
     waited: u32,
+    /// Whether its run was asked to stop (SIGSTOP) by the group's pause; `None`: not known
+    /// (adopted), so the first control sets it either way.
+    stopped: Option<bool>,
 }
 
 /// A task waits for its usage limit to reset at most this often; then it ends as the limit
@@ -183,8 +191,19 @@ struct State<'h> {
     t0: Instant,
     /// Each task's dependencies and priority (queue.rs).
     order: queue::Order,
-    /// When each task may start at the earliest (from `order`, once `t0` is known).
-    not_before: Vec<Option<Instant>>,
+    /// When the fan-out started: `start_after` counts from it (a detached group's record,
+    /// so a driver started again keeps it).
+    anchor: SystemTime,
+    /// The group's controls (control.rs); with `records`, read from the group's directory.
+    control: control::Control,
+    records: Option<Records>,
+}
+
+/// A detached group's directory, watched by its driver.
+struct Records {
+    id: crate::spec::RunId,
+    dir: std::path::PathBuf,
+    token: Option<Token>,
 }
 
 impl<'h> Fanout<'h> {
@@ -213,12 +232,17 @@ impl<'h> Fanout<'h> {
                 run_id: t.run_id().to_owned(),
                 what: t.what(),
                 waited: 0,
+                stopped: Some(false),
                 state: match t.place {
                     Place::Here(p) => Phase::Queued(p),
                     Place::Host(h) => Phase::QueuedThere(Box::new(t.request), Some(h)),
                     Place::AnyHost => Phase::QueuedThere(Box::new(t.request), None),
+                    Place::Started(e) => Phase::Adopt(e),
                 },
             })
+            .collect();
+        let queue: VecDeque<usize> = (0..slots.len())
+            .filter(|&i| !matches!(slots[i].state, Phase::Adopt(_)))
             .collect();
         let mut wl = WaitLoop::new()?;
         let spent = budget::Spent::new(&group, opts.budget);
@@ -229,11 +253,11 @@ impl<'h> Fanout<'h> {
                 far: far::Far::new(home, &wl),
                 home,
                 group,
-                queue: (0..slots.len()).collect(),
                 progress: Progress {
-                    queued: slots.len(),
+                    queued: queue.len(),
                     ..Progress::default()
                 },
+                queue,
                 slots,
                 running: HashMap::new(),
                 interrupts_seen: 0,
@@ -241,12 +265,30 @@ impl<'h> Fanout<'h> {
                 spent,
                 over_budget: None,
                 t0: Instant::now(),
-                not_before: Vec::new(),
+                anchor: SystemTime::now(),
+                control: control::Control::default(),
+                records: None,
                 order,
                 opts,
             },
             wl,
         })
+    }
+
+    /// The fan-out of a detached group, recorded in `dir` (`groups/<G>`), which was given
+    /// at `anchor` (its record's `created_at`): its controls are read from there as they
+    /// change, and its driver closes the group as it ends by itself.
+    pub fn recorded(mut self, dir: &std::path::Path, anchor: SystemTime) -> Result<Self, Error> {
+        let id = crate::spec::RunId::parse(&self.state.group)?;
+        let token = self.wl.watch_dir(dir)?;
+        let s = &mut self.state;
+        s.anchor = anchor;
+        s.records = Some(Records {
+            id,
+            dir: dir.to_path_buf(),
+            token: Some(token),
+        });
+        Ok(self)
     }
 
     /// The first interrupt stops the fan-out and cancels what runs; later ones kill what runs.
@@ -262,13 +304,13 @@ impl<'h> Fanout<'h> {
     ) -> Result<FanoutReport, Error> {
         let Fanout { mut wl, mut state } = self;
         state.t0 = Instant::now();
-        let t0 = state.t0;
-        state.not_before = state
-            .order
-            .not_before
-            .iter()
-            .map(|n| n.map(|n| n.instant(t0)))
-            .collect();
+        if state.records.is_none() {
+            state.anchor = SystemTime::now();
+        }
+        // The group's controls before anything starts (a group paused before its driver
+        // ran, or a driver started again), then the runs an earlier driver started.
+        state.take_control(on_event);
+        state.adopt(&mut wl, on_event);
         let tick = state.opts.tick;
         wl.run(
             None,
@@ -317,11 +359,15 @@ impl Driver for Drive<'_, '_> {
         // once, and no end would come to refill them (and its dependants are due now).
         loop {
             s.skip_blocked(self.on_event);
-            if s.stopping || s.queue.is_empty() || s.fill(wl, self.on_event) == 0 {
+            if s.stopping
+                || s.control.paused
+                || s.queue.is_empty()
+                || s.fill(wl, self.on_event) == 0
+            {
                 break;
             }
         }
-        if s.running.is_empty() && s.far.is_empty() && !s.queue.is_empty() {
+        if s.running.is_empty() && s.far.is_empty() && !s.queue.is_empty() && !s.control.paused {
             // Nothing runs to end and free a task: only a time can (or nothing, never).
             if s.next_start().is_none() {
                 s.skip_queued(self.on_event);
@@ -343,6 +389,9 @@ impl Driver for Drive<'_, '_> {
                 self.state.handle(token, &envelope, wl, self.on_event)
             }
             Seen::Beat => self.state.emit(&Event::Tick, self.on_event),
+            Seen::Changed(token) if self.state.is_records(token) => {
+                self.state.take_control(self.on_event)
+            }
             Seen::Changed(token) => self.state.progressed(token, self.on_event),
             // No envelope will come: the fan-out ends with the error (its other tasks go on,
             // and `wait --group` finds them).
@@ -494,5 +543,6 @@ fn skipped(line: usize, _planned_id: String, what: String) -> FanoutTask {
         attempt_dir: None,
         what,
         error: None,
+        waiting: None,
     }
 }

@@ -57,6 +57,18 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
                 env.run_id,
                 env.status.as_str()
             );
+            // The driver of a group that died with work left: stop the group, as it would.
+            if f.record.labels.contains_key(app::fanout::DRIVER_LABEL)
+                && app::fanout::revive::is_open(home, &f.spec.run_id)
+            {
+                let n = app::fanout::revive::stop_dead(home, f.spec.run_id.as_str())?;
+                eprintln!(
+                    "subpane: group {}: its driver had died; its queued tasks will not start, \
+                     {n} running task{} cancelled",
+                    f.spec.run_id,
+                    if n == 1 { "" } else { "s" }
+                );
+            }
             if a.json {
                 print_json(&env);
             }

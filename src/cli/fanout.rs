@@ -16,9 +16,10 @@ use super::common::{print, print_json};
 
 use super::interrupt;
 use crate::app::RealSystem;
+use crate::app::fanout::revive::close;
 use crate::app::fanout::{
     DEFAULT_CONCURRENCY, Event, Fanout, GroupBudget, OnUsageLimit, Options, Progress, StopReason,
-    detach, new_group_id, plan_lines, plan_tasks, read_driver_input,
+    detach, driver_tasks, group_record, new_group_id, plan_tasks,
 };
 use crate::envelope::{FailureKind, FanoutReport};
 use crate::store::Home;
@@ -101,7 +102,7 @@ fn textwrap_lines(text: &str) -> String {
 #[command(after_help = AFTER_HELP.as_str())]
 pub struct FanoutArgs {
     /// A file of tasks, one JSON object per line, or - to read them from stdin
-    #[arg(value_name = "FILE|-", required_unless_present = "driver")]
+    #[arg(value_name = "FILE|-", required_unless_present_any = ["driver", "resume_group"])]
     pub file: Option<PathBuf>,
     /// Run at most N tasks at once in each place: here, and on each host
     #[arg(long, value_name = "N", default_value_t = DEFAULT_CONCURRENCY,
@@ -146,26 +147,28 @@ pub struct FanoutArgs {
     /// `subpane cancel GROUP`
     #[arg(long)]
     pub detach: bool,
+    /// Drive detached group G again if its driver died with tasks left (killed, its pane
+    /// gone): a new driver carries on from the records; the runs started go on as they are,
+    /// and none starts twice. Any later subpane command does this too, as it sees the death
+    #[arg(long, value_name = "G", conflicts_with_all = ["file", "detach", "driver"],
+          add = super::docs::group_candidates())]
+    pub resume_group: Option<String>,
     /// Drive the group recorded in this directory (internal: the driver of --detach)
     #[arg(long, hide = true, value_name = "DIR", conflicts_with_all = ["file", "detach"])]
     pub driver: Option<PathBuf>,
 }
 
 pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
+    if let Some(g) = &a.resume_group {
+        return resume_group(home, g, a.json);
+    }
     let tty = std::io::stderr().is_terminal();
     let (group, tasks, name, mut opts) = match &a.driver {
         Some(dir) => {
-            let (record, requests) = read_driver_input(dir)?;
-            let tasks = plan_lines(requests, home, &RealSystem, &record.group, &record.hosts)?;
-            let opts = Options {
-                concurrency: record.concurrency,
-                fail_fast: record.fail_fast,
-                cancel_siblings: record.cancel_siblings,
-                tick: None,
-                hosts: record.hosts.clone(),
-                budget: record.budget,
-                on_usage_limit: record.on_usage_limit,
-            };
+            // Whatever stops it here is an end of its own: the group is closed, never
+            // started again (revive.rs).
+            let (record, tasks) = driver_tasks(home, dir).inspect_err(|_| close(dir))?;
+            let opts = record.options();
             (
                 record.group,
                 tasks,
@@ -225,7 +228,15 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
     // Before the first start: a Ctrl-C during the starts must queue, not kill us half-way.
     interrupt::block();
     let concurrency = opts.concurrency;
-    let fan = Fanout::new(home, group.clone(), tasks, opts)?;
+    let fan = match &a.driver {
+        Some(dir) => Fanout::new(home, group.clone(), tasks, opts)
+            .and_then(|f| {
+                let anchor = group_record(home, &group).map(|r| r.anchor());
+                f.recorded(dir, anchor.unwrap_or_else(std::time::SystemTime::now))
+            })
+            .inspect_err(|_| close(dir))?,
+        None => Fanout::new(home, group.clone(), tasks, opts)?,
+    };
     let stop = fan.interrupter();
     interrupt::on_interrupt(move |n| {
         if n == 1 {
@@ -243,7 +254,12 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
         );
     }
     let mut line = ProgressLine { tty, drawn: false };
-    let report = fan.run(&mut |ev, p| line.event(ev, p, total))?;
+    let report = fan.run(&mut |ev, p| line.event(ev, p, total));
+    if let Some(dir) = &a.driver {
+        // It ended by itself (even with an error): nothing to start again.
+        close(dir);
+    }
+    let report = report?;
     line.clear();
     if a.json {
         print_json(&report);
@@ -251,6 +267,40 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
         print(&table(&report));
     }
     Ok(report.summary.exit_code)
+}
+
+/// `--resume-group G`: its driver again, if it died with work left.
+fn resume_group(home: &Home, g: &str, json: bool) -> Result<i32, CliError> {
+    use crate::app::fanout::revive;
+    let g = crate::app::resolve_group(home, g)?;
+    let id = crate::spec::RunId::parse(&g).map_err(crate::app::Error::from)?;
+    if group_record(home, &g).is_none() {
+        return Err(crate::app::Error::invalid(format!(
+            "group {g} was driven by the fan-out that started it, which is no run of its own: \
+             there is no driver to start again; `subpane ls --group {g}` shows its runs"
+        ))
+        .into());
+    }
+    if !revive::is_open(home, &id) {
+        return Err(crate::app::Error::invalid(format!(
+            "group {g} has ended (its driver ended by itself): nothing is left to drive; \
+             `subpane wait --group {g}` answers its tasks"
+        ))
+        .into());
+    }
+    let attempt = match revive::revive_one(home, &id) {
+        Some(r) => r.outcome?,
+        // Its driver runs (the check at the start of this command may have started it).
+        None => crate::app::find_run(home, &g, None)?.spec.attempt,
+    };
+    eprintln!(
+        "subpane: group {g} is driven by run {g}, attempt {attempt} (watch: subpane attach {g}; \
+         wait: subpane wait --group {g})"
+    );
+    if json {
+        print_json(&serde_json::json!({"group": g, "driver_attempt": attempt}));
+    }
+    Ok(crate::exit_code::COMPLETED)
 }
 
 /// The tasks' text, and how to name where it came from.

@@ -11,6 +11,7 @@ mod docs;
 mod error;
 mod fanout;
 mod gc;
+mod group;
 mod hint;
 mod hosts;
 pub(crate) mod human;
@@ -83,6 +84,9 @@ pub enum Command {
     Cancel(cancel::CancelArgs),
     /// Give a running agent a user message (or --interrupt its turn), as its CLI's input
     Send(send::SendArgs),
+    /// Show a detached fan-out group's tasks and why each queued one waits; change its
+    /// --concurrency
+    Group(group::GroupArgs),
     /// Attach this terminal to a run's tmux pane (detach with Ctrl-b d)
     Attach(attach::AttachArgs),
     /// List runs, newest first
@@ -268,6 +272,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         };
     }
     let home = crate::store::Home::resolve(cli.home.as_deref()).map_err(CliError::Home)?;
+    revive_groups(&home, &cli.command);
     match cli.command {
         Command::Run(a) => run::run(&home, *a),
         Command::Retry(a) => retry::retry(&home, a),
@@ -277,6 +282,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Logs(a) => logs::logs(&home, a),
         Command::Cancel(a) => cancel::cancel(&home, a),
         Command::Send(a) => send::send(&home, a),
+        Command::Group(a) => group::group(&home, a),
         Command::Attach(a) => attach::attach(&home, a),
         Command::Ls(a) => ls::ls(&home, a),
         Command::Top(a) => top::top(&home, a),
@@ -324,5 +330,44 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         | Command::Nest { .. }
         | Command::Completions(_)
         | Command::Man(_) => unreachable!("handled above"),
+    }
+}
+
+/// A detached group whose driver died with work left is driven again by the next command
+/// that sees it (app::fanout::revive): every verb a person or a parent agent runs, but the
+/// internal ones (a driver, a host's side of a call) and `cancel` of a group's driver (it
+/// stops the group instead). What was started is said on stderr.
+fn revive_groups(home: &crate::store::Home, command: &Command) {
+    let except = match command {
+        Command::Run(_)
+        | Command::Retry(_)
+        | Command::Status(_)
+        | Command::Wait(_)
+        | Command::Logs(_)
+        | Command::Send(_)
+        | Command::Group(_)
+        | Command::Attach(_)
+        | Command::Ls(_)
+        | Command::Top(_)
+        | Command::Gc(_)
+        | Command::Hosts(_)
+        | Command::Mcp(_) => Vec::new(),
+        Command::Fanout(a) if a.driver.is_none() => Vec::new(),
+        Command::Cancel(a) => crate::app::find_run(home, &a.run, None)
+            .map(|f| vec![f.spec.run_id.to_string()])
+            .unwrap_or_default(),
+        _ => return,
+    };
+    for r in crate::app::fanout::revive::revive(home, &except) {
+        match r.outcome {
+            Ok(n) => eprintln!(
+                "subpane: group {}: its driver had died; driving it again (run {}, attempt {n})",
+                r.group, r.group
+            ),
+            Err(e) => eprintln!(
+                "subpane: warning: group {}: its driver had died and cannot be started again: {e}",
+                r.group
+            ),
+        }
     }
 }

@@ -75,6 +75,11 @@ pub fn rows(tasks: &[FanoutTask], lines: bool) -> String {
 fn status_words(t: &FanoutTask) -> String {
     match t.status {
         TaskStatus::Failed => failure_words(t.failure_kind, t.exit_code),
+        TaskStatus::Queued if t.waiting.is_some() => t
+            .waiting
+            .as_ref()
+            .map(|w| format!("queued ({})", w.words()))
+            .unwrap_or_default(),
         s => s.as_str().to_owned(),
     }
 }
@@ -151,6 +156,7 @@ mod tests {
             attempt_dir: None,
             what: format!("job {id}"),
             error: None,
+            waiting: None,
         }
     }
 

@@ -249,6 +249,7 @@ fn runs_table(shown: &[&RunAnswer], group: Option<&str>) -> String {
                 attempt_dir: Some(r.paths.dir().to_path_buf()),
                 what: r.what.clone(),
                 error: None,
+                waiting: None,
             };
             if let AttemptStatus::Finished(env) = &r.status {
                 t.status = env.status.into();

@@ -359,6 +359,50 @@ pub struct FanoutTask {
     /// The command line or the start of the task, one line made safe for a terminal.
     pub what: String,
     pub error: Option<String>,
+    /// Why it has not started yet: only for a `queued` task of a group whose driver runs on
+    /// its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<QueueWait>,
+}
+
+/// Why a fan-out task that has not started waits (`ls --group`, `wait --group`, MCP).
+///
+/// ```json
+/// {"reason": "dependency", "on": ["plan"]}   {"reason": "delayed", "until": "2026-12-07T10:00:00.000Z"}
+/// {"reason": "paused"}                       {"reason": "concurrency", "limit": 4}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum QueueWait {
+    /// For the tasks its `after` / `after_any` name (their ids) to end.
+    Dependency { on: Vec<String> },
+    /// For its start time (`start_after`, `start_at`), RFC 3339 UTC.
+    Delayed { until: String },
+    /// Its group is paused (`subpane pause --group`).
+    Paused,
+    /// For a free slot: its group runs at most `limit` tasks at once.
+    Concurrency { limit: usize },
+}
+
+impl QueueWait {
+    /// For people: `after plan`, `until 14:05`, `paused`, `concurrency 4`.
+    pub fn words(&self) -> String {
+        match self {
+            QueueWait::Dependency { on } => format!("after {}", on.join(", ")),
+            QueueWait::Delayed { until } => {
+                let at = crate::spec::StartAt {
+                    at: until.clone(),
+                    why: String::new(),
+                };
+                match at.instant() {
+                    Some(t) => format!("until {}", crate::fresh::local_hh_mm(t)),
+                    None => format!("until {until}"),
+                }
+            }
+            QueueWait::Paused => "paused".into(),
+            QueueWait::Concurrency { limit } => format!("concurrency {limit}"),
+        }
+    }
 }
 
 impl FanoutTask {
@@ -516,6 +560,7 @@ mod tests {
             attempt_dir: None,
             what: "true".into(),
             error: None,
+            waiting: None,
         };
         let r = FanoutReport::new(
             "g-1".into(),

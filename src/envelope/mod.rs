@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 pub use answers::{
     CancelRequested, DamagedRun, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus,
-    RunRow, RunState, STATUS_SCHEMA, SlurmJob, Started, StatusDoc, TaskStatus,
+    QueueWait, RunRow, RunState, STATUS_SCHEMA, SlurmJob, Started, StatusDoc, TaskStatus,
 };
 pub(crate) use budget::{Budget, costed};
 pub use budget::{BudgetHit, BudgetLimit, BudgetUsage};

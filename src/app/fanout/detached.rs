@@ -178,8 +178,8 @@ pub fn read_driver_input(
         path: path.clone(),
         source,
     })?;
-    // One-shot, like an attempt's environment file: the values in it go no further.
-    let _ = std::fs::remove_file(&path);
+    // Kept while the group is open (a driver started again reads it); removed as the
+    // driver ends by itself (revive.rs), with the values of `env` in it.
     let mut requests = Vec::new();
     for l in text.lines().filter(|l| !l.trim().is_empty()) {
         let n: NumberedRequest = serde_json::from_str(l).map_err(|e| Error::Damaged {
@@ -201,6 +201,52 @@ pub fn read_driver_input(
         ));
     }
     Ok((record, requests))
+}
+
+impl GroupRecord {
+    /// The fan-out's options, as given.
+    pub fn options(&self) -> Options {
+        Options {
+            concurrency: self.concurrency,
+            fail_fast: self.fail_fast,
+            cancel_siblings: self.cancel_siblings,
+            tick: None,
+            hosts: self.hosts.clone(),
+            budget: self.budget,
+            on_usage_limit: self.on_usage_limit,
+        }
+    }
+
+    /// When the fan-out was given: what `start_after` counts from.
+    pub fn anchor(&self) -> std::time::SystemTime {
+        humantime::parse_rfc3339_weak(&self.created_at)
+            .unwrap_or_else(|_| std::time::SystemTime::now())
+    }
+}
+
+/// What a driver drives: the group's tasks, each planned, or adopted when its run exists
+/// already (a driver started again: adopt.rs), and its record.
+pub fn driver_tasks(home: &Home, dir: &std::path::Path) -> Result<(GroupRecord, Vec<Task>), Error> {
+    let (record, lines) = read_driver_input(dir)?;
+    let mut adopted = Vec::new();
+    let mut fresh = Vec::new();
+    for (n, l) in lines {
+        let t = record.tasks.iter().find(|t| t.line == n);
+        let run_id = l.request.run_id.clone().unwrap_or_default();
+        match super::adopt::existing(home, &run_id, t.is_some_and(|t| t.remote)) {
+            Some(e) => adopted.push(Task {
+                line: n,
+                place: super::Place::Started(e),
+                request: l.request,
+                queue: l.queue,
+            }),
+            None => fresh.push((n, l)),
+        }
+    }
+    let mut tasks = super::plan_lines(fresh, home, &RealSystem, &record.group, &record.hosts)?;
+    tasks.extend(adopted);
+    tasks.sort_by_key(|t| t.line);
+    Ok((record, tasks))
 }
 
 /// The group record of `group`, if its driver runs on its own.
@@ -239,6 +285,7 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
             attempt_dir: None,
             what: t.what.clone(),
             error: None,
+            waiting: None,
         };
         let far = match RunId::parse(&t.run_id) {
             Ok(id) if t.remote => crate::hosts::remote::find(home, &id).ok().flatten(),
@@ -276,6 +323,9 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
         }
         tasks.push(task);
     }
+    if driver_end.is_none() {
+        say_why_waiting(home, &record, &mut tasks);
+    }
     let duration_ms = driver_end.and_then(|e| e.duration_ms).unwrap_or(0);
     Ok(Some(FanoutReport::new(
         group.to_owned(),
@@ -283,4 +333,32 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
         record.concurrency,
         duration_ms,
     )))
+}
+
+/// Each queued task of a group whose driver runs: why it waits, by the queue's own rule.
+fn say_why_waiting(home: &Home, record: &GroupRecord, tasks: &mut [FanoutTask]) {
+    let queues: Vec<_> = record.tasks.iter().map(|t| (t.line, &t.queue)).collect();
+    let Ok(order) = super::queue::order(&queues, "line") else {
+        return;
+    };
+    let control = RunId::parse(&record.group)
+        .map(|id| super::control::read(home, &id))
+        .unwrap_or_default();
+    let ended: Vec<bool> = tasks
+        .iter()
+        .map(|t| !matches!(t.status, TaskStatus::Queued | TaskStatus::Running))
+        .collect();
+    let anchor = record.anchor();
+    for (i, t) in tasks.iter_mut().enumerate() {
+        if t.status == TaskStatus::Queued {
+            t.waiting = Some(super::queue::waiting(
+                &order,
+                i,
+                |j| ended[j],
+                anchor,
+                &control,
+                record.concurrency,
+            ));
+        }
+    }
 }

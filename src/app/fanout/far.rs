@@ -89,17 +89,18 @@ impl Far {
                 Err(e) => End::NotStarted(e.to_string()),
                 Ok((_, StartAnswer::Finished(env))) => End::Finished(env),
                 Ok((run, StartAnswer::Started(_) | StartAnswer::Dropped(..))) => {
-                    match remote::wait(&home, &run, None, None, true, &mut |_, _| {}) {
-                        Ok(Answer::Finished(env)) => End::Finished(env),
-                        Ok(Answer::Live(..)) => {
-                            End::Unknown("its host stopped answering before it ended".into())
-                        }
-                        Err(e) => End::Unknown(e.to_string()),
-                    }
+                    wait_there(&home, &run)
                 }
             };
             tell(News::Ended(i, end));
         });
+    }
+
+    /// Waits, in a thread, for slot `i`'s run there, started by an earlier driver (its
+    /// slot was reserved on its host).
+    pub(super) fn watch(&mut self, i: usize, run: RemoteRun) {
+        let (post, home) = (self.inbox.poster(), self.home.clone());
+        std::thread::spawn(move || post.post(News::Ended(i, wait_there(&home, &run))));
     }
 
     /// Asks each run there to stop (`grace_ms`: `None` for the run's own grace); those
@@ -138,5 +139,14 @@ impl Far {
         std::thread::spawn(move || {
             let _ = remote::cancel(&home, &run, grace.as_deref(), true, Some(origin));
         });
+    }
+}
+
+/// Waits for `run`'s end there, through lost connections.
+fn wait_there(home: &Home, run: &RemoteRun) -> End {
+    match remote::wait(home, run, None, None, true, &mut |_, _| {}) {
+        Ok(Answer::Finished(env)) => End::Finished(env),
+        Ok(Answer::Live(..)) => End::Unknown("its host stopped answering before it ended".into()),
+        Err(e) => End::Unknown(e.to_string()),
     }
 }

@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::super::RunRequest;
+use crate::envelope::QueueWait;
 
 /// The queue fields: name, JSON Schema type, and what it means (for a person and a model).
 pub const QUEUE_FIELDS: [(&str, &str, &str); 6] = [
@@ -159,18 +160,70 @@ pub enum NotBefore {
 }
 
 impl NotBefore {
-    /// The instant, for a fan-out that started at `t0`.
-    pub fn instant(self, t0: Instant) -> Instant {
+    /// The time, for a fan-out that started at `anchor`.
+    pub fn at(self, anchor: SystemTime) -> SystemTime {
         match self {
-            NotBefore::Delay(d) => t0 + d,
-            NotBefore::At(at) => {
-                let now = Instant::now();
-                match at.duration_since(SystemTime::now()) {
-                    Ok(d) => now + d,
-                    Err(_) => now,
-                }
-            }
+            NotBefore::Delay(d) => anchor + d,
+            NotBefore::At(at) => at,
         }
+    }
+}
+
+impl Order {
+    /// What task `i`, not started, still waits for by its own fields: the tasks its `after`
+    /// and `after_any` name that have not `ended`, then its start time (for a fan-out that
+    /// started at `anchor`). `None`: it may start at `now`. The one rule: the driver starts
+    /// by it, and `ls --group` says by it why a task waits.
+    pub fn waits(
+        &self,
+        i: usize,
+        ended: impl Fn(usize) -> bool,
+        anchor: SystemTime,
+        now: SystemTime,
+    ) -> Option<QueueWait> {
+        let on: Vec<String> = self.deps[i]
+            .iter()
+            .filter(|&&(j, _)| !ended(j))
+            .map(|&(j, _)| self.ids[j].clone().unwrap_or_default())
+            .collect();
+        if !on.is_empty() {
+            return Some(QueueWait::Dependency { on });
+        }
+        self.start_time(i, anchor)
+            .filter(|t| *t > now)
+            .map(|t| QueueWait::Delayed {
+                until: humantime::format_rfc3339_millis(t).to_string(),
+            })
+    }
+
+    /// When task `i` may start at the earliest, for a fan-out that started at `anchor`.
+    pub fn start_time(&self, i: usize, anchor: SystemTime) -> Option<SystemTime> {
+        self.not_before
+            .get(i)
+            .copied()
+            .flatten()
+            .map(|n| n.at(anchor))
+    }
+}
+
+/// Why task `i`, not started, waits, as the group's records tell it: its own fields first
+/// ([`Order::waits`]), then its group's pause, then a free slot of the group's concurrency.
+pub fn waiting(
+    order: &Order,
+    i: usize,
+    ended: impl Fn(usize) -> bool,
+    anchor: SystemTime,
+    control: &super::control::Control,
+    concurrency: usize,
+) -> QueueWait {
+    if let Some(w) = order.waits(i, ended, anchor, SystemTime::now()) {
+        return w;
+    }
+    if control.paused {
+        return QueueWait::Paused;
+    }
+    QueueWait::Concurrency {
+        limit: control.concurrency.unwrap_or(concurrency),
     }
 }
 
@@ -290,28 +343,25 @@ fn cycles(o: &Order, numbered: &[(usize, &Queue)]) -> Vec<(usize, String)> {
 impl super::State<'_> {
     /// Whether queued task `i` may start at `now`: its dependencies ended as it needs, and
     /// its time passed.
-    pub(super) fn is_ready(&self, i: usize, now: Instant) -> bool {
+    pub(super) fn is_ready(&self, i: usize, now: SystemTime) -> bool {
         let ended = |j: usize| matches!(self.slots[j].state, super::Phase::Done(_));
-        self.order.deps[i].iter().all(|&(j, _)| ended(j))
-            && self
-                .not_before
-                .get(i)
-                .copied()
-                .flatten()
-                .is_none_or(|t| t <= now)
+        self.order.waits(i, ended, self.anchor, now).is_none()
     }
 
-    /// The earliest time a queued task waits for that is still to come.
+    /// The earliest time a queued task waits for that is still to come (none while the
+    /// group is paused: a resume wakes it).
     pub(super) fn next_start(&self) -> Option<Instant> {
-        if self.stopping {
+        if self.stopping || self.control.paused {
             return None;
         }
-        let now = Instant::now();
-        self.queue
+        let now = SystemTime::now();
+        let soonest = self
+            .queue
             .iter()
-            .filter_map(|&i| self.not_before.get(i).copied().flatten())
+            .filter_map(|&i| self.order.start_time(i, self.anchor))
             .filter(|t| *t > now)
-            .min()
+            .min()?;
+        Some(Instant::now() + soonest.duration_since(now).unwrap_or_default())
     }
 
     /// Skips each queued task one of whose `after` did not complete (and so, in turn, those

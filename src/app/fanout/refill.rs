@@ -17,7 +17,7 @@ impl State<'_> {
         let mut there = Vec::new();
         let mut left = VecDeque::with_capacity(self.queue.len());
         // The ready ones, higher priority first (a stable sort: then the file's order).
-        let now = Instant::now();
+        let now = std::time::SystemTime::now();
         let (mut ready, waiting): (Vec<usize>, Vec<usize>) = std::mem::take(&mut self.queue)
             .into_iter()
             .partition(|&i| self.is_ready(i, now));
@@ -111,6 +111,7 @@ impl State<'_> {
             attempt_dir,
             what,
             error: Some(why),
+            waiting: None,
         }
     }
 
@@ -128,6 +129,7 @@ impl State<'_> {
             attempt_dir: None,
             what,
             error: Some(error),
+            waiting: None,
         }
     }
 

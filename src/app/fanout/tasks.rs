@@ -46,6 +46,8 @@ pub enum Place {
     Host(String),
     /// On whichever of the fan-out's hosts (`--hosts`) has room first; each planned it.
     AnyHost,
+    /// Its run exists already: a driver started again adopts it (adopt.rs).
+    Started(super::adopt::Existing),
 }
 
 impl Task {
@@ -294,7 +296,7 @@ fn check_there(tasks: &[Task], home: &Home, group: &str, hosts: &[String]) -> Ve
     };
     for t in tasks {
         match &t.place {
-            Place::Here(_) => {}
+            Place::Here(_) | Place::Started(_) => {}
             Place::Host(h) => add(h, t),
             Place::AnyHost => hosts.iter().for_each(|h| add(h, t)),
         }

@@ -7,6 +7,8 @@
 pub mod group;
 pub mod names;
 mod send;
+mod stop_stub;
+pub use stop_stub::stop_attempt;
 
 pub use send::{Sent, send, send_within};
 

@@ -37,6 +37,9 @@ const VERBS: &[(&str, &str, &str)] = &[
     ("status", "`subpane status`", "the `status` tool"),
     ("retry", "`subpane retry`", "the `retry` tool"),
     ("run", "`subpane run`", "the `run` tool"),
+    ("pause", "`subpane pause`", "the `pause` tool"),
+    ("resume", "`subpane resume`", "the `resume` tool"),
+    ("detach", "`subpane fanout --detach`", "the `fanout` tool"),
 ];
 
 impl Spell {

@@ -1,0 +1,143 @@
+//! A detached group outlives its driver: a driver that died (killed, its pane gone) with
+//! work left is started again, as the next attempt of its run, by the next subpane command
+//! that sees it dead, or by `fanout --resume-group G`. The new driver carries on from the
+//! records (see [`super::adopt`]): nothing started twice, nothing lost.
+//!
+//! ```text
+//!  groups/<G>/requests.jsonl present ─ the group is open: its driver owes work
+//!      driver (run G) live ──────────► nothing to do
+//!      driver ended ─► lock groups/<G>/lock ─► still open, still ended? ─► retry run G
+//!  the driver ends by itself (all ended, stopped, cancelled, an error) ─► close: removes
+//!      requests.jsonl (and so the values of `env` it holds) before its run ends
+//! ```
+//!
+//! Common pitfalls:
+//! * Only a death leaves the group open: a driver that returns, even with an error, closes
+//!   it first, so a driver that cannot plan is not started again and again.
+//! * A driver that keeps dying is started at most [`MAX_DRIVER_ATTEMPTS`] times in all;
+//!   then its group stays as it is, and `wait --group` reports its queued tasks skipped.
+//! * Two commands may see the same death at once: the lock and a second look under it
+//!   start one driver.
+
+use super::super::{
+    AttemptStatus, Error, RealSystem, RetryOptions, attempt_status, find_run, prepare_retry, start,
+};
+use crate::spec::RunId;
+use crate::store::{self, Home};
+
+/// A group's driver is started at most this often (its first start included).
+pub const MAX_DRIVER_ATTEMPTS: u32 = 5;
+
+const OPEN: &str = "requests.jsonl";
+
+/// Whether `group` still has a driver that owes work (it has not ended by itself).
+pub fn is_open(home: &Home, group: &RunId) -> bool {
+    home.group_dir(group).join(OPEN).exists()
+}
+
+/// The driver ends by itself: the group is closed (never started again).
+pub fn close(dir: &std::path::Path) {
+    let _ = std::fs::remove_file(dir.join(OPEN));
+}
+
+/// What [`revive`] did to one group.
+#[derive(Debug)]
+pub struct Revived {
+    pub group: String,
+    /// The attempt of the driver's run now driving it, or why none could start.
+    pub outcome: Result<u32, Error>,
+}
+
+/// Starts again the driver of every open group whose driver has ended (but those in
+/// `except`): what it did to each.
+pub fn revive(home: &Home, except: &[String]) -> Vec<Revived> {
+    let Ok(entries) = std::fs::read_dir(home.groups_dir()) else {
+        return Vec::new();
+    };
+    let mut done = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if except.contains(&name) {
+            continue;
+        }
+        let Ok(id) = RunId::parse(&name) else {
+            continue;
+        };
+        if !is_open(home, &id) || !driver_ended(home, &name) {
+            continue;
+        }
+        if let Some(r) = revive_one(home, &id) {
+            done.push(r);
+        }
+    }
+    done
+}
+
+/// Starts the driver of `group` again if it has ended and the group is open (`None`: it
+/// had not, or another command just did).
+pub fn revive_one(home: &Home, id: &RunId) -> Option<Revived> {
+    let group = id.to_string();
+    let dir = home.group_dir(id);
+    let _lock = store::Exclusive::acquire(&dir.join("lock")).ok()?;
+    // Under the lock: another command may have started it meanwhile.
+    if !is_open(home, id) || !driver_ended(home, &group) {
+        return None;
+    }
+    let outcome = (|| {
+        let found = find_run(home, &group, None)?;
+        if found.spec.attempt >= MAX_DRIVER_ATTEMPTS {
+            close(&dir);
+            return Err(Error::invalid(format!(
+                "its driver (run {group}) has died {} times; not starting it again",
+                found.spec.attempt
+            )));
+        }
+        let planned = prepare_retry(home, &group, &RetryOptions::default(), &RealSystem)?;
+        let started = start(home, planned.plan)?;
+        Ok(started.spec.attempt)
+    })();
+    Some(Revived { group, outcome })
+}
+
+/// Whether the latest attempt of the driver's run has ended (or cannot be read).
+fn driver_ended(home: &Home, group: &str) -> bool {
+    match find_run(home, group, None) {
+        Ok(f) => matches!(
+            attempt_status(&f.paths, &f.spec),
+            Ok(AttemptStatus::Finished(_))
+        ),
+        Err(_) => false,
+    }
+}
+
+/// `cancel G` of a group whose driver had died: the group is closed (its queued tasks never
+/// start) and its running tasks here are cancelled, as its driver would have. How many were.
+pub fn stop_dead(home: &Home, group: &str) -> Result<usize, Error> {
+    let id = RunId::parse(group)?;
+    let dir = home.group_dir(&id);
+    {
+        let _lock = store::Exclusive::acquire(&dir.join("lock"))?;
+        if !is_open(home, &id) || !driver_ended(home, group) {
+            return Ok(0);
+        }
+        close(&dir);
+    }
+    let mut n = 0;
+    for row in super::super::list_group(home, None, Some(group))? {
+        if super::is_driver(&row)
+            || row.host.is_some()
+            || !matches!(
+                row.status,
+                crate::envelope::RunState::Queued
+                    | crate::envelope::RunState::Starting
+                    | crate::envelope::RunState::Running
+            )
+        {
+            continue;
+        }
+        let f = find_run(home, &row.run_id, None)?;
+        super::super::cancel_by(&f, None, crate::envelope::CancelOrigin::Fanout)?;
+        n += 1;
+    }
+    Ok(n)
+}
