@@ -54,7 +54,7 @@ mod usage;
 pub use budget::GroupBudget;
 pub use detached::{
     DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, driver_tasks, group_record,
-    group_report, is_driver, read_driver_input,
+    group_report, is_driver, queued_rows, read_driver_input, why_waiting,
 };
 pub use events::{Event, Progress, StopReason};
 pub use queue::{Line, QUEUE_FIELDS, Queue};

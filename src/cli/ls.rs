@@ -92,8 +92,14 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
         .max(6);
     // A failure says its kind, or its exit code when the program failed (as every table).
     let status_of = |r: &RunRow| match r.status {
-        _ if app::fanout::is_driver(r) => "group".to_owned(),
+        _ if app::fanout::is_driver(r) => group_words(home, r),
         RunState::Failed => failure_words(r.failure_kind, r.exit_code),
+        // A fan-out task that has not started: why (`queued (after plan)`).
+        RunState::Queued if r.queue.is_some() => r
+            .queue
+            .as_ref()
+            .map(|w| format!("queued ({})", w.words()))
+            .unwrap_or_default(),
         // Its start time (`retry --at-reset`), or Slurm's reason for the wait (`Priority`).
         RunState::Queued if r.waiting.is_some() => r
             .waiting
@@ -190,6 +196,13 @@ pub fn ls(home: &Home, a: LsArgs) -> Result<i32, CliError> {
     }
     print(&out);
     Ok(0)
+}
+
+/// A fan-out driver's status: `group`, or `group (paused)` while its group is paused.
+pub fn group_words(home: &Home, r: &RunRow) -> String {
+    let paused = crate::spec::RunId::parse(&r.run_id)
+        .is_ok_and(|id| r.status.is_live() && app::fanout::control::read(home, &id).paused);
+    if paused { "group (paused)" } else { "group" }.to_owned()
 }
 
 /// What a fan-out's driver stands for: its group, and where its tasks are.

@@ -152,6 +152,14 @@ pub enum RunState {
 }
 
 impl RunState {
+    /// Not ended: queued, starting or running.
+    pub fn is_live(self) -> bool {
+        matches!(
+            self,
+            RunState::Queued | RunState::Starting | RunState::Running
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             RunState::Queued => "queued",
@@ -232,6 +240,10 @@ pub struct RunRow {
     /// It waits to start until then (`retry --at-reset`, `--after`); `status` is `queued`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub waiting: Option<crate::spec::StartAt>,
+    /// A task of a detached fan-out that has not started (its run does not exist yet,
+    /// `attempt` is 0): why it waits; `status` is `queued`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueWait>,
 }
 
 impl RunRow {

@@ -778,10 +778,11 @@ fn a_detached_fanout_outlives_its_caller() {
     env.assert_no_leftovers();
 }
 
-/// A driver killed half-way is recorded like any run that was killed, the task it started
-/// goes on, and the tasks it never started are named by `wait --group`, never dropped.
+/// A killed driver is driven again by the next subpane command that sees it dead (here
+/// `status` of a task): the new driver adopts the running task (never started twice) and
+/// starts the rest; the driver's run has a second attempt.
 #[test]
-fn a_killed_driver_leaves_its_queued_tasks_marked() {
+fn a_killed_driver_is_driven_again_by_the_next_command_and_starts_nothing_twice() {
     let env = TestEnv::new();
     let (group, gate) = detached_three(&env, "k");
     let facts = env.attempt_dir(&group, 1).join("worker.json");
@@ -792,21 +793,82 @@ fn a_killed_driver_leaves_its_queued_tasks_marked() {
     send_signal(driver as i32, libc::SIGKILL);
     let end = env.attempt_dir(&group, 1).join("result.json");
     wait_until("the driver's envelope", || end.exists().then_some(()));
-    assert_eq!(env.result(&group)["status"], "failed");
-    // The task it started goes on.
-    assert_eq!(env.sp(["status", "k0"]).code, 3);
+    assert_eq!(
+        env.read_json(&end)["status"],
+        "failed",
+        "the killed driver's attempt"
+    );
+    // The task it started goes on; this command sees the dead driver and starts it again.
+    let s = env.sp(["status", "k0"]);
+    assert_eq!(s.code, 3, "{s:?}");
+    assert!(
+        s.stderr.contains(&format!(
+            "group {group}: its driver had died; driving it again (run {group}, attempt 2)"
+        )),
+        "{}",
+        s.stderr
+    );
     touch(&gate);
     let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
-    assert_eq!(w.code, 130, "tasks that never started: {w:?}");
+    assert_eq!(w.code, 0, "every task ran: {w:?}");
+    for t in ["k0", "k1", "k2"] {
+        assert_eq!(env.result(t)["status"], "completed", "{t}");
+        assert_eq!(env.result(t)["attempt"], 1, "{t} started once");
+        assert!(!env.attempt_dir(t, 2).exists(), "{t} started twice");
+    }
+    wait_until("the second driver to end", || {
+        env.attempt_dir(&group, 2)
+            .join("result.json")
+            .exists()
+            .then_some(())
+    });
+    // It ended by itself: the group is closed, and nothing drives it again.
     assert!(
-        w.stderr.contains("2 tasks of group")
-            && w.stderr
-                .contains("never started (its driver ended first): line 2, line 3"),
+        !env.home
+            .join("groups")
+            .join(&group)
+            .join("requests.jsonl")
+            .exists()
+    );
+    let l = env.sp(["ls"]);
+    assert!(!l.stderr.contains("driving it again"), "{}", l.stderr);
+    assert!(!env.attempt_dir(&group, 3).exists());
+    env.assert_no_leftovers();
+}
+
+/// `cancel G` of a group whose driver was killed stops the group instead of driving it
+/// again: its running task is cancelled, the queued ones never start.
+#[test]
+fn cancelling_a_group_whose_driver_died_stops_it() {
+    let env = TestEnv::new();
+    let (group, _gate) = detached_three(&env, "d");
+    let facts = env.attempt_dir(&group, 1).join("worker.json");
+    let driver = wait_until("the driver's pid", || {
+        let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    });
+    send_signal(driver as i32, libc::SIGKILL);
+    let end = env.attempt_dir(&group, 1).join("result.json");
+    wait_until("the driver's envelope", || end.exists().then_some(()));
+    let c = env.sp(["cancel", &group]);
+    assert_eq!(c.code, 0, "{c:?}");
+    assert!(
+        c.stderr
+            .contains("its queued tasks will not start, 1 running task cancelled"),
+        "{}",
+        c.stderr
+    );
+    let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
+    assert_eq!(w.code, 130, "{w:?}");
+    assert!(
+        w.stderr
+            .contains("never started (its driver ended first): line 2, line 3"),
         "{}",
         w.stderr
     );
-    assert_eq!(env.result("k0")["status"], "completed");
-    assert!(!env.run_dir("k1").exists() && !env.run_dir("k2").exists());
+    assert_eq!(env.result("d0")["status"], "cancelled");
+    assert!(!env.run_dir("d1").exists() && !env.run_dir("d2").exists());
+    assert!(!env.attempt_dir(&group, 2).exists(), "driven again");
     env.assert_no_leftovers();
 }
 

@@ -30,7 +30,7 @@ use super::super::{
     AttemptStatus, Error, RealSystem, RunRequest, Started, attempt_status, find_run, plan, start,
 };
 use super::{Options, Task};
-use crate::envelope::{FanoutReport, FanoutTask, TaskStatus};
+use crate::envelope::{FanoutReport, FanoutTask, QueueWait, TaskStatus};
 use crate::fresh::now_rfc3339;
 use crate::spec::RunId;
 use crate::store::{self, Home, StoreError};
@@ -84,9 +84,16 @@ pub struct GroupTask {
     /// It runs on a host (the line's own, or one of the group's `hosts`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub remote: bool,
+    /// Its agent (`command` for a program), for `ls --group` before its run exists.
+    #[serde(default = "command")]
+    pub agent: crate::spec::AgentKind,
     /// Its queue fields (`id`, `after`, `after_any`, `priority`, `start_after`, `start_at`).
     #[serde(flatten)]
     pub queue: super::Queue,
+}
+
+fn command() -> crate::spec::AgentKind {
+    crate::spec::AgentKind::Command
 }
 
 /// One line of `requests.jsonl`.
@@ -125,6 +132,7 @@ pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Resul
                 run_id: t.run_id().to_owned(),
                 what: t.what(),
                 remote: !matches!(t.place, super::Place::Here(_)),
+                agent: t.request.agent.unwrap_or(crate::spec::AgentKind::Command),
                 queue: t.queue.clone(),
             })
             .collect(),
@@ -337,28 +345,82 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
 
 /// Each queued task of a group whose driver runs: why it waits, by the queue's own rule.
 fn say_why_waiting(home: &Home, record: &GroupRecord, tasks: &mut [FanoutTask]) {
-    let queues: Vec<_> = record.tasks.iter().map(|t| (t.line, &t.queue)).collect();
-    let Ok(order) = super::queue::order(&queues, "line") else {
-        return;
-    };
-    let control = RunId::parse(&record.group)
-        .map(|id| super::control::read(home, &id))
-        .unwrap_or_default();
     let ended: Vec<bool> = tasks
         .iter()
         .map(|t| !matches!(t.status, TaskStatus::Queued | TaskStatus::Running))
         .collect();
-    let anchor = record.anchor();
-    for (i, t) in tasks.iter_mut().enumerate() {
+    let waits = why_waiting(home, record, |i| ended[i]);
+    for (t, w) in tasks.iter_mut().zip(waits) {
         if t.status == TaskStatus::Queued {
-            t.waiting = Some(super::queue::waiting(
+            t.waiting = w;
+        }
+    }
+}
+
+/// Why each task of `record` would wait if it has not started (`ended`: whether task `i`,
+/// by index, has ended), by the queue's one rule ([`super::queue::waiting`]); `None` where
+/// the group's queue fields cannot be read.
+pub fn why_waiting(
+    home: &Home,
+    record: &GroupRecord,
+    ended: impl Fn(usize) -> bool,
+) -> Vec<Option<QueueWait>> {
+    let queues: Vec<_> = record.tasks.iter().map(|t| (t.line, &t.queue)).collect();
+    let Ok(order) = super::queue::order(&queues, "line") else {
+        return vec![None; record.tasks.len()];
+    };
+    let control = RunId::parse(&record.group)
+        .map(|id| super::control::read(home, &id))
+        .unwrap_or_default();
+    let anchor = record.anchor();
+    (0..record.tasks.len())
+        .map(|i| {
+            Some(super::queue::waiting(
                 &order,
                 i,
-                |j| ended[j],
+                &ended,
                 anchor,
                 &control,
                 record.concurrency,
-            ));
-        }
-    }
+            ))
+        })
+        .collect()
+}
+
+/// The tasks of a detached group that have not started, as rows of `ls --group` (their
+/// runs do not exist yet: `attempt` 0), each with why it waits.
+pub fn queued_rows(home: &Home, group: &str) -> Vec<crate::envelope::RunRow> {
+    let (Some(record), Ok(Some(report))) = (group_record(home, group), group_report(home, group))
+    else {
+        return Vec::new();
+    };
+    record
+        .tasks
+        .iter()
+        .zip(report.tasks)
+        .filter(|(_, t)| t.status == TaskStatus::Queued && t.run_id.is_none())
+        .map(|(r, t)| crate::envelope::RunRow {
+            run_id: r.run_id.clone(),
+            attempt: 0,
+            agent: r.agent,
+            status: crate::envelope::RunState::Queued,
+            failure_kind: None,
+            exit_code: None,
+            created_at: record.created_at.clone(),
+            started_at: None,
+            finished_at: None,
+            duration_ms: None,
+            labels: BTreeMap::new(),
+            correlation_id: None,
+            group: Some(group.to_owned()),
+            parent_run: Some(group.to_owned()),
+            depth: 1,
+            what: t.what,
+            problem: None,
+            host: None,
+            slurm: None,
+            waiting: None,
+            queue: t.waiting,
+        })
+        .collect()
 }

@@ -124,15 +124,7 @@ pub fn stop_dead(home: &Home, group: &str) -> Result<usize, Error> {
     }
     let mut n = 0;
     for row in super::super::list_group(home, None, Some(group))? {
-        if super::is_driver(&row)
-            || row.host.is_some()
-            || !matches!(
-                row.status,
-                crate::envelope::RunState::Queued
-                    | crate::envelope::RunState::Starting
-                    | crate::envelope::RunState::Running
-            )
-        {
+        if super::is_driver(&row) || row.host.is_some() || !row.status.is_live() {
             continue;
         }
         let f = find_run(home, &row.run_id, None)?;

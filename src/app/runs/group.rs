@@ -53,6 +53,10 @@ pub fn list_group(
     let mut rows = list(home, only)?;
     if let Some(g) = group {
         rows.retain(|r| r.group.as_deref() == Some(g));
+        // Its tasks that have not started: rows of their own, with why they wait.
+        if only.is_none_or(|s| s == RunState::Queued) {
+            rows.extend(crate::app::fanout::queued_rows(home, g));
+        }
         if group_far(home, g).is_empty() {
             return Ok(rows);
         }

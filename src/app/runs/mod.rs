@@ -339,6 +339,7 @@ fn run_row(home: &Home, run: &store::RunEntry) -> Result<RunRow, String> {
         host: None,
         slurm: None,
         waiting: None,
+        queue: None,
     };
     match attempt_status(&paths, &spec).map_err(|e| e.to_string())? {
         AttemptStatus::Finished(env) => row.ended(&env),
@@ -386,6 +387,7 @@ fn damaged_row(id: &str, record: Option<&RunRecord>, problem: String) -> RunRow 
         host: None,
         slurm: None,
         waiting: None,
+        queue: None,
     }
 }
 

@@ -315,10 +315,15 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
     }
     let cols = columns(area.width, &rows);
     // The groups' counts, for their drivers' rows.
-    let summaries = if rows.iter().any(|r| app::fanout::is_driver(&r.row)) {
-        groups(board.runs())
+    let (summaries, queues) = if rows.iter().any(|r| app::fanout::is_driver(&r.row)) {
+        let s = groups(board.runs());
+        let q = s
+            .iter()
+            .filter_map(|g| Some((g.group.clone(), super::queue::words(board, &g.group)?)))
+            .collect();
+        (s, q)
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let ids = Ids::new(cols.short_ids, rows.iter().map(|r| r.row.run_id.as_str()));
     // Groups are told apart by their random part (a day's groups share the rest).
@@ -441,7 +446,16 @@ fn run_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: SystemT
                         .unwrap_or_default(),
                 ));
             }
-            cells.push(Cell::from(last(r, &summaries)));
+            let mut said = last(r, &summaries);
+            if let Some((_, q)) = r
+                .row
+                .labels
+                .get(app::fanout::DRIVER_LABEL)
+                .and_then(|g| queues.iter().find(|(id, _)| id == g))
+            {
+                said = format!("{q} · {said}");
+            }
+            cells.push(Cell::from(said));
             Row::new(cells)
         })
         .collect();

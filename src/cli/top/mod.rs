@@ -28,6 +28,7 @@
 //!   hang-up is checked before crossterm reads.
 
 mod draw;
+mod queue;
 mod screen;
 mod sgr;
 #[cfg(test)]

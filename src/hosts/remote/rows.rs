@@ -128,6 +128,7 @@ fn bare_row(run: &RemoteRun) -> envelope::RunRow {
         host: Some(run.host.name.clone()),
         // A Slurm job's id, whatever Slurm says of it now.
         waiting: None,
+        queue: None,
         slurm: run.job_id.clone().map(|job_id| envelope::SlurmJob {
             job_id,
             state: None,
