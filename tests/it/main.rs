@@ -13,6 +13,7 @@ mod envelope;
 mod escapes;
 mod examples;
 mod fanout;
+mod fanout_control;
 mod fanout_queue;
 mod faults;
 mod filter;

@@ -99,9 +99,13 @@ pub fn revive_one(home: &Home, id: &RunId) -> Option<Revived> {
     Some(Revived { group, outcome })
 }
 
-/// Whether the latest attempt of the driver's run has ended (or cannot be read).
+/// Whether the latest attempt of the group's driver has ended: a run with the group's id
+/// that is its driver (a record under `groups/` never makes another run start again).
 fn driver_ended(home: &Home, group: &str) -> bool {
     match find_run(home, group, None) {
+        Ok(f) if f.record.labels.get(super::DRIVER_LABEL).map(String::as_str) != Some(group) => {
+            false
+        }
         Ok(f) => matches!(
             attempt_status(&f.paths, &f.spec),
             Ok(AttemptStatus::Finished(_))

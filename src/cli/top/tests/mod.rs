@@ -57,6 +57,7 @@ fn run(id: &str, agent: AgentKind, status: RunState, age: u64) -> BoardRun {
             host: None,
             slurm: None,
             waiting: None,
+            queue: None,
         },
         paths: AttemptPaths::new(format!("/h/runs/{id}/attempts/1").into()),
         created: Some(ago(age)),
