@@ -8,7 +8,8 @@ use crate::store::Home;
 #[derive(Debug, Args)]
 #[command(after_help = "\
 Tools: run (the fields of `run`'s options, plus wait and max_wait), status, wait, logs,
-cancel, list, fanout, retry. Long calls send progress notifications and answer within
+cancel, send, list, fanout, retry, pause and resume (a fanout group's queued tasks held and
+let go). Long calls send progress notifications and answer within
 --max-wait with the run still going; a client's cancel of `run` cancels the run.
 stdout carries only protocol messages; diagnostics go to stderr. The server runs until the
 client closes stdin; runs it started go on after it exits.

@@ -96,7 +96,7 @@ pub enum Command {
     /// Remove finished sessions and old run directories
     Gc(gc::GcArgs),
     /// Serve the Model Context Protocol on stdio, for parent agents (tools: run, status, wait,
-    /// logs, cancel, send, list, fanout, retry)
+    /// logs, cancel, send, list, fanout, retry, pause, resume)
     Mcp(mcp::McpArgs),
     /// Record, list, forget and check the hosts attempts will run on (ssh://)
     Hosts(hosts::HostsArgs),

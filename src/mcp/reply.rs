@@ -317,7 +317,8 @@ pub(super) fn fanout_answer(report: &FanoutReport, max_wait: Duration) -> CallTo
     if next.is_some() {
         text.push_str(&format!(
             "\nmax_wait ({}) passed; the group goes on ({} running, {} queued): call `wait` \
-             with group \"{}\" for the rest",
+             with group \"{}\" for the rest (`pause` holds its queued tasks, `resume` lets \
+             them go on)",
             humantime::format_duration(max_wait),
             report.summary.running,
             report.summary.queued,

@@ -8,7 +8,8 @@
 //!
 //! Here: the server, its dispatch and the protocol's handler. The tools live by what they
 //! do: `starts.rs` (`run`, `retry`, `wait`, `fanout`: they start or wait, bounded by
-//! `max_wait`) and `runs.rs` (`status`, `logs`, `list`, `cancel`: they never wait).
+//! `max_wait`), `runs.rs` (`status`, `logs`, `list`, `cancel`, `send`: they never wait for a
+//! run's end) and `groups.rs` (`pause`, `resume`: a detached fan-out group's controls).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,8 +28,8 @@ use super::answer::{self, MAX_DOC};
 use super::call::{Call, Cancels, Reporter, blocking, blocking_tool};
 use super::reply::{self, bounded, finished, live, prepend, result, to_value};
 use super::tools::{
-    self, CancelArgs, Detail, FanoutArgs, ListArgs, LogsArgs, Mode, Paging, RetryArgs, SendArgs,
-    StatusArgs, WaitArgs, Waiting,
+    self, CancelArgs, Detail, FanoutArgs, ListArgs, LogsArgs, Mode, Paging, PauseArgs, ResumeArgs,
+    RetryArgs, SendArgs, StatusArgs, WaitArgs, Waiting,
 };
 use crate::app::fanout::{DEFAULT_CONCURRENCY, Options, detach, new_group_id, plan_requests};
 use crate::app::{
@@ -39,6 +40,7 @@ use crate::envelope::CancelOrigin;
 use crate::spec::{AttemptSpec, InputFrom, parse_duration, parse_positive_duration};
 use crate::store::{AttemptPaths, Home};
 
+mod groups;
 mod remote;
 mod runs;
 mod starts;
@@ -77,6 +79,8 @@ impl Server {
             tools::LIST => self.list(args).await,
             tools::FANOUT => self.fanout(args, call).await,
             tools::RETRY => self.retry(args, call).await,
+            tools::PAUSE => self.pause(args).await,
+            tools::RESUME => self.resume(args).await,
             other => {
                 return Err(McpError::invalid_params(
                     format!(
@@ -134,7 +138,8 @@ impl ServerHandler for Server {
                  line to read first. `run` answers with the outcome, or after max_wait (below \
                  60 s) with the run still going: then make the call its `next` names (`wait` \
                  with its run_id), as often as needed. For parallel work use `fanout` (its group goes on without you) or \
-                 runs with wait: false, then `wait`. Every run is recorded under the subpane \
+                 runs with wait: false, then `wait`; `pause` and `resume` hold and release a \
+                 fan-out group's queued tasks. Every run is recorded under the subpane \
                  home; `status`, `logs` and `list` read it; `retry` starts the next attempt.",
             )
     }

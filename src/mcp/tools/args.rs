@@ -198,6 +198,33 @@ pub struct FanoutArgs {
     pub max_wait: Option<String>,
 }
 
+/// `pause`: a detached fan-out group starts no new task until `resume`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseArgs {
+    /// The group id (the `group` of a `fanout` answer), or a unique start of it.
+    pub group: String,
+    /// false (default): the running tasks go on; true: they are stopped too (SIGSTOP) and
+    /// continue at `resume`.
+    #[serde(default)]
+    #[schemars(extend("default" = false))]
+    pub stop_running: bool,
+    /// Also run at most this many of its tasks at once from now on.
+    #[schemars(range(min = 1))]
+    pub concurrency: Option<usize>,
+}
+
+/// `resume`: a paused group starts its queued tasks again.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeArgs {
+    /// The group id (the `group` of a `fanout` answer), or a unique start of it.
+    pub group: String,
+    /// Also run at most this many of its tasks at once from now on.
+    #[schemars(range(min = 1))]
+    pub concurrency: Option<usize>,
+}
+
 /// `retry`: the next attempt of a run that has ended.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -23,8 +23,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use args::{
-    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, RetryArgs, SendArgs, StatusArgs, WaitArgs,
-    Waiting,
+    CancelArgs, FanoutArgs, ListArgs, LogsArgs, Mode, PauseArgs, ResumeArgs, RetryArgs, SendArgs,
+    StatusArgs, WaitArgs, Waiting,
 };
 #[cfg(test)]
 use schema::STANDARD_FORMATS;
@@ -38,9 +38,13 @@ pub const SEND: &str = "send";
 pub const LIST: &str = "list";
 pub const FANOUT: &str = "fanout";
 pub const RETRY: &str = "retry";
+pub const PAUSE: &str = "pause";
+pub const RESUME: &str = "resume";
 
 /// Every tool's name, in the order tools/list gives them.
-pub const NAMES: [&str; 9] = [RUN, STATUS, WAIT, LOGS, CANCEL, SEND, LIST, FANOUT, RETRY];
+pub const NAMES: [&str; 11] = [
+    RUN, STATUS, WAIT, LOGS, CANCEL, SEND, LIST, FANOUT, RETRY, PAUSE, RESUME,
+];
 
 /// How long a call waits at most unless its `max_wait` (or `subpane mcp --max-wait`) says
 /// otherwise: below the 60 s after which the TypeScript SDK and Codex give up on a call.
@@ -119,6 +123,9 @@ enum Acts {
     Starts,
     /// Tells a running program something (it may act on it).
     Tells,
+    /// Sets what a fan-out group does from now on, as its last call said: undone by the
+    /// other control (`pause`, `resume`), the same again when repeated.
+    Controls,
 }
 
 fn tool(
@@ -142,6 +149,11 @@ fn tool(
             .read_only(false)
             .destructive(false)
             .idempotent(false)
+            .open_world(false),
+        Acts::Controls => a
+            .read_only(false)
+            .destructive(false)
+            .idempotent(true)
             .open_world(false),
     };
     Tool::new(name, description, Arc::new(input))
@@ -246,7 +258,9 @@ pub fn all() -> Vec<Tool> {
              tasks run and wait in `counts`) and `next` says to call `wait` with the group. \
              The answer gives each task's state (queued, running, completed, failed, \
              cancelled, or skipped with why). Cancelling this call stops the group, as `cancel` of the \
-             group id does. `wait` and `list` take the group id.",
+             group id does. `wait` and `list` take the group id; `pause` holds its queued \
+             tasks (and may stop the running ones) and `resume` lets them go on, each of them \
+             able to change its concurrency.",
             schema::of::<FanoutArgs>(),
             schema::fanout_output(),
             Acts::Starts,
@@ -261,6 +275,32 @@ pub fn all() -> Vec<Tool> {
             with::<Detail>(schema::of::<RetryArgs>()),
             schema::run_output(),
             Acts::Starts,
+        ),
+        tool(
+            PAUSE,
+            "Pause a fan-out group",
+            "Hold a group started by `fanout`: no new task of it starts until `resume`. Its \
+             running tasks go on, or with stop_running: true are stopped (SIGSTOP) until \
+             `resume`. With concurrency, also change how many of its tasks run at once. \
+             Answers once the group's driver took the change (taken: true), else within \
+             seconds with taken: false (it takes it as it runs again). Pausing a paused group \
+             again changes nothing; a group that has ended is refused.",
+            schema::of::<PauseArgs>(),
+            schema::control_output(),
+            Acts::Controls,
+        ),
+        tool(
+            RESUME,
+            "Resume a fan-out group",
+            "Let a group paused by `pause` go on: its queued tasks start again as slots free \
+             up, and tasks stopped by stop_running continue. With concurrency, also change \
+             how many of its tasks run at once. Answers once the group's driver took it \
+             (taken: true), else within seconds with taken: false; `next` is the `wait` for \
+             the group. Resuming a group that is not paused changes nothing; a group that has \
+             ended is refused.",
+            schema::of::<ResumeArgs>(),
+            schema::control_output(),
+            Acts::Controls,
         ),
     ]
 }

@@ -196,6 +196,27 @@ pub fn send_output() -> JsonObject {
     }))
 }
 
+/// The output schema of `pause` and `resume`: the group's controls after the change.
+pub fn control_output() -> JsonObject {
+    object(json!({
+        "type": "object",
+        "properties": {
+            "summary": {"type": "string", "description":
+                "Read this first: the group's state now and what to call next."},
+            "next": next(),
+            "group": {"type": "string", "description": "The group's full id."},
+            "paused": {"type": "boolean", "description": "No new task of the group starts."},
+            "stop_running": {"type": "boolean", "description":
+                "Its running tasks are stopped (SIGSTOP) until `resume`."},
+            "concurrency": {"type": "integer", "minimum": 1, "description":
+                "How many of its tasks run at once (once resumed, when paused)."},
+            "taken": {"type": "boolean", "description":
+                "The group's driver took the change; false: it takes it as it runs again."},
+        },
+        "required": ["summary", "group", "paused", "stop_running", "concurrency", "taken"],
+    }))
+}
+
 /// The output schema of `logs`.
 pub fn logs_output() -> JsonObject {
     object(json!({

@@ -74,6 +74,20 @@ fn every_tool_has_a_title_annotations_and_strict_schemas() {
         assert_eq!(hint(name).open_world_hint, Some(true), "{name}");
         assert_eq!(hint(name).read_only_hint, Some(false), "{name}");
     }
+    // A group's controls change it, reversibly, to what the call says however often made.
+    for name in [PAUSE, RESUME] {
+        let a = hint(name);
+        assert_eq!(
+            (
+                a.read_only_hint,
+                a.destructive_hint,
+                a.idempotent_hint,
+                a.open_world_hint
+            ),
+            (Some(false), Some(false), Some(true), Some(false)),
+            "{name}"
+        );
+    }
 }
 
 /// The minimums are what the server accepts: attempts count from 1, a limit or a
@@ -93,6 +107,8 @@ fn minimums_match_the_server() {
         (LOGS, "max_bytes"),
         (LIST, "limit"),
         (FANOUT, "concurrency"),
+        (PAUSE, "concurrency"),
+        (RESUME, "concurrency"),
     ] {
         assert_eq!(prop(tool, field)["minimum"], 1, "{tool}.{field}");
     }
@@ -169,7 +185,7 @@ fn detail_offset_and_summary_are_where_they_belong() {
         assert_eq!(p["detail"]["type"], "boolean", "{name}");
         assert_eq!(p["detail"]["default"], false, "{name}");
     }
-    for name in [LOGS, LIST, FANOUT] {
+    for name in [LOGS, LIST, FANOUT, PAUSE, RESUME] {
         assert!(
             t(name).input_schema["properties"].get("detail").is_none(),
             "{name}"
@@ -290,6 +306,8 @@ fn server_takes(tool: &str, mut args: Value) -> Result<(), String> {
         LIST => de::<ListArgs>(args),
         FANOUT => de::<FanoutArgs>(args),
         RETRY => de::<RetryArgs>(args),
+        PAUSE => de::<PauseArgs>(args),
+        RESUME => de::<ResumeArgs>(args),
         other => panic!("no tool {other}"),
     }
 }
@@ -353,6 +371,8 @@ fn the_schemas_agree_with_the_server() {
     assert_eq!(required(LOGS), serde_json::json!(["run_id"]));
     assert_eq!(required(RETRY), serde_json::json!(["run_id"]));
     assert_eq!(required(RUN), Value::Null);
+    assert_eq!(required(PAUSE), serde_json::json!(["group"]));
+    assert_eq!(required(RESUME), serde_json::json!(["group"]));
 }
 
 /// A sandbox setting says so, and its bounds are the planner's.
