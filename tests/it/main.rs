@@ -26,6 +26,7 @@ mod lifecycle;
 mod live_line;
 mod logs_pretty;
 mod mcp;
+mod mcp_groups;
 mod mcp_parents;
 mod mcp_python;
 mod messages;

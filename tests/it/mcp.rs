@@ -56,7 +56,7 @@ impl Client {
 
 /// A connected client, the server's pid, what it wrote on stderr so far, and the tools'
 /// output schemas (every answer is checked against its tool's).
-struct Conn {
+pub(crate) struct Conn {
     svc: RunningService<RoleClient, Client>,
     client: Client,
     pid: i32,
@@ -67,7 +67,7 @@ struct Conn {
 /// The most bytes of one answer as a JSON-RPC message.
 const MAX_MESSAGE: usize = 64 * 1024;
 
-async fn connect(env: &TestEnv) -> Conn {
+pub(crate) async fn connect(env: &TestEnv) -> Conn {
     connect_with(env, |_| {}).await
 }
 
@@ -122,7 +122,7 @@ async fn connect_with(env: &TestEnv, adjust: impl FnOnce(&mut std::process::Comm
 }
 
 impl Conn {
-    async fn call(&self, name: &str, args: Value) -> CallToolResult {
+    pub(crate) async fn call(&self, name: &str, args: Value) -> CallToolResult {
         let params = CallToolRequestParams::new(name.to_owned())
             .with_arguments(args.as_object().expect("an object").clone());
         let r = self
@@ -154,7 +154,7 @@ impl Conn {
     }
 
     /// Closes the connection and checks the server exits.
-    async fn close(self) {
+    pub(crate) async fn close(self) {
         let pid = self.pid;
         let _ = self.svc.cancel().await;
         tokio::task::spawn_blocking(move || {
@@ -167,7 +167,7 @@ impl Conn {
     }
 }
 
-fn text(r: &CallToolResult) -> String {
+pub(crate) fn text(r: &CallToolResult) -> String {
     r.content
         .iter()
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
@@ -175,16 +175,16 @@ fn text(r: &CallToolResult) -> String {
         .join("\n")
 }
 
-fn doc(r: &CallToolResult) -> Value {
+pub(crate) fn doc(r: &CallToolResult) -> Value {
     r.structured_content.clone().expect("structured content")
 }
 
-fn is_error(r: &CallToolResult) -> bool {
+pub(crate) fn is_error(r: &CallToolResult) -> bool {
     r.is_error == Some(true)
 }
 
 /// Waits (off the runtime's threads) until `f` holds.
-async fn until(what: &'static str, f: impl FnMut() -> bool + Send + 'static) {
+pub(crate) async fn until(what: &'static str, f: impl FnMut() -> bool + Send + 'static) {
     let mut f = f;
     tokio::task::spawn_blocking(move || wait_until(what, || f().then_some(())))
         .await
@@ -206,7 +206,8 @@ async fn lists_every_tool_with_a_schema_and_a_description() {
     assert_eq!(
         names,
         [
-            "run", "status", "wait", "logs", "cancel", "send", "list", "fanout", "retry"
+            "run", "status", "wait", "logs", "cancel", "send", "list", "fanout", "retry", "pause",
+            "resume"
         ]
     );
     for t in &tools {
