@@ -117,6 +117,15 @@ fn list_pages_through_eighty_runs_for_the_python_sdk() {
     env.assert_no_leftovers();
 }
 
+/// `pause` and `resume` of a group of the `fanout` tool: their answers fit their output
+/// schemas (the SDK checks), and a paused group starts no new task until resumed.
+#[test]
+fn the_python_sdk_pauses_and_resumes_a_group() {
+    let env = TestEnv::new();
+    scenario(&env, "group_controls", Duration::from_secs(60));
+    env.assert_no_leftovers();
+}
+
 /// `{}`, `[1,2,3]` and `7` get JSON-RPC's -32600 with id null.
 #[test]
 fn json_that_is_no_request_gets_32600() {

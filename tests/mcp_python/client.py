@@ -68,7 +68,7 @@ async def schemas(s):
     tools = (await s.list_tools()).tools
     names = [t.name for t in tools]
     assert names == ["run", "status", "wait", "logs", "cancel", "send", "list", "fanout",
-                     "retry"], names
+                     "retry", "pause", "resume"], names
     for t in tools:
         schema = t.input_schema if hasattr(t, "input_schema") else t.inputSchema
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -99,13 +99,18 @@ async def schemas(s):
     assert hint("cancel", "destructive_hint") is True
     for name in ("run", "fanout", "retry"):
         assert hint(name, "open_world_hint") is True, name
+    for name in ("pause", "resume"):
+        hints = [hint(name, k) for k in ("read_only_hint", "destructive_hint",
+                                         "idempotent_hint", "open_world_hint")]
+        assert hints == [False, False, True, False], (name, hints)
 
     def minimum(tool, field):
         schema = by[tool].input_schema if hasattr(by[tool], "input_schema") else by[tool].inputSchema
         return schema["properties"][field].get("minimum")
 
     for tool, field in (("status", "attempt"), ("wait", "attempt"), ("logs", "max_bytes"),
-                        ("list", "limit"), ("fanout", "concurrency"), ("cancel", "attempt")):
+                        ("list", "limit"), ("fanout", "concurrency"), ("cancel", "attempt"),
+                        ("pause", "concurrency"), ("resume", "concurrency")):
         assert minimum(tool, field) == 1, (tool, field, minimum(tool, field))
     def props(tool):
         t = by[tool]
@@ -168,9 +173,22 @@ async def defaults(s):
         ("list", {}),
         ("fanout", {"tasks": [{"argv": ["true"]}, {"argv": ["true"]}]}),
         ("retry", {"run_id": "d1"}),
+        ("pause", {"group": None}),
+        ("resume", {"group": None}),
     ]
     assert sorted(c for c, _ in calls) == sorted(by), sorted(by)
+    # A group still going, for `pause` and `resume` (started after `list`, which would show
+    # its driver's command line): its one task waits for a file.
+    gate = os.path.join(WORK, "defaults-go")
+    group = None
     for tool, args in calls:
+        if "group" in args:
+            if group is None:
+                r = await s.call_tool("fanout", {"tasks": [{"argv": ["sh", "-c", gated(gate)]}],
+                                                 "max_wait": "300ms"})
+                assert not r.is_error, text(r)
+                group = r.structured_content["group"]
+            args["group"] = group
         filled = use_defaults(input_schema(by[tool]), args)
         jsonschema.Draft202012Validator(input_schema(by[tool])).validate(filled)
         r = await s.call_tool(tool, filled)
@@ -183,6 +201,9 @@ async def defaults(s):
     r = await s.call_tool("run", filled)
     assert not r.is_error, text(r)
     assert "`max_procs` is a sandbox setting and is ignored" in text(r), text(r)
+    open(gate, "w").close()
+    r = await s.call_tool("wait", {"group": group})
+    assert r.structured_content["group"]["status"] == "ended", r.structured_content
     print(f"defaults: {len(calls)} tools take their schema's defaults")
 
 
@@ -371,6 +392,53 @@ async def running_fanout(s):
     print("running_fanout: ok")
 
 
+def gated(path):
+    """A shell script that waits until `path` exists."""
+    return f"while [ ! -e '{path}' ]; do sleep 0.05; done"
+
+
+async def group_controls(s):
+    """`pause` and `resume` of a group the `fanout` tool started: the SDK checks each answer
+    against the tools' output schemas; a paused group starts no new task until resumed."""
+    gate = os.path.join(WORK, "controls-go")
+    tasks = [{"argv": ["sh", "-c", gated(gate)], "run_id": "gc0"},
+             {"argv": ["true"], "run_id": "gc1"}]
+    r = await s.call_tool("fanout", {"tasks": tasks, "concurrency": 1, "max_wait": "300ms"})
+    assert not r.is_error, text(r)
+    group = r.structured_content["group"]
+    r = await s.call_tool("pause", {"group": group[:-2]})
+    assert not r.is_error, text(r)
+    doc = r.structured_content
+    assert list(doc)[0] == "summary", list(doc)
+    assert doc["group"] == group and doc["paused"] and not doc["stop_running"], doc
+    assert doc["taken"] and doc["concurrency"] == 1, doc
+    assert doc["summary"].startswith(f"group {group} paused"), doc["summary"]
+    open(gate, "w").close()
+    deadline = time.monotonic() + 30
+    done = os.path.join(os.environ["SUBPANE_HOME"], "runs", "gc0", "attempts", "1", "result.json")
+    while not os.path.exists(done):
+        assert time.monotonic() < deadline, "gc0 did not end"
+        await asyncio.sleep(0.05)
+    r = await s.call_tool("pause", {"group": group, "stop_running": True, "concurrency": 2})
+    doc = r.structured_content
+    assert doc["taken"] and doc["stop_running"] and doc["concurrency"] == 2, doc
+    gc1 = os.path.join(os.environ["SUBPANE_HOME"], "runs", "gc1")
+    assert not os.path.exists(gc1), "gc1 started while its group was paused"
+    r = await s.call_tool("resume", {"group": group})
+    assert not r.is_error, text(r)
+    doc = r.structured_content
+    assert list(doc)[:2] == ["summary", "next"], list(doc)
+    assert not doc["paused"] and not doc["stop_running"] and doc["taken"], doc
+    assert doc["next"] == {"tool": "wait", "arguments": {"group": group}}, doc["next"]
+    r = await s.call_tool(doc["next"]["tool"], doc["next"]["arguments"])
+    g = r.structured_content["group"]
+    assert g["status"] == "ended" and g["counts"]["completed"] == 2, g
+    r = await s.call_tool("pause", {"group": "g-nosuch"})
+    assert r.is_error and "no group `g-nosuch`" in text(r), text(r)
+    assert not flag_in(text(r)), text(r)
+    print("group_controls: ok")
+
+
 async def pages(s):
     """`list` pages through 80 runs with offset and next_offset."""
     tasks = [{"argv": ["true"], "run_id": f"pg{i:02}", "labels": {"pages": "yes"}}
@@ -462,7 +530,8 @@ def main():
     else:
         scenarios = {"schemas": schemas, "long_run": long_run, "sizes": sizes,
                      "answers": answers, "running_fanout": running_fanout, "pages": pages,
-                     "defaults": defaults, "bad_requests": bad_requests, "secrets": secrets}
+                     "defaults": defaults, "bad_requests": bad_requests, "secrets": secrets,
+                     "group_controls": group_controls}
         asyncio.run(connected(scenarios[name]))
 
 
