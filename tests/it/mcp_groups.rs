@@ -191,3 +191,59 @@ async fn pause_refuses_an_unknown_group_and_one_not_detached_in_the_tools_words(
     c.close().await;
     env.assert_no_leftovers();
 }
+
+/// A group of the `fanout` tool whose driver was killed is driven again by the server's
+/// next call (here `list`): its tasks all run once, and the driver's run has attempt 2;
+/// the `list` text names the group, not the driver's command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_driver_is_driven_again_by_the_next_call() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let gate = env.root.path().join("gate");
+    let tasks = json!([
+        {"argv": gated(&gate), "run_id": "kv0"},
+        {"argv": ["true"], "run_id": "kv1"},
+    ]);
+    let r = c
+        .call(
+            "fanout",
+            json!({"tasks": tasks, "concurrency": 1, "max_wait": "300ms"}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let group = doc(&r)["group"].as_str().unwrap().to_owned();
+    let facts = env.attempt_dir(&group, 1).join("worker.json");
+    let pid = {
+        let f = facts.clone();
+        until("the driver's pid", move || {
+            std::fs::read(&f)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                .is_some_and(|v| v["agent"]["pid"].is_i64())
+        })
+        .await;
+        let v: Value = serde_json::from_slice(&std::fs::read(&facts).unwrap()).unwrap();
+        v["agent"]["pid"].as_i64().unwrap() as i32
+    };
+    crate::harness::send_signal(pid, libc::SIGKILL);
+    let end = env.attempt_dir(&group, 1).join("result.json");
+    until("the killed driver's envelope", move || end.exists()).await;
+    let r = c.call("list", json!({})).await;
+    let t = text(&r);
+    assert!(
+        !t.contains("--driver"),
+        "the list names the driver's command line: {t}"
+    );
+    let second = env.attempt_dir(&group, 2).join("spec.json");
+    assert!(second.exists(), "not driven again: {t}");
+    std::fs::write(&gate, "").unwrap();
+    let r = c.call("wait", json!({"group": group})).await;
+    let v = doc(&r);
+    assert_eq!(v["group"]["status"], "ended", "{v}");
+    assert_eq!(v["group"]["counts"]["completed"], 2, "{v}");
+    for run in ["kv0", "kv1"] {
+        assert!(!env.attempt_dir(run, 2).exists(), "{run} started twice");
+    }
+    c.close().await;
+    env.assert_no_leftovers();
+}

@@ -69,6 +69,7 @@ impl Server {
     }
 
     async fn dispatch(&self, name: &str, args: Value, call: &Call) -> Result<Answer, McpError> {
+        self.revive_groups(name, &args).await;
         Ok(match name {
             tools::RUN => self.run(args, call).await,
             tools::STATUS => self.status(args).await,
@@ -91,6 +92,34 @@ impl Server {
                 ));
             }
         })
+    }
+
+    /// A detached group whose driver died is driven again by the next call that could see
+    /// it (as by the next subpane command), but `cancel` of that driver, which stops it.
+    async fn revive_groups(&self, name: &str, args: &Value) {
+        let home = self.home.clone();
+        let cancelled = (name == tools::CANCEL)
+            .then(|| args["run_id"].as_str().map(str::to_owned))
+            .flatten();
+        let _ = tokio::task::spawn_blocking(move || {
+            let except: Vec<String> = cancelled
+                .and_then(|r| app::find_run(&home, &r, None).ok())
+                .map(|f| vec![f.spec.run_id.to_string()])
+                .unwrap_or_default();
+            for r in app::fanout::revive::revive(&home, &except) {
+                match r.outcome {
+                    Ok(n) => eprintln!(
+                        "subpane mcp: group {}: its driver had died; driving it again (attempt {n})",
+                        r.group
+                    ),
+                    Err(e) => eprintln!(
+                        "subpane mcp: group {}: its driver had died and cannot be started again: {e}",
+                        r.group
+                    ),
+                }
+            }
+        })
+        .await;
     }
 
     /// The call's `max_wait`, or the server's.
