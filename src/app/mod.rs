@@ -71,8 +71,7 @@ pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_
 pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};
 pub use runs::{
     AttemptStatus, CancelOutcome, Found, GC_OLDER_THAN, LogFile, Sent, attempt_status, cancel,
-    cancel_asking, cancel_by, find_run, gc, list, list_one, send, send_within, stop_attempt,
-    tmux_for, what,
+    cancel_asking, cancel_by, find_run, gc, list, list_one, send, send_within, tmux_for, what,
 };
 pub use start_many::start_many;
 pub use wait::{

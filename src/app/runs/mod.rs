@@ -7,8 +7,6 @@
 pub mod group;
 pub mod names;
 mod send;
-mod stop_stub;
-pub use stop_stub::stop_attempt;
 
 pub use send::{Sent, send, send_within};
 
