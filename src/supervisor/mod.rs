@@ -23,11 +23,13 @@
 //!   ([`procs::belongs_to_attempt`]).
 
 mod cancel;
+mod deliver;
 mod lost;
 mod observe;
 mod waiter;
 
-pub use cancel::{Delivery, request_cancel};
+pub use cancel::request_cancel;
+pub use deliver::Delivery;
 pub use lost::{write_lost, write_unfinished};
 pub use observe::{
     AttemptState, RunningInfo, STARTING_GRACE, WorkerSeen, observe, worker_identity,
