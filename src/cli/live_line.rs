@@ -397,6 +397,7 @@ mod tests {
                 kind: EventKind::ToolCall,
                 text: "bash cargo test".into(),
             }),
+            stopped_since: None,
         };
         let rows = [
             row("fix-1", running(t0, Some(p))),

@@ -76,6 +76,8 @@ pub fn build(
         budget: facts.budget.clone(),
         secrets: facts.secrets.clone(),
         input: facts.input.clone(),
+        stopped_ms: facts.stopped_ms,
+        stops: facts.stops,
     }
 }
 

@@ -34,8 +34,8 @@ pub use progress::{
     Progress, SoFar,
 };
 pub use records::{
-    CancelRequest, LaunchRecord, NetworkEntry, ProcRef, Verdict, WORKER_SCHEMA, WorkerFacts,
-    WorkerState,
+    CancelRequest, LaunchRecord, NetworkEntry, ProcRef, STOP_REQUEST_LIMIT, StopRequest, Verdict,
+    WORKER_SCHEMA, WorkerFacts, WorkerState,
 };
 pub use remote::{Untrusted, compile_schema, from_remote};
 pub use sandbox::{Enforced, EnforcedLimit, EnforcedLimits, LimitKind, SandboxInfo};
@@ -397,6 +397,14 @@ pub struct Envelope {
     /// line); absent for an attempt without input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<InputCounts>,
+    /// How many milliseconds of `duration_ms` the agent was held stopped (`subpane pause`:
+    /// SIGSTOP to its process group, until `resume` or the attempt's end); absent when it
+    /// never was. `duration_ms` is the wall time and includes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_ms: Option<u64>,
+    /// How many times the agent was held stopped; absent when it never was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stops: Option<u32>,
 }
 
 /// The messages and interrupts given to an attempt's agent while it ran (each is a

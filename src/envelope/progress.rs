@@ -107,6 +107,10 @@ pub struct Progress {
     #[serde(flatten)]
     pub so_far: SoFar,
     pub last_event: Option<LastEvent>,
+    /// Since when the agent is held stopped (`subpane pause`), RFC 3339 UTC; absent while it
+    /// runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_since: Option<String>,
 }
 
 #[cfg(test)]
@@ -128,6 +132,7 @@ mod tests {
                 kind: EventKind::ToolCall,
                 text: "bash ls".into(),
             }),
+            stopped_since: None,
         };
         let v = serde_json::to_value(&p).unwrap();
         assert_eq!(v["cost_usd"], 0.5);

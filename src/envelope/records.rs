@@ -1,4 +1,5 @@
-//! Records written while an attempt runs: `launch.json`, `worker.json`, `cancel.json`.
+//! Records written while an attempt runs: `launch.json`, `worker.json`, `cancel.json`,
+//! `stop.json`.
 
 use std::net::IpAddr;
 
@@ -105,6 +106,12 @@ pub struct WorkerFacts {
     /// What was said to the running agent (see the envelope's `input`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<super::InputCounts>,
+    /// How long the agent was held stopped in all (`subpane pause`; see the envelope's
+    /// `stopped_ms`), and how many times: absent when it never was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stops: Option<u32>,
 }
 
 /// `cancel.json`: a cancel request. Written before the worker is signalled, so a worker that
@@ -166,6 +173,29 @@ impl CancelRequest {
         }
     }
 }
+
+/// `stop.json`: the state asked for the agent, held stopped (`stopped: true`: SIGSTOP to its
+/// process group) or running (`false`: SIGCONT). Written by `subpane pause` and `resume`
+/// (renamed into place whole) before the worker is signalled (SIGUSR2); a worker that starts
+/// later reads it once its program runs.
+///
+/// ```json
+/// {"id": "9f2c41d07a3be815", "requested_at": "2026-11-30T03:39:50.000Z", "stopped": true}
+/// ```
+///
+/// The file is a state, not an event: the latest request is the one that counts, and asking
+/// for the state the agent is in changes nothing. The worker reads it as untrusted bytes (an
+/// unsandboxed program can write its attempt directory): at most [`STOP_REQUEST_LIMIT`]
+/// bytes, never through a link; anything else under that name is no request.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRequest {
+    pub id: String,
+    pub requested_at: String,
+    pub stopped: bool,
+}
+
+/// The most bytes of a `stop.json` the worker reads (subpane writes about 90).
+pub const STOP_REQUEST_LIMIT: u64 = 4096;
 
 /// One decision of the egress proxy: a line of `network.jsonl`.
 ///

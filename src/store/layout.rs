@@ -135,6 +135,8 @@ impl AttemptPaths {
     file!(progress, "progress.json");
     file!(result, "result.json");
     file!(cancel, "cancel.json");
+    // The state asked for the agent, held stopped or running (`subpane pause`, `resume`).
+    file!(stop, "stop.json");
     // The socket of an attempt with input (`stdin: "input"`): `subpane send`, MCP `send` ask
     // the worker there to give the running agent a message. Out of a sandbox's reach (the
     // home is hidden in it).

@@ -79,6 +79,13 @@ impl Worker {
             }
         }
         f.cleanup.output_held_open = self.life.output_held_open();
+        // A hold still on (an agent that ended held) counts up to now.
+        let hold = self.life.hold();
+        if hold.times > 0 {
+            let ms = hold.total_at(std::time::Instant::now()).as_millis();
+            f.stopped_ms = Some(u64::try_from(ms).unwrap_or(u64::MAX));
+            f.stops = Some(hold.times);
+        }
         // A sandbox helper that did not get as far as the program: its own exit says nothing
         // about the program, which never ran.
         let program_ran = f.sandbox_error.is_none() && f.spawn_error.is_none();

@@ -16,6 +16,7 @@
 //!                  │    usage, last event ─► progress.json, at most twice a second    progress.rs
 //!                  │    usage past a budget limit ─► stop (failure budget)           budget.rs
 //!                  │    SIGCHLD ─► reap;  SIGUSR1/TERM/INT ─► cancel;  SIGHUP ─► pane closed
+//!                  │    SIGUSR2 ─► stop.json: SIGSTOP / SIGCONT the group (stop/hold.rs)
 //!                  │    a run from a sandbox: the parent's worker exited ─► cancel    within.rs
 //!                  │    deadlines ─► SIGTERM group ─ grace ─► SIGKILL group + descendants  stop/
 //!                  ▼
@@ -33,7 +34,8 @@
 //!
 //! Common pitfalls:
 //! * Signals must be blocked before anything else, or an early cancel kills the worker.
-//! * Write `worker.json` before looking for `cancel.json` (the canceller does the reverse).
+//! * Write `worker.json` before looking for `cancel.json` or `stop.json` (the requester does
+//!   the reverse).
 //! * The launcher renames its records into place unsynced: the worker makes them durable
 //!   (see `Worker::sync_records_meanwhile`), and never exits before they are.
 //! * The agent's exit is not the end: its output pipes may still be held by descendants.

@@ -186,6 +186,7 @@ impl Worker {
                     self.reap_now();
                 }
                 Ok(Signal::SIGUSR1) => self.cancel_requested(true),
+                Ok(Signal::SIGUSR2) => self.stop_asked(),
                 Ok(Signal::SIGINT) => self.interrupt_from_pane(Instant::now()),
                 Ok(sig @ (Signal::SIGTERM | Signal::SIGQUIT)) => {
                     if self.cancelled_by.is_none() {

@@ -47,6 +47,8 @@ pub(crate) struct Tracker {
     /// When the first change not yet written came (only until the first write).
     first_change: Option<Instant>,
     written_at: Option<Instant>,
+    /// Since when the agent is held stopped (`subpane pause`), RFC 3339.
+    stopped_since: Option<String>,
 }
 
 impl Tracker {
@@ -59,7 +61,15 @@ impl Tracker {
             dirty: false,
             first_change: None,
             written_at: None,
+            stopped_since: None,
         }
+    }
+
+    /// The agent was held stopped at `since` (RFC 3339), or goes on (`None`): for the live
+    /// views, written like any change.
+    pub(crate) fn held(&mut self, since: Option<String>) {
+        self.stopped_since = since;
+        self.mark();
     }
 
     fn set(&mut self, kind: EventKind, parts: &[&[u8]]) {
@@ -193,6 +203,7 @@ impl Tracker {
             updated_at: now_rfc3339(),
             so_far: so_far(),
             last_event: self.last_event(masker),
+            stopped_since: self.stopped_since.clone(),
         };
         // Worth nothing once result.json exists: no fsync, and a failed write only costs
         // the live views a moment of staleness.

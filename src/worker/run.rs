@@ -27,6 +27,7 @@ pub fn main(dir: &Path) -> i32 {
         Signal::SIGINT,
         Signal::SIGHUP,
         Signal::SIGUSR1,
+        Signal::SIGUSR2,
         Signal::SIGQUIT,
         Signal::SIGWINCH,
     ] {
@@ -235,6 +236,9 @@ impl Worker {
                     if self.cancel_pending() {
                         self.cancel_requested(true);
                     }
+                    // A stop asked for before the program ran (the latest state asked for is
+                    // in the file): honoured now, a moment into its run.
+                    self.stop_asked();
                     // While the program starts, which takes longer: off the way to its end.
                     self.sync_records_meanwhile();
                     warm_cpu_features();

@@ -206,6 +206,11 @@ impl Stream {
         self.filter.live.due()
     }
 
+    /// The agent was held stopped at `since`, or goes on (`None`): `progress.json` says so.
+    pub(crate) fn held(&mut self, since: Option<String>) {
+        self.filter.live.held(since);
+    }
+
     /// Writes `progress.json` if a change is due at `now`.
     pub(crate) fn write_progress(&mut self, now: Instant, paths: &crate::store::AttemptPaths) {
         let f = &mut self.filter;

@@ -135,6 +135,8 @@ fn schema_requires_every_field_the_code_writes() {
         "parent_run",
         "resumed_from",
         "secrets",
+        "stopped_ms",
+        "stops",
         "tails",
         "worktree",
     ];

@@ -96,6 +96,8 @@ pub fn local_end(
         budget: None,
         secrets: None,
         input: None,
+        stopped_ms: None,
+        stops: None,
     }
 }
 

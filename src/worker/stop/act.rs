@@ -1,5 +1,5 @@
 //! The impure side of stopping: feeds events to the machine and performs its actions —
-//! signals, killing descendants, reaping.
+//! signals, killing descendants, reaping, holding the agent stopped and continuing it.
 
 use std::time::{Duration, Instant};
 
@@ -7,7 +7,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 
 use super::{Action, Event, Exit};
-use crate::envelope::{CancelOrigin, CancelRequest, KillReason};
+use crate::envelope::{CancelOrigin, CancelRequest, KillReason, STOP_REQUEST_LIMIT, StopRequest};
 use crate::procs;
 use crate::store;
 use crate::worker::pane::Style;
@@ -66,6 +66,55 @@ impl Worker {
                 );
             }
             Action::GiveUpOnPipes => self.stream.close(),
+            // The group only, as SIGTERM: a descendant that left it with setsid runs on
+            // (the sandbox's processes are all in it).
+            Action::SigStop => {
+                let Some(pgid) = self.agent else { return };
+                procs::signal_group(pgid, Signal::SIGSTOP);
+                self.stream.held(Some(crate::fresh::now_rfc3339()));
+                let run = self.spec.run_id.to_string();
+                self.pane.line(
+                    Style::Yellow,
+                    &format!(
+                        "⏸ stopped by subpane (its clocks stand still); `subpane resume {run}` continues it"
+                    ),
+                );
+            }
+            Action::SigCont { held } => {
+                let Some(pgid) = self.agent else { return };
+                procs::signal_group(pgid, Signal::SIGCONT);
+                self.stream.held(None);
+                let why = if self.life.stop().is_some() {
+                    ", to take its stop"
+                } else {
+                    ""
+                };
+                self.pane.line(
+                    Style::Yellow,
+                    &format!(
+                        "▶ continued by subpane after {:.1}s stopped{why}",
+                        held.as_secs_f64()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// `stop.json` asks for the agent to be held stopped or to go on (SIGUSR2, and once the
+    /// program runs): the machine decides whether that changes anything.
+    ///
+    /// The file is untrusted bytes: a program outside a sandbox can write its attempt
+    /// directory and signal its worker. It is read without following a link, at most
+    /// [`STOP_REQUEST_LIMIT`] bytes, never blocking (a FIFO is no file); anything that is not
+    /// a request as subpane writes it is none. A program that writes a real one stops itself,
+    /// which it could do anyway.
+    pub(crate) fn stop_asked(&mut self) {
+        let asked = store::read_bounded(&self.paths.stop(), STOP_REQUEST_LIMIT)
+            .ok()
+            .flatten()
+            .and_then(|b| serde_json::from_slice::<StopRequest>(&b).ok());
+        if let Some(r) = asked {
+            self.feed(Event::Hold { stopped: r.stopped }, Instant::now());
         }
     }
 

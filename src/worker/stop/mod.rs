@@ -12,6 +12,8 @@
 //!                      Exited { exit, at, stop, pipes }
 //!                        pipes: Open ─ at + LEAK_WAIT ─► Draining { until } ─ DRAIN_WAIT ─► Closed
 //!                                  └───────────── PipesClosed ───────────────────────────┘
+//!  Running ─ Hold { stopped } ─► held (SIGSTOP) / continued (SIGCONT): its clocks stand
+//!            still while held (`hold.rs`)
 //! ```
 //!
 //! [`Life::on`] takes one [`Event`] and the time, changes state, and returns the [`Action`]s
@@ -38,8 +40,11 @@ use crate::envelope::KillReason;
 use crate::spec::Limits;
 
 mod act;
+mod hold;
 #[cfg(test)]
 mod tests;
+
+pub use hold::Hold;
 
 /// After the agent exits, how long descendants may keep its output open before they are
 /// killed.
@@ -128,6 +133,8 @@ pub enum Event {
     PipesClosed,
     /// A wake-up: act on every deadline that passed.
     Tick,
+    /// `stop.json` asks for the agent to be held stopped (`true`) or to go on (`false`).
+    Hold { stopped: bool },
 }
 
 /// What the worker must do.
@@ -143,6 +150,11 @@ pub enum Action {
     KillLeftovers,
     /// Stop waiting for pipes that do not close.
     GiveUpOnPipes,
+    /// SIGSTOP to the process group: the agent is held.
+    SigStop,
+    /// SIGCONT to the process group, after a hold of `held` (ended by a request, or because
+    /// a stop began).
+    SigCont { held: Duration },
 }
 
 /// The machine: the limits it enforces, the state, and whether the pipes are still open.
@@ -156,6 +168,8 @@ pub struct Life {
     state: State,
     /// Tracked in every state: the pipes may close before the agent exits.
     pipes_open: bool,
+    /// The agent held stopped by request (`hold.rs`).
+    hold: Hold,
 }
 
 impl Life {
@@ -167,6 +181,7 @@ impl Life {
             grace: Duration::from_millis(limits.grace_ms),
             state: State::Starting { cancelled: false },
             pipes_open: true,
+            hold: Hold::default(),
         }
     }
 
@@ -213,6 +228,29 @@ impl Life {
                 }
             }
             (Event::Tick, _) => self.tick(now, &mut acts),
+            (Event::Hold { stopped: true }, State::Running { .. }) => {
+                if self.hold.start(now) {
+                    acts.push(Action::SigStop);
+                }
+            }
+            // Every clock of a running agent moves later by the time it was held.
+            (
+                Event::Hold { stopped: false },
+                State::Running {
+                    started,
+                    last_output,
+                    linger_at,
+                },
+            ) => {
+                if let Some(held) = self.hold.end(now) {
+                    *started += held;
+                    *last_output += held;
+                    if let Some(l) = linger_at {
+                        *l += held;
+                    }
+                    acts.push(Action::SigCont { held });
+                }
+            }
             // Everything else changes nothing: a stop never starts before the spawn nor after
             // the exit, and one stop at a time.
             _ => {}
@@ -225,6 +263,8 @@ impl Life {
         let passed = |at: Option<Instant>| at.is_some_and(|t| t <= now);
         match &mut self.state {
             State::Starting { .. } => {}
+            // Held: its clocks stand still, no deadline passes.
+            State::Running { .. } if self.hold.since.is_some() => {}
             State::Running {
                 started,
                 last_output,
@@ -274,6 +314,11 @@ impl Life {
         let zero = grace.is_zero();
         acts.push(Action::Announce(reason));
         acts.push(if zero { Action::Kill } else { Action::Term });
+        // A held agent takes its SIGTERM only once continued: after it, so that it wakes to
+        // the signal.
+        if let Some(held) = self.hold.end(now) {
+            acts.push(Action::SigCont { held });
+        }
         self.state = State::Stopping {
             stop: Stop {
                 reason,
@@ -291,6 +336,9 @@ impl Life {
             State::Stopping { stop, .. } => Some(stop),
             State::Starting { .. } | State::Exited { .. } => return,
         };
+        // Killed while held (from outside): the hold ends with it. What is left of its group
+        // is the leak wait's business, and SIGKILL reaches a stopped process.
+        self.hold.end(now);
         let pipes = if self.pipes_open {
             Pipes::Open
         } else {
@@ -308,6 +356,7 @@ impl Life {
     pub fn next_deadline(&self) -> Option<Instant> {
         match self.state {
             State::Starting { .. } => None,
+            State::Running { .. } if self.hold.since.is_some() => None,
             State::Running {
                 started,
                 last_output,
@@ -352,6 +401,11 @@ impl Life {
             State::Stopping { stop, .. } => Some(stop),
             State::Exited { stop, .. } => stop,
         }
+    }
+
+    /// The agent's holds: how many, and for how long so far.
+    pub fn hold(&self) -> Hold {
+        self.hold
     }
 
     /// How the agent ended, once it was reaped.

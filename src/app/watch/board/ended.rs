@@ -184,6 +184,7 @@ mod tests {
                 kind: EventKind::Info,
                 text: "claude session s-1".into(),
             }),
+            stopped_since: None,
         };
         crate::store::write_json_atomic(&p.progress(), &stale).unwrap();
         let row: RunRow = serde_json::from_value(serde_json::json!({

@@ -84,6 +84,7 @@ fn progress(tokens: u64, cost: Option<f64>, kind: EventKind, text: &str) -> Prog
             kind,
             text: text.into(),
         }),
+        stopped_since: None,
     }
 }
 
