@@ -98,6 +98,18 @@ pub enum Error {
         socket: String,
         session: String,
     },
+    /// A request to hold an agent stopped (or continue it) that could not be delivered:
+    /// nothing was signalled.
+    #[error(
+        "the {} of run {run} (attempt {attempt}) was not delivered: {why}; nothing was signalled",
+        if *.stopped { "pause" } else { "resume" }
+    )]
+    StopNotDelivered {
+        run: String,
+        attempt: u32,
+        stopped: bool,
+        why: String,
+    },
     /// An attempt the caller waited for ended, but no envelope could be read.
     #[error("the attempt ended without an envelope")]
     NoEnvelope,
@@ -166,6 +178,7 @@ impl Error {
             | Error::WorktreeLock(_)
             | Error::NoEnvelope
             | Error::CancelNotDelivered { .. }
+            | Error::StopNotDelivered { .. }
             | Error::NotStarted
             | Error::NotSent(_)
             | Error::Nest(_) => false,

@@ -70,8 +70,9 @@ pub use request::{RunRequest, at_file, parse_kv};
 pub use retry::{DEFAULT_FOLLOW_UP, RetryOptions, RetryPlan, plan_retry, prepare_retry};
 pub use run::{OnInterrupt, RunOptions, RunOutcome, cancel_on_interrupt, run};
 pub use runs::{
-    AttemptStatus, CancelOutcome, Found, GC_OLDER_THAN, LogFile, Sent, attempt_status, cancel,
-    cancel_asking, cancel_by, find_run, gc, list, list_one, send, send_within, tmux_for, what,
+    AttemptStatus, CancelOutcome, Found, GC_OLDER_THAN, LogFile, Sent, StopOutcome, attempt_status,
+    cancel, cancel_asking, cancel_by, find_run, gc, list, list_one, send, send_within,
+    stop_attempt, tmux_for, what,
 };
 pub use start_many::start_many;
 pub use wait::{

@@ -131,6 +131,20 @@ pub struct CancelRequested {
     pub cancel_requested: bool,
 }
 
+/// `pause --json` and `resume --json`: the state asked for the attempt's agent is recorded
+/// (`stopped`: held stopped, or going on), and the worker signalled if it runs (one that does
+/// not run the program yet applies it once it does).
+///
+/// ```json
+/// {"run_id": "build-42", "attempt": 1, "stopped": true}
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StopRequested {
+    pub run_id: String,
+    pub attempt: u32,
+    pub stopped: bool,
+}
+
 /// The state of a run in a listing: an envelope's status, or where it is while unfinished.
 ///
 /// ```json

@@ -21,7 +21,8 @@ use serde::{Deserialize, Serialize};
 
 pub use answers::{
     CancelRequested, DamagedRun, FanoutReport, FanoutSummary, FanoutTask, GcReport, LiveStatus,
-    QueueWait, RunRow, RunState, STATUS_SCHEMA, SlurmJob, Started, StatusDoc, TaskStatus,
+    QueueWait, RunRow, RunState, STATUS_SCHEMA, SlurmJob, Started, StatusDoc, StopRequested,
+    TaskStatus,
 };
 pub(crate) use budget::{Budget, costed};
 pub use budget::{BudgetHit, BudgetLimit, BudgetUsage};

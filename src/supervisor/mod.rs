@@ -1,4 +1,5 @@
-//! The supervisor side: observing, waiting, cancelling, and recording lost attempts.
+//! The supervisor side: observing, waiting, cancelling, holding stopped and continuing, and
+//! recording lost attempts.
 //!
 //! Nothing here polls or prints. An attempt's state comes from its files and from whether its
 //! worker process lives: [`observe`] reads them once; a [`Waiter`] holds any number of
@@ -16,7 +17,7 @@
 //!   a result written in between is missed.
 //! * A dead worker may have just written `result.json`: re-check it before writing `lost`.
 //! * Never signal a worker from `launch.json` alone: until `worker.json` exists it may not
-//!   have blocked its signals yet. `cancel.json` covers that window.
+//!   have blocked its signals yet. `cancel.json` (and `stop.json`) covers that window.
 //! * Never signal a process because a record names it: a record may name any process. A
 //!   worker is the process whose command line is `… __worker <its attempt dir>`
 //!   ([`procs::is_worker_of`]); a program's process carries `SUBPANE_ATTEMPT_DIR`
@@ -26,6 +27,7 @@ mod cancel;
 mod deliver;
 mod lost;
 mod observe;
+mod stop;
 mod waiter;
 
 pub use cancel::request_cancel;
@@ -34,6 +36,7 @@ pub use lost::{write_lost, write_unfinished};
 pub use observe::{
     AttemptState, RunningInfo, STARTING_GRACE, WorkerSeen, observe, worker_identity,
 };
+pub use stop::request_stop;
 pub use waiter::{Token, WaitEvent, Waiter, Waker};
 
 /// Errors while supervising.

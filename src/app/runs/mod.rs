@@ -1,5 +1,5 @@
-//! Runs that exist: finding them, their state, cancelling, listing, cleaning up (waiting
-//! for them is [`crate::app::wait`]).
+//! Runs that exist: finding them, their state, cancelling, holding stopped (`stop.rs`),
+//! listing, cleaning up (waiting for them is [`crate::app::wait`]).
 //!
 //! Every answer is a typed contract document ([`Envelope`], [`StatusDoc`], [`RunRow`],
 //! [`GcReport`], [`CancelRequested`]); printing them is the caller's business.
@@ -7,8 +7,10 @@
 pub mod group;
 pub mod names;
 mod send;
+mod stop;
 
 pub use send::{Sent, send, send_within};
+pub use stop::{StopOutcome, stop_attempt};
 
 use std::time::{Duration, SystemTime};
 
@@ -205,16 +207,8 @@ pub fn cancel_asking(
         return Ok(CancelOutcome::AlreadyFinished(env));
     }
     let grace_ms = grace_ms.unwrap_or(found.spec.limits.grace_ms);
-    // A question only: it never starts a server, so the home's config is not needed.
-    let tmux = Tmux::new(
-        Socket::from_path(&found.spec.tmux.socket),
-        "/dev/null".into(),
-    );
-    let delivery = supervisor::request_cancel(&found.paths, grace_ms, origin, budget, || {
-        tmux.pane_of(&found.spec.tmux.session)
-            .ok()
-            .map(|p| p.pane_pid)
-    })?;
+    let delivery =
+        supervisor::request_cancel(&found.paths, grace_ms, origin, budget, || pane_pid(found))?;
     if let supervisor::Delivery::NotDelivered(why) = delivery {
         // It may have ended meanwhile: then that is the answer.
         if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
@@ -233,6 +227,19 @@ pub fn cancel_asking(
         attempt: found.spec.attempt,
         cancel_requested: true,
     }))
+}
+
+/// The process of the attempt's tmux pane, as tmux says: what a request to its worker is
+/// checked against. A question only: it never starts a server, so the home's config is not
+/// needed.
+fn pane_pid(found: &Found) -> Option<i32> {
+    Tmux::new(
+        Socket::from_path(&found.spec.tmux.socket),
+        "/dev/null".into(),
+    )
+    .pane_of(&found.spec.tmux.session)
+    .ok()
+    .map(|p| p.pane_pid)
 }
 
 /// The command line or the start of the task, as one line safe for a terminal.

@@ -229,9 +229,9 @@ impl Life {
             }
             (Event::Tick, _) => self.tick(now, &mut acts),
             (Event::Hold { stopped: true }, State::Running { .. }) => {
-                if self.hold.start(now) {
-                    acts.push(Action::SigStop);
-                }
+                // Already held: no second SIGSTOP.
+                let new = self.hold.start(now);
+                acts.extend(new.then_some(Action::SigStop));
             }
             // Every clock of a running agent moves later by the time it was held.
             (
