@@ -320,9 +320,13 @@ fn line(r: &LineRow, now: SystemTime, id_w: usize) -> String {
             format!("{mark} {id:id_w$}  {d:>5}  {words}")
         }
         LineState::Live(l) => {
+            let stopped = l
+                .progress
+                .as_ref()
+                .is_some_and(|p| p.stopped_since.is_some());
             let (state, clock) = match (l.started_at, &l.waiting) {
                 (Some(t), _) => (
-                    "running".to_owned(),
+                    if stopped { "⏸ stopped" } else { "running" }.to_owned(),
                     human::clock(now.duration_since(t).unwrap_or_default()),
                 ),
                 (None, Some(w)) => (crate::fresh::waiting_words(w), "-".to_owned()),

@@ -22,6 +22,7 @@ mod ls;
 mod mcp;
 mod nested;
 mod output;
+mod pause;
 mod reference;
 mod remote;
 mod retry;
@@ -84,6 +85,11 @@ pub enum Command {
     Cancel(cancel::CancelArgs),
     /// Give a running agent a user message (or --interrupt its turn), as its CLI's input
     Send(send::SendArgs),
+    /// Stop runs' agents where they are (SIGSTOP), or a detached group's new starts
+    /// (--group G)
+    Pause(pause::PauseArgs),
+    /// Continue paused runs' agents (SIGCONT), or a paused group (--group G)
+    Resume(pause::ResumeArgs),
     /// Show a detached fan-out group's tasks and why each queued one waits; change its
     /// --concurrency
     Group(group::GroupArgs),
@@ -282,6 +288,8 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
         Command::Logs(a) => logs::logs(&home, a),
         Command::Cancel(a) => cancel::cancel(&home, a),
         Command::Send(a) => send::send(&home, a),
+        Command::Pause(a) => pause::pause(&home, a),
+        Command::Resume(a) => pause::resume(&home, a),
         Command::Group(a) => group::group(&home, a),
         Command::Attach(a) => attach::attach(&home, a),
         Command::Ls(a) => ls::ls(&home, a),
@@ -346,6 +354,8 @@ fn revive_groups(home: &crate::store::Home, command: &Command) {
         | Command::Logs(_)
         | Command::Send(_)
         | Command::Group(_)
+        | Command::Pause(_)
+        | Command::Resume(_)
         | Command::Attach(_)
         | Command::Ls(_)
         | Command::Top(_)

@@ -293,6 +293,13 @@ pub fn human_running(doc: &StatusDoc, progress: Option<&Progress>) -> String {
         }
     }
     if let Some(p) = progress {
+        if let Some(t) = p.stopped_since.as_deref() {
+            s.push_str(&format!(
+                "stopped   since {} (`subpane resume {}` continues it)\n",
+                human::utc(t),
+                doc.run_id
+            ));
+        }
         let so_far = human::so_far(&p.so_far);
         if !so_far.is_empty() {
             s.push_str(&format!("so far    {so_far}\n"));

@@ -35,6 +35,7 @@ mod names;
 mod nest;
 mod nest_bounds;
 mod pane;
+mod pause;
 mod proxy;
 mod relay;
 mod retry;
