@@ -116,8 +116,17 @@ fn hold(
         match app::stop_attempt(f, stopped) {
             Ok(StopOutcome::Requested(r)) => answers.push(r),
             Ok(StopOutcome::AlreadyFinished(env)) => {
+                // `resume` is not `retry --resume`, which people may mean.
+                let instead = if stopped {
+                    String::new()
+                } else {
+                    format!(
+                        "; `subpane retry {} --resume` continues its agent's session in a new attempt",
+                        env.run_id
+                    )
+                };
                 eprintln!(
-                    "subpane: error: run {} (attempt {}) has finished ({}): there is nothing to {verb}",
+                    "subpane: error: run {} (attempt {}) has finished ({}): there is nothing to {verb}{instead}",
                     env.run_id,
                     env.attempt,
                     env.status.as_str()

@@ -222,6 +222,11 @@ fn pause_refuses_finished_unknown_and_missing_runs() {
             r.stderr.contains("run f") && r.stderr.contains("completed"),
             "{r:?}"
         );
+        assert_eq!(
+            r.stderr.contains("retry f --resume"),
+            verb == "resume",
+            "{r:?}"
+        );
         let r = env.sp([verb, "nosuch"]);
         assert_eq!(r.code, 2, "{r:?}");
         assert!(r.stderr.contains("nosuch"), "{r:?}");
