@@ -307,10 +307,11 @@ impl<'h> Fanout<'h> {
         if state.records.is_none() {
             state.anchor = SystemTime::now();
         }
-        // The group's controls before anything starts (a group paused before its driver
-        // ran, or a driver started again), then the runs an earlier driver started.
-        state.take_control(on_event);
+        // The runs an earlier driver started (a driver started again), then the group's
+        // controls before anything starts (a group paused before its driver ran): they
+        // stop or continue the adopted runs too.
         state.adopt(&mut wl, on_event);
+        state.take_control(on_event);
         let tick = state.opts.tick;
         wl.run(
             None,

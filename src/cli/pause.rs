@@ -16,6 +16,7 @@ use clap::Args;
 
 use super::CliError;
 use super::common::{print, print_json};
+use crate::app::fanout::control::Change;
 use crate::app::{self, StopOutcome};
 use crate::envelope::StopRequested;
 use crate::exit_code;
@@ -29,6 +30,10 @@ was stopped in all (its duration_ms is the wall time and includes it), stops how
 
 Pausing a paused run, or resuming a running one, is no error and no change. A run whose \
 program has not started yet (it waits to start) is stopped as soon as it starts.
+
+With --group G, the group's driver starts no new task until `resume --group G` (and with \
+--stop-running stops its running tasks as above); exit 2 for a group whose fan-out was not \
+detached, or that has ended.
 
 Exit code: 0 when every run was asked (the answer comes once its worker is signalled; the \
 agent is stopped within milliseconds, and progress.json's stopped_since says since when); 2 \
@@ -51,9 +56,20 @@ be delivered to a run's worker.";
 pub struct PauseArgs {
     /// The runs whose latest attempts to stop: run ids, unique starts of them, or `@` for the
     /// newest run
-    #[arg(value_name = "RUN", add = super::docs::run_candidates())]
+    #[arg(value_name = "RUN", add = super::docs::run_candidates(),
+          required_unless_present = "group", conflicts_with = "group")]
     pub runs: Vec<String>,
-    /// Print {"run_id", "attempt", "stopped": true} as JSON (an array of them for several runs)
+    /// Pause a detached fan-out group instead (fanout --detach, the MCP fanout tool; its id
+    /// or a unique start of it): its driver starts no new task, the running ones go on;
+    /// `subpane resume --group G` carries on. Returns once the driver took it
+    #[arg(long, value_name = "G", add = super::docs::group_candidates())]
+    pub group: Option<String>,
+    /// With --group: also stop the group's running tasks here, as `pause RUN` does, until
+    /// `resume --group G` (tasks on hosts go on)
+    #[arg(long, requires = "group")]
+    pub stop_running: bool,
+    /// Print {"run_id", "attempt", "stopped": true} as JSON (an array of them for several
+    /// runs); with --group {"group", "paused", "stop_running", "concurrency", "taken"}
     #[arg(long)]
     pub json: bool,
 }
@@ -64,19 +80,35 @@ pub struct PauseArgs {
 pub struct ResumeArgs {
     /// The runs whose latest attempts to continue: run ids, unique starts of them, or `@` for
     /// the newest run
-    #[arg(value_name = "RUN", add = super::docs::run_candidates())]
+    #[arg(value_name = "RUN", add = super::docs::run_candidates(),
+          required_unless_present = "group", conflicts_with = "group")]
     pub runs: Vec<String>,
+    /// Resume a paused detached fan-out group instead: its driver starts tasks again and
+    /// continues those a --stop-running pause stopped. Returns once the driver took it
+    #[arg(long, value_name = "G", add = super::docs::group_candidates())]
+    pub group: Option<String>,
     /// Print {"run_id", "attempt", "stopped": false} as JSON (an array of them for several
-    /// runs)
+    /// runs); with --group {"group", "paused", "stop_running", "concurrency", "taken"}
     #[arg(long)]
     pub json: bool,
 }
 
 pub fn pause(home: &crate::store::Home, a: PauseArgs) -> Result<i32, CliError> {
+    if let Some(g) = &a.group {
+        let g = app::resolve_group(home, g)?;
+        let change = Change::Pause {
+            stop_running: a.stop_running,
+        };
+        return super::group::change(home, &g, change, a.json);
+    }
     hold(home, &a.runs, true, a.json)
 }
 
 pub fn resume(home: &crate::store::Home, a: ResumeArgs) -> Result<i32, CliError> {
+    if let Some(g) = &a.group {
+        let g = app::resolve_group(home, g)?;
+        return super::group::change(home, &g, Change::Resume, a.json);
+    }
     hold(home, &a.runs, false, a.json)
 }
 

@@ -361,3 +361,121 @@ fn pause_and_resume_take_several_runs() {
     }
     env.assert_no_leftovers();
 }
+
+/// `pause --group G --stop-running` stops the group's running task as `pause RUN` does (and
+/// starts nothing new); `resume --group G` continues it and starts the rest; the stopped
+/// task's envelope says for how long.
+#[test]
+fn pausing_a_group_with_stop_running_stops_its_running_tasks_until_resume() {
+    let env = TestEnv::new();
+    let go = env.work.join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.02; done", go.display());
+    let lines = [
+        serde_json::json!({"argv": ["sh", "-c", script], "run_id": "gs0"}).to_string(),
+        serde_json::json!({"argv": ["true"], "run_id": "gs1"}).to_string(),
+    ];
+    let file = env.root.path().join("tasks.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let r = env.sp_within(
+        LIMIT,
+        HANG,
+        [
+            "fanout",
+            "--detach",
+            "--json",
+            "--concurrency",
+            "1",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.json()["group"].as_str().unwrap().to_owned();
+    let facts = env.attempt_dir("gs0", 1).join("worker.json");
+    let agent = wait_until("the task's agent pid", || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    }) as i32;
+    let p = env.sp(["pause", "--group", &group, "--stop-running", "--json"]);
+    assert_eq!(p.code, 0, "{p:?}");
+    assert_eq!(p.json()["stop_running"], true, "{p:?}");
+    wait_group(agent);
+    // Stopped, it cannot see the file: only a continue lets it end.
+    touch(&go);
+    assert!(all_stopped(agent));
+    assert!(!env.run_dir("gs1").exists(), "a task started while paused");
+    let r = env.sp(["resume", "--group", &group, "--json"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let w = env.sp_within(LIMIT, HANG, ["wait", "--group", &group]);
+    assert_eq!(w.code, 0, "{w:?}");
+    let e = env.result("gs0");
+    assert_eq!(e["stops"], 1, "{e:#}");
+    assert!(e["stopped_ms"].as_u64().unwrap() > 0, "{e:#}");
+    assert_eq!(env.result("gs1")["status"], "completed");
+    env.assert_no_leftovers();
+}
+
+/// A paused group whose driver is killed stays paused when the next command drives it
+/// again: its stopped task stays stopped and nothing starts until `resume --group`.
+#[test]
+fn a_paused_group_stays_paused_across_its_drivers_death() {
+    let env = TestEnv::new();
+    let go = env.work.join("go");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.02; done", go.display());
+    let lines = [
+        json!({"argv": ["sh", "-c", script], "run_id": "pd0"}).to_string(),
+        json!({"argv": ["true"], "run_id": "pd1"}).to_string(),
+    ];
+    let file = env.root.path().join("tasks.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let r = env.sp_within(
+        LIMIT,
+        HANG,
+        [
+            "fanout",
+            "--detach",
+            "--json",
+            "--concurrency",
+            "1",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.json()["group"].as_str().unwrap().to_owned();
+    let pid_of = |run: &str, n: u32| {
+        let facts = env.attempt_dir(run, n).join("worker.json");
+        wait_until("an agent pid", || {
+            let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+            v["agent"]["pid"].as_i64()
+        }) as i32
+    };
+    let agent = pid_of("pd0", 1);
+    let p = env.sp(["pause", "--group", &group, "--stop-running"]);
+    assert_eq!(p.code, 0, "{p:?}");
+    wait_group(agent);
+    crate::harness::send_signal(pid_of(&group, 1), libc::SIGKILL);
+    let end = env.attempt_dir(&group, 1).join("result.json");
+    wait_until("the killed driver's envelope", || {
+        end.exists().then_some(())
+    });
+    touch(&go);
+    // This command drives it again; the new driver takes the pause as it starts.
+    let l = env.sp(["ls", "--group", &group]);
+    assert!(l.stderr.contains("driving it again"), "{}", l.stderr);
+    // A change the new driver takes: it has started, adopted and applied the controls.
+    let c = env.sp(["group", &group, "--concurrency", "1", "--json"]);
+    assert_eq!(c.json()["taken"], true, "{c:?}");
+    assert_eq!(c.json()["paused"], true, "{c:?}");
+    assert!(
+        all_stopped(agent),
+        "the adopted task was continued while paused"
+    );
+    assert!(!env.run_dir("pd1").exists(), "a task started while paused");
+    let r = env.sp(["resume", "--group", &group]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let w = env.sp_within(LIMIT, HANG, ["wait", "--group", &group]);
+    assert_eq!(w.code, 0, "{w:?}");
+    assert_eq!(env.result("pd0")["attempt"], 1);
+    assert!(!env.attempt_dir("pd0", 2).exists(), "pd0 started twice");
+    assert_eq!(env.result("pd1")["status"], "completed");
+    env.assert_no_leftovers();
+}
