@@ -184,6 +184,49 @@ fn fanout_start_after_delays_a_task_and_blocks_no_other() {
     env.assert_no_leftovers();
 }
 
+/// `start_at` (an RFC 3339 UTC time) holds a task until then; a detached group's queued
+/// task says so (`delayed`, until that time).
+#[test]
+fn fanout_start_at_holds_a_task_until_its_time() {
+    let env = TestEnv::new();
+    let at = SystemTime::now() + Duration::from_secs(2);
+    let stamp = humantime::format_rfc3339_millis(at).to_string();
+    let lines = [line("timed", &["true"], json!({"start_at": stamp}))];
+    let file = write_tasks(&env, &lines);
+    let r = env.sp_within(
+        LIMIT,
+        "fanout --detach waited",
+        ["fanout", "--detach", "--json", file.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.json()["group"].as_str().unwrap().to_owned();
+    let ls = env.sp(["ls", "--json", "--group", &group]);
+    let rows = ls.json();
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run_id"] == "timed")
+        .cloned();
+    // Queued with its time, unless the machine was slow enough for it to have started.
+    if let Some(row) = row.filter(|r| r["attempt"] == 0) {
+        assert_eq!(
+            row["queue"],
+            json!({"reason": "delayed", "until": stamp}),
+            "{row}"
+        );
+    }
+    let w = env.sp_within(LIMIT, "wait --group", ["wait", "--group", &group]);
+    assert_eq!(w.code, 0, "{w:?}");
+    let started = time(&env, "timed", "started_at");
+    assert!(
+        started >= at,
+        "started {:?} early",
+        at.duration_since(started)
+    );
+    env.assert_no_leftovers();
+}
+
 #[test]
 fn fanout_a_detached_driver_keeps_the_dependencies() {
     let env = TestEnv::new();

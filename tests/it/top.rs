@@ -438,3 +438,51 @@ fn a_finished_agent_shows_its_final_text() {
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), 0);
 }
+
+/// A paused detached group's row says so, with its queued tasks counted by why they wait.
+#[test]
+fn top_shows_a_paused_group_and_why_its_tasks_wait() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", gate.display());
+    let lines = [
+        serde_json::json!({"argv": ["sh", "-c", script], "run_id": "tq0", "id": "a"}),
+        serde_json::json!({"argv": ["true"], "run_id": "tq1", "after": ["a"]}),
+        serde_json::json!({"argv": ["true"], "run_id": "tq2"}),
+    ];
+    let file = env.root.path().join("tasks.jsonl");
+    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    std::fs::write(&file, text.join("\n") + "\n").unwrap();
+    let r = env.sp([
+        "fanout",
+        "--detach",
+        "--json",
+        "--concurrency",
+        "1",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.json()["group"].as_str().unwrap().to_owned();
+    let first = env.attempt_dir("tq0", 1).join("launch.json");
+    wait_until("the first task to start", || first.exists().then_some(()));
+    let p = env.sp(["pause", "--group", &group]);
+    assert_eq!(p.code, 0, "{p:?}");
+    let t = Terminal::subpane(
+        &env,
+        "top-paused",
+        (200, 30),
+        &[("NO_COLOR", "1")],
+        &["top"],
+    );
+    let s = t.wait_until("the paused group's row", |s| {
+        s.contains("paused · 2 queued: 1 after others, 1 paused")
+    });
+    assert!(row(&s, "tq0").is_some(), "{s}");
+    t.keys(&["q"]);
+    assert_eq!(t.wait_exit(), 0);
+    touch(&gate);
+    assert_eq!(env.sp(["resume", "--group", &group]).code, 0);
+    let w = env.sp(["wait", "--group", &group]);
+    assert_eq!(w.code, 0, "{w:?}");
+    env.assert_no_leftovers();
+}

@@ -470,6 +470,48 @@ mod tests {
     }
 
     #[test]
+    fn a_task_waits_for_its_dependencies_then_its_time_then_the_pause_then_a_slot() {
+        use crate::app::fanout::control::Control;
+        let a = q(json!({"id": "a"}));
+        let b = q(json!({"id": "b", "after": ["a"], "start_after": "10s"}));
+        let o = order(&[(1, &a), (2, &b)], "line").unwrap();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let paused = Control {
+            paused: true,
+            ..Control::default()
+        };
+        let free = Control {
+            concurrency: Some(3),
+            ..Control::default()
+        };
+        let not_a = |j: usize| j != 0;
+        assert_eq!(
+            o.waits(1, not_a, t0, t0),
+            Some(QueueWait::Dependency {
+                on: vec!["a".into()]
+            })
+        );
+        let until = humantime::format_rfc3339_millis(t0 + Duration::from_secs(10)).to_string();
+        assert_eq!(
+            o.waits(1, |_| true, t0, t0 + Duration::from_secs(9)),
+            Some(QueueWait::Delayed { until })
+        );
+        assert_eq!(o.waits(1, |_| true, t0, t0 + Duration::from_secs(10)), None);
+        // Past its time (an anchor long ago): the pause, then the concurrency in force.
+        assert_eq!(waiting(&o, 0, |_| true, t0, &paused, 4), QueueWait::Paused);
+        assert_eq!(
+            waiting(&o, 1, |_| true, t0, &free, 4),
+            QueueWait::Concurrency { limit: 3 }
+        );
+        assert_eq!(
+            waiting(&o, 1, not_a, t0, &paused, 4),
+            QueueWait::Dependency {
+                on: vec!["a".into()]
+            }
+        );
+    }
+
+    #[test]
     fn the_schema_has_every_queue_field() {
         let p = properties();
         let names: Vec<&str> = QUEUE_FIELDS.iter().map(|f| f.0).collect();
