@@ -779,7 +779,7 @@ fn a_detached_fanout_outlives_its_caller() {
 }
 
 /// A killed driver is driven again by the next subpane command that sees it dead (here
-/// `status` of a task): the new driver adopts the running task (never started twice) and
+/// `ls`): the new driver adopts the running task (never started twice) and
 /// starts the rest; the driver's run has a second attempt.
 #[test]
 fn a_killed_driver_is_driven_again_by_the_next_command_and_starts_nothing_twice() {
@@ -799,8 +799,8 @@ fn a_killed_driver_is_driven_again_by_the_next_command_and_starts_nothing_twice(
         "the killed driver's attempt"
     );
     // The task it started goes on; this command sees the dead driver and starts it again.
-    let s = env.sp(["status", "k0"]);
-    assert_eq!(s.code, 3, "{s:?}");
+    let s = env.sp(["ls"]);
+    assert_eq!(s.code, 0, "{s:?}");
     assert!(
         s.stderr.contains(&format!(
             "group {group}: its driver had died; driving it again (run {group}, attempt 2)"
@@ -833,6 +833,89 @@ fn a_killed_driver_is_driven_again_by_the_next_command_and_starts_nothing_twice(
     let l = env.sp(["ls"]);
     assert!(!l.stderr.contains("driving it again"), "{}", l.stderr);
     assert!(!env.attempt_dir(&group, 3).exists());
+    env.assert_no_leftovers();
+}
+
+/// `fanout --resume-group G` drives a group whose driver died again (here before any other
+/// command saw it); a task that failed meanwhile keeps its outcome and skips its dependant,
+/// the rest run; a group that has ended is refused.
+#[test]
+fn resume_group_drives_a_dead_driver_again_and_keeps_what_ended_meanwhile() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let fail = format!(
+        "while [ ! -e '{}' ]; do sleep 0.05; done; exit 3",
+        gate.display()
+    );
+    let lines = [
+        json!({"argv": ["sh", "-c", fail], "run_id": "r0", "id": "first"}).to_string(),
+        json!({"argv": ["true"], "run_id": "r1", "after": ["first"]}).to_string(),
+        json!({"argv": ["true"], "run_id": "r2"}).to_string(),
+    ];
+    let file = write_tasks(&env, &lines);
+    let r = env.sp_within(
+        LIMIT,
+        "fanout --detach waited",
+        [
+            "fanout",
+            "--detach",
+            "--json",
+            "--concurrency",
+            "1",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.json()["group"].as_str().unwrap().to_owned();
+    let first = env.attempt_dir("r0", 1).join("launch.json");
+    wait_until("the first task to start", || first.exists().then_some(()));
+    let facts = env.attempt_dir(&group, 1).join("worker.json");
+    let driver = wait_until("the driver's pid", || {
+        let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    });
+    send_signal(driver as i32, libc::SIGKILL);
+    let end = env.attempt_dir(&group, 1).join("result.json");
+    wait_until("the driver's envelope", || end.exists().then_some(()));
+    // It fails with no driver to see it.
+    touch(&gate);
+    let r0 = env.attempt_dir("r0", 1).join("result.json");
+    wait_until("the first task to end", || r0.exists().then_some(()));
+    let g = env.sp(["fanout", "--resume-group", &group, "--json"]);
+    assert_eq!(g.code, 0, "{g:?}");
+    assert_eq!(g.json()["driver_attempt"], 2, "{g:?}");
+    let w = env.sp_within(
+        LIMIT,
+        "wait --group hung",
+        ["wait", "--group", &group, "--json"],
+    );
+    assert_eq!(w.code, 1, "{w:?}");
+    assert_eq!(env.result("r0")["exit_code"], 3);
+    assert!(!env.attempt_dir("r0", 2).exists(), "r0 started twice");
+    assert!(
+        !env.run_dir("r1").exists(),
+        "the dependant of a failed task started"
+    );
+    assert_eq!(env.result("r2")["status"], "completed");
+    wait_until("the second driver to end", || {
+        env.attempt_dir(&group, 2)
+            .join("result.json")
+            .exists()
+            .then_some(())
+    });
+    let report = env.sp(["group", &group, "--json"]);
+    let doc = report.json();
+    let r1 = doc["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["line"] == 2)
+        .cloned()
+        .unwrap();
+    assert_eq!(r1["status"], "skipped", "{doc}");
+    let again = env.sp(["fanout", "--resume-group", &group]);
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(again.stderr.contains("has ended"), "{}", again.stderr);
     env.assert_no_leftovers();
 }
 

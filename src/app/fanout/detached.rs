@@ -238,6 +238,7 @@ pub fn driver_tasks(home: &Home, dir: &std::path::Path) -> Result<(GroupRecord, 
     let (record, lines) = read_driver_input(dir)?;
     let mut adopted = Vec::new();
     let mut fresh = Vec::new();
+    let mut queues = std::collections::HashMap::new();
     for (n, l) in lines {
         let t = record.tasks.iter().find(|t| t.line == n);
         let run_id = l.request.run_id.clone().unwrap_or_default();
@@ -248,10 +249,17 @@ pub fn driver_tasks(home: &Home, dir: &std::path::Path) -> Result<(GroupRecord, 
                 request: l.request,
                 queue: l.queue,
             }),
-            None => fresh.push((n, l)),
+            // Its queue fields are checked with every task's, adopted ones too (Fanout::new).
+            None => {
+                queues.insert(n, l.queue);
+                fresh.push((n, l.request.into()));
+            }
         }
     }
     let mut tasks = super::plan_lines(fresh, home, &RealSystem, &record.group, &record.hosts)?;
+    for t in &mut tasks {
+        t.queue = queues.remove(&t.line).unwrap_or_default();
+    }
     tasks.extend(adopted);
     tasks.sort_by_key(|t| t.line);
     Ok((record, tasks))
