@@ -274,3 +274,47 @@ fn ctrl_c_of_a_fanout_cancels_its_tasks_on_hosts() {
         }
     }
 }
+
+/// A detached group whose driver is killed while its task runs on a host: the next command
+/// drives it again, the new driver waits for that run there (never starting it again) and
+/// starts the rest.
+#[test]
+fn a_driver_started_again_waits_for_its_task_on_a_host() {
+    let h = Host::new();
+    let gate = h.env.root.path().join("gate");
+    let script = format!("echo waiting; {}", waits_for(&gate));
+    let lines = format!(
+        "{}\n{}\n",
+        serde_json::json!({"argv": ["sh", "-c", &script], "run_id": "ha-1", "host": "loop"}),
+        serde_json::json!({"argv": ["true"], "run_id": "ha-2", "host": "loop"})
+    );
+    let r = fanout(&h, &lines, &["--detach", "--concurrency", "1"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.stdout.trim().to_owned();
+    let out = h.remote_home.join("runs/ha-1/attempts/1/stdout.log");
+    crate::harness::wait_until("the task running there", || {
+        std::fs::read_to_string(&out)
+            .is_ok_and(|s| s.contains("waiting"))
+            .then_some(())
+    });
+    let facts = h.env.attempt_dir(&group, 1).join("worker.json");
+    let driver = crate::harness::wait_until("the driver's pid", || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    });
+    crate::harness::send_signal(driver as i32, libc::SIGKILL);
+    let end = h.env.attempt_dir(&group, 1).join("result.json");
+    crate::harness::wait_until("the driver's envelope", || end.exists().then_some(()));
+    let l = h.sp(["ls"]);
+    assert!(l.stderr.contains("driving it again"), "{}", l.stderr);
+    std::fs::write(&gate, "").unwrap();
+    let w = h.sp(["wait", "--group", &group, "--json"]);
+    assert_eq!(w.code, 0, "{w:?}");
+    for id in ["ha-1", "ha-2"] {
+        assert!(
+            !h.remote_home.join(format!("runs/{id}/attempts/2")).exists(),
+            "{id} started twice"
+        );
+        assert_eq!(h.env.result(id)["status"], "completed", "{id}");
+    }
+}
