@@ -53,8 +53,8 @@ mod usage;
 
 pub use budget::GroupBudget;
 pub use detached::{
-    DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, detach, driver_tasks, group_record,
-    group_report, is_driver, queued_rows, read_driver_input, why_waiting,
+    DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, NEVER_STARTED, detach, driver_tasks,
+    group_record, group_report, is_driver, queued_rows, read_driver_input, why_waiting,
 };
 pub use events::{Event, Progress, StopReason};
 pub use queue::{Line, QUEUE_FIELDS, Queue};

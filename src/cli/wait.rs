@@ -210,12 +210,24 @@ pub(super) fn report(
         .transpose()?
         .flatten()
     {
-        let never: Vec<String> = report
+        let skipped = report
             .tasks
             .iter()
-            .filter(|t| t.run_id.is_none() && t.status == crate::envelope::TaskStatus::Skipped)
-            .map(|t| format!("line {}", t.line))
-            .collect();
+            .filter(|t| t.run_id.is_none() && t.status == crate::envelope::TaskStatus::Skipped);
+        let mut never = Vec::new();
+        for t in skipped {
+            match t.error.as_deref() {
+                // Skipped by the queue's rule: said as the driver said it.
+                Some(why) if !why.starts_with(crate::app::fanout::NEVER_STARTED) => {
+                    eprintln!(
+                        "subpane: line {} of group {} was skipped: {why}",
+                        t.line, report.group
+                    );
+                    codes.push(exit_code::CANCELLED);
+                }
+                _ => never.push(format!("line {}", t.line)),
+            }
+        }
         if !never.is_empty() {
             eprintln!(
                 "subpane: {} task{} of group {} never started (its driver ended first): {}",

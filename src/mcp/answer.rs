@@ -333,6 +333,16 @@ pub fn rows_text(rows: &[RunRow], total: usize, offset: usize) -> String {
     );
     let shown = rows.len().min(MAX_TEXT_ROWS);
     for r in &rows[..shown] {
+        if let Some(w) = &r.queue {
+            // A fan-out task that has not started: no attempt yet, and why it waits.
+            s.push_str(&format!(
+                "{} (not started) queued ({}) {}\n",
+                r.run_id,
+                w.words(),
+                crate::term::sanitize(r.what.as_bytes(), 120)
+            ));
+            continue;
+        }
         s.push_str(&format!(
             "{} (attempt {}) {}{} {}\n",
             r.run_id,

@@ -890,6 +890,13 @@ fn resume_group_drives_a_dead_driver_again_and_keeps_what_ended_meanwhile() {
         ["wait", "--group", &group, "--json"],
     );
     assert_eq!(w.code, 1, "{w:?}");
+    assert!(
+        w.stderr.contains(&format!(
+            "line 2 of group {group} was skipped: its dependency \"first\" failed"
+        )),
+        "{}",
+        w.stderr
+    );
     assert_eq!(env.result("r0")["exit_code"], 3);
     assert!(!env.attempt_dir("r0", 2).exists(), "r0 started twice");
     assert!(
@@ -913,6 +920,7 @@ fn resume_group_drives_a_dead_driver_again_and_keeps_what_ended_meanwhile() {
         .cloned()
         .unwrap();
     assert_eq!(r1["status"], "skipped", "{doc}");
+    assert_eq!(r1["error"], "its dependency \"first\" failed", "{doc}");
     let again = env.sp(["fanout", "--resume-group", &group]);
     assert_eq!(again.code, 2, "{again:?}");
     assert!(again.stderr.contains("has ended"), "{}", again.stderr);

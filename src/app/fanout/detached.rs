@@ -330,7 +330,7 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
         } else if let Some(env) = &driver_end {
             task.status = TaskStatus::Skipped;
             task.error = Some(format!(
-                "never started: the fan-out's driver (run {group}) ended first ({}{})",
+                "{NEVER_STARTED} (run {group}) ended first ({}{})",
                 env.status.as_str(),
                 env.failure_kind
                     .map(|k| format!(", {}", k.as_str()))
@@ -341,6 +341,8 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
     }
     if driver_end.is_none() {
         say_why_waiting(home, &record, &mut tasks);
+    } else {
+        say_why_skipped(&record, &mut tasks);
     }
     let duration_ms = driver_end.and_then(|e| e.duration_ms).unwrap_or(0);
     Ok(Some(FanoutReport::new(
@@ -350,6 +352,34 @@ pub fn group_report(home: &Home, group: &str) -> Result<Option<FanoutReport>, Er
         duration_ms,
     )))
 }
+
+/// Each task of a group whose driver ended that never started because a dependency did not
+/// complete: that is why (the driver's own words), not its driver's end.
+fn say_why_skipped(record: &GroupRecord, tasks: &mut [FanoutTask]) {
+    let queues: Vec<_> = record.tasks.iter().map(|t| (t.line, &t.queue)).collect();
+    let Ok(order) = super::queue::order(&queues, "line") else {
+        return;
+    };
+    // In rounds: a task skipped for its dependency skips its own dependants in turn.
+    loop {
+        let status: Vec<TaskStatus> = tasks.iter().map(|t| t.status).collect();
+        let next = tasks.iter().enumerate().find_map(|(i, t)| {
+            let by_driver = t.run_id.is_none()
+                && t.error
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with(NEVER_STARTED));
+            by_driver
+                .then(|| order.blocked(i, |j| Some(status[j])))
+                .flatten()
+                .map(|why| (i, why))
+        });
+        let Some((i, why)) = next else { return };
+        tasks[i].error = Some(why);
+    }
+}
+
+/// The start of why a task never started because its driver ended first.
+pub const NEVER_STARTED: &str = "never started: the fan-out's driver";
 
 /// Each queued task of a group whose driver runs: why it waits, by the queue's own rule.
 fn say_why_waiting(home: &Home, record: &GroupRecord, tasks: &mut [FanoutTask]) {

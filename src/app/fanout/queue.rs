@@ -196,6 +196,28 @@ impl Order {
             })
     }
 
+    /// Why task `i` can never start, in words: one its `after` names ended without
+    /// completing (`status`: how each task ended, `None` while it has not). The one rule:
+    /// the driver skips by it, and a group's report says by it why a task was skipped.
+    pub fn blocked(
+        &self,
+        i: usize,
+        status: impl Fn(usize) -> Option<crate::envelope::TaskStatus>,
+    ) -> Option<String> {
+        use crate::envelope::TaskStatus;
+        self.deps[i].iter().find_map(|&(j, any)| {
+            let how = match status(j)? {
+                _ if any => return None,
+                TaskStatus::Completed | TaskStatus::Running | TaskStatus::Queued => return None,
+                TaskStatus::Skipped => "was skipped",
+                TaskStatus::Cancelled => "was cancelled",
+                TaskStatus::Failed => "failed",
+            };
+            let name = self.ids[j].as_deref().unwrap_or_default();
+            Some(format!("its dependency \"{name}\" {how}"))
+        })
+    }
+
     /// When task `i` may start at the earliest, for a fan-out that started at `anchor`.
     pub fn start_time(&self, i: usize, anchor: SystemTime) -> Option<SystemTime> {
         self.not_before
@@ -370,24 +392,16 @@ impl super::State<'_> {
         &mut self,
         on_event: &mut dyn FnMut(&super::Event<'_>, &super::Progress),
     ) {
-        use crate::envelope::TaskStatus;
         loop {
-            let blocked = self.queue.iter().enumerate().find_map(|(at, &i)| {
-                self.order.deps[i]
-                    .iter()
-                    .find_map(|&(j, any)| match &self.slots[j].state {
-                        super::Phase::Done(t) if !any && t.status != TaskStatus::Completed => {
-                            let how = match t.status {
-                                TaskStatus::Skipped => "was skipped",
-                                TaskStatus::Cancelled => "was cancelled",
-                                _ => "failed",
-                            };
-                            let name = self.order.ids[j].as_deref().unwrap_or_default();
-                            Some((at, i, format!("its dependency \"{name}\" {how}")))
-                        }
-                        _ => None,
-                    })
-            });
+            let ended = |j: usize| match &self.slots[j].state {
+                super::Phase::Done(t) => Some(t.status),
+                _ => None,
+            };
+            let blocked = self
+                .queue
+                .iter()
+                .enumerate()
+                .find_map(|(at, &i)| self.order.blocked(i, ended).map(|why| (at, i, why)));
             let Some((at, i, why)) = blocked else { return };
             self.queue.remove(at);
             self.progress.queued -= 1;

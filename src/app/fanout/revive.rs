@@ -40,6 +40,19 @@ pub fn close(dir: &std::path::Path) {
     let _ = std::fs::remove_file(dir.join(OPEN));
 }
 
+/// The groups that have work left (their driver live or dead).
+pub fn open_groups(home: &Home) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(home.groups_dir()) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| RunId::parse(&e.file_name().to_string_lossy()).ok())
+        .filter(|id| is_open(home, id))
+        .map(|id| id.to_string())
+        .collect()
+}
+
 /// What [`revive`] did to one group.
 #[derive(Debug)]
 pub struct Revived {
@@ -51,26 +64,11 @@ pub struct Revived {
 /// Starts again the driver of every open group whose driver has ended (but those in
 /// `except`): what it did to each.
 pub fn revive(home: &Home, except: &[String]) -> Vec<Revived> {
-    let Ok(entries) = std::fs::read_dir(home.groups_dir()) else {
-        return Vec::new();
-    };
-    let mut done = Vec::new();
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if except.contains(&name) {
-            continue;
-        }
-        let Ok(id) = RunId::parse(&name) else {
-            continue;
-        };
-        if !is_open(home, &id) || !driver_ended(home, &name) {
-            continue;
-        }
-        if let Some(r) = revive_one(home, &id) {
-            done.push(r);
-        }
-    }
-    done
+    open_groups(home)
+        .into_iter()
+        .filter(|g| !except.contains(g) && driver_ended(home, g))
+        .filter_map(|g| revive_one(home, &RunId::parse(&g).ok()?))
+        .collect()
 }
 
 /// Starts the driver of `group` again if it has ended and the group is open (`None`: it

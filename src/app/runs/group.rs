@@ -60,6 +60,12 @@ pub fn list_group(
         if group_far(home, g).is_empty() {
             return Ok(rows);
         }
+    } else if only.is_none_or(|s| s == RunState::Queued) {
+        // The tasks of every detached group that runs and have not started (under their
+        // driver's row, as its children).
+        for g in crate::app::fanout::revive::open_groups(home) {
+            rows.extend(crate::app::fanout::queued_rows(home, &g));
+        }
     }
     // Runs on hosts: asked there, newest first among the rest.
     let far: Vec<RunRow> = crate::hosts::remote::rows(home)
