@@ -80,6 +80,12 @@ impl Home {
         self.groups_dir().join(group.as_str())
     }
 
+    /// `groups/.open/`: an empty file named for each detached group with work left (what
+    /// every command looks at for a driver that died, without reading every group).
+    pub fn open_groups_dir(&self) -> PathBuf {
+        self.groups_dir().join(".open")
+    }
+
     pub fn worktrees_dir(&self) -> PathBuf {
         self.root.join("worktrees")
     }

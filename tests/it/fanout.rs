@@ -830,6 +830,7 @@ fn a_killed_driver_is_driven_again_by_the_next_command_and_starts_nothing_twice(
             .join("requests.jsonl")
             .exists()
     );
+    assert!(!env.home.join("groups/.open").join(&group).exists());
     let l = env.sp(["ls"]);
     assert!(!l.stderr.contains("driving it again"), "{}", l.stderr);
     assert!(!env.attempt_dir(&group, 3).exists());

@@ -203,6 +203,9 @@ fn a_group_record_beside_a_plain_run_never_restarts_it() {
     let dir = env.home.join("groups").join("plain");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("requests.jsonl"), "").unwrap();
+    let open = env.home.join("groups").join(".open");
+    std::fs::create_dir_all(&open).unwrap();
+    std::fs::write(open.join("plain"), "").unwrap();
     std::fs::write(
         dir.join("group.json"),
         json!({"schema": "subpane.group/v1", "group": "plain", "created_at": "2026-12-07T00:00:00Z",

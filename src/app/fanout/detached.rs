@@ -153,6 +153,7 @@ pub fn detach(home: &Home, group: &str, tasks: &[Task], opts: &Options) -> Resul
     // Environment values of the requests stay in this one file, like an attempt's env file.
     store::write_atomic(&dir.join("requests.jsonl"), lines.as_bytes())?;
     store::write_json_atomic(&dir.join("group.json"), &record)?;
+    super::revive::open(home, &id)?;
     let exe = std::env::current_exe().map_err(Error::CurrentExe)?;
     let req = RunRequest {
         argv: vec![

@@ -4,11 +4,12 @@
 //! records (see [`super::adopt`]): nothing started twice, nothing lost.
 //!
 //! ```text
-//!  groups/<G>/requests.jsonl present ─ the group is open: its driver owes work
+//!  groups/.open/<G> present ─ the group is open: its driver owes work (one small
+//!      directory, so a command looks at the open groups only, however many ended)
 //!      driver (run G) live ──────────► nothing to do
 //!      driver ended ─► lock groups/<G>/lock ─► still open, still ended? ─► retry run G
 //!  the driver ends by itself (all ended, stopped, cancelled, an error) ─► close: removes
-//!      requests.jsonl (and so the values of `env` it holds) before its run ends
+//!      .open/<G> and requests.jsonl (the values of `env` it holds) before its run ends
 //! ```
 //!
 //! Common pitfalls:
@@ -28,27 +29,40 @@ use crate::store::{self, Home};
 /// A group's driver is started at most this often (its first start included).
 pub const MAX_DRIVER_ATTEMPTS: u32 = 5;
 
-const OPEN: &str = "requests.jsonl";
-
 /// Whether `group` still has a driver that owes work (it has not ended by itself).
 pub fn is_open(home: &Home, group: &RunId) -> bool {
-    home.group_dir(group).join(OPEN).exists()
+    home.open_groups_dir().join(group.as_str()).exists()
 }
 
-/// The driver ends by itself: the group is closed (never started again).
+/// `group` has work left from now on (before its first driver starts).
+pub(super) fn open(home: &Home, group: &RunId) -> Result<(), Error> {
+    let dir = home.open_groups_dir();
+    let write_err = |source| store::StoreError::Write {
+        path: dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(write_err)?;
+    std::fs::File::create(dir.join(group.as_str())).map_err(write_err)?;
+    Ok(())
+}
+
+/// The driver of the group recorded in `dir` (`groups/<G>`) ends by itself, or the group is
+/// removed: closed (never started again), the values of `env` in its requests gone.
 pub fn close(dir: &std::path::Path) {
-    let _ = std::fs::remove_file(dir.join(OPEN));
+    let _ = std::fs::remove_file(dir.join("requests.jsonl"));
+    if let (Some(groups), Some(name)) = (dir.parent(), dir.file_name()) {
+        let _ = std::fs::remove_file(groups.join(".open").join(name));
+    }
 }
 
 /// The groups that have work left (their driver live or dead).
 pub fn open_groups(home: &Home) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(home.groups_dir()) else {
+    let Ok(entries) = std::fs::read_dir(home.open_groups_dir()) else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter_map(|e| RunId::parse(&e.file_name().to_string_lossy()).ok())
-        .filter(|id| is_open(home, id))
         .map(|id| id.to_string())
         .collect()
 }

@@ -489,6 +489,7 @@ pub fn gc(home: &Home, older_than: Duration, dry_run: bool) -> Result<GcReport, 
                     .labels
                     .contains_key(crate::app::fanout::DRIVER_LABEL)
                 {
+                    crate::app::fanout::revive::close(&home.group_dir(&run.id));
                     let _ = std::fs::remove_dir_all(home.group_dir(&run.id));
                 }
             }
