@@ -785,16 +785,9 @@ fn a_detached_fanout_outlives_its_caller() {
 fn a_killed_driver_is_driven_again_by_the_next_command_and_starts_nothing_twice() {
     let env = TestEnv::new();
     let (group, gate) = detached_three(&env, "k");
-    let facts = env.attempt_dir(&group, 1).join("worker.json");
-    let driver = wait_until("the driver's pid", || {
-        let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
-        v["agent"]["pid"].as_i64()
-    });
-    send_signal(driver as i32, libc::SIGKILL);
-    let end = env.attempt_dir(&group, 1).join("result.json");
-    wait_until("the driver's envelope", || end.exists().then_some(()));
+    crate::harness::kill_driver(&env, &group, 1);
     assert_eq!(
-        env.read_json(&end)["status"],
+        env.read_json(&env.attempt_dir(&group, 1).join("result.json"))["status"],
         "failed",
         "the killed driver's attempt"
     );
@@ -849,35 +842,14 @@ fn resume_group_drives_a_dead_driver_again_and_keeps_what_ended_meanwhile() {
         gate.display()
     );
     let lines = [
-        json!({"argv": ["sh", "-c", fail], "run_id": "r0", "id": "first"}).to_string(),
-        json!({"argv": ["true"], "run_id": "r1", "after": ["first"]}).to_string(),
-        json!({"argv": ["true"], "run_id": "r2"}).to_string(),
+        json!({"argv": ["sh", "-c", fail], "run_id": "r0", "id": "first"}),
+        json!({"argv": ["true"], "run_id": "r1", "after": ["first"]}),
+        json!({"argv": ["true"], "run_id": "r2"}),
     ];
-    let file = write_tasks(&env, &lines);
-    let r = env.sp_within(
-        LIMIT,
-        "fanout --detach waited",
-        [
-            "fanout",
-            "--detach",
-            "--json",
-            "--concurrency",
-            "1",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let group = r.json()["group"].as_str().unwrap().to_owned();
+    let group = crate::harness::detach_tasks(&env, &lines, &["--concurrency", "1"]);
     let first = env.attempt_dir("r0", 1).join("launch.json");
     wait_until("the first task to start", || first.exists().then_some(()));
-    let facts = env.attempt_dir(&group, 1).join("worker.json");
-    let driver = wait_until("the driver's pid", || {
-        let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
-        v["agent"]["pid"].as_i64()
-    });
-    send_signal(driver as i32, libc::SIGKILL);
-    let end = env.attempt_dir(&group, 1).join("result.json");
-    wait_until("the driver's envelope", || end.exists().then_some(()));
+    crate::harness::kill_driver(&env, &group, 1);
     // It fails with no driver to see it.
     touch(&gate);
     let r0 = env.attempt_dir("r0", 1).join("result.json");
@@ -934,14 +906,7 @@ fn resume_group_drives_a_dead_driver_again_and_keeps_what_ended_meanwhile() {
 fn cancelling_a_group_whose_driver_died_stops_it() {
     let env = TestEnv::new();
     let (group, _gate) = detached_three(&env, "d");
-    let facts = env.attempt_dir(&group, 1).join("worker.json");
-    let driver = wait_until("the driver's pid", || {
-        let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
-        v["agent"]["pid"].as_i64()
-    });
-    send_signal(driver as i32, libc::SIGKILL);
-    let end = env.attempt_dir(&group, 1).join("result.json");
-    wait_until("the driver's envelope", || end.exists().then_some(()));
+    crate::harness::kill_driver(&env, &group, 1);
     let c = env.sp(["cancel", &group]);
     assert_eq!(c.code, 0, "{c:?}");
     assert!(

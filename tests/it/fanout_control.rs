@@ -7,12 +7,12 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 
-use crate::harness::{TestEnv, touch, wait_until};
+use crate::harness::{TestEnv, detach_tasks, touch, wait_until};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// A task `id` (run id and queue id) that waits for the file `gate`, with `extra` fields.
-fn gated(gate: &Path, id: &str, extra: Value) -> String {
+fn gated(gate: &Path, id: &str, extra: Value) -> Value {
     let script = format!(
         "while [ ! -e '{}' ]; do sleep 0.05; done; echo {id}",
         gate.display()
@@ -21,18 +21,7 @@ fn gated(gate: &Path, id: &str, extra: Value) -> String {
     for (k, x) in extra.as_object().unwrap() {
         v[k] = x.clone();
     }
-    v.to_string()
-}
-
-/// `fanout --detach` of `lines` with `args`: the group id.
-fn detach(env: &TestEnv, lines: &[String], args: &[&str]) -> String {
-    let p = env.root.path().join("tasks.jsonl");
-    std::fs::write(&p, lines.join("\n") + "\n").unwrap();
-    let mut all = vec!["fanout", "--detach", "--json", p.to_str().unwrap()];
-    all.extend_from_slice(args);
-    let r = env.sp_within(LIMIT, "fanout --detach waited", all);
-    assert_eq!(r.code, 0, "{r:?}");
-    r.json()["group"].as_str().unwrap().to_owned()
+    v
 }
 
 fn started(env: &TestEnv, run: &str) -> bool {
@@ -68,7 +57,7 @@ fn a_paused_group_starts_nothing_until_it_is_resumed() {
         gated(&gate, "p1", json!({})),
         gated(&gate, "p2", json!({"after": ["p1"]})),
     ];
-    let group = detach(&env, &lines, &["--concurrency", "1"]);
+    let group = detach_tasks(&env, &lines, &["--concurrency", "1"]);
     wait_until("the first task to start", || {
         started(&env, "p0").then_some(())
     });
@@ -126,10 +115,10 @@ fn a_paused_group_starts_nothing_until_it_is_resumed() {
 fn the_concurrency_of_a_running_group_can_be_raised() {
     let env = TestEnv::new();
     let gate = env.root.path().join("gate");
-    let lines: Vec<String> = (0..3)
+    let lines: Vec<Value> = (0..3)
         .map(|i| gated(&gate, &format!("c{i}"), json!({})))
         .collect();
-    let group = detach(&env, &lines, &["--concurrency", "1"]);
+    let group = detach_tasks(&env, &lines, &["--concurrency", "1"]);
     wait_until("the first task to start", || {
         started(&env, "c0").then_some(())
     });
@@ -171,7 +160,7 @@ fn controls_of_groups_that_cannot_take_them_are_refused() {
     );
     let gate: PathBuf = env.root.path().join("gate");
     touch(&gate);
-    let group = detach(&env, &[gated(&gate, "e0", json!({}))], &[]);
+    let group = detach_tasks(&env, &[gated(&gate, "e0", json!({}))], &[]);
     let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
     assert_eq!(w.code, 0, "{w:?}");
     wait_until("the driver to end", || {

@@ -415,6 +415,35 @@ pub fn agent_pid(env: &TestEnv, run: &str) -> i32 {
     }) as i32
 }
 
+/// Kills (SIGKILL) the program of the driver of detached group `group` (its attempt `n`)
+/// and waits for that attempt's envelope: a driver that died, its group left with work.
+pub fn kill_driver(env: &TestEnv, group: &str, n: u32) {
+    let p = env.attempt_dir(group, n).join("worker.json");
+    let pid = wait_until("the driver's pid", || {
+        std::fs::read(&p)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .and_then(|v| v["agent"]["pid"].as_i64())
+    });
+    send_signal(pid as i32, libc::SIGKILL);
+    let end = env.attempt_dir(group, n).join("result.json");
+    wait_until("the killed driver's envelope", || {
+        end.exists().then_some(())
+    });
+}
+
+/// `fanout --detach --json` of `lines` (JSON objects) with `args`: the group id.
+pub fn detach_tasks(env: &TestEnv, lines: &[Value], args: &[&str]) -> String {
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let file = env.root.path().join("detached-tasks.jsonl");
+    std::fs::write(&file, text.join("\n") + "\n").unwrap();
+    let mut all = vec!["fanout", "--detach", "--json", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let r = env.sp_within(Duration::from_secs(60), "fanout --detach waited", all);
+    assert_eq!(r.code, 0, "{r:?}");
+    r.json()["group"].as_str().unwrap().to_owned()
+}
+
 /// Sends `sig` to one process.
 pub fn send_signal(pid: i32, sig: i32) {
     // SAFETY: plain kill(2) on one pid.

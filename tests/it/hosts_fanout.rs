@@ -297,14 +297,7 @@ fn a_driver_started_again_waits_for_its_task_on_a_host() {
             .is_ok_and(|s| s.contains("waiting"))
             .then_some(())
     });
-    let facts = h.env.attempt_dir(&group, 1).join("worker.json");
-    let driver = crate::harness::wait_until("the driver's pid", || {
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
-        v["agent"]["pid"].as_i64()
-    });
-    crate::harness::send_signal(driver as i32, libc::SIGKILL);
-    let end = h.env.attempt_dir(&group, 1).join("result.json");
-    crate::harness::wait_until("the driver's envelope", || end.exists().then_some(()));
+    crate::harness::kill_driver(&h.env, &group, 1);
     let l = h.sp(["ls"]);
     assert!(l.stderr.contains("driving it again"), "{}", l.stderr);
     std::fs::write(&gate, "").unwrap();

@@ -11,6 +11,18 @@ use serde_json::{Value, json};
 use crate::harness::{TestEnv, wait_child_within};
 use crate::mcp::{connect, doc, is_error, text, until};
 
+/// The `fanout` tool's call of `tasks`, one at a time, answering at once.
+async fn fanout_one_at_a_time(c: &crate::mcp::Conn, tasks: Value) -> rmcp::model::CallToolResult {
+    let r = c
+        .call(
+            "fanout",
+            json!({"tasks": tasks, "concurrency": 1, "max_wait": "300ms"}),
+        )
+        .await;
+    assert!(!is_error(&r), "{}", text(&r));
+    r
+}
+
 /// A program that waits until `gate` exists.
 fn gated(gate: &std::path::Path) -> Value {
     let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done", gate.display());
@@ -27,13 +39,7 @@ async fn a_paused_group_starts_no_new_task_until_resumed() {
         {"argv": ["true"], "run_id": "pz1"},
         {"argv": ["true"], "run_id": "pz2"},
     ]);
-    let r = c
-        .call(
-            "fanout",
-            json!({"tasks": tasks, "concurrency": 1, "max_wait": "300ms"}),
-        )
-        .await;
-    assert!(!is_error(&r), "{}", text(&r));
+    let r = fanout_one_at_a_time(&c, tasks).await;
     let t = text(&r);
     assert!(t.contains("`pause`") && t.contains("`resume`"), "{t}");
     let group = doc(&r)["group"].as_str().unwrap().to_owned();
@@ -204,30 +210,9 @@ async fn a_killed_driver_is_driven_again_by_the_next_call() {
         {"argv": gated(&gate), "run_id": "kv0"},
         {"argv": ["true"], "run_id": "kv1"},
     ]);
-    let r = c
-        .call(
-            "fanout",
-            json!({"tasks": tasks, "concurrency": 1, "max_wait": "300ms"}),
-        )
-        .await;
-    assert!(!is_error(&r), "{}", text(&r));
+    let r = fanout_one_at_a_time(&c, tasks).await;
     let group = doc(&r)["group"].as_str().unwrap().to_owned();
-    let facts = env.attempt_dir(&group, 1).join("worker.json");
-    let pid = {
-        let f = facts.clone();
-        until("the driver's pid", move || {
-            std::fs::read(&f)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-                .is_some_and(|v| v["agent"]["pid"].is_i64())
-        })
-        .await;
-        let v: Value = serde_json::from_slice(&std::fs::read(&facts).unwrap()).unwrap();
-        v["agent"]["pid"].as_i64().unwrap() as i32
-    };
-    crate::harness::send_signal(pid, libc::SIGKILL);
-    let end = env.attempt_dir(&group, 1).join("result.json");
-    until("the killed driver's envelope", move || end.exists()).await;
+    tokio::task::block_in_place(|| crate::harness::kill_driver(&env, &group, 1));
     let r = c.call("list", json!({})).await;
     let t = text(&r);
     assert!(

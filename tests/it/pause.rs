@@ -371,30 +371,11 @@ fn pausing_a_group_with_stop_running_stops_its_running_tasks_until_resume() {
     let go = env.work.join("go");
     let script = format!("while [ ! -e '{}' ]; do sleep 0.02; done", go.display());
     let lines = [
-        serde_json::json!({"argv": ["sh", "-c", script], "run_id": "gs0"}).to_string(),
-        serde_json::json!({"argv": ["true"], "run_id": "gs1"}).to_string(),
+        json!({"argv": ["sh", "-c", script], "run_id": "gs0"}),
+        json!({"argv": ["true"], "run_id": "gs1"}),
     ];
-    let file = env.root.path().join("tasks.jsonl");
-    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let r = env.sp_within(
-        LIMIT,
-        HANG,
-        [
-            "fanout",
-            "--detach",
-            "--json",
-            "--concurrency",
-            "1",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let group = r.json()["group"].as_str().unwrap().to_owned();
-    let facts = env.attempt_dir("gs0", 1).join("worker.json");
-    let agent = wait_until("the task's agent pid", || {
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
-        v["agent"]["pid"].as_i64()
-    }) as i32;
+    let group = crate::harness::detach_tasks(&env, &lines, &["--concurrency", "1"]);
+    let agent = agent_pid(&env, "gs0");
     let p = env.sp(["pause", "--group", &group, "--stop-running", "--json"]);
     assert_eq!(p.code, 0, "{p:?}");
     assert_eq!(p.json()["stop_running"], true, "{p:?}");
@@ -422,41 +403,15 @@ fn a_paused_group_stays_paused_across_its_drivers_death() {
     let go = env.work.join("go");
     let script = format!("while [ ! -e '{}' ]; do sleep 0.02; done", go.display());
     let lines = [
-        json!({"argv": ["sh", "-c", script], "run_id": "pd0"}).to_string(),
-        json!({"argv": ["true"], "run_id": "pd1"}).to_string(),
+        json!({"argv": ["sh", "-c", script], "run_id": "pd0"}),
+        json!({"argv": ["true"], "run_id": "pd1"}),
     ];
-    let file = env.root.path().join("tasks.jsonl");
-    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
-    let r = env.sp_within(
-        LIMIT,
-        HANG,
-        [
-            "fanout",
-            "--detach",
-            "--json",
-            "--concurrency",
-            "1",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(r.code, 0, "{r:?}");
-    let group = r.json()["group"].as_str().unwrap().to_owned();
-    let pid_of = |run: &str, n: u32| {
-        let facts = env.attempt_dir(run, n).join("worker.json");
-        wait_until("an agent pid", || {
-            let v: Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
-            v["agent"]["pid"].as_i64()
-        }) as i32
-    };
-    let agent = pid_of("pd0", 1);
+    let group = crate::harness::detach_tasks(&env, &lines, &["--concurrency", "1"]);
+    let agent = agent_pid(&env, "pd0");
     let p = env.sp(["pause", "--group", &group, "--stop-running"]);
     assert_eq!(p.code, 0, "{p:?}");
     wait_group(agent);
-    crate::harness::send_signal(pid_of(&group, 1), libc::SIGKILL);
-    let end = env.attempt_dir(&group, 1).join("result.json");
-    wait_until("the killed driver's envelope", || {
-        end.exists().then_some(())
-    });
+    crate::harness::kill_driver(&env, &group, 1);
     touch(&go);
     // This command drives it again; the new driver takes the pause as it starts.
     let l = env.sp(["ls", "--group", &group]);

@@ -450,19 +450,7 @@ fn top_shows_a_paused_group_and_why_its_tasks_wait() {
         serde_json::json!({"argv": ["true"], "run_id": "tq1", "after": ["a"]}),
         serde_json::json!({"argv": ["true"], "run_id": "tq2"}),
     ];
-    let file = env.root.path().join("tasks.jsonl");
-    let text: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
-    std::fs::write(&file, text.join("\n") + "\n").unwrap();
-    let r = env.sp([
-        "fanout",
-        "--detach",
-        "--json",
-        "--concurrency",
-        "1",
-        file.to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 0, "{r:?}");
-    let group = r.json()["group"].as_str().unwrap().to_owned();
+    let group = crate::harness::detach_tasks(&env, &lines, &["--concurrency", "1"]);
     let first = env.attempt_dir("tq0", 1).join("launch.json");
     wait_until("the first task to start", || first.exists().then_some(()));
     let p = env.sp(["pause", "--group", &group]);
