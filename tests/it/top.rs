@@ -466,6 +466,16 @@ fn top_shows_a_paused_group_and_why_its_tasks_wait() {
         s.contains("paused · 2 queued: 1 after others, 1 paused")
     });
     assert!(row(&s, "tq0").is_some(), "{s}");
+    // The driver's detail (its row is below its task's) names each queued task with why
+    // it waits.
+    t.keys(&["Down", "Enter"]);
+    let s = t.wait_until("the group's queue in the detail", |s| {
+        s.contains("queued  tq1  after a")
+    });
+    assert!(
+        s.contains("queued  tq2  paused") && s.contains("queue   paused"),
+        "{s}"
+    );
     t.keys(&["q"]);
     assert_eq!(t.wait_exit(), 0);
     touch(&gate);

@@ -1,13 +1,13 @@
-//! A detached group's queue, for its driver's row: paused or not, and why each task that
-//! has not started waits, counted by reason.
+//! A detached group's queue, for its driver's row and detail: paused or not, and why each
+//! task that has not started waits (by the queue's one rule, [`app::fanout::why_waiting`]).
 
 use crate::app;
 use crate::app::board::Board;
-use crate::envelope::RunState;
+use crate::envelope::{QueueWait, RunState};
 
-/// A live detached group's queue in a few words: `paused · 3 queued: 2 after plan,
-/// 1 concurrency 4` (why each task that has not started waits, by the queue's one rule).
-pub fn words(board: &Board, group: &str) -> Option<String> {
+/// A live detached group's queue: whether it is paused, and each task that has not started
+/// (its run id) with why it waits. `None` for a group that is not detached or has ended.
+pub fn queue(board: &Board, group: &str) -> Option<(bool, Vec<(String, QueueWait)>)> {
     let home = board.home();
     let record = app::fanout::group_record(home, group)?;
     let id = crate::spec::RunId::parse(group).ok()?;
@@ -23,14 +23,26 @@ pub fn words(board: &Board, group: &str) -> Option<String> {
     let state = |run: &str| states.get(run).copied();
     let ended = |i: usize| state(&record.tasks[i].run_id).is_some_and(|s| !s.is_live());
     let waits = app::fanout::why_waiting(home, &record, ended);
+    let queued = record
+        .tasks
+        .iter()
+        .zip(waits)
+        .filter_map(|(t, w)| match (state(&t.run_id), w) {
+            (None, Some(w)) => Some((t.run_id.clone(), w)),
+            _ => None,
+        })
+        .collect();
+    Some((app::fanout::control::read(home, &id).paused, queued))
+}
+
+/// The queue in a few words, for the group's row: `paused · 3 queued: 2 after others,
+/// 1 concurrency 4` (the reasons by kind; the detail and `group G` name each).
+pub fn words(board: &Board, group: &str) -> Option<String> {
+    let (paused, queued) = queue(board, group)?;
     let mut counts: Vec<(String, usize)> = Vec::new();
-    for (t, w) in record.tasks.iter().zip(waits) {
-        let (None, Some(w)) = (state(&t.run_id), w) else {
-            continue;
-        };
-        // `after a, b` and `until 14:05` by kind; the reasons themselves in `group G`.
+    for (_, w) in &queued {
         let words = match w {
-            crate::envelope::QueueWait::Dependency { .. } => "after others".to_owned(),
+            QueueWait::Dependency { .. } => "after others".to_owned(),
             w => w.words(),
         };
         match counts.iter_mut().find(|(k, _)| *k == words) {
@@ -38,15 +50,13 @@ pub fn words(board: &Board, group: &str) -> Option<String> {
             None => counts.push((words, 1)),
         }
     }
-    let paused = app::fanout::control::read(home, &id).paused;
-    let queued: usize = counts.iter().map(|(_, n)| n).sum();
     let mut out = Vec::new();
     if paused {
         out.push("paused".to_owned());
     }
-    if queued > 0 {
+    if !queued.is_empty() {
         let why: Vec<String> = counts.iter().map(|(k, n)| format!("{n} {k}")).collect();
-        out.push(format!("{queued} queued: {}", why.join(", ")));
+        out.push(format!("{} queued: {}", queued.len(), why.join(", ")));
     }
     (!out.is_empty()).then(|| out.join(" · "))
 }
