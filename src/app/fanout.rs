@@ -425,6 +425,11 @@ impl State<'_> {
                         on_event,
                     );
                     self.far.cancel_if_asked(&run);
+                    // Sent before a pause that stops the running ones: it is one of them.
+                    if self.control.paused && self.control.stop_running {
+                        self.far.hold(&run, true);
+                        self.slots[i].stopped = Some(true);
+                    }
                 }
                 far::News::Ended(i, end) => {
                     self.far.ended(i);

@@ -37,8 +37,9 @@ detached, or that has ended.
 
 Exit code: 0 when every run was asked (the answer comes once its worker is signalled; the \
 agent is stopped within milliseconds, and progress.json's stopped_since says since when); 2 \
-when a RUN is unknown, runs on a host (not supported yet), or has finished (the message names \
-its status); 1 when the request could not be delivered to a run's worker.";
+when a RUN is unknown or has finished (the message names its status), or a run on a host is \
+given with others (its host answers for it: give it alone); 1 when the request could not be \
+delivered to a run's worker.";
 
 const RESUME_AFTER: &str = "\
 The agent's process group is continued with SIGCONT, and its --timeout, --idle-timeout and \
@@ -46,9 +47,9 @@ linger go on from where they stood when it was paused.
 
 Resuming a running run is no error and no change.
 
-Exit code: 0 when every run was asked; 2 when a RUN is unknown, runs on a host (not \
-supported yet), or has finished (the message names its status); 1 when the request could not \
-be delivered to a run's worker.";
+Exit code: 0 when every run was asked; 2 when a RUN is unknown or has finished (the message \
+names its status), or a run on a host is given with others; 1 when the request could not be \
+delivered to a run's worker.";
 
 // `subpane pause` (the about line is the verb's doc in `Command`).
 #[derive(Debug, Args)]
@@ -64,8 +65,8 @@ pub struct PauseArgs {
     /// `subpane resume --group G` carries on. Returns once the driver took it
     #[arg(long, value_name = "G", add = super::docs::group_candidates())]
     pub group: Option<String>,
-    /// With --group: also stop the group's running tasks here, as `pause RUN` does, until
-    /// `resume --group G` (tasks on hosts go on)
+    /// With --group: also stop the group's running tasks (here and on hosts), as `pause RUN`
+    /// does, until `resume --group G`
     #[arg(long, requires = "group")]
     pub stop_running: bool,
     /// Print {"run_id", "attempt", "stopped": true} as JSON (an array of them for several
@@ -117,8 +118,8 @@ fn verb(stopped: bool) -> &'static str {
     if stopped { "pause" } else { "resume" }
 }
 
-/// Asks every run of `names` for `stopped`. Every name is resolved first: an unknown one, or
-/// one on a host, asks nothing of any.
+/// Asks every run of `names` for `stopped`. Every name is resolved first: an unknown one asks
+/// nothing of any. A run on a host is asked there (given alone).
 fn hold(
     home: &crate::store::Home,
     names: &[String],
@@ -134,11 +135,19 @@ fn hold(
     let mut found = Vec::with_capacity(names.len());
     for name in names {
         if let Some(r) = super::remote::of(home, name)? {
-            return Err(app::Error::invalid(format!(
-                "run {} runs on host `{}`: {verb} is not supported yet for runs on a host (`subpane cancel {}` ends it)",
-                r.run_id, r.host.name, r.run_id
-            ))
-            .into());
+            // Its worker is there: the host's subpane asks it, and answers as it would here.
+            if names.len() > 1 {
+                return Err(app::Error::invalid(format!(
+                    "run {} runs on host `{}`: give a run on a host to {verb} alone (its host answers for it)",
+                    r.run_id, r.host.name
+                ))
+                .into());
+            }
+            let mut words = vec![verb, r.run_id.as_str()];
+            if json {
+                words.push("--json");
+            }
+            return super::remote::pass_through(home, &r, &words, false);
         }
         found.push(app::find_run(home, name, None)?);
     }

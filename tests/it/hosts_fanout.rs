@@ -311,3 +311,39 @@ fn a_driver_started_again_waits_for_its_task_on_a_host() {
         assert_eq!(h.env.result(id)["status"], "completed", "{id}");
     }
 }
+
+/// `pause --group G --stop-running` stops the group's task on a host there too, and
+/// `resume --group G` continues it.
+#[test]
+fn pausing_a_group_stops_its_task_on_a_host_there() {
+    let h = Host::new();
+    let go = h.env.root.path().join("go");
+    let lines = format!(
+        "{}\n",
+        serde_json::json!({"argv": ["sh", "-c", waits_for(&go)], "run_id": "hs-1", "host": "loop"})
+    );
+    let r = fanout(&h, &lines, &["--detach"]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let group = r.stdout.trim().to_owned();
+    let facts = h.remote_home.join("runs/hs-1/attempts/1/worker.json");
+    let agent = crate::harness::wait_until("the agent's pid there", || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    }) as i32;
+    let state = || {
+        std::fs::read_to_string(format!("/proc/{agent}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()))
+    };
+    let p = h.sp(["pause", "--group", &group, "--stop-running"]);
+    assert_eq!(p.code, 0, "{p:?}");
+    crate::harness::wait_until("the task stopped there", || {
+        (state() == Some('T')).then_some(())
+    });
+    std::fs::write(&go, "").unwrap();
+    let c = h.sp(["resume", "--group", &group]);
+    assert_eq!(c.code, 0, "{c:?}");
+    let w = h.sp(["wait", "--group", &group, "--json"]);
+    assert_eq!(w.code, 0, "{w:?}");
+    assert_eq!(h.env.result("hs-1")["stops"], 1);
+}

@@ -907,3 +907,51 @@ fn send_gives_a_run_on_a_host_its_messages_there() {
     let logs = h.sp(["logs", "far-at"]);
     assert_eq!(logs.stdout, format!("got:{text}\n"), "{logs:?}");
 }
+
+/// `pause RUN` and `resume RUN` of a run on a host act there: its agent is stopped (state
+/// T), continued, and the envelope copied back says how long it was stopped.
+#[test]
+fn a_run_on_a_host_is_paused_and_resumed_there() {
+    let h = Host::new();
+    let go = h.env.root.path().join("go");
+    let script = waits_for(&go);
+    let r = h.sp([
+        "run", "--host", "loop", "--detach", "--run-id", "hp-1", "--", "sh", "-c", &script,
+    ]);
+    assert_eq!(r.code, 0, "{r:?}");
+    let facts = h.remote_home.join("runs/hp-1/attempts/1/worker.json");
+    let agent = crate::harness::wait_until("the agent's pid there", || {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
+        v["agent"]["pid"].as_i64()
+    }) as i32;
+    let state = || {
+        std::fs::read_to_string(format!("/proc/{agent}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.chars().next()))
+            .flatten()
+    };
+    let p = h.sp(["pause", "hp-1", "--json"]);
+    assert_eq!(p.code, 0, "{p:?}");
+    assert_eq!(json(&p)["stopped"], true, "{p:?}");
+    crate::harness::wait_until("the agent stopped there", || {
+        (state() == Some('T')).then_some(())
+    });
+    // Several runs with one on a host: refused, nothing asked.
+    let both = h.sp(["resume", "hp-1", "@"]);
+    assert_eq!(both.code, 2, "{both:?}");
+    assert!(
+        both.stderr.contains("give a run on a host to resume alone"),
+        "{}",
+        both.stderr
+    );
+    assert_eq!(state(), Some('T'));
+    std::fs::write(&go, "").unwrap();
+    let c = h.sp(["resume", "hp-1"]);
+    assert_eq!(c.code, 0, "{c:?}");
+    let w = h.sp(["wait", "hp-1", "--json"]);
+    assert_eq!(w.code, 0, "{w:?}");
+    let env = json(&w);
+    assert_eq!(env["stops"], 1, "{env}");
+    assert!(env["stopped_ms"].as_u64().unwrap() > 0, "{env}");
+    assert_valid_envelope(&env);
+}

@@ -164,7 +164,8 @@ impl State<'_> {
         }
     }
 
-    /// Stops (SIGSTOP) or continues each running task here as `stop` says, once each.
+    /// Stops (SIGSTOP) or continues each running task as `stop` says, once each: here
+    /// through its worker, on a host through the host's subpane.
     fn stop_or_continue(&mut self, stop: bool, on_event: &mut dyn FnMut(&Event<'_>, &Progress)) {
         let mut warnings = Vec::new();
         for &i in self.running.values() {
@@ -191,6 +192,15 @@ impl State<'_> {
         }
         for w in warnings {
             self.emit(&Event::Warning(w), on_event);
+        }
+        // Those on hosts: asked there.
+        for s in &mut self.slots {
+            if let Phase::There { run: Some(run) } = &s.state
+                && s.stopped != Some(stop)
+            {
+                self.far.hold(run, stop);
+                s.stopped = Some(stop);
+            }
         }
     }
 }

@@ -121,6 +121,21 @@ impl Far {
         }
     }
 
+    /// Asks `run` there to be held stopped (`stopped`) or continued, as `subpane pause RUN`
+    /// / `resume RUN` there do, in a thread (a host that cannot be asked leaves it as it is;
+    /// its end is heard as ever).
+    pub(super) fn hold(&self, run: &RemoteRun, stopped: bool) {
+        let (home, run) = (self.home.clone(), run.clone());
+        std::thread::spawn(move || {
+            let verb = if stopped { "pause" } else { "resume" };
+            let _ = remote::command(&home, &run, &[verb, &run.run_id], false)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        });
+    }
+
     /// Sends the cancel asked earlier to `run`, which has just started there.
     pub(super) fn cancel_if_asked(&self, run: &RemoteRun) {
         if self.cancel.is_some() {
