@@ -536,9 +536,6 @@ fn group_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: Syste
     f.render_stateful_widget(table, area, &mut state);
 }
 
-/// At most this many of a group's queued tasks are named in its driver's detail.
-const QUEUED_SHOWN: usize = 8;
-
 fn detail_pane(
     f: &mut Frame,
     area: Rect,
@@ -587,34 +584,7 @@ fn detail_pane(
         Span::styled("what    ", dim),
         Span::raw(row.what.clone()),
     ]));
-    // A detached group's driver: its tasks that have not started, each with why it waits.
-    if let Some((paused, queued)) = app::fanout::is_driver(row)
-        .then(|| super::queue::queue(board, &row.run_id))
-        .flatten()
-    {
-        if paused {
-            lines.push(Line::from(vec![
-                Span::styled("queue   ", dim),
-                Span::raw("paused: no new task starts (subpane resume --group to carry on)"),
-            ]));
-        }
-        for (run, why) in queued.iter().take(QUEUED_SHOWN) {
-            lines.push(Line::from(vec![
-                Span::styled("queued  ", dim),
-                Span::raw(format!("{run}  {}", why.words())),
-            ]));
-        }
-        if queued.len() > QUEUED_SHOWN {
-            lines.push(Line::styled(
-                format!(
-                    "        … {} more: subpane group {}",
-                    queued.len() - QUEUED_SHOWN,
-                    row.run_id
-                ),
-                dim,
-            ));
-        }
-    }
+    lines.extend(super::queue::detail_lines(board, row));
     if let Some(env) = detail.and_then(|d| d.envelope.as_deref()) {
         for e in env.output.errors.iter().take(3) {
             lines.push(Line::from(vec![

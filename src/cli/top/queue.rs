@@ -1,9 +1,15 @@
 //! A detached group's queue, for its driver's row and detail: paused or not, and why each
 //! task that has not started waits (by the queue's one rule, [`app::fanout::why_waiting`]).
 
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+
 use crate::app;
 use crate::app::board::Board;
-use crate::envelope::{QueueWait, RunState};
+use crate::envelope::{QueueWait, RunRow, RunState};
+
+/// At most this many of a group's queued tasks are named in its driver's detail.
+const QUEUED_SHOWN: usize = 8;
 
 /// A live detached group's queue: whether it is paused, and each task that has not started
 /// (its run id) with why it waits. `None` for a group that is not detached or has ended.
@@ -59,4 +65,41 @@ pub fn words(board: &Board, group: &str) -> Option<String> {
         out.push(format!("{} queued: {}", queued.len(), why.join(", ")));
     }
     (!out.is_empty()).then(|| out.join(" · "))
+}
+
+/// The lines of a detached group's driver's detail: paused or not, and each task that has not
+/// started with why it waits (at most [`QUEUED_SHOWN`], then where the rest are). None for
+/// any other run.
+pub fn detail_lines(board: &Board, row: &RunRow) -> Vec<Line<'static>> {
+    let dim = Style::default().add_modifier(Modifier::DIM);
+    let Some((paused, queued)) = app::fanout::is_driver(row)
+        .then(|| queue(board, &row.run_id))
+        .flatten()
+    else {
+        return Vec::new();
+    };
+    let mut lines = Vec::new();
+    if paused {
+        lines.push(Line::from(vec![
+            Span::styled("queue   ", dim),
+            Span::raw("paused: no new task starts (subpane resume --group to carry on)"),
+        ]));
+    }
+    for (run, why) in queued.iter().take(QUEUED_SHOWN) {
+        lines.push(Line::from(vec![
+            Span::styled("queued  ", dim),
+            Span::raw(format!("{run}  {}", why.words())),
+        ]));
+    }
+    if queued.len() > QUEUED_SHOWN {
+        lines.push(Line::styled(
+            format!(
+                "        … {} more: subpane group {}",
+                queued.len() - QUEUED_SHOWN,
+                row.run_id
+            ),
+            dim,
+        ));
+    }
+    lines
 }
