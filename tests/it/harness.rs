@@ -406,7 +406,19 @@ pub fn wait_pid_gone(pid: i32) {
 
 /// The agent's pid from the attempt's `worker.json`, waiting until it is recorded.
 pub fn agent_pid(env: &TestEnv, run: &str) -> i32 {
-    let p = env.attempt_dir(run, 1).join("worker.json");
+    agent_pid_in(&env.attempt_dir(run, 1))
+}
+
+/// A process's state letter from `/proc/PID/stat` (`T`: stopped), if it exists.
+pub fn process_state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// The agent's pid from `worker.json` in the attempt directory `dir` (of any home: a host's
+/// too), waiting until it is recorded.
+pub fn agent_pid_in(dir: &Path) -> i32 {
+    let p = dir.join("worker.json");
     wait_until("worker.json with an agent pid", || {
         std::fs::read(&p)
             .ok()
@@ -418,14 +430,7 @@ pub fn agent_pid(env: &TestEnv, run: &str) -> i32 {
 /// Kills (SIGKILL) the program of the driver of detached group `group` (its attempt `n`)
 /// and waits for that attempt's envelope: a driver that died, its group left with work.
 pub fn kill_driver(env: &TestEnv, group: &str, n: u32) {
-    let p = env.attempt_dir(group, n).join("worker.json");
-    let pid = wait_until("the driver's pid", || {
-        std::fs::read(&p)
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-            .and_then(|v| v["agent"]["pid"].as_i64())
-    });
-    send_signal(pid as i32, libc::SIGKILL);
+    send_signal(agent_pid_in(&env.attempt_dir(group, n)), libc::SIGKILL);
     let end = env.attempt_dir(group, n).join("result.json");
     wait_until("the killed driver's envelope", || {
         end.exists().then_some(())

@@ -325,16 +325,8 @@ fn pausing_a_group_stops_its_task_on_a_host_there() {
     let r = fanout(&h, &lines, &["--detach"]);
     assert_eq!(r.code, 0, "{r:?}");
     let group = r.stdout.trim().to_owned();
-    let facts = h.remote_home.join("runs/hs-1/attempts/1/worker.json");
-    let agent = crate::harness::wait_until("the agent's pid there", || {
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
-        v["agent"]["pid"].as_i64()
-    }) as i32;
-    let state = || {
-        std::fs::read_to_string(format!("/proc/{agent}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()))
-    };
+    let agent = crate::harness::agent_pid_in(&h.remote_home.join("runs/hs-1/attempts/1"));
+    let state = || crate::harness::process_state(agent);
     let p = h.sp(["pause", "--group", &group, "--stop-running"]);
     assert_eq!(p.code, 0, "{p:?}");
     crate::harness::wait_until("the task stopped there", || {

@@ -919,17 +919,8 @@ fn a_run_on_a_host_is_paused_and_resumed_there() {
         "run", "--host", "loop", "--detach", "--run-id", "hp-1", "--", "sh", "-c", &script,
     ]);
     assert_eq!(r.code, 0, "{r:?}");
-    let facts = h.remote_home.join("runs/hp-1/attempts/1/worker.json");
-    let agent = crate::harness::wait_until("the agent's pid there", || {
-        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&facts).ok()?).ok()?;
-        v["agent"]["pid"].as_i64()
-    }) as i32;
-    let state = || {
-        std::fs::read_to_string(format!("/proc/{agent}/stat"))
-            .ok()
-            .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.chars().next()))
-            .flatten()
-    };
+    let agent = crate::harness::agent_pid_in(&h.remote_home.join("runs/hp-1/attempts/1"));
+    let state = || crate::harness::process_state(agent);
     let p = h.sp(["pause", "hp-1", "--json"]);
     assert_eq!(p.code, 0, "{p:?}");
     assert_eq!(json(&p)["stopped"], true, "{p:?}");
