@@ -63,6 +63,10 @@ pub struct RetryArgs {
     /// in the logs unless attempt n had the name with --env-plain
     #[arg(long = "env", value_name = "K=V")]
     pub envs: Vec<String>,
+    /// --task is its text even when it starts with @ (internal: a retry passed to a host,
+    /// whose @FILE was read here)
+    #[arg(long, hide = true, requires = "task")]
+    pub literal: bool,
     /// The latest attempt hit its account's usage limit: attempt n+1 waits in its pane until
     /// the limit resets (its output.usage_limit.retry_at), then continues the session (with
     /// none recorded, runs the task again). The wait is the attempt's: `ls` and `top` show
@@ -112,9 +116,13 @@ pub fn retry(home: &Home, a: RetryArgs) -> Result<i32, CliError> {
         let (k, v) = parse_kv("env", e)?;
         env.insert(k, v);
     }
-    // `--task @FILE` reads the file, as `run --task` does.
+    // `--task @FILE` reads the file, as `run --task` does (but a text passed on as such).
     let mut task = a.task.clone();
-    let task_file = app::at_file(&mut task);
+    let task_file = if a.literal {
+        None
+    } else {
+        app::at_file(&mut task)
+    };
     let opts = RetryOptions {
         resume: a.resume,
         task,

@@ -353,3 +353,36 @@ fn ctrl_c_twice_in_the_pane_cancels_a_waiting_attempt() {
     assert_eq!(v["exit_code"], serde_json::Value::Null, "{v:#}");
     env.assert_no_leftovers();
 }
+
+/// `retry --literal` (what a retry passed to a host gets) takes `--task` as its text even
+/// when it starts with `@`; without it, `@` names a file.
+#[test]
+fn a_literal_task_of_a_retry_is_its_text() {
+    let env = TestEnv::new();
+    let mock = Mock::start(&env);
+    let first = run_agent(&env, &mock, "lit", "pi", "SCENARIO:plain Say hello.");
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let file = subpane(
+        &env,
+        &mock,
+        &["retry", "lit", "--task", "@no-such-task-file"],
+    );
+    assert_eq!(file.code, 2, "{}", file.stderr);
+    assert!(file.stderr.contains("no-such-task-file"), "{}", file.stderr);
+    assert!(!env.attempt_dir("lit", 2).exists());
+    let text = subpane(
+        &env,
+        &mock,
+        &[
+            "retry",
+            "lit",
+            "--literal",
+            "--task",
+            "@no-such-task-file SCENARIO:plain",
+        ],
+    );
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let prompt = std::fs::read_to_string(env.attempt_dir("lit", 2).join("prompt.txt")).unwrap();
+    assert!(prompt.contains("@no-such-task-file"), "{prompt}");
+    env.assert_no_leftovers();
+}

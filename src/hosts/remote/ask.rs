@@ -242,6 +242,25 @@ pub fn read_out(home: &Home, run: &RemoteRun, words: &[&str]) -> Result<Vec<u8>,
     }
 }
 
+/// The words of a `retry` of `run_id` there. The task goes as `--task=TEXT`, one word (a
+/// text that starts with `-` stays a value), and, when it starts with `@`, with `--literal`:
+/// its file was read here, and its text is no file's name there.
+fn retry_words(run_id: &str, resume: bool, task: Option<&str>) -> Vec<String> {
+    let mut words: Vec<String> = ["retry", run_id, "--detach", "--json"]
+        .map(String::from)
+        .into();
+    if resume {
+        words.push("--resume".into());
+    }
+    if let Some(t) = task {
+        if t.starts_with('@') {
+            words.push("--literal".into());
+        }
+        words.push(format!("--task={t}"));
+    }
+    words
+}
+
 /// `retry` of a run on a host: the next attempt is started there (`retry --detach --json`),
 /// and its start answered; the caller waits for it with [`wait`] (recording its envelope
 /// here). `task` is the new task's text (read here from its file by the caller). The
@@ -255,15 +274,8 @@ pub fn retry(
     if run.is_slurm() {
         return crate::hosts::slurm::run::retry(home, run, resume, task);
     }
-    // The task as `--task=TEXT`, one word: a text that starts with `-` stays a value.
-    let task = task.map(|t| format!("--task={t}"));
-    let mut words = vec!["retry", run.run_id.as_str(), "--detach", "--json"];
-    if resume {
-        words.push("--resume");
-    }
-    if let Some(t) = &task {
-        words.push(t);
-    }
+    let words = retry_words(&run.run_id, resume, task);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
     let bytes = read_out(home, run, &words)?;
     if is_envelope(&bytes) {
         // Its pane could not start there: recorded as any end is.
@@ -291,4 +303,33 @@ pub fn retry(
     let dir = home.attempt(&id, started.attempt).dir().to_path_buf();
     std::fs::create_dir_all(&dir).map_err(|source| StoreError::Write { path: dir, source })?;
     Ok(started)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::retry_words;
+
+    #[test]
+    fn a_retry_s_task_goes_there_as_its_text() {
+        assert_eq!(
+            retry_words("r", true, Some("-n")),
+            ["retry", "r", "--detach", "--json", "--resume", "--task=-n"]
+        );
+        // Read here from its file: a text that starts with `@` names no file there.
+        assert_eq!(
+            retry_words("r", false, Some("@alice: go on")),
+            [
+                "retry",
+                "r",
+                "--detach",
+                "--json",
+                "--literal",
+                "--task=@alice: go on"
+            ]
+        );
+        assert_eq!(
+            retry_words("r", false, None),
+            ["retry", "r", "--detach", "--json"]
+        );
+    }
 }
