@@ -53,8 +53,9 @@ mod usage;
 
 pub use budget::GroupBudget;
 pub use detached::{
-    DRIVER_LABEL, GROUP_SCHEMA, GroupRecord, GroupTask, NEVER_STARTED, detach, driver_tasks,
-    group_record, group_report, is_driver, queued_rows, read_driver_input, why_waiting,
+    DRIVER_LABEL, GROUP_SCHEMA, GroupQueue, GroupRecord, GroupTask, NEVER_STARTED, detach,
+    driver_tasks, group_record, group_report, is_driver, queue_of, queued_rows, read_driver_input,
+    why_waiting,
 };
 pub use events::{Event, Progress, StopReason};
 pub use queue::{Line, QUEUE_FIELDS, Queue};
@@ -203,7 +204,7 @@ struct State<'h> {
 struct Records {
     id: crate::spec::RunId,
     dir: std::path::PathBuf,
-    token: Option<Token>,
+    token: Token,
 }
 
 impl<'h> Fanout<'h> {
@@ -286,7 +287,7 @@ impl<'h> Fanout<'h> {
         s.records = Some(Records {
             id,
             dir: dir.to_path_buf(),
-            token: Some(token),
+            token,
         });
         Ok(self)
     }

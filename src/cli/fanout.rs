@@ -163,12 +163,15 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
         return resume_group(home, g, a.json);
     }
     let tty = std::io::stderr().is_terminal();
+    // When a detached group was given (its record's): what `start_after` counts from.
+    let mut anchor = None;
     let (group, tasks, name, mut opts) = match &a.driver {
         Some(dir) => {
             // Whatever stops it here is an end of its own: the group is closed, never
             // started again (revive.rs).
             let (record, tasks) = driver_tasks(home, dir).inspect_err(|_| close(dir))?;
             let opts = record.options();
+            anchor = Some(record.anchor());
             (
                 record.group,
                 tasks,
@@ -230,10 +233,7 @@ pub fn fanout(home: &Home, a: FanoutArgs) -> Result<i32, CliError> {
     let concurrency = opts.concurrency;
     let fan = match &a.driver {
         Some(dir) => Fanout::new(home, group.clone(), tasks, opts)
-            .and_then(|f| {
-                let anchor = group_record(home, &group).map(|r| r.anchor());
-                f.recorded(dir, anchor.unwrap_or_else(std::time::SystemTime::now))
-            })
+            .and_then(|f| f.recorded(dir, anchor.unwrap_or_else(std::time::SystemTime::now)))
             .inspect_err(|_| close(dir))?,
         None => Fanout::new(home, group.clone(), tasks, opts)?,
     };

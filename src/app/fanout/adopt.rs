@@ -53,9 +53,7 @@ pub fn existing(home: &Home, run_id: &str, remote: bool) -> Option<Existing> {
 impl State<'_> {
     /// Whether `token` is the watch of the group's directory.
     pub(super) fn is_records(&self, token: Token) -> bool {
-        self.records
-            .as_ref()
-            .is_some_and(|r| r.token == Some(token))
+        self.records.as_ref().is_some_and(|r| r.token == token)
     }
 
     /// Takes over the tasks whose runs an earlier driver started.
@@ -137,7 +135,11 @@ impl State<'_> {
         };
         let (id, dir) = (r.id.clone(), r.dir.clone());
         let c = control::read(self.home, &id);
-        if c.serial < self.control.serial {
+        // An older control, or this one again (the directory changed for another file, as
+        // the driver's own applied.json) with every task's state known: nothing to do.
+        let again =
+            c.serial == self.control.serial && self.slots.iter().all(|s| s.stopped.is_some());
+        if c.serial < self.control.serial || again {
             return;
         }
         let was = std::mem::replace(&mut self.control, c.clone());

@@ -426,40 +426,83 @@ pub fn why_waiting(
         .collect()
 }
 
-/// The tasks of a detached group that have not started, as rows of `ls --group` (their
-/// runs do not exist yet: `attempt` 0), each with why it waits.
-pub fn queued_rows(home: &Home, group: &str) -> Vec<crate::envelope::RunRow> {
-    let (Some(record), Ok(Some(report))) = (group_record(home, group), group_report(home, group))
-    else {
+/// A detached group's queue as the runs here stand: whether it is paused, and each of its
+/// tasks that has not started (by index into `record.tasks`) with why it waits.
+pub struct GroupQueue {
+    pub record: GroupRecord,
+    pub paused: bool,
+    pub queued: Vec<(usize, QueueWait)>,
+}
+
+/// The queue of `group` while it has work left (`None`: not detached, or ended), from the
+/// state of each run the caller already read (`state_of` a run id; `None`: no row for it).
+/// A task whose run exists here without a row (a run on a host not asked) has started.
+pub fn queue_of(
+    home: &Home,
+    group: &str,
+    state_of: impl Fn(&str) -> Option<crate::envelope::RunState>,
+) -> Option<GroupQueue> {
+    let id = RunId::parse(group).ok()?;
+    if !super::revive::is_open(home, &id) {
+        return None;
+    }
+    let record = group_record(home, group)?;
+    let started = |run: &str| {
+        state_of(run).is_some() || RunId::parse(run).is_ok_and(|r| home.run_dir(&r).exists())
+    };
+    let ended = |i: usize| state_of(&record.tasks[i].run_id).is_some_and(|s| !s.is_live());
+    let waits = why_waiting(home, &record, ended);
+    let queued = waits
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !started(&record.tasks[*i].run_id))
+        .filter_map(|(i, w)| Some((i, w?)))
+        .collect();
+    let paused = super::control::read(home, &id).paused;
+    Some(GroupQueue {
+        record,
+        paused,
+        queued,
+    })
+}
+
+/// The tasks of a detached group that have not started, as rows of `ls` (their runs do not
+/// exist yet: `attempt` 0, under their driver), each with why it waits ([`queue_of`]).
+pub fn queued_rows(
+    home: &Home,
+    group: &str,
+    state_of: impl Fn(&str) -> Option<crate::envelope::RunState>,
+) -> Vec<crate::envelope::RunRow> {
+    let Some(q) = queue_of(home, group, state_of) else {
         return Vec::new();
     };
-    record
-        .tasks
-        .iter()
-        .zip(report.tasks)
-        .filter(|(_, t)| t.status == TaskStatus::Queued && t.run_id.is_none())
-        .map(|(r, t)| crate::envelope::RunRow {
-            run_id: r.run_id.clone(),
-            attempt: 0,
-            agent: r.agent,
-            status: crate::envelope::RunState::Queued,
-            failure_kind: None,
-            exit_code: None,
-            created_at: record.created_at.clone(),
-            started_at: None,
-            finished_at: None,
-            duration_ms: None,
-            labels: BTreeMap::new(),
-            correlation_id: None,
-            group: Some(group.to_owned()),
-            parent_run: Some(group.to_owned()),
-            depth: 1,
-            what: t.what,
-            problem: None,
-            host: None,
-            slurm: None,
-            waiting: None,
-            queue: t.waiting,
+    q.queued
+        .into_iter()
+        .map(|(i, why)| {
+            let t = &q.record.tasks[i];
+            crate::envelope::RunRow {
+                run_id: t.run_id.clone(),
+                attempt: 0,
+                agent: t.agent,
+                status: crate::envelope::RunState::Queued,
+                failure_kind: None,
+                exit_code: None,
+                created_at: q.record.created_at.clone(),
+                started_at: None,
+                finished_at: None,
+                duration_ms: None,
+                labels: BTreeMap::new(),
+                correlation_id: None,
+                group: Some(group.to_owned()),
+                parent_run: Some(group.to_owned()),
+                depth: 1,
+                what: t.what.clone(),
+                problem: None,
+                host: None,
+                slurm: None,
+                waiting: None,
+                queue: Some(why),
+            }
         })
         .collect()
 }

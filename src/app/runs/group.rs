@@ -4,6 +4,7 @@
 //! A group exists only as that field: there is no group file to go stale, and a fan-out that
 //! was killed leaves exactly the runs it started.
 
+use crate::app::runs::shown;
 use crate::app::{Error, Found, find_run, list};
 use crate::envelope::{RunRow, RunState};
 use crate::store::{self, Home};
@@ -50,21 +51,29 @@ pub fn list_group(
     only: Option<RunState>,
     group: Option<&str>,
 ) -> Result<Vec<RunRow>, Error> {
-    let mut rows = list(home, only)?;
+    let all = list(home, None)?;
+    // The tasks of detached groups that have not started: rows of their own, with why they
+    // wait, from the states just read (under their driver's row).
+    let mut queued = Vec::new();
+    if only.is_none_or(|s| s == RunState::Queued) {
+        let states: std::collections::HashMap<&str, RunState> =
+            all.iter().map(|r| (r.run_id.as_str(), r.status)).collect();
+        let groups = match group {
+            Some(g) => vec![g.to_owned()],
+            None => crate::app::fanout::revive::open_groups(home),
+        };
+        for g in groups {
+            queued.extend(crate::app::fanout::queued_rows(home, &g, |run| {
+                states.get(run).copied()
+            }));
+        }
+    }
+    let mut rows: Vec<RunRow> = all.into_iter().filter(|r| shown(only, r)).collect();
+    rows.extend(queued);
     if let Some(g) = group {
         rows.retain(|r| r.group.as_deref() == Some(g));
-        // Its tasks that have not started: rows of their own, with why they wait.
-        if only.is_none_or(|s| s == RunState::Queued) {
-            rows.extend(crate::app::fanout::queued_rows(home, g));
-        }
         if group_far(home, g).is_empty() {
             return Ok(rows);
-        }
-    } else if only.is_none_or(|s| s == RunState::Queued) {
-        // The tasks of every detached group that runs and have not started (under their
-        // driver's row, as its children).
-        for g in crate::app::fanout::revive::open_groups(home) {
-            rows.extend(crate::app::fanout::queued_rows(home, &g));
         }
     }
     // Runs on hosts: asked there, newest first among the rest.

@@ -278,18 +278,23 @@ pub fn list(home: &Home, only: Option<RunState>) -> Result<Vec<RunRow>, Error> {
     for run in runs {
         let row = run_row(home, &run)
             .unwrap_or_else(|problem| damaged_row(run.id.as_str(), Some(&run.record), problem));
-        // A fan-out's driver is its group's row, not a run in a state of its own.
-        if only.is_none_or(|s| s == row.status && !crate::app::fanout::is_driver(&row)) {
+        if shown(only, &row) {
             rows.push(row);
         }
     }
     for d in unreadable {
         let row = damaged_row(d.id.as_str(), None, d.error.to_string());
-        if only.is_none_or(|s| s == row.status) {
+        if shown(only, &row) {
             rows.push(row);
         }
     }
     Ok(rows)
+}
+
+/// Whether `row` is listed when only runs in state `only` are asked for: a fan-out's driver
+/// is its group's row, not a run in a state of its own.
+pub(crate) fn shown(only: Option<RunState>, row: &RunRow) -> bool {
+    only.is_none_or(|s| s == row.status && !crate::app::fanout::is_driver(row))
 }
 
 /// The row of one run, as [`list`] makes it (a `damaged` row when its records cannot be

@@ -11,34 +11,22 @@ use crate::envelope::{QueueWait, RunRow, RunState};
 /// At most this many of a group's queued tasks are named in its driver's detail.
 const QUEUED_SHOWN: usize = 8;
 
-/// A live detached group's queue: whether it is paused, and each task that has not started
-/// (its run id) with why it waits. `None` for a group that is not detached or has ended.
+/// A live detached group's queue ([`app::fanout::queue_of`], from the board's runs):
+/// whether it is paused, and each task that has not started (its run id) with why it waits.
 pub fn queue(board: &Board, group: &str) -> Option<(bool, Vec<(String, QueueWait)>)> {
-    let home = board.home();
-    let record = app::fanout::group_record(home, group)?;
-    let id = crate::spec::RunId::parse(group).ok()?;
-    if !app::fanout::revive::is_open(home, &id) {
-        return None;
-    }
     let states: std::collections::HashMap<&str, RunState> = board
         .runs()
         .iter()
         .filter(|r| r.row.group.as_deref() == Some(group))
         .map(|r| (r.row.run_id.as_str(), r.row.status))
         .collect();
-    let state = |run: &str| states.get(run).copied();
-    let ended = |i: usize| state(&record.tasks[i].run_id).is_some_and(|s| !s.is_live());
-    let waits = app::fanout::why_waiting(home, &record, ended);
-    let queued = record
-        .tasks
-        .iter()
-        .zip(waits)
-        .filter_map(|(t, w)| match (state(&t.run_id), w) {
-            (None, Some(w)) => Some((t.run_id.clone(), w)),
-            _ => None,
-        })
+    let q = app::fanout::queue_of(board.home(), group, |run| states.get(run).copied())?;
+    let queued = q
+        .queued
+        .into_iter()
+        .map(|(i, w)| (q.record.tasks[i].run_id.clone(), w))
         .collect();
-    Some((app::fanout::control::read(home, &id).paused, queued))
+    Some((q.paused, queued))
 }
 
 /// The queue in a few words, for the group's row: `paused · 3 queued: 2 after others,
