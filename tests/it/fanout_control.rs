@@ -211,3 +211,87 @@ fn a_group_record_beside_a_plain_run_never_restarts_it() {
     );
     env.assert_no_leftovers();
 }
+
+/// A driver that does not take a change (here held stopped) leaves the command to say so
+/// after its 10 s (`"taken": false`, exit 0); the change is recorded, and the driver takes
+/// it once it runs again: nothing more starts.
+#[test]
+fn a_change_the_driver_has_not_taken_is_said_and_taken_later() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let lines = [gated(&gate, "n0", json!({})), gated(&gate, "n1", json!({}))];
+    let group = detach_tasks(&env, &lines, &["--concurrency", "1"]);
+    wait_until("the first task to start", || {
+        started(&env, "n0").then_some(())
+    });
+    let driver = crate::harness::agent_pid(&env, &group);
+    crate::harness::send_signal(driver, libc::SIGSTOP);
+    let p = env.sp_within(LIMIT, "pause hung", ["pause", "--group", &group, "--json"]);
+    assert_eq!(p.code, 0, "{p:?}");
+    assert_eq!(
+        (&p.json()["paused"], &p.json()["taken"]),
+        (&json!(true), &json!(false)),
+        "{p:?}"
+    );
+    assert!(p.stderr.is_empty() || !p.stderr.contains("error"), "{p:?}");
+    crate::harness::send_signal(driver, libc::SIGCONT);
+    // Taken once it runs: a later change says so, and the freed slot stays empty.
+    let again = env.sp(["pause", "--group", &group, "--json"]);
+    assert_eq!(again.json()["taken"], true, "{again:?}");
+    touch(&gate);
+    wait_until("the first task to end", || {
+        env.attempt_dir("n0", 1)
+            .join("result.json")
+            .exists()
+            .then_some(())
+    });
+    let c = env.sp(["group", &group, "--concurrency", "1", "--json"]);
+    assert_eq!(c.json()["taken"], true, "{c:?}");
+    assert!(!env.run_dir("n1").exists(), "n1 started while paused");
+    assert_eq!(env.sp(["resume", "--group", &group]).code, 0);
+    let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
+    assert_eq!(w.code, 0, "{w:?}");
+    env.assert_no_leftovers();
+}
+
+/// A driver that keeps dying is driven again at most 5 times in all; then the next command
+/// says so, the group is closed, and its tasks never started are named.
+#[test]
+fn a_driver_that_keeps_dying_is_started_at_most_five_times() {
+    let env = TestEnv::new();
+    let gate = env.root.path().join("gate");
+    let lines = [gated(&gate, "m0", json!({})), gated(&gate, "m1", json!({}))];
+    let group = detach_tasks(&env, &lines, &["--concurrency", "1"]);
+    for n in 1..=4 {
+        crate::harness::kill_driver(&env, &group, n);
+        let l = env.sp(["ls"]);
+        assert!(
+            l.stderr.contains(&format!(
+                "driving it again (run {group}, attempt {})",
+                n + 1
+            )),
+            "{}",
+            l.stderr
+        );
+    }
+    crate::harness::kill_driver(&env, &group, 5);
+    let l = env.sp(["ls"]);
+    assert!(
+        l.stderr.contains("has died 5 times; not starting it again"),
+        "{}",
+        l.stderr
+    );
+    assert!(!env.attempt_dir(&group, 6).exists());
+    assert!(!env.home.join("groups/.open").join(&group).exists());
+    touch(&gate);
+    let w = env.sp_within(LIMIT, "wait --group hung", ["wait", "--group", &group]);
+    assert_eq!(w.code, 130, "{w:?}");
+    assert!(
+        w.stderr
+            .contains("never started (its driver ended first): line 2"),
+        "{}",
+        w.stderr
+    );
+    assert_eq!(env.result("m0")["status"], "completed");
+    env.assert_no_leftovers();
+}
