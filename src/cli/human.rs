@@ -61,10 +61,12 @@ pub fn age_changes_in(d: Duration) -> Duration {
 
 /// An RFC 3339 UTC time as people read it, marked as UTC: `2026-11-30 03:39:43 UTC`.
 pub fn utc(rfc3339: &str) -> String {
-    match rfc3339.get(..19) {
+    // From records a program may have written (progress.json): made safe for a terminal.
+    let shown = match rfc3339.get(..19) {
         Some(t) => format!("{} UTC", t.replace('T', " ")),
         None => rfc3339.to_owned(),
-    }
+    };
+    crate::term::sanitize(shown.as_bytes(), 64)
 }
 
 /// The time since an RFC 3339 time (zero for one in the future); `None` if it does not parse.

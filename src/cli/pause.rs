@@ -127,11 +127,6 @@ fn hold(
     json: bool,
 ) -> Result<i32, CliError> {
     let verb = verb(stopped);
-    if names.is_empty() {
-        return Err(CliError::Flag(format!(
-            "{verb} needs a RUN: a run id, a unique start of one, or `@` for the newest run"
-        )));
-    }
     let mut found = Vec::with_capacity(names.len());
     for name in names {
         if let Some(r) = super::remote::of(home, name)? {

@@ -82,8 +82,8 @@ impl Worker {
         // A hold still on (an agent that ended held) counts up to now.
         let hold = self.life.hold();
         if hold.times > 0 {
-            let ms = hold.total_at(std::time::Instant::now()).as_millis();
-            f.stopped_ms = Some(u64::try_from(ms).unwrap_or(u64::MAX));
+            let held = hold.total_at(std::time::Instant::now());
+            f.stopped_ms = Some(crate::spec::millis(held));
             f.stops = Some(hold.times);
         }
         // A sandbox helper that did not get as far as the program: its own exit says nothing

@@ -277,17 +277,14 @@ fn a_run_paused_before_its_start_is_stopped_as_it_starts() {
 }
 
 /// An unsandboxed program can write its attempt directory and signal its worker (its
-/// parent): a `stop.json` that is a link to a FIFO, a sparse gigabyte, garbage or a
+/// parent): a `stop.json` that is a FIFO, a link to /dev/zero, a sparse gigabyte, garbage or a
 /// directory, each followed by SIGUSR2 to the worker, must neither hang nor stop nor kill
 /// the worker; the program goes on and completes.
 #[test]
 fn a_forged_stop_request_does_nothing_harmful() {
     let env = TestEnv::new();
     for (id, plant) in [
-        (
-            "fifo",
-            "mkfifo \"$D/fifo\" && ln -s \"$D/fifo\" \"$D/stop.json\"",
-        ),
+        ("fifo", "mkfifo \"$D/stop.json\""),
         ("link", "ln -s /dev/zero \"$D/stop.json\""),
         ("huge", "truncate -s 1G \"$D/stop.json\""),
         (

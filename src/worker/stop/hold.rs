@@ -122,6 +122,21 @@ mod tests {
     }
 
     #[test]
+    fn output_while_held_counts_its_idle_time_from_the_continue() {
+        let (mut life, t0) = running(None, Some(500));
+        assert_eq!(life.on(HOLD, t0 + ms(400)), [Action::SigStop]);
+        // Output of a process outside the held group, and the final event, while held.
+        assert_eq!(life.on(Event::Output, t0 + ms(5_000)), []);
+        assert_eq!(life.on(Event::TerminalSeen, t0 + ms(6_000)), []);
+        assert_eq!(
+            life.on(GO_ON, t0 + ms(10_400)),
+            [Action::SigCont { held: ms(10_000) }]
+        );
+        // Idle 500 ms and the 1 s linger both from the continue, not pushed past it.
+        assert_eq!(life.next_deadline(), Some(t0 + ms(10_900)));
+    }
+
+    #[test]
     fn the_timeout_and_idle_timeout_stand_still_while_held() {
         let (mut life, t0) = running(Some(1_000), Some(500));
         assert_eq!(life.on(HOLD, t0 + ms(400)), [Action::SigStop]);

@@ -244,9 +244,11 @@ impl Life {
             ) => {
                 if let Some(held) = self.hold.end(now) {
                     *started += held;
-                    *last_output += held;
+                    // A clock set while held (output of a descendant outside the group, the
+                    // final event) counts from the continue, not past it.
+                    *last_output = (*last_output + held).min(now);
                     if let Some(l) = linger_at {
-                        *l += held;
+                        *l = (*l + held).min(now + self.linger);
                     }
                     acts.push(Action::SigCont { held });
                 }
