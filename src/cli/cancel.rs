@@ -58,15 +58,10 @@ pub fn cancel(home: &crate::store::Home, a: CancelArgs) -> Result<i32, CliError>
                 env.status.as_str()
             );
             // The driver of a group that died with work left: stop the group, as it would.
-            if f.record.labels.contains_key(app::fanout::DRIVER_LABEL)
-                && app::fanout::revive::is_open(home, &f.spec.run_id)
-            {
-                let n = app::fanout::revive::stop_dead(home, f.spec.run_id.as_str())?;
+            if let Some(n) = app::fanout::revive::stop_if_dead(home, &f)? {
                 eprintln!(
-                    "subpane: group {}: its driver had died; its queued tasks will not start, \
-                     {n} running task{} cancelled",
-                    f.spec.run_id,
-                    if n == 1 { "" } else { "s" }
+                    "subpane: {}",
+                    app::fanout::revive::stopped_words(f.spec.run_id.as_str(), n)
                 );
             }
             if a.json {

@@ -346,7 +346,7 @@ pub fn dispatch(cli: Cli) -> Result<i32, CliError> {
 /// internal ones (a driver, a host's side of a call) and `cancel` of a group's driver (it
 /// stops the group instead). What was started is said on stderr.
 fn revive_groups(home: &crate::store::Home, command: &Command) {
-    let except = match command {
+    let cancelled = match command {
         Command::Run(_)
         | Command::Retry(_)
         | Command::Status(_)
@@ -361,23 +361,12 @@ fn revive_groups(home: &crate::store::Home, command: &Command) {
         | Command::Top(_)
         | Command::Gc(_)
         | Command::Hosts(_)
-        | Command::Mcp(_) => Vec::new(),
-        Command::Fanout(a) if a.driver.is_none() => Vec::new(),
-        Command::Cancel(a) => crate::app::find_run(home, &a.run, None)
-            .map(|f| vec![f.spec.run_id.to_string()])
-            .unwrap_or_default(),
+        | Command::Mcp(_) => None,
+        Command::Fanout(a) if a.driver.is_none() => None,
+        Command::Cancel(a) => Some(a.run.as_str()),
         _ => return,
     };
-    for r in crate::app::fanout::revive::revive(home, &except) {
-        match r.outcome {
-            Ok(n) => eprintln!(
-                "subpane: group {}: its driver had died; driving it again (run {}, attempt {n})",
-                r.group, r.group
-            ),
-            Err(e) => eprintln!(
-                "subpane: warning: group {}: its driver had died and cannot be started again: {e}",
-                r.group
-            ),
-        }
+    for r in crate::app::fanout::revive::revive_seen(home, cancelled) {
+        eprintln!("subpane: {}", r.words());
     }
 }

@@ -232,3 +232,40 @@ async fn a_killed_driver_is_driven_again_by_the_next_call() {
     c.close().await;
     env.assert_no_leftovers();
 }
+
+/// The `cancel` tool on a group whose driver was killed stops the group (its running task
+/// cancelled, the queued one never started) instead of leaving it to be driven again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_of_a_dead_driver_stops_its_group() {
+    let env = TestEnv::new();
+    let c = connect(&env).await;
+    let gate = env.root.path().join("gate");
+    let tasks = json!([
+        {"argv": gated(&gate), "run_id": "cd0"},
+        {"argv": ["true"], "run_id": "cd1"},
+    ]);
+    let r = fanout_one_at_a_time(&c, tasks).await;
+    let group = doc(&r)["group"].as_str().unwrap().to_owned();
+    let first = env.attempt_dir("cd0", 1).join("launch.json");
+    until("the first task to start", move || first.exists()).await;
+    tokio::task::block_in_place(|| crate::harness::kill_driver(&env, &group, 1));
+    let r = c.call("cancel", json!({"run_id": group})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    let t = text(&r);
+    assert!(
+        t.contains("its queued tasks will not start, 1 running task cancelled"),
+        "{t}"
+    );
+    let r = c.call("list", json!({})).await;
+    assert!(!is_error(&r), "{}", text(&r));
+    assert!(
+        !env.attempt_dir(&group, 2).exists(),
+        "driven again after its cancel"
+    );
+    let done = env.attempt_dir("cd0", 1).join("result.json");
+    until("the running task to end", move || done.exists()).await;
+    assert_eq!(env.result("cd0")["status"], "cancelled");
+    assert!(!env.run_dir("cd1").exists());
+    c.close().await;
+    env.assert_no_leftovers();
+}

@@ -75,6 +75,32 @@ pub struct Revived {
     pub outcome: Result<u32, Error>,
 }
 
+impl Revived {
+    /// What was done, for stderr: `group G: its driver had died; driving it again (…)`.
+    pub fn words(&self) -> String {
+        let g = &self.group;
+        match &self.outcome {
+            Ok(n) => {
+                format!("group {g}: its driver had died; driving it again (run {g}, attempt {n})")
+            }
+            Err(e) => {
+                format!("warning: group {g}: its driver had died and cannot be started again: {e}")
+            }
+        }
+    }
+}
+
+/// What a command (or MCP call) that may see a dead driver does first: [`revive`], but not
+/// the group whose driver `cancelled` names (a cancel of a dead driver stops its group:
+/// [`stop_if_dead`]). What it did, for stderr.
+pub fn revive_seen(home: &Home, cancelled: Option<&str>) -> Vec<Revived> {
+    let except: Vec<String> = cancelled
+        .and_then(|r| find_run(home, r, None).ok())
+        .map(|f| vec![f.spec.run_id.to_string()])
+        .unwrap_or_default();
+    revive(home, &except)
+}
+
 /// Starts again the driver of every open group whose driver has ended (but those in
 /// `except`): what it did to each.
 pub fn revive(home: &Home, except: &[String]) -> Vec<Revived> {
@@ -124,6 +150,24 @@ fn driver_ended(home: &Home, group: &str) -> bool {
         ),
         Err(_) => false,
     }
+}
+
+/// `cancel` of run `f` that had already ended: when it is the driver of a group with work
+/// left, the group is stopped as its driver would have ([`stop_dead`]); how many running
+/// tasks were cancelled, `None` for any other run.
+pub fn stop_if_dead(home: &Home, f: &crate::app::Found) -> Result<Option<usize>, Error> {
+    if !f.record.labels.contains_key(super::DRIVER_LABEL) || !is_open(home, &f.spec.run_id) {
+        return Ok(None);
+    }
+    stop_dead(home, f.spec.run_id.as_str()).map(Some)
+}
+
+/// The words for stderr of [`stop_if_dead`]'s `n`.
+pub fn stopped_words(group: &str, n: usize) -> String {
+    format!(
+        "group {group}: its driver had died; its queued tasks will not start, {n} running task{} cancelled",
+        if n == 1 { "" } else { "s" }
+    )
 }
 
 /// `cancel G` of a group whose driver had died: the group is closed (its queued tasks never

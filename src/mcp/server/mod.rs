@@ -102,21 +102,8 @@ impl Server {
             .then(|| args["run_id"].as_str().map(str::to_owned))
             .flatten();
         let _ = tokio::task::spawn_blocking(move || {
-            let except: Vec<String> = cancelled
-                .and_then(|r| app::find_run(&home, &r, None).ok())
-                .map(|f| vec![f.spec.run_id.to_string()])
-                .unwrap_or_default();
-            for r in app::fanout::revive::revive(&home, &except) {
-                match r.outcome {
-                    Ok(n) => eprintln!(
-                        "subpane mcp: group {}: its driver had died; driving it again (attempt {n})",
-                        r.group
-                    ),
-                    Err(e) => eprintln!(
-                        "subpane mcp: group {}: its driver had died and cannot be started again: {e}",
-                        r.group
-                    ),
-                }
+            for r in app::fanout::revive::revive_seen(&home, cancelled.as_deref()) {
+                eprintln!("subpane mcp: {}", r.words());
             }
         })
         .await;

@@ -81,7 +81,19 @@ impl Server {
             Ok(match app::cancel(&f, grace_ms)? {
                 CancelOutcome::AlreadyFinished(env) => {
                     let mut r = finished(&env, &f.paths, detail);
-                    prepend(&mut r, "already finished; nothing to cancel\n");
+                    // The driver of a group that died with work left: the group is stopped.
+                    let group = app::fanout::revive::stop_if_dead(&home, &f)?
+                        .map(|n| {
+                            format!(
+                                "{}\n",
+                                app::fanout::revive::stopped_words(f.spec.run_id.as_str(), n)
+                            )
+                        })
+                        .unwrap_or_default();
+                    prepend(
+                        &mut r,
+                        &format!("already finished; nothing to cancel\n{group}"),
+                    );
                     r
                 }
                 CancelOutcome::Requested(c) => {
