@@ -351,14 +351,7 @@ pub fn rows_text(rows: &[RunRow], total: usize, offset: usize) -> String {
             r.failure_kind
                 .map(|k| format!("/{}", k.as_str()))
                 .unwrap_or_default(),
-            if crate::app::fanout::is_driver(r) {
-                format!(
-                    "fan-out group {} (its tasks: the `list` tool with group {})",
-                    r.run_id, r.run_id
-                )
-            } else {
-                crate::term::sanitize(r.what.as_bytes(), 120)
-            }
+            crate::term::sanitize(r.what.as_bytes(), 120)
         ));
     }
     let in_doc = rows.len() - shown;

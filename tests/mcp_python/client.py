@@ -177,17 +177,15 @@ async def defaults(s):
         ("resume", {"group": None}),
     ]
     assert sorted(c for c, _ in calls) == sorted(by), sorted(by)
-    # A group still going, for `pause` and `resume` (started after `list`, which would show
-    # its driver's command line): its one task waits for a file.
+    # A group still going, for `pause` and `resume` (started first, so that `list` shows its
+    # driver's row too, in the tools' words): its one task waits for a file.
     gate = os.path.join(WORK, "defaults-go")
-    group = None
+    r = await s.call_tool("fanout", {"tasks": [{"argv": ["sh", "-c", gated(gate)]}],
+                                     "max_wait": "300ms"})
+    assert not r.is_error, text(r)
+    group = r.structured_content["group"]
     for tool, args in calls:
         if "group" in args:
-            if group is None:
-                r = await s.call_tool("fanout", {"tasks": [{"argv": ["sh", "-c", gated(gate)]}],
-                                                 "max_wait": "300ms"})
-                assert not r.is_error, text(r)
-                group = r.structured_content["group"]
             args["group"] = group
         filled = use_defaults(input_schema(by[tool]), args)
         jsonschema.Draft202012Validator(input_schema(by[tool])).validate(filled)

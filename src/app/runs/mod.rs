@@ -344,7 +344,16 @@ fn run_row(home: &Home, run: &store::RunEntry) -> Result<RunRow, String> {
         group: run.record.group.clone(),
         parent_run: run.record.lineage.as_ref().map(|l| l.parent_run.clone()),
         depth: run.record.lineage.as_ref().map_or(0, |l| l.depth),
-        what: what(&spec),
+        // A fan-out's driver stands for its group, not for its own command line.
+        what: if run
+            .record
+            .labels
+            .contains_key(crate::app::fanout::DRIVER_LABEL)
+        {
+            format!("fan-out group {}", run.id)
+        } else {
+            what(&spec)
+        },
         problem: None,
         host: None,
         slurm: None,

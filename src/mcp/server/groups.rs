@@ -72,8 +72,7 @@ fn concurrency(n: Option<usize>) -> Result<Vec<Change>, ToolError> {
 fn control_answer(verb: Verb, a: &ControlAnswer, counts: Option<(usize, usize)>) -> CallToolResult {
     let text = control_text(verb, a, counts);
     let next = (verb == Verb::Resume).then(|| answer::next_wait(&[], Some(&a.group)));
-    let doc = json!({"group": a.group, "paused": a.paused, "stop_running": a.stop_running,
-                     "concurrency": a.concurrency, "taken": a.taken});
+    let doc = to_value(a);
     result(text.clone(), answer::lead(&text, next, doc))
 }
 
