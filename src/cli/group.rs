@@ -36,7 +36,7 @@ pub struct GroupArgs {
 pub fn group(home: &Home, a: GroupArgs) -> Result<i32, CliError> {
     let g = app::resolve_group(home, &a.group)?;
     if let Some(n) = a.concurrency {
-        return change(home, &g, Change::Concurrency(n as usize), a.json);
+        return change(home, &g, &[Change::Concurrency(n as usize)], a.json);
     }
     let Some(report) = app::fanout::group_report(home, &g)? else {
         return Err(app::Error::invalid(format!(
@@ -66,8 +66,8 @@ pub fn group(home: &Home, a: GroupArgs) -> Result<i32, CliError> {
 }
 
 /// Makes `change` to group `g` and says what its controls are now.
-pub fn change(home: &Home, g: &str, change: Change, json: bool) -> Result<i32, CliError> {
-    let answer = control::change(home, g, change)?;
+pub fn change(home: &Home, g: &str, changes: &[Change], json: bool) -> Result<i32, CliError> {
+    let answer = control::change(home, g, changes)?;
     if json {
         print_json(&answer);
     } else {

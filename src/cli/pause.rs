@@ -100,7 +100,7 @@ pub fn pause(home: &crate::store::Home, a: PauseArgs) -> Result<i32, CliError> {
         let change = Change::Pause {
             stop_running: a.stop_running,
         };
-        return super::group::change(home, &g, change, a.json);
+        return super::group::change(home, &g, &[change], a.json);
     }
     hold(home, &a.runs, true, a.json)
 }
@@ -108,7 +108,7 @@ pub fn pause(home: &crate::store::Home, a: PauseArgs) -> Result<i32, CliError> {
 pub fn resume(home: &crate::store::Home, a: ResumeArgs) -> Result<i32, CliError> {
     if let Some(g) = &a.group {
         let g = app::resolve_group(home, g)?;
-        return super::group::change(home, &g, Change::Resume, a.json);
+        return super::group::change(home, &g, &[Change::Resume], a.json);
     }
     hold(home, &a.runs, false, a.json)
 }

@@ -114,8 +114,9 @@ pub(super) fn mark_applied(home: &Home, group: &RunId, serial: u64) -> Result<()
     Ok(())
 }
 
-/// Makes `change` to `group` (its full id) and waits for its driver to take it.
-pub fn change(home: &Home, group: &str, change: Change) -> Result<ControlAnswer, Error> {
+/// Makes `changes` to `group` (its full id), in order, as one change (one serial: the
+/// driver takes them together), and waits for its driver to take it.
+pub fn change(home: &Home, group: &str, changes: &[Change]) -> Result<ControlAnswer, Error> {
     let id = RunId::parse(group)?;
     let Some(record) = super::group_record(home, group) else {
         return Err(Error::invalid(format!(
@@ -134,21 +135,23 @@ pub fn change(home: &Home, group: &str, change: Change) -> Result<ControlAnswer,
     let serial = {
         let _lock = store::Exclusive::acquire(&dir.join("lock"))?;
         let mut c = read(home, &id);
-        match change {
-            Change::Pause { stop_running } => {
-                c.paused = true;
-                // A pause that does not stop keeps what an earlier one stopped stopped.
-                c.stop_running |= stop_running;
-            }
-            Change::Resume => {
-                c.paused = false;
-                c.stop_running = false;
-            }
-            Change::Concurrency(n) => {
-                if n == 0 {
-                    return Err(Error::invalid("the concurrency must be at least 1"));
+        for change in changes {
+            match *change {
+                Change::Pause { stop_running } => {
+                    c.paused = true;
+                    // A pause that does not stop keeps what an earlier one stopped stopped.
+                    c.stop_running |= stop_running;
                 }
-                c.concurrency = Some(n);
+                Change::Resume => {
+                    c.paused = false;
+                    c.stop_running = false;
+                }
+                Change::Concurrency(n) => {
+                    if n == 0 {
+                        return Err(Error::invalid("the concurrency must be at least 1"));
+                    }
+                    c.concurrency = Some(n);
+                }
             }
         }
         c.schema = CONTROL_SCHEMA.into();

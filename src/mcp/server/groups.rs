@@ -1,11 +1,7 @@
 //! The tools that change a detached fan-out group: `pause` and `resume` (each may change
 //! its concurrency too). Each records its change and waits, a few seconds at most, for the
 //! group's driver to take it ([`control::change`]); the answer is the group's controls then.
-//!
-//! Common pitfalls:
-//! * A change with a concurrency is two changes. They go in the order that starts nothing
-//!   under a state no call asked for: a pause first, then its concurrency; a resume's
-//!   concurrency first (while still paused), then the resume.
+//! A call with a concurrency makes both changes as one: the driver takes them together.
 
 use super::*;
 use crate::app::fanout::control::{self, Change, ControlAnswer};
@@ -34,17 +30,13 @@ impl Server {
         self.control(a.group, changes, Verb::Resume).await
     }
 
-    /// Makes `changes` to the group `name` stands for, in order, and answers with its
-    /// controls after the last.
+    /// Makes `changes` to the group `name` stands for, as one, and answers with its
+    /// controls then.
     async fn control(&self, name: String, changes: Vec<Change>, verb: Verb) -> Answer {
         let home = self.home.clone();
         blocking_tool(move || {
             let group = app::resolve_group(&home, &name)?;
-            let mut last = None;
-            for c in changes {
-                last = Some(control::change(&home, &group, c)?);
-            }
-            let a = last.ok_or_else(|| ToolError::Invalid("no change to make".into()))?;
+            let a = control::change(&home, &group, &changes)?;
             // How many run and wait now, for the line a model reads; none when the report
             // cannot be read (the change is made all the same).
             let counts = app::fanout::group_report(&home, &group)
