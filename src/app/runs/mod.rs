@@ -203,30 +203,61 @@ pub fn cancel_asking(
     origin: CancelOrigin,
     budget: Option<&crate::envelope::BudgetHit>,
 ) -> Result<CancelOutcome, Error> {
-    if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
-        return Ok(CancelOutcome::AlreadyFinished(env));
-    }
     let grace_ms = grace_ms.unwrap_or(found.spec.limits.grace_ms);
-    let delivery =
-        supervisor::request_cancel(&found.paths, grace_ms, origin, budget, || pane_pid(found))?;
-    if let supervisor::Delivery::NotDelivered(why) = delivery {
-        // It may have ended meanwhile: then that is the answer.
-        if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
-            return Ok(CancelOutcome::AlreadyFinished(env));
+    let asked = ask_live(found, |paths, pane| {
+        supervisor::request_cancel(paths, grace_ms, origin, budget, pane)
+    })?;
+    match asked {
+        Asked::Finished(env) => return Ok(CancelOutcome::AlreadyFinished(env)),
+        Asked::NotDelivered(why) => {
+            return Err(Error::CancelNotDelivered {
+                run: found.spec.run_id.to_string(),
+                attempt: found.spec.attempt,
+                why,
+                socket: found.spec.tmux.socket.display().to_string(),
+                session: found.spec.tmux.session.clone(),
+            });
         }
-        return Err(Error::CancelNotDelivered {
-            run: found.spec.run_id.to_string(),
-            attempt: found.spec.attempt,
-            why,
-            socket: found.spec.tmux.socket.display().to_string(),
-            session: found.spec.tmux.session.clone(),
-        });
+        Asked::Delivered => {}
     }
     Ok(CancelOutcome::Requested(CancelRequested {
         run_id: found.spec.run_id.to_string(),
         attempt: found.spec.attempt,
         cancel_requested: true,
     }))
+}
+
+/// What asking a live attempt's worker (a cancel, a hold) came to.
+pub(super) enum Asked {
+    /// The attempt had finished, or finished while the request could not be delivered.
+    Finished(Box<crate::envelope::Envelope>),
+    Delivered,
+    /// Nothing was signalled (why), and the attempt still runs.
+    NotDelivered(String),
+}
+
+/// Asks `found`'s worker by `request` (given its paths and the pane's process, what the
+/// worker is proven by), unless the attempt has finished: the one way every request to a
+/// worker goes.
+pub(super) fn ask_live(
+    found: &Found,
+    request: impl FnOnce(
+        &crate::store::AttemptPaths,
+        &dyn Fn() -> Option<i32>,
+    ) -> Result<supervisor::Delivery, supervisor::SuperviseError>,
+) -> Result<Asked, Error> {
+    if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
+        return Ok(Asked::Finished(env));
+    }
+    let pane = || pane_pid(found);
+    if let supervisor::Delivery::NotDelivered(why) = request(&found.paths, &pane)? {
+        // It may have ended meanwhile: then that is the answer.
+        if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
+            return Ok(Asked::Finished(env));
+        }
+        return Ok(Asked::NotDelivered(why));
+    }
+    Ok(Asked::Delivered)
 }
 
 /// The process of the attempt's tmux pane, as tmux says: what a request to its worker is

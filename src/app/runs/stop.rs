@@ -17,9 +17,9 @@
 
 use crate::app::Error;
 use crate::envelope::{Envelope, StopRequested};
-use crate::supervisor::{self, AttemptState, Delivery, observe};
+use crate::supervisor;
 
-use super::Found;
+use super::{Asked, Found};
 
 /// What a request to hold an attempt's agent stopped (or continue it) did.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,25 +38,21 @@ pub enum StopOutcome {
 /// Errors: [`Error::StopNotDelivered`] when the worker could not be proven to be this
 /// attempt's (nothing was signalled, and no request is left behind).
 pub fn stop_attempt(found: &Found, stopped: bool) -> Result<StopOutcome, Error> {
-    if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
-        return Ok(StopOutcome::AlreadyFinished(env));
-    }
-    let delivery = supervisor::request_stop(&found.paths, stopped, || super::pane_pid(found))?;
-    if let Delivery::NotDelivered(why) = delivery {
-        // It may have ended meanwhile: then that is the answer.
-        if let AttemptState::Finished(env) = observe(&found.paths, &found.spec)? {
-            return Ok(StopOutcome::AlreadyFinished(env));
-        }
-        return Err(Error::StopNotDelivered {
+    let asked = super::ask_live(found, |paths, pane| {
+        supervisor::request_stop(paths, stopped, pane)
+    })?;
+    match asked {
+        Asked::Finished(env) => Ok(StopOutcome::AlreadyFinished(env)),
+        Asked::NotDelivered(why) => Err(Error::StopNotDelivered {
             run: found.spec.run_id.to_string(),
             attempt: found.spec.attempt,
             stopped,
             why,
-        });
+        }),
+        Asked::Delivered => Ok(StopOutcome::Requested(StopRequested {
+            run_id: found.spec.run_id.to_string(),
+            attempt: found.spec.attempt,
+            stopped,
+        })),
     }
-    Ok(StopOutcome::Requested(StopRequested {
-        run_id: found.spec.run_id.to_string(),
-        attempt: found.spec.attempt,
-        stopped,
-    }))
 }
