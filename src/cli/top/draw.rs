@@ -27,7 +27,6 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row, Table, TableState};
 
-use super::sgr;
 use super::ui::{BINDINGS, Editing, Mode, Ui, hints, keys_width};
 use crate::app;
 use crate::app::board::{Board, BoardRun, Detail, GroupSummary, groups};
@@ -56,7 +55,7 @@ pub fn draw(f: &mut Frame, board: &Board, ui: &mut Ui, detail: Option<&Detail>, 
         run_table(f, body, board, ui, now);
     }
     if ui.mode == Mode::Detail {
-        detail_pane(f, det, board, ui, detail, now);
+        super::detail::pane(f, det, board, ui, detail, now);
     }
     status_line(f, foot, ui);
     if ui.help {
@@ -110,7 +109,7 @@ fn help(f: &mut Frame, area: Rect) {
 }
 
 /// A style, or none without colour.
-fn fg(ui: &Ui, c: Color) -> Style {
+pub(super) fn fg(ui: &Ui, c: Color) -> Style {
     if ui.color {
         Style::default().fg(c)
     } else {
@@ -170,7 +169,7 @@ pub fn status_text(r: &BoardRun) -> String {
 }
 
 /// A run's colour; a fan-out's driver, its group's row, never reads as a failure.
-fn row_color(row: &crate::envelope::RunRow) -> Color {
+pub(super) fn row_color(row: &crate::envelope::RunRow) -> Color {
     if app::fanout::is_driver(row) {
         Color::Cyan
     } else {
@@ -189,7 +188,7 @@ fn status_color(s: RunState) -> Color {
 }
 
 /// How long it ran, or has run so far.
-fn elapsed(r: &BoardRun, now: SystemTime) -> String {
+pub(super) fn elapsed(r: &BoardRun, now: SystemTime) -> String {
     if let Some(ms) = r.row.duration_ms {
         return human::clock(Duration::from_millis(ms));
     }
@@ -534,98 +533,6 @@ fn group_table(f: &mut Frame, area: Rect, board: &Board, ui: &mut Ui, now: Syste
         .column_spacing(1)
         .row_highlight_style(Style::default().add_modifier(Modifier::REVERSED));
     f.render_stateful_widget(table, area, &mut state);
-}
-
-fn detail_pane(
-    f: &mut Frame,
-    area: Rect,
-    board: &Board,
-    ui: &Ui,
-    detail: Option<&Detail>,
-    now: SystemTime,
-) {
-    let rows = ui.visible(board);
-    let Some(r) = ui.selected_index(&rows).and_then(|i| rows.get(i)) else {
-        return;
-    };
-    let dim = Style::default().add_modifier(Modifier::DIM);
-    let title = Style::default().add_modifier(Modifier::BOLD);
-    let mut lines: Vec<Line> = Vec::new();
-    let row = &r.row;
-    let mut head = format!(
-        "{} · attempt {} · {}",
-        row.run_id,
-        row.attempt,
-        row.agent.as_str()
-    );
-    if let Some(g) = &row.group {
-        head.push_str(&format!(" · group {g}"));
-    }
-    for (k, v) in &row.labels {
-        head.push_str(&format!(" · {k}={v}"));
-    }
-    lines.push(Line::styled(format!("─ {head} "), title));
-    let mut state = match detail.and_then(|d| d.envelope.as_deref()) {
-        Some(env) => env.outcome_words(),
-        None => row.status.as_str().to_owned(),
-    };
-    state.push_str(&format!(" · {}", elapsed(r, now)));
-    if let Some(s) = r.so_far() {
-        let words = human::so_far(s);
-        if !words.is_empty() {
-            state.push_str(&format!(" · {words}"));
-        }
-    }
-    lines.push(Line::from(vec![
-        Span::styled("status  ", dim),
-        Span::styled(state, fg(ui, row_color(row))),
-    ]));
-    lines.push(Line::from(vec![
-        Span::styled("what    ", dim),
-        Span::raw(row.what.clone()),
-    ]));
-    lines.extend(super::queue::detail_lines(board, row));
-    if let Some(env) = detail.and_then(|d| d.envelope.as_deref()) {
-        for e in env.output.errors.iter().take(3) {
-            lines.push(Line::from(vec![
-                Span::styled("error   ", dim),
-                Span::styled(crate::term::sanitize(e.as_bytes(), 300), fg(ui, Color::Red)),
-            ]));
-        }
-        if let Some(t) = &env.output.final_text {
-            let first = t.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            lines.push(Line::from(vec![
-                Span::styled("answer  ", dim),
-                Span::raw(crate::term::sanitize(first.as_bytes(), 300)),
-            ]));
-        }
-    }
-    lines.push(Line::from(vec![
-        Span::styled("files   ", dim),
-        Span::raw(r.paths.dir().display().to_string()),
-    ]));
-    if let Some(d) = detail.filter(|d| d.run_id == row.run_id && d.attempt == row.attempt) {
-        let events = if row.agent == crate::spec::AgentKind::Command {
-            "stdout"
-        } else {
-            "events"
-        };
-        lines.push(Line::styled(format!("─ {events} "), title));
-        lines.extend(
-            d.events
-                .iter()
-                .map(|l| sgr::line(l, ui.color, Style::default())),
-        );
-        if !d.stderr.is_empty() {
-            lines.push(Line::styled("─ stderr ", title));
-            lines.extend(
-                d.stderr
-                    .iter()
-                    .map(|l| sgr::line(l, ui.color, fg(ui, Color::Yellow))),
-            );
-        }
-    }
-    f.render_widget(Paragraph::new(lines), area);
 }
 
 fn status_line(f: &mut Frame, area: Rect, ui: &Ui) {

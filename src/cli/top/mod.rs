@@ -27,6 +27,7 @@
 //!   for ever (a process spinning at 100% long after its window closed): the terminal's
 //!   hang-up is checked before crossterm reads.
 
+mod detail;
 mod draw;
 mod queue;
 mod screen;
